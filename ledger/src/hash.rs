@@ -1,0 +1,73 @@
+//! The per-entry hashes. Each function here is pinned by test vectors in
+//! `docs/FORMAT.md` and `ledger/testdata/format_vectors.json`.
+
+use sha2::{Digest, Sha256};
+
+/// A 32-byte SHA-256 value: a leaf hash, an interior node hash, a tree root or
+/// a chain hash.
+pub use tlog_tiles::Hash;
+
+/// The chain value before the first entry: 32 zero bytes.
+pub const GENESIS_CHAIN: Hash = Hash([0u8; 32]);
+
+/// RFC 6962 §2.1 leaf hash: `SHA-256(0x00 ‖ leaf)`.
+pub fn leaf_hash(leaf: &[u8]) -> Hash {
+    tlog_tiles::record_hash(leaf)
+}
+
+/// RFC 6962 §2.1 interior node hash: `SHA-256(0x01 ‖ left ‖ right)`.
+pub fn node_hash(left: Hash, right: Hash) -> Hash {
+    tlog_tiles::node_hash(left, right)
+}
+
+/// BLAKE3 content digest of the leaf bytes (unkeyed, 32-byte output).
+pub fn content_digest(leaf: &[u8]) -> [u8; 32] {
+    *blake3::hash(leaf).as_bytes()
+}
+
+/// The hash chain link: `SHA-256(prev_chain ‖ BLAKE3(leaf))`, following the
+/// design documents' `audit.py` identity tuple. `prev_chain` is
+/// [`GENESIS_CHAIN`] for entry 0.
+pub fn chain_hash(prev_chain: &Hash, leaf: &[u8]) -> Hash {
+    chain_hash_from_digest(prev_chain, &content_digest(leaf))
+}
+
+/// [`chain_hash`] when the BLAKE3 digest is already known.
+pub fn chain_hash_from_digest(prev_chain: &Hash, digest: &[u8; 32]) -> Hash {
+    let mut h = Sha256::new();
+    h.update(prev_chain.0);
+    h.update(digest);
+    Hash(h.finalize().into())
+}
+
+/// The RFC 6962 root of the empty tree: `SHA-256("")`.
+pub const EMPTY_ROOT: Hash = tlog_tiles::EMPTY_HASH;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_root_is_sha256_of_nothing() {
+        assert_eq!(EMPTY_ROOT.0, <[u8; 32]>::from(Sha256::digest(b"")));
+    }
+
+    #[test]
+    fn leaf_and_node_prefixes_differ() {
+        // A leaf whose bytes look like two child hashes must not collide with
+        // the node over those children (the reason for the 0x00/0x01 prefixes).
+        let l = leaf_hash(b"a");
+        let r = leaf_hash(b"b");
+        let mut fake = Vec::new();
+        fake.extend_from_slice(&l.0);
+        fake.extend_from_slice(&r.0);
+        assert_ne!(leaf_hash(&fake), node_hash(l, r));
+    }
+
+    #[test]
+    fn chain_depends_on_prev_and_content() {
+        let a = chain_hash(&GENESIS_CHAIN, b"x");
+        assert_ne!(a, chain_hash(&GENESIS_CHAIN, b"y"));
+        assert_ne!(a, chain_hash(&a, b"x"));
+    }
+}

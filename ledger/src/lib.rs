@@ -1,0 +1,42 @@
+//! # ledger: the Evidence Ledger's log core
+//!
+//! An append-only log of opaque entries ("leaves"). It is durable, hashed into an
+//! RFC 6962 / RFC 9162 Merkle tree stored on disk, and linked in a SHA-256 hash
+//! chain. This crate can prove inclusion and consistency, and can verify itself.
+//!
+//! It is transport-agnostic. It has no HTTP, no JSON, no checkpoint signing and
+//! no event semantics: callers hand it the exact bytes to be hashed, and it
+//! returns indices, hashes and proofs. Signed notes live in `anchors`, event
+//! meaning in the event modules, HTTP in `api`.
+//!
+//! ## Map
+//! - [`hash`]: the three per-entry hashes (RFC 6962 leaf hash, BLAKE3 content
+//!   digest, SHA-256 chain hash). The byte layouts are in `docs/FORMAT.md`.
+//! - [`merkle`]: proof verification (no storage) and the stored-hash layout.
+//! - [`store`]: the redb tables and the only code that touches them.
+//! - [`Ledger`]: open with a self-check, group-committed appends, reads and
+//!   proofs.
+//! - [`verify`]: full and incremental verification of a data directory.
+//!
+//! ## Invariants
+//! - There is no update and no delete of an entry. The store exposes only
+//!   `append_batch`; nothing rewrites or removes a row of the entries or hashes
+//!   tables.
+//! - An append is acknowledged only after the transaction holding its entry,
+//!   its stored hashes, its chain hash and the new head has been committed with
+//!   `Durability::Immediate` (fsync'd).
+//! - The head (size, root, chain) advances only by a commit, and the in-memory
+//!   head only after that commit returns.
+
+pub mod error;
+pub mod hash;
+mod log;
+pub mod merkle;
+pub mod store;
+pub mod verify;
+
+pub use error::{Corruption, CorruptionKind, Error};
+pub use hash::{chain_hash, content_digest, leaf_hash, Hash, GENESIS_CHAIN};
+pub use log::{Appended, Config, Entry, Ledger, PendingAppend, Stats};
+pub use store::Head;
+pub use verify::{verify_dir, verify_dir_from, Verified};

@@ -1,0 +1,191 @@
+//! Verification of a data directory, independent of [`crate::Ledger`].
+//!
+//! - [`verify_dir`] walks every entry. It recomputes each leaf hash, chain hash
+//!   and stored tree hash and the head, and reports the first bad index and what
+//!   is wrong there.
+//! - [`verify_dir_from`] starts from a trusted `(size, root)`. It checks that
+//!   the stored tree at `size` hashes to `root` (O(log n)), then walks only the
+//!   entries after `size`. It does not re-hash entries before `size`: those are
+//!   committed to by the trusted root, and are re-checked on every read and by a
+//!   full walk. It takes the chain hash at `size - 1` from storage as the
+//!   starting link.
+//!
+//! Neither needs the log to pass the open-time self-check, so both can locate
+//! damage that makes [`crate::Ledger::open`] refuse.
+
+use std::path::Path;
+
+
+use crate::error::{storage, Corruption, CorruptionKind, Error};
+use crate::hash::{chain_hash, leaf_hash, Hash, GENESIS_CHAIN};
+use crate::log::load_frontier;
+use crate::merkle::{stored_hash_count, stored_hash_index, Frontier};
+use crate::store::{Snapshot, Store, StoredEntry};
+
+/// A log that verified.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verified {
+    /// Entries in the log.
+    pub size: u64,
+    /// Its RFC 6962 root.
+    pub root: Hash,
+    /// Its last chain hash.
+    pub chain: Hash,
+    /// How many entries this run re-hashed.
+    pub checked: u64,
+}
+
+/// How often the progress callback is called, in entries.
+pub const PROGRESS_EVERY: u64 = 4096;
+
+/// Full verify of the log in `dir`. `progress(done, total)` is called every
+/// [`PROGRESS_EVERY`] entries and at the end.
+pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Verified, Error> {
+    let store = Store::open_existing(dir)?;
+    let snap = store.snapshot()?;
+    let head = snap.head()?;
+    walk(&snap, head.size, head.root, head.chain, 0, Frontier::new(), GENESIS_CHAIN, progress)
+}
+
+/// Incremental verify from a trusted `(size, root)`.
+pub fn verify_dir_from(
+    dir: &Path,
+    trusted_size: u64,
+    trusted_root: &Hash,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verified, Error> {
+    let store = Store::open_existing(dir)?;
+    let snap = store.snapshot()?;
+    let head = snap.head()?;
+    if trusted_size > head.size {
+        return Err(Corruption::new(
+            head.size,
+            CorruptionKind::MissingEntry,
+            format!("log has {} entries, fewer than the trusted size {trusted_size}", head.size),
+        )
+        .into());
+    }
+    let frontier = load_frontier(&snap, trusted_size)?;
+    if frontier.root() != *trusted_root {
+        return Err(Corruption::new(
+            trusted_size,
+            CorruptionKind::Tree,
+            "stored tree at the trusted size does not hash to the trusted root",
+        )
+        .into());
+    }
+    let chain = if trusted_size == 0 {
+        GENESIS_CHAIN
+    } else {
+        snap.entry(trusted_size - 1)?
+            .ok_or_else(|| {
+                Corruption::new(trusted_size - 1, CorruptionKind::MissingEntry, "entry absent")
+            })?
+            .chain
+    };
+    walk(&snap, head.size, head.root, head.chain, trusted_size, frontier, chain, progress)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    snap: &Snapshot,
+    size: u64,
+    head_root: Hash,
+    head_chain: Hash,
+    start: u64,
+    mut frontier: Frontier,
+    mut chain: Hash,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verified, Error> {
+    let total = size - start;
+    let mut entries = snap.entries.range(start..).map_err(storage)?;
+    let mut hashes = snap.hashes.range(stored_hash_index(0, start)..).map_err(storage)?;
+    let mut next_hash_index = stored_hash_index(0, start);
+    let mut expected = start;
+
+    for item in entries.by_ref() {
+        let (k, v) = item.map_err(storage)?;
+        let index = k.value();
+        if index != expected {
+            let (at, kind) = if expected >= size {
+                (index, CorruptionKind::ExtraEntry)
+            } else {
+                (expected, CorruptionKind::MissingEntry)
+            };
+            return Err(Corruption::new(at, kind, "entry index sequence broken").into());
+        }
+        if index >= size {
+            return Err(Corruption::new(index, CorruptionKind::ExtraEntry, "entry beyond the head").into());
+        }
+        let stored = StoredEntry::decode(index, v.value())?;
+        let lh = leaf_hash(&stored.leaf);
+        let recomputed = frontier.push(lh);
+        for (k, want) in recomputed.iter().enumerate() {
+            let got = match hashes.next() {
+                Some(item) => {
+                    let (hk, hv) = item.map_err(storage)?;
+                    if hk.value() != next_hash_index {
+                        return Err(Corruption::new(
+                            index,
+                            CorruptionKind::MissingEntry,
+                            format!("stored hash {next_hash_index} missing"),
+                        )
+                        .into());
+                    }
+                    Hash(hv.value())
+                }
+                None => {
+                    return Err(Corruption::new(
+                        index,
+                        CorruptionKind::MissingEntry,
+                        format!("stored hash {next_hash_index} missing"),
+                    )
+                    .into())
+                }
+            };
+            if got != *want {
+                let (kind, what) = if k == 0 {
+                    (CorruptionKind::Leaf, "entry bytes do not match the stored leaf hash".to_string())
+                } else {
+                    (CorruptionKind::Tree, format!("stored hash {next_hash_index} (level {k}) differs"))
+                };
+                return Err(Corruption::new(index, kind, what).into());
+            }
+            next_hash_index += 1;
+        }
+        chain = chain_hash(&chain, &stored.leaf);
+        if chain != stored.chain {
+            return Err(Corruption::new(index, CorruptionKind::Chain, "stored chain hash differs").into());
+        }
+        expected += 1;
+        if (expected - start) % PROGRESS_EVERY == 0 {
+            progress(expected - start, total);
+        }
+    }
+    if expected < size {
+        return Err(Corruption::new(expected, CorruptionKind::MissingEntry, "log ends before the head's size").into());
+    }
+    if let Some(item) = hashes.next() {
+        let (hk, _) = item.map_err(storage)?;
+        return Err(Corruption::new(
+            size,
+            CorruptionKind::ExtraEntry,
+            format!("stored hash {} beyond the head", hk.value()),
+        )
+        .into());
+    }
+    debug_assert_eq!(next_hash_index, stored_hash_count(size));
+    if frontier.root() != head_root {
+        return Err(Corruption::new(size, CorruptionKind::Tree, "head root differs from the recomputed root").into());
+    }
+    if chain != head_chain {
+        return Err(Corruption::new(size, CorruptionKind::Chain, "head chain differs from the recomputed chain").into());
+    }
+    progress(total, total);
+    Ok(Verified {
+        size,
+        root: head_root,
+        chain,
+        checked: total,
+    })
+}
