@@ -86,7 +86,9 @@ pub enum Error {
     Corrupt(#[from] Corruption),
     #[error("storage error: {0}")]
     Storage(Arc<redb::Error>),
-    #[error("data directory was written in format version {found}; this build reads up to {supported}")]
+    #[error(
+        "data directory was written in format version {found}; this build reads up to {supported}"
+    )]
     NewerFormat { found: u32, supported: u32 },
 }
 

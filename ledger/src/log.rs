@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::hash::{chain_hash, leaf_hash, Hash};
 use crate::merkle::{stored_hash_index, Frontier};
-use crate::store::{Reader, Row, Snapshot, Store};
 pub use crate::store::Head;
+use crate::store::{Reader, Row, Snapshot, Store};
 
 /// Group-commit and admission settings.
 #[derive(Debug, Clone)]
@@ -294,7 +294,11 @@ impl Drop for Ledger {
 
 fn checked_entry(snap: &Snapshot, index: u64) -> Result<Entry, Error> {
     let stored = snap.entry(index)?.ok_or_else(|| {
-        Corruption::new(index, CorruptionKind::MissingEntry, "entry below head is absent")
+        Corruption::new(
+            index,
+            CorruptionKind::MissingEntry,
+            "entry below head is absent",
+        )
     })?;
     let expected = snap.hashes_at(&[stored_hash_index(0, index)])?[0];
     let got = leaf_hash(&stored.leaf);
@@ -336,11 +340,18 @@ pub(crate) fn self_check(snap: &Snapshot, head: &Head) -> Result<Frontier, Error
             .into());
         }
     } else if head.chain != crate::hash::GENESIS_CHAIN {
-        return Err(Corruption::new(0, CorruptionKind::Chain, "empty log with a non-genesis chain").into());
+        return Err(Corruption::new(
+            0,
+            CorruptionKind::Chain,
+            "empty log with a non-genesis chain",
+        )
+        .into());
     }
     if let Some(last) = snap.last_entry_index()? {
         if last >= head.size {
-            return Err(Corruption::new(last, CorruptionKind::ExtraEntry, "entry beyond the head").into());
+            return Err(
+                Corruption::new(last, CorruptionKind::ExtraEntry, "entry beyond the head").into(),
+            );
         }
     }
     if let Some(last) = snap.last_hash_index()? {

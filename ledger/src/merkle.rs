@@ -64,7 +64,9 @@ pub fn verify_consistency(
     proof: &[Hash],
 ) -> Result<(), ProofError> {
     if old_size > new_size {
-        return Err(ProofError::InvalidRequest("old size must not exceed new size"));
+        return Err(ProofError::InvalidRequest(
+            "old size must not exceed new size",
+        ));
     }
     if proof.len() > MAX_PROOF_LEN {
         return Err(ProofError::TooLong {

@@ -171,11 +171,10 @@ impl Store {
 
     fn check_format(&self) -> Result<(), Error> {
         let snap = self.snapshot()?;
-        let v = snap
-            .meta
-            .get(FORMAT_KEY)
-            .map_err(storage)?
-            .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "no format_version"))?;
+        let v =
+            snap.meta.get(FORMAT_KEY).map_err(storage)?.ok_or_else(|| {
+                Corruption::new(0, CorruptionKind::Malformed, "no format_version")
+            })?;
         let bytes: [u8; 4] = v
             .value()
             .try_into()
@@ -305,7 +304,11 @@ impl Snapshot {
 
     /// The largest entry index present, if any.
     pub fn last_entry_index(&self) -> Result<Option<u64>, Error> {
-        Ok(self.entries.last().map_err(storage)?.map(|(k, _)| k.value()))
+        Ok(self
+            .entries
+            .last()
+            .map_err(storage)?
+            .map(|(k, _)| k.value()))
     }
 
     /// The largest stored hash index present, if any.

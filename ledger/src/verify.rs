@@ -15,7 +15,6 @@
 
 use std::path::Path;
 
-
 use crate::error::{storage, Corruption, CorruptionKind, Error};
 use crate::hash::{chain_hash, leaf_hash, Hash, GENESIS_CHAIN};
 use crate::log::load_frontier;
@@ -44,7 +43,16 @@ pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Veri
     let store = Store::open_existing(dir)?;
     let snap = store.snapshot()?;
     let head = snap.head()?;
-    walk(&snap, head.size, head.root, head.chain, 0, Frontier::new(), GENESIS_CHAIN, progress)
+    walk(
+        &snap,
+        head.size,
+        head.root,
+        head.chain,
+        0,
+        Frontier::new(),
+        GENESIS_CHAIN,
+        progress,
+    )
 }
 
 /// Incremental verify from a trusted `(size, root)`.
@@ -61,7 +69,10 @@ pub fn verify_dir_from(
         return Err(Corruption::new(
             head.size,
             CorruptionKind::MissingEntry,
-            format!("log has {} entries, fewer than the trusted size {trusted_size}", head.size),
+            format!(
+                "log has {} entries, fewer than the trusted size {trusted_size}",
+                head.size
+            ),
         )
         .into());
     }
@@ -79,11 +90,24 @@ pub fn verify_dir_from(
     } else {
         snap.entry(trusted_size - 1)?
             .ok_or_else(|| {
-                Corruption::new(trusted_size - 1, CorruptionKind::MissingEntry, "entry absent")
+                Corruption::new(
+                    trusted_size - 1,
+                    CorruptionKind::MissingEntry,
+                    "entry absent",
+                )
             })?
             .chain
     };
-    walk(&snap, head.size, head.root, head.chain, trusted_size, frontier, chain, progress)
+    walk(
+        &snap,
+        head.size,
+        head.root,
+        head.chain,
+        trusted_size,
+        frontier,
+        chain,
+        progress,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -99,7 +123,10 @@ fn walk(
 ) -> Result<Verified, Error> {
     let total = size - start;
     let mut entries = snap.entries.range(start..).map_err(storage)?;
-    let mut hashes = snap.hashes.range(stored_hash_index(0, start)..).map_err(storage)?;
+    let mut hashes = snap
+        .hashes
+        .range(stored_hash_index(0, start)..)
+        .map_err(storage)?;
     let mut next_hash_index = stored_hash_index(0, start);
     let mut expected = start;
 
@@ -115,7 +142,12 @@ fn walk(
             return Err(Corruption::new(at, kind, "entry index sequence broken").into());
         }
         if index >= size {
-            return Err(Corruption::new(index, CorruptionKind::ExtraEntry, "entry beyond the head").into());
+            return Err(Corruption::new(
+                index,
+                CorruptionKind::ExtraEntry,
+                "entry beyond the head",
+            )
+            .into());
         }
         let stored = StoredEntry::decode(index, v.value())?;
         let lh = leaf_hash(&stored.leaf);
@@ -145,9 +177,15 @@ fn walk(
             };
             if got != *want {
                 let (kind, what) = if k == 0 {
-                    (CorruptionKind::Leaf, "entry bytes do not match the stored leaf hash".to_string())
+                    (
+                        CorruptionKind::Leaf,
+                        "entry bytes do not match the stored leaf hash".to_string(),
+                    )
                 } else {
-                    (CorruptionKind::Tree, format!("stored hash {next_hash_index} (level {k}) differs"))
+                    (
+                        CorruptionKind::Tree,
+                        format!("stored hash {next_hash_index} (level {k}) differs"),
+                    )
                 };
                 return Err(Corruption::new(index, kind, what).into());
             }
@@ -155,15 +193,22 @@ fn walk(
         }
         chain = chain_hash(&chain, &stored.leaf);
         if chain != stored.chain {
-            return Err(Corruption::new(index, CorruptionKind::Chain, "stored chain hash differs").into());
+            return Err(
+                Corruption::new(index, CorruptionKind::Chain, "stored chain hash differs").into(),
+            );
         }
         expected += 1;
-        if (expected - start) % PROGRESS_EVERY == 0 {
+        if (expected - start).is_multiple_of(PROGRESS_EVERY) {
             progress(expected - start, total);
         }
     }
     if expected < size {
-        return Err(Corruption::new(expected, CorruptionKind::MissingEntry, "log ends before the head's size").into());
+        return Err(Corruption::new(
+            expected,
+            CorruptionKind::MissingEntry,
+            "log ends before the head's size",
+        )
+        .into());
     }
     if let Some(item) = hashes.next() {
         let (hk, _) = item.map_err(storage)?;
@@ -176,10 +221,20 @@ fn walk(
     }
     debug_assert_eq!(next_hash_index, stored_hash_count(size));
     if frontier.root() != head_root {
-        return Err(Corruption::new(size, CorruptionKind::Tree, "head root differs from the recomputed root").into());
+        return Err(Corruption::new(
+            size,
+            CorruptionKind::Tree,
+            "head root differs from the recomputed root",
+        )
+        .into());
     }
     if chain != head_chain {
-        return Err(Corruption::new(size, CorruptionKind::Chain, "head chain differs from the recomputed chain").into());
+        return Err(Corruption::new(
+            size,
+            CorruptionKind::Chain,
+            "head chain differs from the recomputed chain",
+        )
+        .into());
     }
     progress(total, total);
     Ok(Verified {

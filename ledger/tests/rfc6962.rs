@@ -63,18 +63,43 @@ fn rfc6962_leaf_hashes_roots_and_proofs_match_reference_vectors() {
     let (_d, log) = log_with(&leaves);
     let roots = hashes(&v["roots_by_size"]);
     for (size, want) in roots.iter().enumerate() {
-        assert_eq!(log.root_at(size as u64).expect("root"), *want, "root at {size}");
+        assert_eq!(
+            log.root_at(size as u64).expect("root"),
+            *want,
+            "root at {size}"
+        );
     }
     for case in v["inclusion"].as_array().expect("inclusion") {
-        let (i, n) = (case["index"].as_u64().expect("i"), case["size"].as_u64().expect("n"));
+        let (i, n) = (
+            case["index"].as_u64().expect("i"),
+            case["size"].as_u64().expect("n"),
+        );
         let want = hashes(&case["proof"]);
-        assert_eq!(log.inclusion_proof(i, n).expect("prove"), want, "inclusion {i} in {n}");
-        verify_inclusion(&leaf_hash(&leaves[i as usize]), i, n, &want, &roots[n as usize]).expect("verify");
+        assert_eq!(
+            log.inclusion_proof(i, n).expect("prove"),
+            want,
+            "inclusion {i} in {n}"
+        );
+        verify_inclusion(
+            &leaf_hash(&leaves[i as usize]),
+            i,
+            n,
+            &want,
+            &roots[n as usize],
+        )
+        .expect("verify");
     }
     for case in v["consistency"].as_array().expect("consistency") {
-        let (m, n) = (case["old"].as_u64().expect("m"), case["new"].as_u64().expect("n"));
+        let (m, n) = (
+            case["old"].as_u64().expect("m"),
+            case["new"].as_u64().expect("n"),
+        );
         let want = hashes(&case["proof"]);
-        assert_eq!(log.consistency_proof(m, n).expect("prove"), want, "consistency {m} -> {n}");
+        assert_eq!(
+            log.consistency_proof(m, n).expect("prove"),
+            want,
+            "consistency {m} -> {n}"
+        );
         verify_consistency(m, &roots[m as usize], n, &roots[n as usize], &want).expect("verify");
     }
 }
@@ -85,13 +110,31 @@ fn rfc9162_edge_cases_for_empty_and_equal_trees() {
     let b = leaf_hash(b"b");
     assert_eq!(verify_consistency(0, &a, 0, &a, &[]), Ok(()));
     assert_eq!(verify_consistency(0, &a, 5, &b, &[]), Ok(()));
-    assert_eq!(verify_consistency(0, &a, 5, &b, &[a]), Err(ProofError::Mismatch));
+    assert_eq!(
+        verify_consistency(0, &a, 5, &b, &[a]),
+        Err(ProofError::Mismatch)
+    );
     assert_eq!(verify_consistency(3, &a, 3, &a, &[]), Ok(()));
-    assert_eq!(verify_consistency(3, &a, 3, &b, &[]), Err(ProofError::Mismatch));
-    assert_eq!(verify_consistency(3, &a, 3, &a, &[a]), Err(ProofError::Mismatch));
-    assert!(matches!(verify_consistency(4, &a, 3, &a, &[]), Err(ProofError::InvalidRequest(_))));
-    assert!(matches!(verify_inclusion(&a, 0, 0, &[], &a), Err(ProofError::InvalidRequest(_))));
-    assert!(matches!(verify_inclusion(&a, 2, 1, &[], &a), Err(ProofError::InvalidRequest(_))));
+    assert_eq!(
+        verify_consistency(3, &a, 3, &b, &[]),
+        Err(ProofError::Mismatch)
+    );
+    assert_eq!(
+        verify_consistency(3, &a, 3, &a, &[a]),
+        Err(ProofError::Mismatch)
+    );
+    assert!(matches!(
+        verify_consistency(4, &a, 3, &a, &[]),
+        Err(ProofError::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        verify_inclusion(&a, 0, 0, &[], &a),
+        Err(ProofError::InvalidRequest(_))
+    ));
+    assert!(matches!(
+        verify_inclusion(&a, 2, 1, &[], &a),
+        Err(ProofError::InvalidRequest(_))
+    ));
 }
 
 /// The left/right decisions of the RFC 6962 §2.1.1 audit path of leaf `m` in a
@@ -107,7 +150,11 @@ fn path_shape(m: u64, n: u64) -> Vec<bool> {
     while k * 2 < n {
         k *= 2;
     }
-    let mut s = if m < k { path_shape(m, k) } else { path_shape(m - k, n - k) };
+    let mut s = if m < k {
+        path_shape(m, k)
+    } else {
+        path_shape(m - k, n - k)
+    };
     s.push(m < k);
     s
 }
@@ -182,7 +229,10 @@ fn exhaustive_proofs_and_single_bit_corruptions_for_sizes_1_to_64() {
             for bit in 0..8 {
                 let i2 = i ^ (1 << bit);
                 if i2 != i {
-                    assert!(verify_inclusion(&lh[i as usize], i2, n, &p, &root).is_err(), "index {i}->{i2} size {n}");
+                    assert!(
+                        verify_inclusion(&lh[i as usize], i2, n, &p, &root).is_err(),
+                        "index {i}->{i2} size {n}"
+                    );
                 }
                 let n2 = n ^ (1 << bit);
                 let accepted = verify_inclusion(&lh[i as usize], i, n2, &p, &root).is_ok();
