@@ -37,6 +37,9 @@ pub mod verify;
 
 pub use error::{Corruption, CorruptionKind, Error};
 pub use hash::{chain_hash, content_digest, leaf_hash, Hash, GENESIS_CHAIN};
-pub use log::{Appended, Config, Entry, Ledger, PendingAppend, Stats};
+pub use log::{
+    AppendError, Appended, Config, Entry, Ledger, LogView, PendingAppend, PendingReceipt, Raw,
+    Receipt, Sequenced, Sequencer, Stats,
+};
 pub use store::Head;
 pub use verify::{verify_dir, verify_dir_from, Verified};

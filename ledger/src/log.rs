@@ -78,65 +78,274 @@ pub struct Stats {
     pub last_batch_size: AtomicU64,
 }
 
-type Reply = oneshot::Sender<Result<Appended, Error>>;
+/// Decides, in log order and inside the single committer thread, what each
+/// queued input becomes. This is where a domain layer validates against
+/// everything already in the log: the committer calls [`Sequencer::sequence`]
+/// for each input in queue order, so decisions see every earlier entry,
+/// including earlier entries of the same batch.
+///
+/// Contract: state changes made in `sequence` are provisional until
+/// [`Sequencer::committed`]. If the batch's commit fails,
+/// [`Sequencer::failed`] is called instead and must restore the state to match
+/// the log as committed (given as `log`).
+pub trait Sequencer: Send + 'static {
+    /// What callers submit.
+    type Input: Send + 'static;
+    /// What an accepted input reports back, besides its [`Appended`].
+    type Accepted: Send + 'static;
+    /// Why an input was refused.
+    type Rejected: Send + 'static;
 
-struct Request {
-    leaf: Vec<u8>,
-    reply: Reply,
+    /// Decides what `input` becomes; `next_index` is the index it would get.
+    fn sequence(
+        &mut self,
+        input: Self::Input,
+        next_index: u64,
+        log: &LogView<'_>,
+    ) -> Sequenced<Self::Accepted, Self::Rejected>;
+
+    /// Every decision since the last call is now durable.
+    fn committed(&mut self) {}
+
+    /// The batch was not committed; restore state to match `log`.
+    fn failed(&mut self, log: &LogView<'_>);
+}
+
+/// A [`Sequencer`]'s decision for one input.
+pub enum Sequenced<A, R> {
+    /// Append `leaf` as the next entry.
+    Append { leaf: Vec<u8>, accepted: A },
+    /// Already in the log at `index`: acknowledge it again, append nothing.
+    Existing { index: u64, accepted: A },
+    /// Refuse it, appending nothing.
+    Reject(R),
+    /// Refuse it, and append `leaf` as the durable record of the refusal. The
+    /// refusal is returned only after that record is committed.
+    RefuseRecorded { leaf: Vec<u8>, rejected: R },
+}
+
+/// The pass-through sequencer: every input is a leaf, appended as is.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Raw;
+
+impl Sequencer for Raw {
+    type Input = Vec<u8>;
+    type Accepted = ();
+    type Rejected = std::convert::Infallible;
+
+    fn sequence(
+        &mut self,
+        leaf: Vec<u8>,
+        _: u64,
+        _: &LogView<'_>,
+    ) -> Sequenced<(), Self::Rejected> {
+        Sequenced::Append { leaf, accepted: () }
+    }
+
+    fn failed(&mut self, _: &LogView<'_>) {}
+}
+
+/// The committed log, as the committer sees it between batches.
+pub struct LogView<'a> {
+    snap: &'a Snapshot,
+    head: Head,
+}
+
+impl LogView<'_> {
+    /// The committed head (entries of the batch being sequenced are not in it).
+    pub fn head(&self) -> Head {
+        self.head
+    }
+
+    /// The root of the committed tree at `size` (at most the head's size).
+    pub fn root_at(&self, size: u64) -> Result<Hash, Error> {
+        if size > self.head.size {
+            return Err(Error::InvalidSize {
+                size,
+                rule: "must not exceed the committed tree size",
+            });
+        }
+        let r = Reader::new(self.snap);
+        tlog_tiles::tree_hash(size, &r).map_err(|e| r.take_err(e))
+    }
+
+    /// A checked committed entry.
+    pub fn entry(&self, index: u64) -> Result<Entry, Error> {
+        if index >= self.head.size {
+            return Err(Error::IndexOutOfRange {
+                index,
+                size: self.head.size,
+            });
+        }
+        checked_entry(self.snap, index)
+    }
+}
+
+/// An accepted input's acknowledgement.
+#[derive(Debug, Clone)]
+pub struct Receipt<A> {
+    pub appended: Appended,
+    pub accepted: A,
+    /// True when the input was already in the log and nothing was appended.
+    pub existing: bool,
+}
+
+/// Why a submitted input was not acknowledged.
+#[derive(Debug, Clone)]
+pub enum AppendError<R> {
+    /// The sequencer refused it. `recorded` names the entry that records the
+    /// refusal, when one was appended.
+    Rejected {
+        reason: R,
+        recorded: Option<Appended>,
+    },
+    /// The log failed (storage, shutdown, pushback).
+    Ledger(Error),
+}
+
+impl<R> From<Error> for AppendError<R> {
+    fn from(e: Error) -> Self {
+        AppendError::Ledger(e)
+    }
+}
+
+type Reply<S> = oneshot::Sender<
+    Result<Receipt<<S as Sequencer>::Accepted>, AppendError<<S as Sequencer>::Rejected>>,
+>;
+
+struct Request<S: Sequencer> {
+    input: S::Input,
+    reply: Reply<S>,
 }
 
 struct Shared {
     store: Store,
     head: RwLock<Head>,
     stats: Stats,
+    watch: tokio::sync::watch::Sender<Head>,
 }
 
 /// An append log on one data directory. Cheap to share behind an `Arc`; all
 /// methods take `&self`.
-pub struct Ledger {
+pub struct Ledger<S: Sequencer = Raw> {
     shared: Arc<Shared>,
-    tx: Option<Sender<Request>>,
+    tx: Option<Sender<Request<S>>>,
     committer: Option<JoinHandle<()>>,
     config: Config,
 }
 
-/// An append that has been queued; wait on it for the acknowledgement.
-#[derive(Debug)]
-pub struct PendingAppend(oneshot::Receiver<Result<Appended, Error>>);
+/// An input that has been queued; wait on it for the acknowledgement.
+pub struct PendingReceipt<S: Sequencer>(
+    oneshot::Receiver<Result<Receipt<S::Accepted>, AppendError<S::Rejected>>>,
+);
+
+impl<S: Sequencer> PendingReceipt<S> {
+    /// Blocks until the input is durable, refused, or failed. Do not call
+    /// from inside an async runtime; use [`PendingReceipt::wait_async`] there.
+    pub fn wait(self) -> Result<Receipt<S::Accepted>, AppendError<S::Rejected>> {
+        self.0
+            .blocking_recv()
+            .unwrap_or(Err(AppendError::Ledger(Error::Closed)))
+    }
+
+    /// Waits until the input is durable, refused, or failed.
+    pub async fn wait_async(self) -> Result<Receipt<S::Accepted>, AppendError<S::Rejected>> {
+        self.0
+            .await
+            .unwrap_or(Err(AppendError::Ledger(Error::Closed)))
+    }
+}
+
+/// A raw leaf that has been queued; wait on it for the acknowledgement.
+pub struct PendingAppend(PendingReceipt<Raw>);
+
+impl std::fmt::Debug for PendingAppend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PendingAppend")
+    }
+}
 
 impl PendingAppend {
     /// Blocks until the entry is durable (or failed). Do not call from inside
     /// an async runtime; use [`PendingAppend::wait_async`] there.
     pub fn wait(self) -> Result<Appended, Error> {
-        self.0.blocking_recv().unwrap_or(Err(Error::Closed))
+        raw_result(self.0.wait())
     }
 
     /// Waits until the entry is durable (or failed).
     pub async fn wait_async(self) -> Result<Appended, Error> {
-        self.0.await.unwrap_or(Err(Error::Closed))
+        raw_result(self.0.wait_async().await)
     }
 }
 
-impl Ledger {
-    /// Opens (or creates) the log in `dir` and checks it before returning.
+fn raw_result(
+    r: Result<Receipt<()>, AppendError<std::convert::Infallible>>,
+) -> Result<Appended, Error> {
+    match r {
+        Ok(receipt) => Ok(receipt.appended),
+        Err(AppendError::Ledger(e)) => Err(e),
+        Err(AppendError::Rejected { reason, .. }) => match reason {},
+    }
+}
+
+impl Ledger<Raw> {
+    /// Opens (or creates) a raw log in `dir`; see [`Ledger::open_with`].
+    pub fn open(dir: &Path, config: Config) -> Result<Ledger<Raw>, Error> {
+        Ledger::open_with(dir, config, |_| Ok(Raw))
+    }
+
+    /// Appends one leaf and blocks until it is durable.
+    pub fn append(&self, leaf: Vec<u8>) -> Result<Appended, Error> {
+        self.check_size(&leaf)?;
+        raw_result(self.append_input(leaf))
+    }
+
+    /// Queues one leaf without blocking; [`Error::Busy`] when the queue is
+    /// full.
+    pub fn submit(&self, leaf: Vec<u8>) -> Result<PendingAppend, Error> {
+        self.check_size(&leaf)?;
+        Ok(PendingAppend(self.submit_input(leaf)?))
+    }
+
+    fn check_size(&self, leaf: &[u8]) -> Result<(), Error> {
+        if leaf.len() > self.config.max_entry_bytes {
+            return Err(Error::EntryTooLarge {
+                len: leaf.len(),
+                max: self.config.max_entry_bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<S: Sequencer> Ledger<S> {
+    /// Opens (or creates) the log in `dir`, checks it, and starts the
+    /// committer with the sequencer `make` builds from the committed log.
     ///
     /// The self-check reads O(log n) hashes: the stored right edge of the tree
     /// must hash to the head's root, the last entry must match its stored leaf
     /// hash and the head's chain hash, and nothing may exist past the head.
     /// Any disagreement is [`Error::Corrupt`]; run `ledger verify` to locate
     /// damage elsewhere. Opening never rebuilds the tree.
-    pub fn open(dir: &Path, config: Config) -> Result<Ledger, Error> {
+    pub fn open_with(
+        dir: &Path,
+        config: Config,
+        make: impl FnOnce(&LogView<'_>) -> Result<S, Error>,
+    ) -> Result<Ledger<S>, Error> {
         let store = Store::open(dir)?;
         let snap = store.snapshot()?;
         let head = snap.head()?;
         let frontier = self_check(&snap, &head)?;
+        let sequencer = make(&LogView { snap: &snap, head })?;
         drop(snap);
         tracing::info!(size = head.size, root = %hex32(&head.root), "ledger opened");
 
+        let (watch, _) = tokio::sync::watch::channel(head);
         let shared = Arc::new(Shared {
             store,
             head: RwLock::new(head),
             stats: Stats::default(),
+            watch,
         });
         let (tx, rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
         let committer = {
@@ -144,7 +353,7 @@ impl Ledger {
             let config = config.clone();
             std::thread::Builder::new()
                 .name("ledger-committer".into())
-                .spawn(move || commit_loop(&shared, &rx, &config, frontier, head))
+                .spawn(move || commit_loop(&shared, &rx, &config, frontier, head, sequencer))
                 .map_err(|e| crate::error::storage(redb::StorageError::Io(e)))?
         };
         Ok(Ledger {
@@ -155,37 +364,36 @@ impl Ledger {
         })
     }
 
-    /// Appends one leaf and blocks until it is durable.
-    pub fn append(&self, leaf: Vec<u8>) -> Result<Appended, Error> {
-        let (req, pending) = self.request(leaf)?;
-        self.sender()?.send(req).map_err(|_| Error::Closed)?;
-        pending.wait()
+    /// Submits one input and blocks until it is durable, refused or failed.
+    pub fn append_input(
+        &self,
+        input: S::Input,
+    ) -> Result<Receipt<S::Accepted>, AppendError<S::Rejected>> {
+        let (reply, rx) = oneshot::channel();
+        self.sender()?
+            .send(Request { input, reply })
+            .map_err(|_| Error::Closed)?;
+        PendingReceipt::<S>(rx).wait()
     }
 
-    /// Queues one leaf without blocking; [`Error::Busy`] when the queue is
+    /// Queues one input without blocking; [`Error::Busy`] when the queue is
     /// full.
-    pub fn submit(&self, leaf: Vec<u8>) -> Result<PendingAppend, Error> {
-        let (req, pending) = self.request(leaf)?;
-        match self.sender()?.try_send(req) {
-            Ok(()) => Ok(pending),
+    pub fn submit_input(&self, input: S::Input) -> Result<PendingReceipt<S>, Error> {
+        let (reply, rx) = oneshot::channel();
+        match self.sender()?.try_send(Request { input, reply }) {
+            Ok(()) => Ok(PendingReceipt(rx)),
             Err(TrySendError::Full(_)) => Err(Error::Busy),
             Err(TrySendError::Disconnected(_)) => Err(Error::Closed),
         }
     }
 
-    fn request(&self, leaf: Vec<u8>) -> Result<(Request, PendingAppend), Error> {
-        if leaf.len() > self.config.max_entry_bytes {
-            return Err(Error::EntryTooLarge {
-                len: leaf.len(),
-                max: self.config.max_entry_bytes,
-            });
-        }
-        let (reply, rx) = oneshot::channel();
-        Ok((Request { leaf, reply }, PendingAppend(rx)))
+    fn sender(&self) -> Result<&Sender<Request<S>>, Error> {
+        self.tx.as_ref().ok_or(Error::Closed)
     }
 
-    fn sender(&self) -> Result<&Sender<Request>, Error> {
-        self.tx.as_ref().ok_or(Error::Closed)
+    /// A receiver that sees every new committed head.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Head> {
+        self.shared.watch.subscribe()
     }
 
     /// The committed head.
@@ -282,7 +490,7 @@ impl Ledger {
     }
 }
 
-impl Drop for Ledger {
+impl<S: Sequencer> Drop for Ledger<S> {
     fn drop(&mut self) {
         // Closing the channel lets the committer finish queued work and exit.
         self.tx.take();
@@ -379,12 +587,13 @@ pub(crate) fn load_frontier(snap: &Snapshot, size: u64) -> Result<Frontier, Erro
     Ok(Frontier::from_parts(size, nodes))
 }
 
-fn commit_loop(
+fn commit_loop<S: Sequencer>(
     shared: &Shared,
-    rx: &Receiver<Request>,
+    rx: &Receiver<Request<S>>,
     config: &Config,
     mut frontier: Frontier,
     mut head: Head,
+    mut sequencer: S,
 ) {
     let max_batch = config.max_batch.max(1);
     while let Ok(first) = rx.recv() {
@@ -405,60 +614,204 @@ fn commit_loop(
                 }
             }
         }
+        let snap = match shared.store.snapshot() {
+            Ok(s) => s,
+            Err(e) => {
+                for req in batch {
+                    let _ = req.reply.send(Err(AppendError::Ledger(e.clone())));
+                }
+                continue;
+            }
+        };
+        let view = LogView { snap: &snap, head };
+        run_batch(
+            shared,
+            &view,
+            batch,
+            &mut frontier,
+            &mut head,
+            &mut sequencer,
+        );
+    }
+}
 
-        let saved = (frontier.clone(), head);
-        let mut rows = Vec::with_capacity(batch.len());
-        let mut acks = Vec::with_capacity(batch.len());
+/// What happens to one request once its batch is committed.
+enum Outcome<A, R> {
+    Appended { at: usize, accepted: A },
+    Existing { index: u64, accepted: A },
+    Rejected(R),
+    RefusedRecorded { at: usize, rejected: R },
+}
+
+fn run_batch<S: Sequencer>(
+    shared: &Shared,
+    view: &LogView<'_>,
+    batch: Vec<Request<S>>,
+    frontier: &mut Frontier,
+    head: &mut Head,
+    sequencer: &mut S,
+) {
+    let saved = (frontier.clone(), *head);
+    let mut leaves: Vec<Vec<u8>> = Vec::new();
+    let mut outcomes = Vec::with_capacity(batch.len());
+    let mut replies = Vec::with_capacity(batch.len());
+    for req in batch {
+        let next = frontier.size() + leaves.len() as u64;
+        let outcome = match sequencer.sequence(req.input, next, view) {
+            Sequenced::Append { leaf, accepted } => {
+                leaves.push(leaf);
+                Outcome::Appended {
+                    at: leaves.len() - 1,
+                    accepted,
+                }
+            }
+            Sequenced::Existing { index, accepted } => Outcome::Existing { index, accepted },
+            Sequenced::Reject(r) => Outcome::Rejected(r),
+            Sequenced::RefuseRecorded { leaf, rejected } => {
+                leaves.push(leaf);
+                Outcome::RefusedRecorded {
+                    at: leaves.len() - 1,
+                    rejected,
+                }
+            }
+        };
+        outcomes.push(outcome);
+        replies.push(req.reply);
+    }
+
+    let first_index = frontier.size();
+    let mut acks: Vec<(Hash, Hash)> = Vec::with_capacity(leaves.len());
+    let result = if leaves.is_empty() {
+        Ok(())
+    } else {
+        let mut rows = Vec::with_capacity(leaves.len());
         let mut chain = head.chain;
-        for req in &batch {
+        for leaf in &leaves {
             let index = frontier.size();
-            let lh = leaf_hash(&req.leaf);
+            let lh = leaf_hash(leaf);
             let hashes = frontier.push(lh);
-            chain = chain_hash(&chain, &req.leaf);
+            chain = chain_hash(&chain, leaf);
             rows.push(Row {
                 index,
-                leaf: &req.leaf,
+                leaf,
                 chain,
                 first_hash_index: stored_hash_index(0, index),
                 hashes,
             });
-            acks.push((index, lh, chain));
+            acks.push((lh, chain));
         }
         let new_head = Head {
             size: frontier.size(),
             root: frontier.root(),
             chain,
         };
-        let result = shared.store.commit(&rows, &new_head);
-        drop(rows);
-        match result {
-            Ok(()) => {
-                head = new_head;
-                *shared.head.write().unwrap_or_else(|p| p.into_inner()) = new_head;
-                let n = batch.len() as u64;
+        shared.store.commit(&rows, &new_head).map(|()| {
+            *head = new_head;
+        })
+    };
+
+    match result {
+        Ok(()) => {
+            sequencer.committed();
+            if !leaves.is_empty() {
+                *shared.head.write().unwrap_or_else(|p| p.into_inner()) = *head;
+                shared.watch.send_replace(*head);
+                let n = leaves.len() as u64;
                 shared.stats.appends.fetch_add(n, Ordering::Relaxed);
                 shared.stats.batches.fetch_add(1, Ordering::Relaxed);
                 shared.stats.last_batch_size.store(n, Ordering::Relaxed);
-                for (req, (index, leaf_hash, chain_hash)) in batch.into_iter().zip(acks) {
-                    let _ = req.reply.send(Ok(Appended {
-                        index,
-                        leaf_hash,
-                        chain_hash,
-                        tree_size: new_head.size,
-                        root: new_head.root,
-                    }));
+            }
+            let appended_at = |at: usize| Appended {
+                index: first_index + at as u64,
+                leaf_hash: acks[at].0,
+                chain_hash: acks[at].1,
+                tree_size: head.size,
+                root: head.root,
+            };
+            for (outcome, reply) in outcomes.into_iter().zip(replies) {
+                let msg = match outcome {
+                    Outcome::Appended { at, accepted } => Ok(Receipt {
+                        appended: appended_at(at),
+                        accepted,
+                        existing: false,
+                    }),
+                    Outcome::Existing { index, accepted } => {
+                        existing_appended(view, index, first_index, &acks, head).map(|appended| {
+                            Receipt {
+                                appended,
+                                accepted,
+                                existing: true,
+                            }
+                        })
+                    }
+                    Outcome::Rejected(reason) => Err(AppendError::Rejected {
+                        reason,
+                        recorded: None,
+                    }),
+                    Outcome::RefusedRecorded { at, rejected } => Err(AppendError::Rejected {
+                        reason: rejected,
+                        recorded: Some(appended_at(at)),
+                    }),
+                };
+                let _ = reply.send(msg);
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, batch = replies.len(), "commit failed; batch not acknowledged");
+            shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
+            (*frontier, *head) = saved;
+            match shared.store.snapshot() {
+                Ok(snap) => sequencer.failed(&LogView {
+                    snap: &snap,
+                    head: *head,
+                }),
+                Err(e2) => {
+                    tracing::error!(error = %e2, "cannot read the log to restore sequencer state");
+                    sequencer.failed(view);
                 }
             }
-            Err(e) => {
-                tracing::error!(error = %e, batch = batch.len(), "commit failed; batch not acknowledged");
-                shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
-                (frontier, head) = saved;
-                for req in batch {
-                    let _ = req.reply.send(Err(e.clone()));
-                }
+            for (outcome, reply) in outcomes.into_iter().zip(replies) {
+                let msg = match outcome {
+                    // A refusal that needed no record stands regardless.
+                    Outcome::Rejected(reason) => Err(AppendError::Rejected {
+                        reason,
+                        recorded: None,
+                    }),
+                    _ => Err(AppendError::Ledger(e.clone())),
+                };
+                let _ = reply.send(msg);
             }
         }
     }
+}
+
+/// The acknowledgement of an entry already in the log: committed before this
+/// batch, or earlier in it.
+fn existing_appended<R>(
+    view: &LogView<'_>,
+    index: u64,
+    first_index: u64,
+    acks: &[(Hash, Hash)],
+    head: &Head,
+) -> Result<Appended, AppendError<R>> {
+    let (leaf_hash, chain_hash) = if index >= first_index {
+        acks.get((index - first_index) as usize)
+            .copied()
+            .ok_or(Error::IndexOutOfRange {
+                index,
+                size: head.size,
+            })?
+    } else {
+        let e = view.entry(index)?;
+        (e.leaf_hash, e.chain_hash)
+    };
+    Ok(Appended {
+        index,
+        leaf_hash,
+        chain_hash,
+        tree_size: head.size,
+        root: head.root,
+    })
 }
 
 pub(crate) fn hex32(h: &Hash) -> String {
