@@ -17,6 +17,9 @@
 //! - [`Ledger`]: open with a self-check, group-committed appends, reads and
 //!   proofs.
 //! - [`verify`]: full and incremental verification of a data directory.
+//! - [`events`]: signed domain events on top of the log: the catalogue,
+//!   canonical bytes, DSSE envelopes, roles and the rules checked at the door.
+//!   The log layer above knows nothing of them.
 //!
 //! ## Invariants
 //! - There is no update and no delete of an entry. The store exposes only
@@ -29,6 +32,7 @@
 //!   head only after that commit returns.
 
 pub mod error;
+pub mod events;
 pub mod hash;
 mod log;
 pub mod merkle;

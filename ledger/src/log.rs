@@ -151,7 +151,12 @@ pub struct LogView<'a> {
     head: Head,
 }
 
-impl LogView<'_> {
+impl<'a> LogView<'a> {
+    /// A view of `snap` as of `head`.
+    pub fn new(snap: &'a Snapshot, head: Head) -> Self {
+        LogView { snap, head }
+    }
+
     /// The committed head (entries of the batch being sequenced are not in it).
     pub fn head(&self) -> Head {
         self.head
@@ -197,7 +202,7 @@ pub enum AppendError<R> {
     /// refusal, when one was appended.
     Rejected {
         reason: R,
-        recorded: Option<Appended>,
+        recorded: Option<Box<Appended>>,
     },
     /// The log failed (storage, shutdown, pushback).
     Ledger(Error),
@@ -209,9 +214,11 @@ impl<R> From<Error> for AppendError<R> {
     }
 }
 
-type Reply<S> = oneshot::Sender<
-    Result<Receipt<<S as Sequencer>::Accepted>, AppendError<<S as Sequencer>::Rejected>>,
->;
+/// What a submitted input finally gets.
+pub type ReceiptResult<S> =
+    Result<Receipt<<S as Sequencer>::Accepted>, AppendError<<S as Sequencer>::Rejected>>;
+
+type Reply<S> = oneshot::Sender<ReceiptResult<S>>;
 
 struct Request<S: Sequencer> {
     input: S::Input,
@@ -229,27 +236,26 @@ struct Shared {
 /// methods take `&self`.
 pub struct Ledger<S: Sequencer = Raw> {
     shared: Arc<Shared>,
+    sequencer: Arc<std::sync::Mutex<S>>,
     tx: Option<Sender<Request<S>>>,
     committer: Option<JoinHandle<()>>,
     config: Config,
 }
 
 /// An input that has been queued; wait on it for the acknowledgement.
-pub struct PendingReceipt<S: Sequencer>(
-    oneshot::Receiver<Result<Receipt<S::Accepted>, AppendError<S::Rejected>>>,
-);
+pub struct PendingReceipt<S: Sequencer>(oneshot::Receiver<ReceiptResult<S>>);
 
 impl<S: Sequencer> PendingReceipt<S> {
     /// Blocks until the input is durable, refused, or failed. Do not call
     /// from inside an async runtime; use [`PendingReceipt::wait_async`] there.
-    pub fn wait(self) -> Result<Receipt<S::Accepted>, AppendError<S::Rejected>> {
+    pub fn wait(self) -> ReceiptResult<S> {
         self.0
             .blocking_recv()
             .unwrap_or(Err(AppendError::Ledger(Error::Closed)))
     }
 
     /// Waits until the input is durable, refused, or failed.
-    pub async fn wait_async(self) -> Result<Receipt<S::Accepted>, AppendError<S::Rejected>> {
+    pub async fn wait_async(self) -> ReceiptResult<S> {
         self.0
             .await
             .unwrap_or(Err(AppendError::Ledger(Error::Closed)))
@@ -347,17 +353,20 @@ impl<S: Sequencer> Ledger<S> {
             stats: Stats::default(),
             watch,
         });
+        let sequencer = Arc::new(std::sync::Mutex::new(sequencer));
         let (tx, rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
         let committer = {
             let shared = Arc::clone(&shared);
             let config = config.clone();
+            let sequencer = Arc::clone(&sequencer);
             std::thread::Builder::new()
                 .name("ledger-committer".into())
-                .spawn(move || commit_loop(&shared, &rx, &config, frontier, head, sequencer))
+                .spawn(move || commit_loop(&shared, &rx, &config, frontier, head, &sequencer))
                 .map_err(|e| crate::error::storage(redb::StorageError::Io(e)))?
         };
         Ok(Ledger {
             shared,
+            sequencer,
             tx: Some(tx),
             committer: Some(committer),
             config,
@@ -365,10 +374,7 @@ impl<S: Sequencer> Ledger<S> {
     }
 
     /// Submits one input and blocks until it is durable, refused or failed.
-    pub fn append_input(
-        &self,
-        input: S::Input,
-    ) -> Result<Receipt<S::Accepted>, AppendError<S::Rejected>> {
+    pub fn append_input(&self, input: S::Input) -> ReceiptResult<S> {
         let (reply, rx) = oneshot::channel();
         self.sender()?
             .send(Request { input, reply })
@@ -391,6 +397,12 @@ impl<S: Sequencer> Ledger<S> {
         self.tx.as_ref().ok_or(Error::Closed)
     }
 
+    /// Runs `f` on the sequencer between batches: it sees only committed
+    /// decisions. Keep `f` short; it holds up the committer.
+    pub fn inspect<R>(&self, f: impl FnOnce(&S) -> R) -> R {
+        f(&self.sequencer.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// A receiver that sees every new committed head.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Head> {
         self.shared.watch.subscribe()
@@ -409,6 +421,11 @@ impl<S: Sequencer> Ledger<S> {
     /// The path of the data file.
     pub fn path(&self) -> &Path {
         self.shared.store.path()
+    }
+
+    /// A read snapshot of the committed log.
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        self.shared.store.snapshot()
     }
 
     fn snapshot_below(&self, size: u64) -> Result<Snapshot, Error> {
@@ -593,7 +610,7 @@ fn commit_loop<S: Sequencer>(
     config: &Config,
     mut frontier: Frontier,
     mut head: Head,
-    mut sequencer: S,
+    sequencer: &std::sync::Mutex<S>,
 ) {
     let max_batch = config.max_batch.max(1);
     while let Ok(first) = rx.recv() {
@@ -624,14 +641,8 @@ fn commit_loop<S: Sequencer>(
             }
         };
         let view = LogView { snap: &snap, head };
-        run_batch(
-            shared,
-            &view,
-            batch,
-            &mut frontier,
-            &mut head,
-            &mut sequencer,
-        );
+        let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        run_batch(shared, &view, batch, &mut frontier, &mut head, &mut guard);
     }
 }
 
@@ -750,7 +761,7 @@ fn run_batch<S: Sequencer>(
                     }),
                     Outcome::RefusedRecorded { at, rejected } => Err(AppendError::Rejected {
                         reason: rejected,
-                        recorded: Some(appended_at(at)),
+                        recorded: Some(Box::new(appended_at(at))),
                     }),
                 };
                 let _ = reply.send(msg);

@@ -6,6 +6,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod world;
+
 use std::path::{Path, PathBuf};
 
 use ledger::store::{Head, DB_FILE, ENTRIES, HASHES, META};

@@ -1,0 +1,355 @@
+//! Canonical JSON: the one byte sequence of each signed event payload.
+//!
+//! The canonical form is what Python's standard library writes with
+//! `json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+//! allow_nan=False)`, so the harness (written in Python) produces it without
+//! extra libraries:
+//!
+//! - objects: keys sorted by Unicode code point, no whitespace, `:` and `,`;
+//! - strings: UTF-8; only `"`, `\`, and U+0000–U+001F are escaped (`\n`, `\r`,
+//!   `\t`, `\b`, `\f`, otherwise `\u00xx` in lower-case hex);
+//! - integers: decimal, and within ±(2^53 − 1) so that no JSON reader loses
+//!   precision;
+//! - floats: finite only, written as Python's `repr(float)`: the shortest
+//!   digits that round-trip, fixed notation when the decimal exponent is in
+//!   [-4, 16), otherwise `d.ddde±XX`.
+//!
+//! [`parse_strict`] rejects duplicate keys and imprecise integers;
+//! [`require_canonical`] then rejects any input that is not already in
+//! canonical form.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+/// The largest integer every JSON reader holds exactly (2^53 − 1).
+pub const MAX_SAFE_INTEGER: i64 = (1 << 53) - 1;
+
+/// A JSON value as the ledger reads it: maps are ordered, numbers are either
+/// safe integers or finite floats.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Value>),
+    Object(BTreeMap<String, Value>),
+}
+
+/// Why bytes are not strict JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StrictError {
+    /// Not JSON at all (or an out-of-range number, or nesting too deep).
+    Syntax(String),
+    /// An object repeats a key.
+    DuplicateKey(String),
+    /// An integer outside ±(2^53 − 1).
+    IntegerPrecision(String),
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+struct ValueVisitor;
+
+const DUP: &str = "\u{1}duplicate key ";
+const PREC: &str = "\u{1}integer precision ";
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+        if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n) {
+            return Err(E::custom(format!("{PREC}{n}")));
+        }
+        Ok(Value::Int(n))
+    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+        if n > MAX_SAFE_INTEGER as u64 {
+            return Err(E::custom(format!("{PREC}{n}")));
+        }
+        Ok(Value::Int(n as i64))
+    }
+    fn visit_f64<E: de::Error>(self, x: f64) -> Result<Value, E> {
+        if !x.is_finite() {
+            return Err(E::custom("non-finite number"));
+        }
+        Ok(Value::Float(x))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::Str(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::Str(s))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(x) = seq.next_element()? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut m = BTreeMap::new();
+        while let Some(k) = map.next_key::<String>()? {
+            let v: Value = map.next_value()?;
+            if m.contains_key(&k) {
+                return Err(de::Error::custom(format!("{DUP}{k}")));
+            }
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+/// Parses `bytes` as one JSON value, refusing duplicate keys, integers that
+/// lose precision, non-finite numbers and trailing data.
+pub fn parse_strict(bytes: &[u8]) -> Result<Value, StrictError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = Value::deserialize(&mut de).map_err(classify)?;
+    de.end().map_err(classify)?;
+    Ok(v)
+}
+
+fn classify(e: serde_json::Error) -> StrictError {
+    let msg = e.to_string();
+    if let Some(rest) = msg.strip_prefix(DUP) {
+        StrictError::DuplicateKey(rest.split(" at line").next().unwrap_or(rest).to_owned())
+    } else if let Some(rest) = msg.strip_prefix(PREC) {
+        StrictError::IntegerPrecision(rest.split(" at line").next().unwrap_or(rest).to_owned())
+    } else {
+        StrictError::Syntax(msg)
+    }
+}
+
+/// The canonical bytes of `v`.
+pub fn encode(v: &Value) -> Vec<u8> {
+    let mut out = String::new();
+    write_value(&mut out, v);
+    out.into_bytes()
+}
+
+/// Checks that `bytes` are exactly the canonical encoding of what they
+/// parse to. Returns the canonical bytes on mismatch.
+pub fn require_canonical(bytes: &[u8], v: &Value) -> Result<(), Vec<u8>> {
+    let canon = encode(v);
+    if canon == bytes {
+        Ok(())
+    } else {
+        Err(canon)
+    }
+}
+
+fn write_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Int(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::Float(x) => out.push_str(&python_float_repr(*x)),
+        Value::Str(s) => write_str(out, s),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, x);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            out.push('{');
+            for (i, (k, x)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_str(out, k);
+                out.push(':');
+                write_value(out, x);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Python's `repr(float)` for a finite `x`.
+pub fn python_float_repr(x: f64) -> String {
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
+    let sci = format!("{x:e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let (neg, mant) = match mant.strip_prefix('-') {
+        Some(m) => (true, m),
+        None => (false, mant),
+    };
+    let digits: String = mant.chars().filter(|c| *c != '.').collect();
+    let decpt = exp + 1;
+    let n = digits.len() as i32;
+    let body = if decpt <= -4 || decpt > 16 {
+        let m = if n == 1 {
+            digits.clone()
+        } else {
+            format!("{}.{}", &digits[..1], &digits[1..])
+        };
+        format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+    } else if decpt <= 0 {
+        format!("0.{}{digits}", "0".repeat((-decpt) as usize))
+    } else if decpt >= n {
+        format!("{digits}{}.0", "0".repeat((decpt - n) as usize))
+    } else {
+        let d = decpt as usize;
+        format!("{}.{}", &digits[..d], &digits[d..])
+    };
+    if neg {
+        format!("-{body}")
+    } else {
+        body
+    }
+}
+
+/// Converts to `serde_json::Value` for typed deserialization.
+pub fn to_json(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(*b),
+        Value::Int(n) => serde_json::Value::from(*n),
+        Value::Float(x) => serde_json::Number::from_f64(*x)
+            .map(serde_json::Value::Number)
+            .unwrap_or(serde_json::Value::Null),
+        Value::Str(s) => serde_json::Value::String(s.clone()),
+        Value::Array(a) => serde_json::Value::Array(a.iter().map(to_json).collect()),
+        Value::Object(m) => {
+            serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), to_json(v))).collect())
+        }
+    }
+}
+
+/// Converts a `serde_json::Value` (from serializing a typed event); `None`
+/// when it holds an integer or float the canonical form cannot carry.
+pub fn from_json(v: &serde_json::Value) -> Option<Value> {
+    Some(match v {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(*b),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                if !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&i) {
+                    return None;
+                }
+                Value::Int(i)
+            } else if n.is_u64() {
+                return None;
+            } else {
+                let x = n.as_f64()?;
+                if !x.is_finite() {
+                    return None;
+                }
+                Value::Float(x)
+            }
+        }
+        serde_json::Value::String(s) => Value::Str(s.clone()),
+        serde_json::Value::Array(a) => {
+            Value::Array(a.iter().map(from_json).collect::<Option<_>>()?)
+        }
+        serde_json::Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| Some((k.clone(), from_json(v)?)))
+                .collect::<Option<_>>()?,
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_repr_edges() {
+        for (x, want) in [
+            (1.0, "1.0"),
+            (0.5, "0.5"),
+            (0.1, "0.1"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.5e300, "1.5e+300"),
+            (5e-324, "5e-324"),
+            (-2.5, "-2.5"),
+            (123456789.125, "123456789.125"),
+            (-0.0, "-0.0"),
+        ] {
+            assert_eq!(python_float_repr(x), want, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn strict_parse_refuses_duplicates_and_imprecise_integers() {
+        assert_eq!(
+            parse_strict(br#"{"a":1,"a":2}"#),
+            Err(StrictError::DuplicateKey("a".into()))
+        );
+        assert!(matches!(
+            parse_strict(b"9007199254740992"),
+            Err(StrictError::IntegerPrecision(_))
+        ));
+        assert!(parse_strict(b"9007199254740991").is_ok());
+        assert!(matches!(parse_strict(b"NaN"), Err(StrictError::Syntax(_))));
+        assert!(matches!(
+            parse_strict(b"1e400"),
+            Err(StrictError::Syntax(_))
+        ));
+        assert!(matches!(parse_strict(b"{} x"), Err(StrictError::Syntax(_))));
+    }
+
+    #[test]
+    fn canonical_form_sorts_and_compacts() {
+        let v = parse_strict("{ \"b\" : [1, 2.50, \"\u{e9}\\n\\u0001\"], \"a\": null }".as_bytes())
+            .expect("parse");
+        assert_eq!(
+            String::from_utf8(encode(&v)).expect("utf8"),
+            "{\"a\":null,\"b\":[1,2.5,\"\u{e9}\\n\\u0001\"]}"
+        );
+    }
+}

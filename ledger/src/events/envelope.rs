@@ -1,0 +1,464 @@
+//! Signed envelopes and leaf records.
+//!
+//! - A write is a [DSSE](https://github.com/secure-systems-lab/dsse) JSON
+//!   envelope: `{"payload": base64(payload), "payloadType": PAYLOAD_TYPE,
+//!   "signatures": [{"keyid": ..., "sig": base64(ed25519(PAE(type, payload)))}]}`.
+//!   The payload bytes are canonical JSON ([`super::canonical`]) of a
+//!   [`Payload`]. Standard DSSE libraries in Python and Go sign and verify it.
+//! - The leaf the log hashes is the canonical JSON of
+//!   `{"envelope": <the envelope>, "sequenced_at": <ledger time>, "v": 1}`,
+//!   so the signature stays with the event and the ledger's own clock is
+//!   inside the hash.
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::canonical::{self, StrictError, Value};
+use super::model::{Payload, SCHEMA_VERSION};
+use super::reject::{reject, RejectCode, Rejection};
+
+/// The DSSE payloadType of every event.
+pub const PAYLOAD_TYPE: &str = "application/vnd.evidence-ledger.event+json";
+/// The leaf record's version.
+pub const LEAF_VERSION: i64 = 1;
+
+/// DSSE pre-authentication encoding:
+/// `"DSSEv1" SP len(type) SP type SP len(payload) SP payload`.
+pub fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "DSSEv1 {} {} {} ",
+        payload_type.len(),
+        payload_type,
+        payload.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A principal's key id: lower-case hex SHA-256 of its 32-byte public key.
+pub fn key_id(key: &VerifyingKey) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+/// A new signing key from the operating system's random source.
+pub fn generate_key() -> Result<SigningKey, getrandom::Error> {
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed)?;
+    Ok(SigningKey::from_bytes(&seed))
+}
+
+/// Base64 of a public key, as `principal.enrolled` carries it.
+pub fn public_key_b64(key: &VerifyingKey) -> String {
+    B64.encode(key.as_bytes())
+}
+
+/// The DSSE envelope as posted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub payload: String,
+    #[serde(rename = "payloadType")]
+    pub payload_type: String,
+    pub signatures: Vec<EnvelopeSignature>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvelopeSignature {
+    pub keyid: String,
+    pub sig: String,
+}
+
+/// Canonical payload bytes of a typed payload.
+pub fn payload_bytes(p: &Payload) -> Vec<u8> {
+    let json = serde_json::to_value(p).unwrap_or(serde_json::Value::Null);
+    match canonical::from_json(&json) {
+        Some(v) => canonical::encode(&v),
+        None => serde_json::to_vec(&json).unwrap_or_default(),
+    }
+}
+
+/// Signs `payload` with `key` and returns the envelope's JSON bytes, ready to
+/// post. (The client side; the ledger itself uses it for its own events.)
+pub fn sign_envelope(key: &SigningKey, payload: &Payload) -> Vec<u8> {
+    let bytes = payload_bytes(payload);
+    let sig = key.sign(&pae(PAYLOAD_TYPE, &bytes));
+    let env = Envelope {
+        payload: B64.encode(&bytes),
+        payload_type: PAYLOAD_TYPE.to_owned(),
+        signatures: vec![EnvelopeSignature {
+            keyid: key_id(&key.verifying_key()),
+            sig: B64.encode(sig.to_bytes()),
+        }],
+    };
+    serde_json::to_vec(&env).unwrap_or_default()
+}
+
+/// Signs a co-signed statement (docs/EVENTS.md).
+pub fn cosign(key: &SigningKey, statement: &[u8]) -> super::model::CoSignature {
+    super::model::CoSignature {
+        key_id: key_id(&key.verifying_key()),
+        signature: B64.encode(key.sign(statement).to_bytes()),
+    }
+}
+
+/// The statement two curators sign to add a case or approve a proposal.
+pub fn case_provenance_statement(case_id: &str, added_at: &str, case_digest: &str) -> Vec<u8> {
+    format!("evidence-ledger/v1 case-provenance\n{case_id}\n{added_at}\n{case_digest}").into_bytes()
+}
+
+/// The statement two curators sign to retire a case.
+pub fn case_retire_statement(case_id: &str, case_digest: &str) -> Vec<u8> {
+    format!("evidence-ledger/v1 case-retire\n{case_id}\n{case_digest}").into_bytes()
+}
+
+/// The statement two maintainers sign to change a tier.
+pub fn tier_change_statement(
+    task_class: &str,
+    from: &str,
+    to: &str,
+    recommendation_index: u64,
+) -> Vec<u8> {
+    format!("evidence-ledger/v1 tier-change\n{task_class}\n{from}\n{to}\n{recommendation_index}")
+        .into_bytes()
+}
+
+/// An envelope whose payload is strict, canonical and typed. Its signature
+/// has been parsed but not yet verified.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    pub payload: Payload,
+    pub payload_bytes: Vec<u8>,
+    /// BLAKE3 of the payload bytes: what idempotency compares.
+    pub payload_digest: [u8; 32],
+    pub keyid: String,
+    pub signature: Signature,
+}
+
+impl Decoded {
+    /// Verifies the envelope signature with `key` (strict Ed25519).
+    pub fn verify(&self, key: &VerifyingKey) -> Result<(), Rejection> {
+        key.verify_strict(&pae(PAYLOAD_TYPE, &self.payload_bytes), &self.signature)
+            .or_else(|_| {
+                reject(
+                    RejectCode::SignatureInvalid,
+                    "signatures[0].sig",
+                    "signature does not verify for the signer's key",
+                )
+            })
+    }
+
+    /// The envelope in its canonical JSON form.
+    pub fn envelope_value(&self) -> Value {
+        let mut sig = std::collections::BTreeMap::new();
+        sig.insert("keyid".to_owned(), Value::Str(self.keyid.clone()));
+        sig.insert(
+            "sig".to_owned(),
+            Value::Str(B64.encode(self.signature.to_bytes())),
+        );
+        let mut env = std::collections::BTreeMap::new();
+        env.insert(
+            "payload".to_owned(),
+            Value::Str(B64.encode(&self.payload_bytes)),
+        );
+        env.insert(
+            "payloadType".to_owned(),
+            Value::Str(PAYLOAD_TYPE.to_owned()),
+        );
+        env.insert(
+            "signatures".to_owned(),
+            Value::Array(vec![Value::Object(sig)]),
+        );
+        Value::Object(env)
+    }
+
+    /// The leaf bytes for this envelope, sequenced at `sequenced_at` (µs since
+    /// the Unix epoch, UTC).
+    pub fn leaf_bytes(&self, sequenced_at: i64) -> Vec<u8> {
+        let mut rec = std::collections::BTreeMap::new();
+        rec.insert("envelope".to_owned(), self.envelope_value());
+        rec.insert(
+            "sequenced_at".to_owned(),
+            Value::Str(format_micros(sequenced_at)),
+        );
+        rec.insert("v".to_owned(), Value::Int(LEAF_VERSION));
+        canonical::encode(&Value::Object(rec))
+    }
+}
+
+/// Decodes and checks a posted envelope: DSSE shape, payload type, base64,
+/// strict canonical JSON, the typed schema, one signature by the payload's
+/// signer. Does not verify the signature (see [`Decoded::verify`]).
+pub fn decode_envelope(bytes: &[u8]) -> Result<Decoded, Rejection> {
+    let env: Envelope = serde_json::from_slice(bytes).map_err(|e| {
+        Rejection::new(
+            RejectCode::MalformedEnvelope,
+            "",
+            format!("not a DSSE envelope: {e}"),
+        )
+    })?;
+    if env.payload_type != PAYLOAD_TYPE {
+        return reject(
+            RejectCode::UnsupportedPayloadType,
+            "payloadType",
+            format!("must be {PAYLOAD_TYPE}"),
+        );
+    }
+    let [sig] = env.signatures.as_slice() else {
+        return reject(
+            RejectCode::SignatureCount,
+            "signatures",
+            format!(
+                "exactly one signature is required, found {}",
+                env.signatures.len()
+            ),
+        );
+    };
+    let payload_bytes = B64.decode(env.payload.as_bytes()).or_else(|_| {
+        reject(
+            RejectCode::MalformedBase64,
+            "payload",
+            "not standard base64",
+        )
+    })?;
+    let sig_bytes: [u8; 64] = B64
+        .decode(sig.sig.as_bytes())
+        .ok()
+        .and_then(|v| v.try_into().ok())
+        .ok_or_else(|| {
+            Rejection::new(
+                RejectCode::MalformedBase64,
+                "signatures[0].sig",
+                "not base64 of 64 bytes",
+            )
+        })?;
+    let payload = decode_payload(&payload_bytes)?;
+    if sig.keyid != payload.signer {
+        return reject(
+            RejectCode::SignerMismatch,
+            "signatures[0].keyid",
+            "must equal the payload's signer",
+        );
+    }
+    Ok(Decoded {
+        payload_digest: *blake3::hash(&payload_bytes).as_bytes(),
+        payload,
+        payload_bytes,
+        keyid: sig.keyid.clone(),
+        signature: Signature::from_bytes(&sig_bytes),
+    })
+}
+
+/// Parses payload bytes: strict JSON, canonical, typed, supported schema.
+pub fn decode_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
+    let value = canonical::parse_strict(bytes).map_err(|e| match e {
+        StrictError::Syntax(m) => Rejection::new(RejectCode::MalformedJson, "", m),
+        StrictError::DuplicateKey(k) => Rejection::new(
+            RejectCode::DuplicateKey,
+            k.clone(),
+            format!("key `{k}` appears twice"),
+        ),
+        StrictError::IntegerPrecision(n) => Rejection::new(
+            RejectCode::IntegerPrecision,
+            "",
+            format!("integer {n} is outside ±(2^53 − 1)"),
+        ),
+    })?;
+    let json = canonical::to_json(&value);
+    let payload = typed_payload(json)?;
+    if payload.schema != SCHEMA_VERSION {
+        return reject(
+            RejectCode::UnsupportedSchema,
+            "schema",
+            format!(
+                "schema {} is not supported; this ledger accepts {SCHEMA_VERSION}",
+                payload.schema
+            ),
+        );
+    }
+    if let Err(canon) = canonical::require_canonical(bytes, &value) {
+        return reject(
+            RejectCode::NonCanonicalPayload,
+            "payload",
+            format!(
+                "payload bytes are not canonical JSON (sorted keys, no whitespace; see docs/FORMAT.md); expected {} bytes: {}",
+                canon.len(),
+                String::from_utf8_lossy(&canon[..canon.len().min(200)])
+            ),
+        );
+    }
+    Ok(payload)
+}
+
+/// Deserializes a payload in two steps so that errors inside an event body
+/// carry their full path (`event.body.score.breakdown`): serde loses paths
+/// inside adjacently tagged enums.
+fn typed_payload(json: serde_json::Value) -> Result<Payload, Rejection> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RawEvent {
+        kind: String,
+        body: serde_json::Value,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RawPayload {
+        schema: u32,
+        id: String,
+        signer: String,
+        issued_at: String,
+        event: RawEvent,
+    }
+    let raw: RawPayload = serde_path_to_error::deserialize(json).map_err(|e| typed_error(e, ""))?;
+    let kind = raw.event.kind;
+    let body = raw.event.body;
+    macro_rules! by_kind {
+        ($($variant:ident),* $(,)?) => {{
+            let mut found = None;
+            $(
+                if found.is_none() {
+                    if super::model::Kind::$variant.as_str() == kind {
+                        let b = serde_path_to_error::deserialize(body.clone())
+                            .map_err(|e| typed_error(e, "event.body"))?;
+                        found = Some(Event::$variant(b));
+                    }
+                }
+            )*
+            found
+        }};
+    }
+    use super::model::Event;
+    let event = by_kind!(
+        PrincipalEnrolled,
+        PrincipalRevoked,
+        TaskClassRegistered,
+        RubricUpdated,
+        CaseAdded,
+        CaseRetired,
+        CaseProposed,
+        ProposalApproved,
+        ProposalRejected,
+        RunStarted,
+        RunFinished,
+        RubricInvoked,
+        RubricCompleted,
+        RubricFailed,
+        ScoreRecorded,
+        CapabilityMinted,
+        RagExampleWritten,
+        RagRecordQuarantined,
+        PromotionRequested,
+        PromotionRecommended,
+        TierApply,
+        PromotionApplyBlocked,
+        TierChanged,
+        AnchorPublished,
+    )
+    .ok_or_else(|| {
+        Rejection::new(
+            RejectCode::UnknownEventKind,
+            "event.kind",
+            format!("`{kind}` is not an event kind (docs/EVENTS.md lists them)"),
+        )
+    })?;
+    Ok(Payload {
+        schema: raw.schema,
+        id: raw.id,
+        signer: raw.signer,
+        issued_at: raw.issued_at,
+        event,
+    })
+}
+
+fn typed_error(e: serde_path_to_error::Error<serde_json::Error>, prefix: &str) -> Rejection {
+    let inner = e.path().to_string();
+    let path = match (prefix.is_empty(), inner.is_empty() || inner == ".") {
+        (true, _) => inner,
+        (false, true) => prefix.to_owned(),
+        (false, false) => format!("{prefix}.{inner}"),
+    };
+    let msg = e.inner().to_string();
+    let ticked = msg.split('`').nth(1).unwrap_or("").to_owned();
+    let join = |p: &str, f: &str| {
+        if p.is_empty() || p == "." {
+            f.to_owned()
+        } else {
+            format!("{p}.{f}")
+        }
+    };
+    if msg.starts_with("unknown field") {
+        let field = if path.ends_with(&ticked) {
+            path.clone()
+        } else {
+            join(&path, &ticked)
+        };
+        Rejection::new(RejectCode::UnknownField, field, msg)
+    } else if msg.starts_with("missing field") {
+        Rejection::new(RejectCode::MissingField, join(&path, &ticked), msg)
+    } else if msg.starts_with("duplicate field") {
+        Rejection::new(RejectCode::DuplicateKey, join(&path, &ticked), msg)
+    } else if msg.starts_with("unknown variant") {
+        Rejection::new(RejectCode::InvalidValue, path, msg)
+    } else if msg.starts_with("invalid type") || msg.starts_with("invalid length") {
+        Rejection::new(RejectCode::InvalidType, path, msg)
+    } else {
+        Rejection::new(RejectCode::InvalidValue, path, msg)
+    }
+}
+
+/// Decodes a leaf written by the ledger: the envelope and its sequencing
+/// time (µs since the Unix epoch, UTC).
+pub fn decode_leaf(leaf: &[u8]) -> Result<(Decoded, i64), Rejection> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Leaf {
+        envelope: Envelope,
+        sequenced_at: String,
+        v: i64,
+    }
+    let rec: Leaf = serde_json::from_slice(leaf).map_err(|e| {
+        Rejection::new(
+            RejectCode::MalformedEnvelope,
+            "",
+            format!("not a leaf record: {e}"),
+        )
+    })?;
+    if rec.v != LEAF_VERSION {
+        return reject(
+            RejectCode::UnsupportedSchema,
+            "v",
+            format!("leaf version {}", rec.v),
+        );
+    }
+    let env = serde_json::to_vec(&rec.envelope).unwrap_or_default();
+    let decoded = decode_envelope(&env)?;
+    let at = parse_utc_micros(&rec.sequenced_at).ok_or_else(|| {
+        Rejection::new(
+            RejectCode::InvalidTimestamp,
+            "sequenced_at",
+            "not RFC 3339 UTC",
+        )
+    })?;
+    Ok((decoded, at))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
+pub fn format_micros(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .unwrap_or_else(|| "invalid".to_owned())
+}
+
+/// Parses an RFC 3339 timestamp that ends in `Z` (UTC).
+pub fn parse_utc_micros(s: &str) -> Option<i64> {
+    if !s.ends_with('Z') || s.len() > 40 {
+        return None;
+    }
+    chrono::DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.timestamp_micros())
+}

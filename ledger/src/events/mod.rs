@@ -1,0 +1,19 @@
+//! Signed domain events on the log: the catalogue ([`model`]), canonical
+//! bytes ([`canonical`]), DSSE envelopes and leaf records ([`envelope`]), the
+//! rules ([`state`]) and their place in the committer ([`sequencer`]).
+//! docs/EVENTS.md documents every event, who may write it and its rules.
+
+pub mod canonical;
+pub mod envelope;
+pub mod model;
+pub mod reject;
+pub mod sequencer;
+pub mod state;
+
+pub use envelope::{cosign, decode_envelope, decode_leaf, generate_key, key_id, sign_envelope};
+pub use model::{Event, Kind, Payload, Role, Tier};
+pub use reject::{RejectCode, Rejection};
+pub use sequencer::{
+    genesis_envelopes, Accepted, Clock, EventLog, EventSequencer, ManualClock, SystemClock,
+};
+pub use state::State;

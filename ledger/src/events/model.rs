@@ -1,0 +1,660 @@
+//! The event catalogue (MISSION.md §3; docs/EVENTS.md). Every struct refuses
+//! unknown fields. Field names follow the design documents (`BenchScore`,
+//! `BenchRunRecord`, `case.yaml`, `SolvedExampleWriteCapability`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The schema version this build writes and accepts.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The signed payload of every event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Payload {
+    /// Schema version; must be [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// The envelope id: unique per event. Re-posting the same envelope is
+    /// idempotent; reusing the id for other content is refused.
+    pub id: String,
+    /// Key id of the signing principal (hex SHA-256 of its public key).
+    pub signer: String,
+    /// When the client says it issued the event (RFC 3339, UTC). Kept and
+    /// shown; never used for windows or expiry.
+    pub issued_at: String,
+    pub event: Event,
+}
+
+/// The event kinds, tagged as `{"kind": "...", "body": {...}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "body", deny_unknown_fields)]
+pub enum Event {
+    #[serde(rename = "principal.enrolled")]
+    PrincipalEnrolled(PrincipalEnrolled),
+    #[serde(rename = "principal.revoked")]
+    PrincipalRevoked(PrincipalRevoked),
+    #[serde(rename = "task_class.registered")]
+    TaskClassRegistered(TaskClassRegistered),
+    #[serde(rename = "rubric.updated")]
+    RubricUpdated(RubricUpdated),
+    #[serde(rename = "case.added")]
+    CaseAdded(CaseAdded),
+    #[serde(rename = "case.retired")]
+    CaseRetired(CaseRetired),
+    #[serde(rename = "case.proposed")]
+    CaseProposed(CaseProposed),
+    #[serde(rename = "proposal.approved")]
+    ProposalApproved(ProposalApproved),
+    #[serde(rename = "proposal.rejected")]
+    ProposalRejected(ProposalRejected),
+    #[serde(rename = "run.started")]
+    RunStarted(RunStarted),
+    #[serde(rename = "run.finished")]
+    RunFinished(RunFinished),
+    #[serde(rename = "rubric.invoked")]
+    RubricInvoked(RubricInvoked),
+    #[serde(rename = "rubric.completed")]
+    RubricCompleted(RubricCompleted),
+    #[serde(rename = "rubric.failed")]
+    RubricFailed(RubricFailed),
+    #[serde(rename = "score.recorded")]
+    ScoreRecorded(ScoreRecorded),
+    #[serde(rename = "rag.capability.minted")]
+    CapabilityMinted(CapabilityMinted),
+    #[serde(rename = "rag.example.written")]
+    RagExampleWritten(RagExampleWritten),
+    #[serde(rename = "rag.record.quarantined")]
+    RagRecordQuarantined(RagRecordQuarantined),
+    #[serde(rename = "promotion.requested")]
+    PromotionRequested(PromotionRequested),
+    #[serde(rename = "promotion.recommended")]
+    PromotionRecommended(PromotionRecommended),
+    /// A request to apply a tier change. Never appended: it is always refused
+    /// with `promotion_must_be_human_authorized`, and the refusal is recorded
+    /// as `promotion.apply_blocked`.
+    #[serde(rename = "tier.apply")]
+    TierApply(TierApply),
+    #[serde(rename = "promotion.apply_blocked")]
+    PromotionApplyBlocked(PromotionApplyBlocked),
+    #[serde(rename = "tier.changed")]
+    TierChanged(TierChanged),
+    #[serde(rename = "anchor.published")]
+    AnchorPublished(AnchorPublished),
+}
+
+impl Event {
+    /// The wire name of the kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Event::PrincipalEnrolled(_) => Kind::PrincipalEnrolled,
+            Event::PrincipalRevoked(_) => Kind::PrincipalRevoked,
+            Event::TaskClassRegistered(_) => Kind::TaskClassRegistered,
+            Event::RubricUpdated(_) => Kind::RubricUpdated,
+            Event::CaseAdded(_) => Kind::CaseAdded,
+            Event::CaseRetired(_) => Kind::CaseRetired,
+            Event::CaseProposed(_) => Kind::CaseProposed,
+            Event::ProposalApproved(_) => Kind::ProposalApproved,
+            Event::ProposalRejected(_) => Kind::ProposalRejected,
+            Event::RunStarted(_) => Kind::RunStarted,
+            Event::RunFinished(_) => Kind::RunFinished,
+            Event::RubricInvoked(_) => Kind::RubricInvoked,
+            Event::RubricCompleted(_) => Kind::RubricCompleted,
+            Event::RubricFailed(_) => Kind::RubricFailed,
+            Event::ScoreRecorded(_) => Kind::ScoreRecorded,
+            Event::CapabilityMinted(_) => Kind::CapabilityMinted,
+            Event::RagExampleWritten(_) => Kind::RagExampleWritten,
+            Event::RagRecordQuarantined(_) => Kind::RagRecordQuarantined,
+            Event::PromotionRequested(_) => Kind::PromotionRequested,
+            Event::PromotionRecommended(_) => Kind::PromotionRecommended,
+            Event::TierApply(_) => Kind::TierApply,
+            Event::PromotionApplyBlocked(_) => Kind::PromotionApplyBlocked,
+            Event::TierChanged(_) => Kind::TierChanged,
+            Event::AnchorPublished(_) => Kind::AnchorPublished,
+        }
+    }
+}
+
+/// Event kinds without their bodies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    PrincipalEnrolled,
+    PrincipalRevoked,
+    TaskClassRegistered,
+    RubricUpdated,
+    CaseAdded,
+    CaseRetired,
+    CaseProposed,
+    ProposalApproved,
+    ProposalRejected,
+    RunStarted,
+    RunFinished,
+    RubricInvoked,
+    RubricCompleted,
+    RubricFailed,
+    ScoreRecorded,
+    CapabilityMinted,
+    RagExampleWritten,
+    RagRecordQuarantined,
+    PromotionRequested,
+    PromotionRecommended,
+    TierApply,
+    PromotionApplyBlocked,
+    TierChanged,
+    AnchorPublished,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 24] = [
+        Kind::PrincipalEnrolled,
+        Kind::PrincipalRevoked,
+        Kind::TaskClassRegistered,
+        Kind::RubricUpdated,
+        Kind::CaseAdded,
+        Kind::CaseRetired,
+        Kind::CaseProposed,
+        Kind::ProposalApproved,
+        Kind::ProposalRejected,
+        Kind::RunStarted,
+        Kind::RunFinished,
+        Kind::RubricInvoked,
+        Kind::RubricCompleted,
+        Kind::RubricFailed,
+        Kind::ScoreRecorded,
+        Kind::CapabilityMinted,
+        Kind::RagExampleWritten,
+        Kind::RagRecordQuarantined,
+        Kind::PromotionRequested,
+        Kind::PromotionRecommended,
+        Kind::TierApply,
+        Kind::PromotionApplyBlocked,
+        Kind::TierChanged,
+        Kind::AnchorPublished,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::PrincipalEnrolled => "principal.enrolled",
+            Kind::PrincipalRevoked => "principal.revoked",
+            Kind::TaskClassRegistered => "task_class.registered",
+            Kind::RubricUpdated => "rubric.updated",
+            Kind::CaseAdded => "case.added",
+            Kind::CaseRetired => "case.retired",
+            Kind::CaseProposed => "case.proposed",
+            Kind::ProposalApproved => "proposal.approved",
+            Kind::ProposalRejected => "proposal.rejected",
+            Kind::RunStarted => "run.started",
+            Kind::RunFinished => "run.finished",
+            Kind::RubricInvoked => "rubric.invoked",
+            Kind::RubricCompleted => "rubric.completed",
+            Kind::RubricFailed => "rubric.failed",
+            Kind::ScoreRecorded => "score.recorded",
+            Kind::CapabilityMinted => "rag.capability.minted",
+            Kind::RagExampleWritten => "rag.example.written",
+            Kind::RagRecordQuarantined => "rag.record.quarantined",
+            Kind::PromotionRequested => "promotion.requested",
+            Kind::PromotionRecommended => "promotion.recommended",
+            Kind::TierApply => "tier.apply",
+            Kind::PromotionApplyBlocked => "promotion.apply_blocked",
+            Kind::TierChanged => "tier.changed",
+            Kind::AnchorPublished => "anchor.published",
+        }
+    }
+}
+
+/// Roles decide which event kinds a principal may append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    Harness,
+    Curator,
+    Gate,
+    RagWriter,
+    Reconciler,
+    PromotionGate,
+    Maintainer,
+    Operator,
+    /// The ledger's own key: recommendations and blocked-apply records.
+    Ledger,
+}
+
+impl Role {
+    pub const ALL: [Role; 9] = [
+        Role::Harness,
+        Role::Curator,
+        Role::Gate,
+        Role::RagWriter,
+        Role::Reconciler,
+        Role::PromotionGate,
+        Role::Maintainer,
+        Role::Operator,
+        Role::Ledger,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Harness => "harness",
+            Role::Curator => "curator",
+            Role::Gate => "gate",
+            Role::RagWriter => "rag-writer",
+            Role::Reconciler => "reconciler",
+            Role::PromotionGate => "promotion-gate",
+            Role::Maintainer => "maintainer",
+            Role::Operator => "operator",
+            Role::Ledger => "ledger",
+        }
+    }
+
+    /// May a principal with this role append `kind`?
+    pub fn may_append(self, kind: Kind) -> bool {
+        use Kind::*;
+        if kind == TierApply {
+            // Any enrolled principal may ask; the ask is always refused and
+            // recorded.
+            return true;
+        }
+        match self {
+            Role::Operator => matches!(
+                kind,
+                PrincipalEnrolled
+                    | PrincipalRevoked
+                    | TaskClassRegistered
+                    | RubricUpdated
+                    | AnchorPublished
+            ),
+            Role::Curator => matches!(
+                kind,
+                CaseAdded | CaseRetired | ProposalApproved | ProposalRejected
+            ),
+            Role::Reconciler => matches!(kind, CaseProposed),
+            Role::Harness => matches!(
+                kind,
+                RunStarted
+                    | RunFinished
+                    | RubricInvoked
+                    | RubricCompleted
+                    | RubricFailed
+                    | ScoreRecorded
+            ),
+            Role::Gate => matches!(kind, CapabilityMinted | RagRecordQuarantined),
+            Role::RagWriter => matches!(kind, RagExampleWritten),
+            Role::PromotionGate => matches!(kind, PromotionRequested),
+            Role::Maintainer => matches!(kind, TierChanged),
+            Role::Ledger => matches!(
+                kind,
+                PromotionRecommended | PromotionApplyBlocked | AnchorPublished
+            ),
+        }
+    }
+}
+
+/// Trust tiers, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    Bronze,
+    Silver,
+    Gold,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Bronze => "bronze",
+            Tier::Silver => "silver",
+            Tier::Gold => "gold",
+        }
+    }
+}
+
+/// A co-signature by a named principal over a statement the event defines
+/// (docs/EVENTS.md, "Co-signed statements").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoSignature {
+    pub key_id: String,
+    /// Base64 of the 64-byte Ed25519 signature.
+    pub signature: String,
+}
+
+/// A tree size and its RFC 6962 root (hex) in this log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRef {
+    pub size: u64,
+    pub root: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalEnrolled {
+    /// Base64 of the 32-byte Ed25519 public key.
+    pub public_key: String,
+    pub identity: String,
+    pub roles: Vec<Role>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalRevoked {
+    pub key_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierRule {
+    /// Active held-out cases needed for this tier.
+    pub min_cases_for_promotion: u32,
+    /// The lower 95% confidence bound of the mean score must reach this.
+    pub score_threshold: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailureMode {
+    pub code: String,
+    /// `block`, `warn` or `info`.
+    pub severity: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskClassRegistered {
+    pub task_class: String,
+    /// Rules for `silver` and `gold` (bronze is the floor).
+    pub tiers: BTreeMap<Tier, TierRule>,
+    pub failure_modes: Vec<FailureMode>,
+    pub breakdown_keys: Vec<String>,
+    pub rubric_digest: String,
+    pub initial_tier: Tier,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricUpdated {
+    pub task_class: String,
+    pub rubric_digest: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Disposition {
+    Positive,
+    Negative,
+    Ambiguous,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CaseSource {
+    Curated,
+    OutcomeLedgerDerived,
+    RegressionConverted,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Provenance {
+    pub source: CaseSource,
+    pub source_ref: String,
+    pub added_at: String,
+    pub added_by: CoSignature,
+    pub reviewed_by: CoSignature,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseAdded {
+    pub task_class: String,
+    pub case_id: String,
+    pub title: String,
+    pub disposition: Disposition,
+    pub difficulty: String,
+    /// `held-out`, or a corpus-derived class such as `corpus-derived`.
+    pub curation_class: String,
+    pub provenance: Provenance,
+    pub case_digest: String,
+    pub cassette_digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseRetired {
+    pub case_id: String,
+    pub reason: String,
+    pub retired_by: CoSignature,
+    pub reviewed_by: CoSignature,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseDraft {
+    pub case_id: String,
+    pub title: String,
+    pub disposition: Disposition,
+    pub difficulty: String,
+    pub curation_class: String,
+    pub case_digest: String,
+    pub cassette_digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CaseProposed {
+    pub proposal_id: String,
+    pub task_class: String,
+    pub draft: CaseDraft,
+    /// The production incident or outcome the draft came from.
+    pub production_ref: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProposalApproved {
+    pub proposal_id: String,
+    pub added_at: String,
+    pub added_by: CoSignature,
+    pub reviewed_by: CoSignature,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProposalRejected {
+    pub proposal_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    Microvm,
+    SharedKernel,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunStarted {
+    pub run_id: String,
+    pub task_class: String,
+    pub harness_version: String,
+    pub rubric_digest: String,
+    pub sandbox_image_digest: String,
+    pub isolation_class: Isolation,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFinished {
+    pub run_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricInvoked {
+    pub run_id: String,
+    pub case_id: String,
+    pub invocation_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricCompleted {
+    pub invocation_id: String,
+}
+
+/// Rubric failure codes (seed 001).
+pub const RUBRIC_FAILURE_CODES: &[&str] = &[
+    "rubric.timeout",
+    "rubric.killed_oom",
+    "rubric.malformed_output",
+    "rubric.unknown_breakdown_key",
+    "rubric.unknown_failure_mode",
+    "rubric.crashed",
+    "rubric.sandbox_violation",
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RubricFailed {
+    pub invocation_id: String,
+    pub failure_code: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreFailureMode {
+    pub code: String,
+    pub severity: String,
+}
+
+/// `BenchScore` (seed 000).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BenchScore {
+    pub passed: bool,
+    pub score: f64,
+    pub breakdown: BTreeMap<String, f64>,
+    pub failure_modes: Vec<ScoreFailureMode>,
+    pub cost_usd: f64,
+    pub duration_seconds: f64,
+}
+
+/// `BenchRunRecord` (seed 000), without `prev_hash`: the log links entries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreRecorded {
+    pub run_id: String,
+    pub task_class: String,
+    pub case_id: String,
+    pub case_digest: String,
+    pub rubric_digest: String,
+    pub cassette_digest: String,
+    pub harness_version: String,
+    pub image_digest: String,
+    pub score: BenchScore,
+    pub started_at: String,
+    pub finished_at: String,
+    pub operator_fingerprint: String,
+}
+
+/// `SolvedExampleWriteCapability` (seed 002).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityMinted {
+    pub capability_id: String,
+    pub workflow_id: String,
+    pub validated_at: String,
+    /// The ledger checkpoint the capability was minted at.
+    pub minted_at: CheckpointRef,
+    pub expires_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RagExampleWritten {
+    pub capability_id: String,
+    pub workflow_id: String,
+    pub example_digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RagRecordQuarantined {
+    pub capability_id: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromotionRequested {
+    pub task_class: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceRef {
+    pub index: u64,
+    /// Hex RFC 6962 leaf hash.
+    pub leaf_hash: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleOutcome {
+    pub rule: String,
+    pub holds: bool,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromotionRecommended {
+    pub task_class: String,
+    pub current_tier: Tier,
+    pub recommended_tier: Tier,
+    pub evidence: Vec<EvidenceRef>,
+    pub rationale: Vec<RuleOutcome>,
+    pub checkpoint: CheckpointRef,
+    /// Always true: the ledger recommends, humans promote.
+    pub requires_human_approval: bool,
+    /// The envelope id of the promotion.requested event it answers.
+    pub request_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierApply {
+    pub task_class: String,
+    pub to: Tier,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromotionApplyBlocked {
+    pub task_class: String,
+    pub requested_tier: Tier,
+    pub requested_by: String,
+    pub request_id: String,
+    pub code: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TierChanged {
+    pub task_class: String,
+    pub from: Tier,
+    pub to: Tier,
+    /// Index of the promotion.recommended entry this decision follows.
+    pub recommendation_index: u64,
+    pub decided_by: CoSignature,
+    pub confirmed_by: CoSignature,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnchorPublished {
+    pub checkpoint: CheckpointRef,
+    pub location: String,
+}

@@ -1,0 +1,403 @@
+//! The event layer on the log: stateless checks in the caller's thread,
+//! stateful checks in log order inside the committer.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use ed25519_dalek::{SigningKey, VerifyingKey};
+
+use super::envelope::{
+    decode_envelope, format_micros, key_id, public_key_b64, sign_envelope, Decoded,
+};
+use super::model::*;
+use super::reject::{RejectCode, Rejection};
+use super::state::{parse_public_key, State};
+use crate::{
+    AppendError, Config, Error, Ledger, LogView, PendingReceipt, Receipt, Sequenced, Sequencer,
+};
+
+/// The ledger's clock: µs since the Unix epoch, UTC. Injected so that tests
+/// can move time (capability expiry).
+pub trait Clock: Send + Sync + 'static {
+    fn now_micros(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_micros(&self) -> i64 {
+        chrono::Utc::now().timestamp_micros()
+    }
+}
+
+/// A clock set by hand (tests, simulations).
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicI64);
+
+impl ManualClock {
+    pub fn new(micros: i64) -> Self {
+        ManualClock(AtomicI64::new(micros))
+    }
+    pub fn set(&self, micros: i64) {
+        self.0.store(micros, Ordering::SeqCst);
+    }
+    pub fn advance(&self, micros: i64) {
+        self.0.fetch_add(micros, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_micros(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Public keys of enrolled principals, shared with submitting threads so
+/// they can verify signatures before queueing. A cache: the committer's state
+/// stays authoritative for enrolment and revocation.
+#[derive(Debug, Default)]
+pub struct KeyCache(RwLock<HashMap<String, VerifyingKey>>);
+
+impl KeyCache {
+    pub fn get(&self, id: &str) -> Option<VerifyingKey> {
+        self.0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .copied()
+    }
+    fn insert(&self, id: String, key: VerifyingKey) {
+        self.0
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, key);
+    }
+    fn reset(&self, state: &State) {
+        let mut m = self.0.write().unwrap_or_else(|p| p.into_inner());
+        m.clear();
+        for (id, p) in &state.principals {
+            if let Ok(k) = VerifyingKey::from_bytes(&p.public_key) {
+                m.insert(id.clone(), k);
+            }
+        }
+    }
+}
+
+/// An envelope whose signature verified.
+#[derive(Debug, Clone)]
+pub struct Submission(Decoded);
+
+impl Submission {
+    pub fn decoded(&self) -> &Decoded {
+        &self.0
+    }
+}
+
+/// Decodes `bytes` and verifies the envelope signature with the signer's
+/// enrolled key (or, for an enrolment, the key it enrols).
+pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Rejection> {
+    let d = decode_envelope(bytes)?;
+    let key = match keys.get(&d.keyid) {
+        Some(k) => k,
+        None => match &d.payload.event {
+            Event::PrincipalEnrolled(e) => parse_public_key(&e.public_key)
+                .filter(|k| key_id(k) == d.keyid)
+                .ok_or_else(|| {
+                    Rejection::new(
+                        RejectCode::UnknownSigner,
+                        "signer",
+                        "no enrolled principal has this key id",
+                    )
+                })?,
+            _ => {
+                return Err(Rejection::new(
+                    RejectCode::UnknownSigner,
+                    "signer",
+                    "no enrolled principal has this key id",
+                ))
+            }
+        },
+    };
+    d.verify(&key)?;
+    Ok(Submission(d))
+}
+
+/// What an accepted event reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Accepted {
+    pub id: String,
+    pub kind: Kind,
+    /// The ledger's sequencing time, µs since the Unix epoch, UTC.
+    pub sequenced_at: i64,
+}
+
+/// The [`Sequencer`] for signed domain events.
+pub struct EventSequencer {
+    state: State,
+    keys: Arc<KeyCache>,
+    clock: Arc<dyn Clock>,
+    ledger_key: SigningKey,
+    ledger_key_id: String,
+    /// Set when state could not be rebuilt after a failed commit.
+    broken: bool,
+}
+
+impl EventSequencer {
+    fn now(&self) -> i64 {
+        self.clock.now_micros().max(self.state.last_sequenced_at)
+    }
+
+    fn blocked(
+        &mut self,
+        d: &Decoded,
+        req: &TierApply,
+        next: u64,
+        at: i64,
+        log: &LogView<'_>,
+    ) -> Sequenced<Accepted, Rejection> {
+        let refusal = Rejection::new(
+            RejectCode::PromotionMustBeHumanAuthorized,
+            "event.kind",
+            "the ledger never applies a tier change; a tier changes only by tier.changed signed by two maintainers",
+        );
+        if let Err(r) = self.state.check_signer(d) {
+            return Sequenced::Reject(r);
+        }
+        let id = format!(
+            "apply-blocked-{}",
+            &hex::encode(blake3::hash(d.payload.id.as_bytes()).as_bytes())[..32]
+        );
+        if self.state.ids.contains_key(&id) {
+            // This request was refused and recorded before.
+            return Sequenced::Reject(refusal);
+        }
+        let payload = Payload {
+            schema: SCHEMA_VERSION,
+            id,
+            signer: self.ledger_key_id.clone(),
+            issued_at: format_micros(at),
+            event: Event::PromotionApplyBlocked(PromotionApplyBlocked {
+                task_class: req.task_class.clone(),
+                requested_tier: req.to,
+                requested_by: d.keyid.clone(),
+                request_id: d.payload.id.clone(),
+                code: refusal.code.as_str().to_owned(),
+            }),
+        };
+        let record = match decode_envelope(&sign_envelope(&self.ledger_key, &payload)) {
+            Ok(r) => r,
+            Err(e) => return Sequenced::Reject(e),
+        };
+        if let Err(e) = self.state.check(&record, at, log) {
+            tracing::error!(error = %e, "cannot record a blocked tier apply; is the ledger key enrolled with the ledger role?");
+            return Sequenced::Reject(refusal);
+        }
+        self.state.apply(&record, next, at);
+        Sequenced::RefuseRecorded {
+            leaf: record.leaf_bytes(at),
+            rejected: refusal,
+        }
+    }
+}
+
+impl Sequencer for EventSequencer {
+    type Input = Submission;
+    type Accepted = Accepted;
+    type Rejected = Rejection;
+
+    fn sequence(
+        &mut self,
+        input: Submission,
+        next: u64,
+        log: &LogView<'_>,
+    ) -> Sequenced<Accepted, Rejection> {
+        if self.broken {
+            return Sequenced::Reject(Rejection::new(
+                RejectCode::LedgerUnavailable,
+                "",
+                "the ledger could not rebuild its state; restart it",
+            ));
+        }
+        let d = input.0;
+        let accepted = |at| Accepted {
+            id: d.payload.id.clone(),
+            kind: d.payload.event.kind(),
+            sequenced_at: at,
+        };
+        if let Some(&(index, digest)) = self.state.ids.get(&d.payload.id) {
+            return if digest == d.payload_digest {
+                Sequenced::Existing {
+                    index,
+                    accepted: accepted(0),
+                }
+            } else {
+                Sequenced::Reject(Rejection::new(
+                    RejectCode::EnvelopeIdReused,
+                    "id",
+                    format!("entry {index} already has this id with different content"),
+                ))
+            };
+        }
+        let at = self.now();
+        if let Event::TierApply(req) = &d.payload.event {
+            let req = req.clone();
+            return self.blocked(&d, &req, next, at, log);
+        }
+        if let Err(r) = self.state.check(&d, at, log) {
+            return Sequenced::Reject(r);
+        }
+        self.state.apply(&d, next, at);
+        if let Event::PrincipalEnrolled(e) = &d.payload.event {
+            if let Some(k) = parse_public_key(&e.public_key) {
+                self.keys.insert(key_id(&k), k);
+            }
+        }
+        Sequenced::Append {
+            leaf: d.leaf_bytes(at),
+            accepted: accepted(at),
+        }
+    }
+
+    fn failed(&mut self, log: &LogView<'_>) {
+        match State::replay(log, false) {
+            Ok(s) => {
+                self.keys.reset(&s);
+                self.state = s;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "state rebuild after a failed commit failed; refusing writes");
+                self.broken = true;
+            }
+        }
+    }
+}
+
+/// A log of signed domain events.
+pub struct EventLog {
+    ledger: Ledger<EventSequencer>,
+    keys: Arc<KeyCache>,
+}
+
+impl EventLog {
+    /// Opens (or creates) the event log in `dir`. `ledger_key` signs the
+    /// ledger's own records (blocked applies, recommendations); it must be
+    /// enrolled with the `ledger` role for those to be recorded. The state is
+    /// rebuilt from the log, re-checking every event.
+    pub fn open(
+        dir: &Path,
+        config: Config,
+        ledger_key: SigningKey,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EventLog, Error> {
+        let keys = Arc::new(KeyCache::default());
+        let k2 = Arc::clone(&keys);
+        let ledger = Ledger::open_with(dir, config, move |log| {
+            let state = State::replay(log, true).map_err(|e| match e {
+                super::state::ReplayError::Log(e) => e,
+                super::state::ReplayError::Invalid { index, rejection } => crate::Corruption::new(
+                    index,
+                    crate::CorruptionKind::Malformed,
+                    format!("logged event does not replay: {rejection}"),
+                )
+                .into(),
+            })?;
+            k2.reset(&state);
+            Ok(EventSequencer {
+                state,
+                keys: k2,
+                clock,
+                ledger_key_id: key_id(&ledger_key.verifying_key()),
+                ledger_key,
+                broken: false,
+            })
+        })?;
+        Ok(EventLog { ledger, keys })
+    }
+
+    /// The underlying log (reads, proofs, head).
+    pub fn ledger(&self) -> &Ledger<EventSequencer> {
+        &self.ledger
+    }
+
+    /// Verifies `envelope` and queues it; wait on the result for the receipt.
+    pub fn submit(
+        &self,
+        envelope: &[u8],
+    ) -> Result<PendingReceipt<EventSequencer>, AppendError<Rejection>> {
+        let sub =
+            verify_submission(envelope, &self.keys).map_err(|reason| AppendError::Rejected {
+                reason,
+                recorded: None,
+            })?;
+        Ok(self.ledger.submit_input(sub)?)
+    }
+
+    /// Verifies `envelope`, appends it, and blocks until it is durable or
+    /// refused.
+    pub fn append(&self, envelope: &[u8]) -> Result<Receipt<Accepted>, AppendError<Rejection>> {
+        let sub =
+            verify_submission(envelope, &self.keys).map_err(|reason| AppendError::Rejected {
+                reason,
+                recorded: None,
+            })?;
+        self.ledger.append_input(sub)
+    }
+
+    /// A copy of the live (committed) state.
+    pub fn state(&self) -> State {
+        self.ledger.inspect(|s| s.state.clone())
+    }
+
+    /// The state rebuilt from the committed log, re-verifying every signature.
+    pub fn replay_state(&self) -> Result<State, super::state::ReplayError> {
+        let snap = self.ledger.snapshot()?;
+        let head = self.ledger.head();
+        State::replay(&LogView::new(&snap, head), true)
+    }
+}
+
+/// The two envelopes that start a log: the operator enrolling its own key,
+/// then enrolling the ledger's key with the `ledger` role.
+pub fn genesis_envelopes(
+    operator: &SigningKey,
+    operator_identity: &str,
+    ledger_key: &VerifyingKey,
+    issued_at: &str,
+) -> [Vec<u8>; 2] {
+    let op_id = key_id(&operator.verifying_key());
+    let enrol = |id: &str, key: &VerifyingKey, identity: &str, roles: Vec<Role>| Payload {
+        schema: SCHEMA_VERSION,
+        id: id.to_owned(),
+        signer: op_id.clone(),
+        issued_at: issued_at.to_owned(),
+        event: Event::PrincipalEnrolled(PrincipalEnrolled {
+            public_key: public_key_b64(key),
+            identity: identity.to_owned(),
+            roles,
+        }),
+    };
+    [
+        sign_envelope(
+            operator,
+            &enrol(
+                "genesis-operator",
+                &operator.verifying_key(),
+                operator_identity,
+                vec![Role::Operator],
+            ),
+        ),
+        sign_envelope(
+            operator,
+            &enrol(
+                "genesis-ledger-key",
+                ledger_key,
+                "evidence-ledger",
+                vec![Role::Ledger],
+            ),
+        ),
+    ]
+}

@@ -1,0 +1,304 @@
+//! A small, realistic world for event tests: every actor enrolled, one task
+//! class registered, three held-out cases added by two curators, a run open.
+//! Time is a [`ManualClock`] so expiry can be tested.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ed25519_dalek::{Signer as _, SigningKey};
+use ledger::events::envelope::{
+    case_provenance_statement, case_retire_statement, format_micros, pae, public_key_b64,
+    PAYLOAD_TYPE,
+};
+use ledger::events::model::*;
+use ledger::events::{
+    cosign, genesis_envelopes, key_id, sign_envelope, Accepted, EventLog, ManualClock, RejectCode,
+    Rejection,
+};
+use ledger::{AppendError, Config, Receipt};
+
+/// 2026-11-01T00:00:00Z in µs.
+pub const T0: i64 = 1_793_491_200_000_000;
+pub const TASK_CLASS: &str = "migration-chainguard-distroless";
+pub const RUBRIC: &str = "blake3:1111111111111111111111111111111111111111111111111111111111111111";
+pub const CASSETTE: &str =
+    "blake3:2222222222222222222222222222222222222222222222222222222222222222";
+pub const IMAGE: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
+
+/// A deterministic key per name.
+pub fn key(name: &str) -> SigningKey {
+    SigningKey::from_bytes(blake3::hash(name.as_bytes()).as_bytes())
+}
+
+/// The BLAKE3 case digest of a named case.
+pub fn case_digest(name: &str) -> String {
+    format!("blake3:{}", blake3::hash(name.as_bytes()).to_hex())
+}
+
+pub type Posted = Result<Receipt<Accepted>, AppendError<Rejection>>;
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub log: EventLog,
+    pub clock: Arc<ManualClock>,
+    next_id: u64,
+    /// The log size just before the last [`World::append`].
+    pub size_before_last: u64,
+}
+
+/// Every role with its key name.
+pub const ACTORS: &[(&str, Role)] = &[
+    ("harness", Role::Harness),
+    ("curator-a", Role::Curator),
+    ("curator-b", Role::Curator),
+    ("gate", Role::Gate),
+    ("rag-writer", Role::RagWriter),
+    ("reconciler", Role::Reconciler),
+    ("promotion-gate", Role::PromotionGate),
+    ("maintainer-a", Role::Maintainer),
+    ("maintainer-b", Role::Maintainer),
+];
+
+impl World {
+    /// An empty log with genesis only (operator and ledger key).
+    pub fn genesis() -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = Arc::new(ManualClock::new(T0));
+        let log = EventLog::open(dir.path(), Config::default(), key("ledger"), clock.clone())
+            .expect("open");
+        for env in genesis_envelopes(
+            &key("operator"),
+            "operator@example.org",
+            &key("ledger").verifying_key(),
+            &format_micros(T0),
+        ) {
+            log.append(&env).expect("genesis");
+        }
+        World {
+            dir,
+            log,
+            clock,
+            next_id: 0,
+            size_before_last: 0,
+        }
+    }
+
+    /// Genesis, every actor, one task class, cases `case-1..=3`, run `run-1`.
+    pub fn new() -> World {
+        let mut w = World::genesis();
+        for (name, role) in ACTORS {
+            w.enrol(name, &[*role]).expect("enrol");
+        }
+        w.post(
+            "operator",
+            Event::TaskClassRegistered(task_class(TASK_CLASS)),
+        )
+        .expect("register");
+        for i in 1..=3 {
+            let c = w.case_added(&format!("case-{i}"), "held-out");
+            w.post("curator-a", Event::CaseAdded(c)).expect("case");
+        }
+        w.post(
+            "harness",
+            Event::RunStarted(run("run-1", Isolation::Microvm)),
+        )
+        .expect("run");
+        w
+    }
+
+    pub fn enrol(&mut self, name: &str, roles: &[Role]) -> Posted {
+        self.post(
+            "operator",
+            Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: public_key_b64(&key(name).verifying_key()),
+                identity: format!("{name}@example.org"),
+                roles: roles.to_vec(),
+            }),
+        )
+    }
+
+    pub fn payload(&mut self, signer: &str, event: Event) -> Payload {
+        self.next_id += 1;
+        Payload {
+            schema: SCHEMA_VERSION,
+            id: format!("env-{:08}", self.next_id),
+            signer: key_id(&key(signer).verifying_key()),
+            issued_at: format_micros(self.clock_now()),
+            event,
+        }
+    }
+
+    fn clock_now(&self) -> i64 {
+        use ledger::events::Clock as _;
+        self.clock.now_micros()
+    }
+
+    pub fn envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
+        let p = self.payload(signer, event);
+        sign_envelope(&key(signer), &p)
+    }
+
+    pub fn post(&mut self, signer: &str, event: Event) -> Posted {
+        let env = self.envelope(signer, event);
+        self.append(&env)
+    }
+
+    /// Appends raw envelope bytes, remembering the size just before.
+    pub fn append(&mut self, envelope: &[u8]) -> Posted {
+        self.size_before_last = self.size();
+        self.log.append(envelope)
+    }
+
+    pub fn size(&self) -> u64 {
+        self.log.ledger().head().size
+    }
+
+    /// A case added and co-signed by curators a and b.
+    pub fn case_added(&self, id: &str, curation_class: &str) -> CaseAdded {
+        let added_at = format_micros(T0);
+        let digest = case_digest(id);
+        let st = case_provenance_statement(id, &added_at, &digest);
+        CaseAdded {
+            task_class: TASK_CLASS.into(),
+            case_id: id.into(),
+            title: format!("Case {id}"),
+            disposition: Disposition::Positive,
+            difficulty: "medium".into(),
+            curation_class: curation_class.into(),
+            provenance: Provenance {
+                source: CaseSource::Curated,
+                source_ref: "bench/cases/README".into(),
+                added_at,
+                added_by: cosign(&key("curator-a"), &st),
+                reviewed_by: cosign(&key("curator-b"), &st),
+            },
+            case_digest: digest,
+            cassette_digest: CASSETTE.into(),
+        }
+    }
+
+    pub fn retire(&self, id: &str) -> CaseRetired {
+        let st = case_retire_statement(id, &case_digest(id));
+        CaseRetired {
+            case_id: id.into(),
+            reason: "superseded".into(),
+            retired_by: cosign(&key("curator-a"), &st),
+            reviewed_by: cosign(&key("curator-b"), &st),
+        }
+    }
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World::new()
+    }
+}
+
+pub fn task_class(name: &str) -> TaskClassRegistered {
+    let mut tiers = BTreeMap::new();
+    tiers.insert(
+        Tier::Silver,
+        TierRule {
+            min_cases_for_promotion: 3,
+            score_threshold: 0.7,
+        },
+    );
+    tiers.insert(
+        Tier::Gold,
+        TierRule {
+            min_cases_for_promotion: 5,
+            score_threshold: 0.85,
+        },
+    );
+    TaskClassRegistered {
+        task_class: name.into(),
+        tiers,
+        failure_modes: vec![
+            FailureMode {
+                code: "build_broken".into(),
+                severity: "block".into(),
+                description: "the change does not build".into(),
+            },
+            FailureMode {
+                code: "lint_regression".into(),
+                severity: "warn".into(),
+                description: "new lint warnings".into(),
+            },
+        ],
+        breakdown_keys: vec!["correctness".into(), "style".into()],
+        rubric_digest: RUBRIC.into(),
+        initial_tier: Tier::Bronze,
+    }
+}
+
+pub fn run(id: &str, isolation: Isolation) -> RunStarted {
+    RunStarted {
+        run_id: id.into(),
+        task_class: TASK_CLASS.into(),
+        harness_version: "harness 1.4.2".into(),
+        rubric_digest: RUBRIC.into(),
+        sandbox_image_digest: IMAGE.into(),
+        isolation_class: isolation,
+    }
+}
+
+/// A valid score for `case` in `run-1`.
+pub fn score(case: &str, value: f64) -> ScoreRecorded {
+    let mut breakdown = BTreeMap::new();
+    breakdown.insert("correctness".to_owned(), value);
+    ScoreRecorded {
+        run_id: "run-1".into(),
+        task_class: TASK_CLASS.into(),
+        case_id: case.into(),
+        case_digest: case_digest(case),
+        rubric_digest: RUBRIC.into(),
+        cassette_digest: CASSETTE.into(),
+        harness_version: "harness 1.4.2".into(),
+        image_digest: IMAGE.into(),
+        score: BenchScore {
+            passed: value >= 0.5,
+            score: value,
+            breakdown,
+            failure_modes: vec![],
+            cost_usd: 0.12,
+            duration_seconds: 31.5,
+        },
+        started_at: format_micros(T0),
+        finished_at: format_micros(T0 + 31_500_000),
+        operator_fingerprint: "SHA256:operator-laptop".into(),
+    }
+}
+
+/// Signs arbitrary payload bytes (for hostile, hand-written payloads).
+pub fn sign_raw(signer: &str, payload: &[u8]) -> Vec<u8> {
+    let k = key(signer);
+    let sig = k.sign(&pae(PAYLOAD_TYPE, payload));
+    serde_json::json!({
+        "payload": B64.encode(payload),
+        "payloadType": PAYLOAD_TYPE,
+        "signatures": [{"keyid": key_id(&k.verifying_key()), "sig": B64.encode(sig.to_bytes())}],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The rejection of `r`, or a panic naming what happened instead.
+pub fn rejection(r: Posted) -> (Rejection, bool) {
+    match r {
+        Err(AppendError::Rejected { reason, recorded }) => (reason, recorded.is_some()),
+        Err(AppendError::Ledger(e)) => panic!("expected a rejection, got ledger error {e}"),
+        Ok(rc) => panic!(
+            "expected a rejection, got accepted entry {}",
+            rc.appended.index
+        ),
+    }
+}
+
+/// Asserts `r` was refused with `code`, and returns the rejection.
+pub fn expect_code(r: Posted, code: RejectCode) -> Rejection {
+    let (rej, _) = rejection(r);
+    assert_eq!(rej.code, code, "wrong code: {rej}");
+    rej
+}

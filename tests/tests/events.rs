@@ -1,0 +1,683 @@
+//! Validation at the door. Each test names one attack, expects one typed
+//! rejection that names the field, and checks that nothing was appended.
+
+use ledger::events::envelope::{case_provenance_statement, format_micros};
+use ledger::events::model::*;
+use ledger::events::{cosign, RejectCode as C};
+use tests::world::*;
+
+/// Runs `attack` on a fresh world and checks it is refused with `code` on
+/// `field`, and the log did not grow.
+fn refused(code: C, field: &str, attack: impl FnOnce(&mut World) -> Posted) {
+    let mut w = World::new();
+    let rej = expect_code(attack(&mut w), code);
+    assert_eq!(rej.field, field, "{rej}");
+    assert_eq!(w.size(), w.size_before_last, "a refused event was appended");
+}
+
+fn with_score(f: impl FnOnce(&mut ScoreRecorded)) -> impl FnOnce(&mut World) -> Posted {
+    move |w| {
+        let mut s = score("case-1", 0.8);
+        f(&mut s);
+        w.post("harness", Event::ScoreRecorded(s))
+    }
+}
+
+#[test]
+fn valid_score_is_accepted() {
+    let mut w = World::new();
+    let before = w.size();
+    let r = w
+        .post("harness", Event::ScoreRecorded(score("case-1", 0.8)))
+        .expect("valid score");
+    assert_eq!(r.appended.index, before);
+    assert_eq!(w.size(), before + 1);
+}
+
+#[test]
+fn banned_breakdown_key_confidence_is_refused() {
+    refused(
+        C::BreakdownKeyBanned,
+        "event.body.score.breakdown.model_confidence",
+        with_score(|s| {
+            s.score.breakdown.insert("model_confidence".into(), 0.99);
+        }),
+    );
+}
+
+#[test]
+fn banned_breakdown_key_is_case_insensitive() {
+    refused(
+        C::BreakdownKeyBanned,
+        "event.body.score.breakdown.LLM_judge",
+        with_score(|s| {
+            s.score.breakdown.insert("LLM_judge".into(), 1.0);
+        }),
+    );
+}
+
+#[test]
+fn undeclared_breakdown_key_is_refused() {
+    refused(
+        C::BreakdownKeyUndeclared,
+        "event.body.score.breakdown.speed",
+        with_score(|s| {
+            s.score.breakdown.insert("speed".into(), 0.5);
+        }),
+    );
+}
+
+#[test]
+fn unknown_failure_mode_is_refused() {
+    refused(
+        C::FailureModeUnknown,
+        "event.body.score.failure_modes[0].code",
+        with_score(|s| {
+            s.score.failure_modes.push(ScoreFailureMode {
+                code: "made_up".into(),
+                severity: "warn".into(),
+            });
+        }),
+    );
+}
+
+#[test]
+fn bad_severity_is_refused() {
+    refused(
+        C::SeverityInvalid,
+        "event.body.score.failure_modes[0].severity",
+        with_score(|s| {
+            s.score.failure_modes.push(ScoreFailureMode {
+                code: "build_broken".into(),
+                severity: "critical".into(),
+            });
+        }),
+    );
+}
+
+#[test]
+fn downgraded_severity_is_refused() {
+    refused(
+        C::SeverityMismatch,
+        "event.body.score.failure_modes[0].severity",
+        with_score(|s| {
+            s.score.failure_modes.push(ScoreFailureMode {
+                code: "build_broken".into(),
+                severity: "info".into(),
+            });
+        }),
+    );
+}
+
+#[test]
+fn stale_case_digest_of_a_poisoned_case_is_refused() {
+    refused(
+        C::CaseDigestMismatch,
+        "event.body.case_digest",
+        with_score(|s| {
+            s.case_digest = case_digest("case-1 with softened expectations");
+        }),
+    );
+}
+
+#[test]
+fn swapped_rubric_digest_is_refused() {
+    refused(
+        C::RubricDigestMismatch,
+        "event.body.rubric_digest",
+        with_score(|s| {
+            s.rubric_digest =
+                "blake3:9999999999999999999999999999999999999999999999999999999999999999".into();
+        }),
+    );
+}
+
+#[test]
+fn score_above_one_is_refused() {
+    refused(
+        C::ScoreOutOfRange,
+        "event.body.score.score",
+        with_score(|s| s.score.score = 1.01),
+    );
+}
+
+#[test]
+fn negative_cost_is_refused() {
+    refused(
+        C::CostOutOfRange,
+        "event.body.score.cost_usd",
+        with_score(|s| s.score.cost_usd = -0.01),
+    );
+}
+
+#[test]
+fn negative_duration_is_refused() {
+    refused(
+        C::DurationOutOfRange,
+        "event.body.score.duration_seconds",
+        with_score(|s| s.score.duration_seconds = -1.0),
+    );
+}
+
+/// Replaces the canonical text of `from` with `to` inside a valid score's
+/// payload and signs the result, as an attacker writing JSON by hand would.
+fn hand_written(w: &mut World, from: &str, to: &str) -> Posted {
+    let p = w.payload("harness", Event::ScoreRecorded(score("case-1", 0.8)));
+    let text = String::from_utf8(ledger::events::envelope::payload_bytes(&p)).expect("utf8");
+    assert!(text.contains(from), "{text}");
+    let env = sign_raw("harness", text.replacen(from, to, 1).as_bytes());
+    w.append(&env)
+}
+
+#[test]
+fn nan_score_is_refused() {
+    refused(C::MalformedJson, "", |w| {
+        hand_written(w, "\"score\":0.8", "\"score\":NaN")
+    });
+}
+
+#[test]
+fn infinite_score_is_refused() {
+    refused(C::MalformedJson, "", |w| {
+        hand_written(w, "\"score\":0.8", "\"score\":1e400")
+    });
+}
+
+#[test]
+fn smuggled_unknown_field_confidence_is_refused() {
+    refused(C::UnknownField, "event.body.score.confidence", |w| {
+        hand_written(w, "\"breakdown\":", "\"confidence\":0.99,\"breakdown\":")
+    });
+}
+
+#[test]
+fn duplicate_key_is_refused() {
+    refused(C::DuplicateKey, "score", |w| {
+        hand_written(w, "\"score\":0.8", "\"score\":0.8,\"score\":1.0")
+    });
+}
+
+#[test]
+fn integer_that_loses_precision_is_refused() {
+    refused(C::IntegerPrecision, "", |w| {
+        hand_written(w, "\"schema\":1", "\"schema\":9007199254740993")
+    });
+}
+
+#[test]
+fn non_canonical_payload_is_refused() {
+    refused(C::NonCanonicalPayload, "payload", |w| {
+        hand_written(w, "\"schema\":1", "\"schema\": 1")
+    });
+}
+
+#[test]
+fn signature_over_a_different_payload_is_refused() {
+    refused(C::SignatureInvalid, "signatures[0].sig", |w| {
+        let good = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.2)));
+        let other = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.99)));
+        let mut g: serde_json::Value = serde_json::from_slice(&good).expect("json");
+        let o: serde_json::Value = serde_json::from_slice(&other).expect("json");
+        g["payload"] = o["payload"].clone();
+        w.append(&serde_json::to_vec(&g).expect("json"))
+    });
+}
+
+#[test]
+fn unenrolled_signer_is_refused() {
+    refused(C::UnknownSigner, "signer", |w| {
+        w.post("intruder", Event::ScoreRecorded(score("case-1", 1.0)))
+    });
+}
+
+fn case_with(w: &World, id: &str, f: impl FnOnce(&mut CaseAdded)) -> Event {
+    let mut c = w.case_added(id, "held-out");
+    f(&mut c);
+    Event::CaseAdded(c)
+}
+
+#[test]
+fn case_with_one_signature_is_refused() {
+    refused(C::MissingField, "event.body.provenance.reviewed_by", |w| {
+        let p = w.payload("curator-a", case_with(w, "case-9", |_| {}));
+        let text = String::from_utf8(ledger::events::envelope::payload_bytes(&p)).expect("utf8");
+        let start = text.find(",\"reviewed_by\":").expect("reviewed_by");
+        let end = start + text[start..].find('}').expect("end") + 1;
+        let env = sign_raw(
+            "curator-a",
+            format!("{}{}", &text[..start], &text[end..]).as_bytes(),
+        );
+        w.append(&env)
+    });
+}
+
+#[test]
+fn case_signed_by_the_same_curator_twice_is_refused() {
+    refused(
+        C::CosignersNotDistinct,
+        "event.body.provenance.reviewed_by",
+        |w| {
+            let e = case_with(w, "case-9", |c| {
+                c.provenance.reviewed_by = c.provenance.added_by.clone()
+            });
+            w.post("curator-a", e)
+        },
+    );
+}
+
+#[test]
+fn case_with_a_forged_curator_signature_is_refused() {
+    refused(
+        C::CosignatureInvalid,
+        "event.body.provenance.reviewed_by.signature",
+        |w| {
+            let e = case_with(w, "case-9", |c| {
+                // curator-b's key id, but signed by someone else's key.
+                let st =
+                    case_provenance_statement("case-9", &c.provenance.added_at, &c.case_digest);
+                let forged = cosign(&key("mallory"), &st);
+                c.provenance.reviewed_by.signature = forged.signature;
+            });
+            w.post("curator-a", e)
+        },
+    );
+}
+
+#[test]
+fn case_signed_by_an_unenrolled_curator_is_refused() {
+    refused(
+        C::CosignerUnknown,
+        "event.body.provenance.reviewed_by.key_id",
+        |w| {
+            let e = case_with(w, "case-9", |c| {
+                let st =
+                    case_provenance_statement("case-9", &c.provenance.added_at, &c.case_digest);
+                c.provenance.reviewed_by = cosign(&key("not-a-curator"), &st);
+            });
+            w.post("curator-a", e)
+        },
+    );
+}
+
+#[test]
+fn case_cosigned_by_a_non_curator_is_refused() {
+    refused(
+        C::CosignerNotPermitted,
+        "event.body.provenance.reviewed_by.key_id",
+        |w| {
+            let e = case_with(w, "case-9", |c| {
+                let st =
+                    case_provenance_statement("case-9", &c.provenance.added_at, &c.case_digest);
+                c.provenance.reviewed_by = cosign(&key("harness"), &st);
+            });
+            w.post("curator-a", e)
+        },
+    );
+}
+
+#[test]
+fn reconciler_adding_an_active_case_is_refused() {
+    refused(C::RoleNotPermitted, "event.kind", |w| {
+        let e = case_with(w, "case-9", |_| {});
+        w.post("reconciler", e)
+    });
+}
+
+fn proposal(id: &str, case_id: &str) -> Event {
+    Event::CaseProposed(CaseProposed {
+        proposal_id: id.into(),
+        task_class: TASK_CLASS.into(),
+        draft: CaseDraft {
+            case_id: case_id.into(),
+            title: "incident-derived case".into(),
+            disposition: Disposition::Negative,
+            difficulty: "hard".into(),
+            curation_class: "held-out".into(),
+            case_digest: case_digest(case_id),
+            cassette_digest: CASSETTE.into(),
+        },
+        production_ref: "incident/2026-11-03/INC-4411".into(),
+    })
+}
+
+#[test]
+fn pending_proposal_is_never_scored() {
+    refused(C::CasePending, "event.body.case_id", |w| {
+        w.post("reconciler", proposal("prop-1", "case-incident-1"))
+            .expect("proposal");
+        w.post(
+            "harness",
+            Event::ScoreRecorded(score("case-incident-1", 0.9)),
+        )
+    });
+}
+
+#[test]
+fn approved_proposal_becomes_an_active_case() {
+    let mut w = World::new();
+    w.post("reconciler", proposal("prop-1", "case-incident-1"))
+        .expect("proposal");
+    let added_at = format_micros(T0);
+    let st = case_provenance_statement(
+        "case-incident-1",
+        &added_at,
+        &case_digest("case-incident-1"),
+    );
+    w.post(
+        "curator-b",
+        Event::ProposalApproved(ProposalApproved {
+            proposal_id: "prop-1".into(),
+            added_at,
+            added_by: cosign(&key("curator-a"), &st),
+            reviewed_by: cosign(&key("curator-b"), &st),
+        }),
+    )
+    .expect("approval");
+    w.post(
+        "harness",
+        Event::ScoreRecorded(score("case-incident-1", 0.9)),
+    )
+    .expect("score now accepted");
+}
+
+#[test]
+fn retired_case_is_not_scored() {
+    refused(C::CaseNotActive, "event.body.case_id", |w| {
+        let r = w.retire("case-2");
+        w.post("curator-a", Event::CaseRetired(r)).expect("retire");
+        w.post("harness", Event::ScoreRecorded(score("case-2", 0.9)))
+    });
+}
+
+fn mint(w: &mut World, id: &str, workflow: &str, ttl_micros: i64) -> Posted {
+    let head = w.log.ledger().head();
+    w.post(
+        "gate",
+        Event::CapabilityMinted(CapabilityMinted {
+            capability_id: id.into(),
+            workflow_id: workflow.into(),
+            validated_at: format_micros(T0),
+            minted_at: CheckpointRef {
+                size: head.size,
+                root: hex::encode(head.root.0),
+            },
+            expires_at: format_micros(T0 + ttl_micros),
+        }),
+    )
+}
+
+fn write_example(w: &mut World, cap: &str, workflow: &str) -> Posted {
+    w.post(
+        "rag-writer",
+        Event::RagExampleWritten(RagExampleWritten {
+            capability_id: cap.into(),
+            workflow_id: workflow.into(),
+            example_digest: case_digest("solved example"),
+        }),
+    )
+}
+
+#[test]
+fn capability_spent_once_is_accepted() {
+    let mut w = World::new();
+    mint(&mut w, "cap-1", "wf-1", 3_600_000_000).expect("mint");
+    write_example(&mut w, "cap-1", "wf-1").expect("spend");
+}
+
+#[test]
+fn replayed_capability_is_refused() {
+    refused(C::CapabilitySpent, "event.body.capability_id", |w| {
+        mint(w, "cap-1", "wf-1", 3_600_000_000).expect("mint");
+        write_example(w, "cap-1", "wf-1").expect("first spend");
+        write_example(w, "cap-1", "wf-1")
+    });
+}
+
+#[test]
+fn expired_capability_is_refused() {
+    refused(C::CapabilityExpired, "event.body.capability_id", |w| {
+        mint(w, "cap-1", "wf-1", 60_000_000).expect("mint");
+        w.clock.advance(61_000_000);
+        write_example(w, "cap-1", "wf-1")
+    });
+}
+
+#[test]
+fn capability_spent_by_the_wrong_workflow_is_refused() {
+    refused(
+        C::CapabilityWorkflowMismatch,
+        "event.body.workflow_id",
+        |w| {
+            mint(w, "cap-1", "wf-1", 3_600_000_000).expect("mint");
+            write_example(w, "cap-1", "wf-2")
+        },
+    );
+}
+
+#[test]
+fn capability_minted_at_a_fake_checkpoint_is_refused() {
+    refused(C::CheckpointUnknown, "event.body.minted_at", |w| {
+        w.post(
+            "gate",
+            Event::CapabilityMinted(CapabilityMinted {
+                capability_id: "cap-x".into(),
+                workflow_id: "wf-1".into(),
+                validated_at: format_micros(T0),
+                minted_at: CheckpointRef {
+                    size: 3,
+                    root: "00".repeat(32),
+                },
+                expires_at: format_micros(T0 + 3_600_000_000),
+            }),
+        )
+    });
+}
+
+#[test]
+fn capability_minted_by_a_non_gate_is_refused() {
+    refused(C::RoleNotPermitted, "event.kind", |w| {
+        w.post(
+            "rag-writer",
+            Event::CapabilityMinted(CapabilityMinted {
+                capability_id: "cap-self".into(),
+                workflow_id: "wf-1".into(),
+                validated_at: format_micros(T0),
+                minted_at: CheckpointRef {
+                    size: 1,
+                    root: "00".repeat(32),
+                },
+                expires_at: format_micros(T0 + 3_600_000_000),
+            }),
+        )
+    });
+}
+
+#[test]
+fn revoked_key_writes_nothing() {
+    refused(C::SignerRevoked, "signer", |w| {
+        w.post(
+            "operator",
+            Event::PrincipalRevoked(PrincipalRevoked {
+                key_id: ledger::events::key_id(&key("harness").verifying_key()),
+                reason: "laptop stolen".into(),
+            }),
+        )
+        .expect("revoke");
+        w.post("harness", Event::ScoreRecorded(score("case-1", 0.9)))
+    });
+}
+
+#[test]
+fn duplicate_envelope_is_idempotent() {
+    let mut w = World::new();
+    let env = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.8)));
+    let first = w.append(&env).expect("first");
+    let size = w.size();
+    let again = w.append(&env).expect("re-post");
+    assert!(again.existing && !first.existing);
+    assert_eq!(again.appended.index, first.appended.index);
+    assert_eq!(again.appended.leaf_hash, first.appended.leaf_hash);
+    assert_eq!(w.size(), size, "a re-posted envelope was appended twice");
+}
+
+#[test]
+fn different_envelope_reusing_an_id_is_refused() {
+    refused(C::EnvelopeIdReused, "id", |w| {
+        let mut p = w.payload("harness", Event::ScoreRecorded(score("case-1", 0.8)));
+        w.append(&ledger::events::sign_envelope(&key("harness"), &p))
+            .expect("first");
+        p.event = Event::ScoreRecorded(score("case-1", 0.95));
+        w.append(&ledger::events::sign_envelope(&key("harness"), &p))
+    });
+}
+
+#[test]
+fn tier_apply_attempt_is_blocked_recorded_and_changes_nothing() {
+    let mut w = World::new();
+    let before = w.size();
+    let r = w.post(
+        "promotion-gate",
+        Event::TierApply(TierApply {
+            task_class: TASK_CLASS.into(),
+            to: Tier::Gold,
+        }),
+    );
+    let (rej, recorded) = rejection(r);
+    assert_eq!(rej.code, C::PromotionMustBeHumanAuthorized);
+    assert!(recorded, "the refusal must be recorded");
+    assert_eq!(
+        w.size(),
+        before + 1,
+        "exactly one promotion.apply_blocked entry"
+    );
+    let entry = w.log.ledger().entry(before).expect("entry");
+    let (d, _) = ledger::events::decode_leaf(&entry.leaf).expect("decode");
+    match d.payload.event {
+        Event::PromotionApplyBlocked(b) => {
+            assert_eq!(b.task_class, TASK_CLASS);
+            assert_eq!(b.requested_tier, Tier::Gold);
+            assert_eq!(b.code, "promotion_must_be_human_authorized");
+        }
+        other => panic!("expected promotion.apply_blocked, got {other:?}"),
+    }
+    assert_eq!(w.log.state().task_classes[TASK_CLASS].tier, Tier::Bronze);
+    assert_eq!(
+        w.log.replay_state().expect("replay").task_classes[TASK_CLASS].tier,
+        Tier::Bronze
+    );
+}
+
+#[test]
+fn tier_change_without_a_recommendation_is_refused() {
+    refused(
+        C::RecommendationUnknown,
+        "event.body.recommendation_index",
+        |w| {
+            let st =
+                ledger::events::envelope::tier_change_statement(TASK_CLASS, "bronze", "silver", 3);
+            w.post(
+                "maintainer-a",
+                Event::TierChanged(TierChanged {
+                    task_class: TASK_CLASS.into(),
+                    from: Tier::Bronze,
+                    to: Tier::Silver,
+                    recommendation_index: 3,
+                    decided_by: cosign(&key("maintainer-a"), &st),
+                    confirmed_by: cosign(&key("maintainer-b"), &st),
+                }),
+            )
+        },
+    );
+}
+
+#[test]
+fn self_issued_recommendation_from_a_client_is_refused() {
+    refused(C::RoleNotPermitted, "event.kind", |w| {
+        let head = w.log.ledger().head();
+        w.post(
+            "promotion-gate",
+            Event::PromotionRecommended(PromotionRecommended {
+                task_class: TASK_CLASS.into(),
+                current_tier: Tier::Bronze,
+                recommended_tier: Tier::Gold,
+                evidence: vec![],
+                rationale: vec![],
+                checkpoint: CheckpointRef {
+                    size: head.size,
+                    root: hex::encode(head.root.0),
+                },
+                requires_human_approval: true,
+                request_id: "env-00000001".into(),
+            }),
+        )
+    });
+}
+
+#[test]
+fn second_self_enrolment_is_refused() {
+    refused(C::UnknownSigner, "signer", |w| {
+        let p = ledger::events::model::PrincipalEnrolled {
+            public_key: ledger::events::envelope::public_key_b64(&key("usurper").verifying_key()),
+            identity: "usurper".into(),
+            roles: vec![Role::Operator],
+        };
+        w.post("usurper", Event::PrincipalEnrolled(p))
+    });
+}
+
+#[test]
+fn empty_log_accepts_only_the_operator_genesis() {
+    let w = World::genesis();
+    assert_eq!(w.size(), 2);
+    let fresh = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = ledger::events::EventLog::open(
+            dir.path(),
+            ledger::Config::default(),
+            key("ledger"),
+            std::sync::Arc::new(ledger::events::ManualClock::new(T0)),
+        )
+        .expect("open");
+        (dir, log)
+    };
+    let env = tests::world::sign_raw(
+        "harness",
+        &ledger::events::envelope::payload_bytes(&ledger::events::Payload {
+            schema: SCHEMA_VERSION,
+            id: "first-event".into(),
+            signer: ledger::events::key_id(&key("harness").verifying_key()),
+            issued_at: format_micros(T0),
+            event: Event::PrincipalEnrolled(ledger::events::model::PrincipalEnrolled {
+                public_key: ledger::events::envelope::public_key_b64(
+                    &key("harness").verifying_key(),
+                ),
+                identity: "harness".into(),
+                roles: vec![Role::Harness],
+            }),
+        }),
+    );
+    expect_code(fresh.1.append(&env), C::GenesisRequired);
+    assert_eq!(fresh.1.ledger().head().size, 0);
+    fresh.0.close().expect("cleanup");
+}
+
+#[test]
+fn unknown_event_kind_is_refused() {
+    refused(C::UnknownEventKind, "event.kind", |w| {
+        hand_written(
+            w,
+            "\"kind\":\"score.recorded\"",
+            "\"kind\":\"score.rewritten\"",
+        )
+    });
+}
+
+#[test]
+fn wrong_payload_type_is_refused() {
+    refused(C::UnsupportedPayloadType, "payloadType", |w| {
+        let env = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.8)));
+        let mut v: serde_json::Value = serde_json::from_slice(&env).expect("json");
+        v["payloadType"] = "application/json".into();
+        w.append(&serde_json::to_vec(&v).expect("json"))
+    });
+}
