@@ -423,6 +423,17 @@ impl<S: Sequencer> Ledger<S> {
         self.shared.store.path()
     }
 
+    /// Saves derived state (for example a projection checkpoint) under
+    /// `name`. It is not part of the log and is never hashed.
+    pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.shared.store.put_aux(name, bytes)
+    }
+
+    /// Derived state saved under `name`.
+    pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.shared.store.get_aux(name)
+    }
+
     /// A read snapshot of the committed log.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         self.shared.store.snapshot()

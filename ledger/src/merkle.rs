@@ -141,6 +141,11 @@ impl Frontier {
         self.size
     }
 
+    /// The `(level, hash)` of each complete subtree, largest first.
+    pub fn nodes(&self) -> &[(u8, Hash)] {
+        &self.nodes
+    }
+
     /// Adds a leaf hash; returns the hashes to store for it (the leaf hash,
     /// then each subtree it completes, bottom up).
     pub fn push(&mut self, leaf: Hash) -> Vec<Hash> {

@@ -23,6 +23,7 @@
 //! | `hashes` | stored hash index (u64) | SHA-256 tree hash (32 bytes) |
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
+//! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
 //! ([`crate::merkle::stored_hash_index`]).
@@ -43,6 +44,9 @@ pub const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("entries")
 pub const HASHES: TableDefinition<u64, [u8; 32]> = TableDefinition::new("hashes");
 /// Metadata: `format_version`, `head`.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Derived state saved by layers above the log (projection checkpoints).
+/// Never hashed, never part of the log; always rebuildable from it.
+pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
 
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
@@ -160,13 +164,41 @@ impl Store {
             }
             txn.open_table(ENTRIES).map_err(storage)?;
             txn.open_table(HASHES).map_err(storage)?;
+            txn.open_table(AUX).map_err(storage)?;
         }
-        if fresh {
+        if fresh || self.needs_aux()? {
             txn.commit().map_err(storage)?;
         } else {
             txn.abort().map_err(storage)?;
         }
         self.check_format()
+    }
+
+    fn needs_aux(&self) -> Result<bool, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        Ok(txn.open_table(AUX).is_err())
+    }
+
+    /// Saves derived state under `name`, durably, in its own transaction.
+    pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let mut txn = self.db.begin_write().map_err(storage)?;
+        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        {
+            let mut t = txn.open_table(AUX).map_err(storage)?;
+            t.insert(name, bytes).map_err(storage)?;
+        }
+        txn.commit().map_err(storage)
+    }
+
+    /// Derived state saved under `name`, if any.
+    pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let t = match txn.open_table(AUX) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(storage(e)),
+        };
+        Ok(t.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
     }
 
     fn check_format(&self) -> Result<(), Error> {

@@ -85,12 +85,18 @@ impl World {
         }
     }
 
-    /// Genesis, every actor, one task class, cases `case-1..=3`, run `run-1`.
-    pub fn new() -> World {
+    /// Genesis and every actor enrolled; nothing else.
+    pub fn with_actors() -> World {
         let mut w = World::genesis();
         for (name, role) in ACTORS {
             w.enrol(name, &[*role]).expect("enrol");
         }
+        w
+    }
+
+    /// Genesis, every actor, one task class, cases `case-1..=3`, run `run-1`.
+    pub fn new() -> World {
+        let mut w = World::with_actors();
         w.post(
             "operator",
             Event::TaskClassRegistered(task_class(TASK_CLASS)),
@@ -177,6 +183,13 @@ impl World {
             case_digest: digest,
             cassette_digest: CASSETTE.into(),
         }
+    }
+
+    /// A co-signed case of `task_class`.
+    pub fn case_for(&self, task_class: &str, id: &str, curation_class: &str) -> CaseAdded {
+        let mut c = self.case_added(id, curation_class);
+        c.task_class = task_class.into();
+        c
     }
 
     pub fn retire(&self, id: &str) -> CaseRetired {
@@ -269,6 +282,21 @@ pub fn score(case: &str, value: f64) -> ScoreRecorded {
         finished_at: format_micros(T0 + 31_500_000),
         operator_fingerprint: "SHA256:operator-laptop".into(),
     }
+}
+
+/// A valid score of `case` in `task_class`'s run `run_id`.
+pub fn score_for(task_class: &str, run_id: &str, case: &str, value: f64) -> ScoreRecorded {
+    let mut s = score(case, value);
+    s.task_class = task_class.into();
+    s.run_id = run_id.into();
+    s
+}
+
+/// A run of `task_class`.
+pub fn run_for(task_class: &str, id: &str, isolation: Isolation) -> RunStarted {
+    let mut r = run(id, isolation);
+    r.task_class = task_class.into();
+    r
 }
 
 /// Signs arbitrary payload bytes (for hostile, hand-written payloads).

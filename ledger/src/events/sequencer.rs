@@ -347,6 +347,12 @@ impl EventLog {
         self.ledger.append_input(sub)
     }
 
+    /// The index of the entry with envelope id `id`, if any.
+    pub fn find_id(&self, id: &str) -> Option<u64> {
+        self.ledger
+            .inspect(|s| s.state.ids.get(id).map(|(i, _)| *i))
+    }
+
     /// A copy of the live (committed) state.
     pub fn state(&self) -> State {
         self.ledger.inspect(|s| s.state.clone())

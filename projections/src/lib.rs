@@ -1,0 +1,22 @@
+//! # projections: the log folded into bench scores and tier recommendations
+//!
+//! A [`Projection`] is a pure fold over the log's entries: `apply(index,
+//! leaf)` takes one entry; nothing here reads a clock, touches storage or
+//! speaks HTTP. Time is an argument of [`Projection::view`], and so is the
+//! checkpoint the answer must be computed at; a fold that is not at exactly
+//! that checkpoint (size and root) refuses to answer ([`ProjectionError::Unverified`]).
+//!
+//! - [`fold`]: the state and the per-task-class view (MISSION.md §5).
+//! - [`rules`]: the four named promotion rules and the recommendation.
+//! - [`stats`]: BCa bootstrap and Wilson intervals, checked against SciPy.
+//! - [`driver`]: the edge: catch a projection up from a log, checkpoint it to
+//!   storage, and append a `promotion.recommended` event when asked.
+
+#![forbid(unsafe_code)]
+
+pub mod driver;
+pub mod fold;
+pub mod rules;
+pub mod stats;
+
+pub use fold::{Projection, ProjectionError, Settings, TaskClassView};

@@ -1,0 +1,535 @@
+//! Projections over a real event log: evidence rules, determinism, rebuild
+//! after restart, recommendations as events, and a realistic scenario.
+
+use ledger::events::envelope::tier_change_statement;
+use ledger::events::model::*;
+use ledger::events::{cosign, Clock as _, RejectCode as C};
+use projections::driver::{recommend, Projector};
+use projections::{ProjectionError, Settings};
+use tests::world::*;
+
+const DAY: i64 = 24 * 3600 * 1_000_000;
+
+fn view(w: &World, p: &mut Projector, tc: &str) -> projections::TaskClassView {
+    p.view_at_head(w.log.ledger(), tc, w.clock.now_micros())
+        .expect("view")
+}
+
+#[test]
+fn reruns_do_not_inflate_only_the_latest_score_per_case_counts() {
+    let mut w = World::new();
+    for v in [0.1, 0.2, 0.9] {
+        w.post("harness", Event::ScoreRecorded(score("case-1", v)))
+            .expect("score");
+    }
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let v = view(&w, &mut p, TASK_CLASS);
+    assert_eq!(v.scores_in_window, 3);
+    assert_eq!(v.held_out.cases, 1, "three runs of one case count once");
+    assert_eq!(v.held_out.mean, Some(0.9), "the latest score counts");
+    assert_eq!(v.evidence.len(), 1);
+}
+
+#[test]
+fn shared_kernel_scores_are_shown_but_never_count_as_evidence() {
+    let mut w = World::new();
+    w.post(
+        "harness",
+        Event::RunStarted(run("run-shared", Isolation::SharedKernel)),
+    )
+    .expect("run");
+    let mut s = score("case-1", 1.0);
+    s.run_id = "run-shared".into();
+    s.score.failure_modes.push(ScoreFailureMode {
+        code: "build_broken".into(),
+        severity: "block".into(),
+    });
+    w.post("harness", Event::ScoreRecorded(s)).expect("score");
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let v = view(&w, &mut p, TASK_CLASS);
+    assert_eq!(
+        (v.scores_in_window, v.shared_kernel_scores_in_window),
+        (1, 1)
+    );
+    assert_eq!(v.held_out.cases, 0);
+    assert!(v.evidence.is_empty());
+    assert_eq!((v.failures.block, v.shared_kernel_failures.block), (0, 1));
+}
+
+#[test]
+fn retired_cases_stop_counting_and_pending_proposals_never_count() {
+    let mut w = World::new();
+    for c in ["case-1", "case-2", "case-3"] {
+        w.post("harness", Event::ScoreRecorded(score(c, 0.8)))
+            .expect("score");
+    }
+    let r = w.retire("case-2");
+    w.post("curator-a", Event::CaseRetired(r)).expect("retire");
+    w.post(
+        "reconciler",
+        Event::CaseProposed(CaseProposed {
+            proposal_id: "prop-1".into(),
+            task_class: TASK_CLASS.into(),
+            draft: CaseDraft {
+                case_id: "case-pending".into(),
+                title: "pending".into(),
+                disposition: Disposition::Negative,
+                difficulty: "hard".into(),
+                curation_class: "held-out".into(),
+                case_digest: case_digest("case-pending"),
+                cassette_digest: CASSETTE.into(),
+            },
+            production_ref: "INC-9".into(),
+        }),
+    )
+    .expect("proposal");
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let v = view(&w, &mut p, TASK_CLASS);
+    assert_eq!(v.active_cases_by_curation_class.get("held-out"), Some(&2));
+    assert_eq!(v.pending_proposals, 1);
+    assert_eq!(v.held_out.cases, 2);
+    assert!(v.evidence.iter().all(|e| e.case_id != "case-2"));
+}
+
+#[test]
+fn scores_older_than_the_window_do_not_count() {
+    let mut w = World::new();
+    w.post("harness", Event::ScoreRecorded(score("case-1", 0.9)))
+        .expect("score");
+    w.clock.advance(31 * DAY);
+    w.post("harness", Event::ScoreRecorded(score("case-2", 0.5)))
+        .expect("score");
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let v = view(&w, &mut p, TASK_CLASS);
+    assert_eq!(v.scores_in_window, 1);
+    assert_eq!(v.held_out.mean, Some(0.5));
+    let wide = Settings {
+        window_seconds: 60 * 24 * 3600,
+        ..Settings::default()
+    };
+    let mut p = Projector::open(w.log.ledger(), wide).expect("projector");
+    assert_eq!(view(&w, &mut p, TASK_CLASS).scores_in_window, 2);
+}
+
+#[test]
+fn a_projection_not_at_the_checkpoint_answers_with_an_error_not_a_number() {
+    let mut w = World::new();
+    w.post("harness", Event::ScoreRecorded(score("case-1", 0.9)))
+        .expect("score");
+    let p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let head = w.log.ledger().head();
+    let forged_root = ledger::leaf_hash(b"a different log");
+    let err = p
+        .projection()
+        .view(
+            TASK_CLASS,
+            w.clock.now_micros(),
+            &p.settings,
+            head.size,
+            &forged_root,
+        )
+        .expect_err("wrong root");
+    assert!(matches!(err, ProjectionError::Unverified { .. }));
+    let err = p
+        .projection()
+        .view(
+            TASK_CLASS,
+            w.clock.now_micros(),
+            &p.settings,
+            head.size + 1,
+            &head.root,
+        )
+        .expect_err("wrong size");
+    assert!(matches!(err, ProjectionError::Unverified { .. }));
+}
+
+/// Appends a long, varied stream: scores over many cases and runs, reruns,
+/// retirements, a second task class, shared-kernel runs and time passing.
+fn long_stream(w: &mut World, seed: u64, hook: &mut dyn FnMut(&World)) {
+    let mut r = projections::stats::SplitMix64::new(seed);
+    w.post(
+        "operator",
+        Event::TaskClassRegistered(task_class("second-class")),
+    )
+    .expect("register");
+    for i in 0..40 {
+        let tc = if i % 2 == 0 {
+            TASK_CLASS
+        } else {
+            "second-class"
+        };
+        let c = w.case_for(
+            tc,
+            &format!("lcase-{i}"),
+            if i % 3 == 0 {
+                "corpus-derived"
+            } else {
+                "held-out"
+            },
+        );
+        w.post("curator-a", Event::CaseAdded(c)).expect("case");
+    }
+    for run_no in 0..6 {
+        for tc in [TASK_CLASS, "second-class"] {
+            let run_id = format!("{tc}-run-{run_no}");
+            let iso = if r.below(4) == 0 {
+                Isolation::SharedKernel
+            } else {
+                Isolation::Microvm
+            };
+            w.post("harness", Event::RunStarted(run_for(tc, &run_id, iso)))
+                .expect("run");
+            for i in 0..40 {
+                if (i % 2 == 0) != (tc == TASK_CLASS) || r.below(3) == 0 {
+                    continue;
+                }
+                let mut s = score_for(
+                    tc,
+                    &run_id,
+                    &format!("lcase-{i}"),
+                    r.below(1001) as f64 / 1000.0,
+                );
+                if r.below(25) == 0 {
+                    s.score.failure_modes.push(ScoreFailureMode {
+                        code: "lint_regression".into(),
+                        severity: "warn".into(),
+                    });
+                }
+                let _ = w.post("harness", Event::ScoreRecorded(s));
+            }
+            w.post("harness", Event::RunFinished(RunFinished { run_id }))
+                .expect("finish");
+            hook(w);
+        }
+        if run_no == 3 {
+            let ret = w.retire("lcase-4");
+            w.post("curator-b", Event::CaseRetired(ret))
+                .expect("retire");
+        }
+        w.clock.advance(3 * DAY + r.below(1000) as i64);
+    }
+}
+
+#[test]
+fn incremental_and_rebuilt_projections_are_byte_identical_at_every_checkpoint() {
+    for seed in [1u64, 2, 3] {
+        let mut w = World::new();
+        let mut incremental =
+            Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+        let mut steps = 0;
+        long_stream(&mut w, seed, &mut |w| {
+            steps += incremental
+                .catch_up(w.log.ledger())
+                .map(|n| u64::from(n > 0))
+                .expect("catch up");
+        });
+        assert!(steps >= 10, "caught up in {steps} steps");
+        incremental.catch_up(w.log.ledger()).expect("catch up");
+        let rebuilt = Projector::rebuild(w.log.ledger(), Settings::default()).expect("rebuild");
+        assert_eq!(incremental.projection(), rebuilt.projection());
+        let head = w.log.ledger().head();
+        let now = w.clock.now_micros();
+        for tc in [TASK_CLASS, "second-class"] {
+            let a = incremental
+                .projection()
+                .view(tc, now, &incremental.settings, head.size, &head.root)
+                .expect("a");
+            let b = rebuilt
+                .projection()
+                .view(tc, now, &rebuilt.settings, head.size, &head.root)
+                .expect("b");
+            assert_eq!(
+                serde_json::to_vec(&a).expect("json"),
+                serde_json::to_vec(&b).expect("json"),
+                "seed {seed} {tc}"
+            );
+            assert!(a.scores_in_window > 0);
+        }
+    }
+}
+
+#[test]
+fn projection_checkpoint_survives_a_restart_and_catches_up_from_its_size() {
+    let mut w = World::new();
+    long_stream(&mut w, 9, &mut |_| {});
+    let p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    p.save(w.log.ledger()).expect("save");
+    let saved_at = p.projection().size();
+    w.post(
+        "harness",
+        Event::RunStarted(run("run-after", Isolation::Microvm)),
+    )
+    .expect("run");
+    w.post(
+        "harness",
+        Event::ScoreRecorded({
+            let mut s = score("case-3", 0.77);
+            s.run_id = "run-after".into();
+            s
+        }),
+    )
+    .expect("score");
+    let World {
+        dir, log, clock, ..
+    } = w;
+    drop(log);
+    let log = ledger::events::EventLog::open(
+        dir.path(),
+        ledger::Config::default(),
+        key("ledger"),
+        clock.clone(),
+    )
+    .expect("reopen");
+    let mut resumed = Projector::open(log.ledger(), Settings::default()).expect("resume");
+    assert_eq!(resumed.projection().size(), log.ledger().head().size);
+    assert!(saved_at < resumed.projection().size());
+    let rebuilt = Projector::rebuild(log.ledger(), Settings::default()).expect("rebuild");
+    assert_eq!(resumed.projection(), rebuilt.projection());
+    let v = resumed
+        .view_at_head(log.ledger(), TASK_CLASS, clock.now_micros())
+        .expect("view");
+    assert!(v
+        .evidence
+        .iter()
+        .any(|e| e.case_id == "case-3" && e.score == 0.77));
+}
+
+fn request(w: &mut World, tc: &str) -> Vec<u8> {
+    w.envelope(
+        "promotion-gate",
+        Event::PromotionRequested(PromotionRequested {
+            task_class: tc.into(),
+        }),
+    )
+}
+
+#[test]
+fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_promote() {
+    let mut w = World::new();
+    for c in ["case-1", "case-2", "case-3"] {
+        w.post("harness", Event::ScoreRecorded(score(c, 0.95)))
+            .expect("score");
+    }
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let req = request(&mut w, TASK_CLASS);
+    let rec =
+        recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("recommend");
+    assert_eq!(
+        rec.view.recommendation.recommended_tier,
+        Tier::Silver,
+        "{:#?}",
+        rec.view.recommendation
+    );
+    assert!(rec.view.recommendation.rationale.iter().all(|r| r.holds));
+    let entry = w
+        .log
+        .ledger()
+        .entry(rec.receipt.appended.index)
+        .expect("entry");
+    let (d, _) = ledger::events::decode_leaf(&entry.leaf).expect("decode");
+    let Event::PromotionRecommended(r) = d.payload.event else {
+        panic!("not a recommendation")
+    };
+    assert!(r.requires_human_approval);
+    assert_eq!(r.evidence.len(), 3);
+    for e in &r.evidence {
+        let ev = w.log.ledger().entry(e.index).expect("evidence entry");
+        assert_eq!(hex::encode(ev.leaf_hash.0), e.leaf_hash);
+        let proof = w
+            .log
+            .ledger()
+            .inclusion_proof(e.index, r.checkpoint.size)
+            .expect("proof");
+        let root = w.log.ledger().root_at(r.checkpoint.size).expect("root");
+        assert_eq!(hex::encode(root.0), r.checkpoint.root);
+        ledger::merkle::verify_inclusion(&ev.leaf_hash, e.index, r.checkpoint.size, &proof, &root)
+            .expect("inclusion");
+    }
+    // The recommendation changed nothing.
+    assert_eq!(w.log.state().task_classes[TASK_CLASS].tier, Tier::Bronze);
+    // Re-posting the same request returns the same recommendation.
+    let again =
+        recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("again");
+    assert!(again.receipt.existing);
+    assert_eq!(again.receipt.appended.index, rec.receipt.appended.index);
+    // Humans promote: two maintainers co-sign a tier change citing it.
+    let idx = rec.receipt.appended.index;
+    let st = tier_change_statement(TASK_CLASS, "bronze", "silver", idx);
+    let change = TierChanged {
+        task_class: TASK_CLASS.into(),
+        from: Tier::Bronze,
+        to: Tier::Silver,
+        recommendation_index: idx,
+        decided_by: cosign(&key("maintainer-a"), &st),
+        confirmed_by: cosign(&key("maintainer-a"), &st),
+    };
+    expect_code(
+        w.post("maintainer-a", Event::TierChanged(change.clone())),
+        C::CosignersNotDistinct,
+    );
+    let change = TierChanged {
+        confirmed_by: cosign(&key("maintainer-b"), &st),
+        ..change
+    };
+    w.post("maintainer-a", Event::TierChanged(change))
+        .expect("human tier change");
+    assert_eq!(view(&w, &mut p, TASK_CLASS).tier, Tier::Silver);
+}
+
+/// The scenario of issue #4: three task classes, 150 cases, several runs, one
+/// poisoned attempt and one shared-kernel run, with the exact recommendation
+/// for each class.
+#[test]
+fn scenario_three_task_classes_150_cases() {
+    let mut w = World::with_actors();
+    let classes = [
+        ("alpha-migrations", 60),
+        ("beta-dependency-bumps", 50),
+        ("gamma-test-quarantine", 40),
+    ];
+    for (tc, _) in classes {
+        let mut reg = task_class(tc);
+        reg.tiers.insert(
+            Tier::Silver,
+            TierRule {
+                min_cases_for_promotion: 30,
+                score_threshold: 0.7,
+            },
+        );
+        reg.tiers.insert(
+            Tier::Gold,
+            TierRule {
+                min_cases_for_promotion: 50,
+                score_threshold: 0.9,
+            },
+        );
+        w.post("operator", Event::TaskClassRegistered(reg))
+            .expect("register");
+    }
+    let mut total_cases = 0;
+    for (tc, n) in classes {
+        for i in 0..n {
+            let c = w.case_for(tc, &format!("{tc}-case-{i:03}"), "held-out");
+            w.post(
+                if i % 2 == 0 { "curator-a" } else { "curator-b" },
+                Event::CaseAdded(c),
+            )
+            .expect("case");
+            total_cases += 1;
+        }
+    }
+    assert_eq!(total_cases, 150);
+    let mut rng = projections::stats::SplitMix64::new(2026);
+    let mut rejected = Vec::new();
+    for round in 0..2 {
+        for (tc, n) in classes {
+            let run_id = format!("{tc}-r{round}");
+            w.post(
+                "harness",
+                Event::RunStarted(run_for(tc, &run_id, Isolation::Microvm)),
+            )
+            .expect("run");
+            for i in 0..n {
+                // gamma's microvm runs only reach half of its cases.
+                if tc.starts_with("gamma") && i % 2 == 1 {
+                    continue;
+                }
+                let base = match tc {
+                    t if t.starts_with("alpha") => 0.84,
+                    t if t.starts_with("beta") => 0.6,
+                    _ => 0.95,
+                };
+                let v = (base + (rng.below(200) as f64 - 100.0) / 1000.0).clamp(0.0, 1.0);
+                w.post(
+                    "harness",
+                    Event::ScoreRecorded(score_for(tc, &run_id, &format!("{tc}-case-{i:03}"), v)),
+                )
+                .expect("score");
+            }
+            w.post("harness", Event::RunFinished(RunFinished { run_id }))
+                .expect("finish");
+        }
+        w.clock.advance(DAY);
+    }
+    // The poisoned attempt: a perfect score for a case whose content changed.
+    w.post(
+        "harness",
+        Event::RunStarted(run_for(
+            "beta-dependency-bumps",
+            "beta-poison",
+            Isolation::Microvm,
+        )),
+    )
+    .expect("run");
+    let mut poisoned = score_for(
+        "beta-dependency-bumps",
+        "beta-poison",
+        "beta-dependency-bumps-case-000",
+        1.0,
+    );
+    poisoned.case_digest = case_digest("softened beta case");
+    rejected.push(expect_code(
+        w.post("harness", Event::ScoreRecorded(poisoned)),
+        C::CaseDigestMismatch,
+    ));
+    // The shared-kernel run: perfect scores on every gamma case, shown but not evidence.
+    w.post(
+        "harness",
+        Event::RunStarted(run_for(
+            "gamma-test-quarantine",
+            "gamma-shared",
+            Isolation::SharedKernel,
+        )),
+    )
+    .expect("run");
+    for i in 0..40 {
+        w.post(
+            "harness",
+            Event::ScoreRecorded(score_for(
+                "gamma-test-quarantine",
+                "gamma-shared",
+                &format!("gamma-test-quarantine-case-{i:03}"),
+                1.0,
+            )),
+        )
+        .expect("shared score");
+    }
+
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut got = Vec::new();
+    for (tc, _) in classes {
+        let req = request(&mut w, tc);
+        let rec = recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros())
+            .expect("recommend");
+        got.push((tc, rec.view.recommendation.recommended_tier, rec.view));
+    }
+    let [(_, alpha, av), (_, beta, bv), (_, gamma, gv)] =
+        [got[0].clone(), got[1].clone(), got[2].clone()];
+    // alpha: 60 held-out cases all scored, mean ≈ 0.84: silver's bound holds, gold's 0.9 does not.
+    assert_eq!(alpha, Tier::Silver, "{:#?}", av.recommendation.rationale);
+    assert_eq!(av.held_out.cases, 60);
+    assert!(
+        av.held_out.mean_ci.expect("ci").low >= 0.7 && av.held_out.mean_ci.expect("ci").low < 0.9
+    );
+    // beta: mean ≈ 0.6 and the poisoned perfect score never arrived.
+    assert_eq!(beta, Tier::Bronze, "{:#?}", bv.recommendation.rationale);
+    assert!(bv
+        .recommendation
+        .rationale
+        .iter()
+        .any(|r| r.rule == "silver.lower_bound_meets_threshold" && !r.holds));
+    assert!(bv
+        .evidence
+        .iter()
+        .all(|e| e.score < 1.0 || e.case_id != "beta-dependency-bumps-case-000"));
+    // gamma: only 20 of 40 cases have microvm scores; the shared-kernel run does not fill the gap.
+    assert_eq!(gamma, Tier::Bronze, "{:#?}", gv.recommendation.rationale);
+    assert_eq!(gv.held_out.cases, 20);
+    assert_eq!(gv.shared_kernel_scores_in_window, 40);
+    assert!(gv
+        .recommendation
+        .rationale
+        .iter()
+        .any(|r| r.rule == "silver.every_case_scored_in_window" && !r.holds));
+    assert_eq!(rejected.len(), 1);
+}
