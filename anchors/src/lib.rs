@@ -1,0 +1,15 @@
+//! # anchors: checkpoints, and (issue #6) anchors and auditing
+//!
+//! A checkpoint is a C2SP `tlog-checkpoint` body (origin, tree size, base64
+//! root) in a C2SP `signed-note` envelope, signed with the log's Ed25519 key.
+//! Keys use the standard note formats (`name+hash+base64(0x01‖key)` for
+//! verifiers, `PRIVATE+KEY+name+hash+base64(0x01‖seed)` for signers), so
+//! standard note verifiers such as Go's `golang.org/x/mod/sumdb/note` accept
+//! them unchanged. The note format and its verification come from the
+//! `signed_note` crate; the checkpoint body from `tlog_tiles`.
+
+#![forbid(unsafe_code)]
+
+pub mod checkpoint;
+
+pub use checkpoint::{open_checkpoint, CheckpointError, LogKey, VerifiedCheckpoint};
