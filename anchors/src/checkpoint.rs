@@ -129,6 +129,12 @@ impl LogKey {
         &self.origin
     }
 
+    /// The key itself as an Ed25519 signing key: how a principal's key file
+    /// (same format) is used to sign envelopes.
+    pub fn signing_key(&self) -> ed25519_dalek::SigningKey {
+        ed25519_dalek::SigningKey::from_bytes(&self.seed)
+    }
+
     /// The Ed25519 key the ledger signs its own events with (enrolled with
     /// the `ledger` role), derived from the log key's seed with BLAKE3's
     /// key derivation under a fixed context, so that one secret backs both

@@ -1,27 +1,30 @@
 //! `ledger`: the Evidence Ledger command-line program.
 //!
-//! Exit status: 0 success; 1 the log failed verification (the first bad index
-//! is printed); 2 any other error (bad arguments, unreadable directory).
+//! Exit status: 0 success; 1 a check failed (verification, a proof, a
+//! signature: the output names what and where); 2 any other error (bad
+//! arguments, unreadable files, unreachable server).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::{Parser, Subcommand, ValueEnum};
+use api::client::Client;
+use api::config::ServeConfig;
+use api::server::{ConsistencyProof, EntryPage, InclusionProof};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use ledger::merkle::{verify_consistency, verify_inclusion};
-use ledger::{Config, Error, Hash, Ledger};
+use ledger::merkle::{verify_consistency, verify_inclusion, Frontier};
+use ledger::{Error, Hash};
 
 #[derive(Parser)]
 #[command(
     name = "ledger",
     version,
-    about = "Evidence Ledger: a tamper-evident, RFC 6962 Merkle log of an evaluation harness's trust decisions",
-    long_about = None
+    about = "Evidence Ledger: a tamper-evident, RFC 6962 Merkle log of an evaluation harness's trust decisions"
 )]
 struct Cli {
-    /// Log output format.
+    /// Log output format (logs go to stderr; level from LEDGER_LOG, default info for serve, warn otherwise).
     #[arg(long, global = true, env = "LEDGER_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[command(subcommand)]
@@ -36,51 +39,199 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Verify a local data directory: re-hash every entry, chain link and
-    /// stored tree hash. Exits 1 and names the first bad index on failure.
-    Verify {
-        /// The data directory holding ledger.redb.
+    /// Run the HTTP server on a data directory.
+    Serve(ServeArgs),
+    /// Create a data directory: the log key, an operator key, and the genesis entries.
+    Init {
         #[arg(long, env = "LEDGER_DATA_DIR", default_value = "./ledger-data")]
         data_dir: PathBuf,
-        /// Verify incrementally from a trusted tree size (requires --trusted-root).
-        #[arg(long, requires = "trusted_root")]
-        trusted_size: Option<u64>,
-        /// The trusted RFC 6962 root at --trusted-size, as 64 hex digits.
-        #[arg(long, requires = "trusted_size")]
-        trusted_root: Option<String>,
-        /// Do not draw a progress bar.
+        /// Checkpoint origin and note key name (a schemaless URL).
+        #[arg(long, default_value = api::init::DEFAULT_ORIGIN)]
+        origin: String,
+        /// The operator's identity, recorded in the genesis entry.
+        #[arg(long, default_value = "operator")]
+        operator_identity: String,
+        /// Use this existing operator key file instead of creating <data-dir>/operator.key.
         #[arg(long)]
-        quiet: bool,
+        operator_key: Option<PathBuf>,
     },
-    /// Build a demo log of sample entries in a fresh directory, then verify it
-    /// and check an inclusion and a consistency proof.
+    /// Write a new Ed25519 key file (note signer key format, mode 0600) and print its public parts.
+    Keygen {
+        /// The key's name (a principal's name, or the log origin for a log key).
+        #[arg(long)]
+        name: String,
+        /// Where to write the key.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Verify a local data directory, or a remote server against a trusted checkpoint.
+    Verify(VerifyArgs),
+    /// Fetch and check an inclusion or consistency proof from a server.
+    Proof(ProofArgs),
+    /// Print the latest signed checkpoint (local: signed with the log key; remote: verified with --key).
+    Checkpoint {
+        #[command(flatten)]
+        source: Source,
+        /// Verifier key to check a remote checkpoint with.
+        #[arg(long)]
+        key: Option<String>,
+    },
+    /// Write every entry as JSON lines with its raw leaf (base64) and hashes.
+    Export {
+        #[command(flatten)]
+        source: Source,
+        /// Output file (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Start a server on a fresh data directory, load a realistic sample bench through the API,
+    /// print scores and recommendations, check every proof, and keep serving.
     Demo {
-        /// Where to create the demo log (must not hold a log already). By
-        /// default a fresh directory under the system's temporary directory.
+        /// Where to create the demo (default: a fresh temporary directory).
         #[arg(long)]
         data_dir: Option<PathBuf>,
-        /// How many entries to append.
-        #[arg(long, default_value_t = 10_000)]
-        entries: u64,
+        /// Listen address (port 0 picks a free port).
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Exit after the demo instead of serving until Ctrl-C.
+        #[arg(long)]
+        exit: bool,
     },
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML config file (docs/CONFIG.md). Env: LEDGER_CONFIG.
+    #[arg(long, env = "LEDGER_CONFIG")]
+    config: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
+    #[arg(long, env = "LEDGER_KEY_FILE")]
+    key_file: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    read_token: Option<String>,
+    #[arg(long, env = "LEDGER_MAX_BODY_BYTES")]
+    max_body_bytes: Option<usize>,
+    #[arg(long, env = "LEDGER_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: Option<u64>,
+    #[arg(long, env = "LEDGER_MAX_CONCURRENT_REQUESTS")]
+    max_concurrent_requests: Option<usize>,
+    #[arg(long, env = "LEDGER_WINDOW_DAYS")]
+    window_days: Option<u32>,
+    #[arg(long, env = "LEDGER_PROJECTION_SAVE_SECS")]
+    projection_save_secs: Option<u64>,
+}
+
+#[derive(Args, Clone)]
+struct Source {
+    /// A local data directory (the server must not be running on it).
+    #[arg(long, env = "LEDGER_DATA_DIR", conflicts_with = "server")]
+    data_dir: Option<PathBuf>,
+    /// A server's base URL, e.g. http://127.0.0.1:7878.
+    #[arg(long, env = "LEDGER_SERVER")]
+    server: Option<String>,
+    /// Bearer token for servers that require one for reads.
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Local: verify incrementally from this trusted tree size (requires --trusted-root).
+    #[arg(long, requires = "trusted_root")]
+    trusted_size: Option<u64>,
+    /// Local: the trusted RFC 6962 root at --trusted-size (64 hex digits).
+    #[arg(long, requires = "trusted_size")]
+    trusted_root: Option<String>,
+    /// Remote: a file holding a trusted signed checkpoint; the server must be consistent with it.
+    #[arg(long)]
+    trusted: Option<PathBuf>,
+    /// Remote: the log's note verifier key.
+    #[arg(long)]
+    key: Option<String>,
+    /// Do not draw a progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct ProofArgs {
+    /// The server's base URL.
+    #[arg(long, env = "LEDGER_SERVER")]
+    server: String,
+    /// The log's note verifier key (checks the proof's checkpoint).
+    #[arg(long)]
+    key: String,
+    /// Prove inclusion of this index.
+    #[arg(long, conflicts_with_all = ["leaf_hash", "first"])]
+    index: Option<u64>,
+    /// Prove inclusion of the entry with this leaf hash.
+    #[arg(long, conflicts_with = "first")]
+    leaf_hash: Option<String>,
+    /// Prove consistency from this tree size to the current one.
+    #[arg(long)]
+    first: Option<u64>,
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+/// A check failed: exit 1.
+#[derive(Debug)]
+struct CheckFailed(String);
+
+impl std::fmt::Display for CheckFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for CheckFailed {}
+
+fn fail(msg: impl Into<String>) -> anyhow::Error {
+    CheckFailed(msg.into()).into()
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    let default_level = if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_logging(cli.log_format, default_level);
     let result = match cli.command {
-        Command::Verify {
+        Command::Serve(a) => serve(a),
+        Command::Init {
             data_dir,
-            trusted_size,
-            trusted_root,
-            quiet,
-        } => verify(&data_dir, trusted_size.zip(trusted_root), quiet),
-        Command::Demo { data_dir, entries } => demo_dir(data_dir)
-            .and_then(|dir| demo(&dir, entries))
-            .map(|()| ExitCode::SUCCESS),
+            origin,
+            operator_identity,
+            operator_key,
+        } => init(
+            &data_dir,
+            &origin,
+            &operator_identity,
+            operator_key.as_deref(),
+        ),
+        Command::Keygen { name, out } => keygen(&name, &out),
+        Command::Verify(a) => verify(a),
+        Command::Proof(a) => proof(a),
+        Command::Checkpoint { source, key } => checkpoint(&source, key.as_deref()),
+        Command::Export { source, out } => export(&source, out.as_deref()),
+        Command::Demo {
+            data_dir,
+            listen,
+            exit,
+        } => demo(data_dir, listen, exit),
     };
     match result {
-        Ok(code) => code,
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<CheckFailed>().is_some() => {
+            println!("FAILED: {e}");
+            ExitCode::from(1)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -88,9 +239,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("LEDGER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -100,41 +251,147 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn parse_hash(s: &str) -> anyhow::Result<Hash> {
-    let bytes = hex::decode(s).context("--trusted-root must be hex")?;
-    let arr: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("--trusted-root must be 32 bytes (64 hex digits)"))?;
-    Ok(Hash(arr))
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
-fn progress_bar(quiet: bool) -> ProgressBar {
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}
+
+fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
+    let file = match &a.config {
+        Some(p) => ServeConfig::from_file(p)?,
+        None => ServeConfig::default(),
+    };
+    Ok(ServeConfig {
+        data_dir: a.data_dir.unwrap_or(file.data_dir),
+        listen: a.listen.unwrap_or(file.listen),
+        key_file: a.key_file.or(file.key_file),
+        read_token: a.read_token.or(file.read_token),
+        max_body_bytes: a.max_body_bytes.unwrap_or(file.max_body_bytes),
+        request_timeout_ms: a.request_timeout_ms.unwrap_or(file.request_timeout_ms),
+        max_concurrent_requests: a
+            .max_concurrent_requests
+            .unwrap_or(file.max_concurrent_requests),
+        window_days: a.window_days.unwrap_or(file.window_days),
+        projection_save_secs: a.projection_save_secs.unwrap_or(file.projection_save_secs),
+    })
+}
+
+fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let config = serve_config(a)?;
+    runtime()?.block_on(api::server::serve(config, shutdown_signal()))
+}
+
+fn init(
+    dir: &Path,
+    origin: &str,
+    identity: &str,
+    operator_key: Option<&Path>,
+) -> anyhow::Result<()> {
+    let i = api::init::init(dir, origin, identity, operator_key)?;
+    println!("initialised {}", dir.display());
+    println!("log key (secret):      {}", i.log_key_path.display());
+    println!(
+        "operator key (secret): {}  <- move it off this machine after enrolling principals",
+        i.operator_key_path.display()
+    );
+    println!("verifier key:          {}", i.log_key.verifier_key());
+    println!(
+        "operator key id:       {}",
+        ledger::events::key_id(&i.operator.verifying_key())
+    );
+    println!("\nnext: ledger serve --data-dir {}", dir.display());
+    Ok(())
+}
+
+fn keygen(name: &str, out: &Path) -> anyhow::Result<()> {
+    let k = api::init::new_principal_key(name)?;
+    api::init::write_secret(out, &k.private_key())?;
+    let vk = k.signing_key().verifying_key();
+    println!("wrote {} (mode 0600)", out.display());
+    println!("key id:       {}", ledger::events::key_id(&vk));
+    println!(
+        "public key:   {}",
+        ledger::events::envelope::public_key_b64(&vk)
+    );
+    println!("verifier key: {}", k.verifier_key());
+    Ok(())
+}
+
+fn progress_bar(quiet: bool, what: &str) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new(0);
+    let tpl = format!(
+        "{{spinner}} {what} [{{bar:40}}] {{pos}}/{{len}} entries ({{per_sec}}, eta {{eta}})"
+    );
     pb.set_style(
-        ProgressStyle::with_template(
-            "{spinner} verifying [{bar:40}] {pos}/{len} entries ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
+        ProgressStyle::with_template(&tpl)
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
     );
     pb
 }
 
-fn verify(dir: &Path, trusted: Option<(u64, String)>, quiet: bool) -> anyhow::Result<ExitCode> {
-    let pb = progress_bar(quiet);
+fn parse_hash(what: &str, s: &str) -> anyhow::Result<Hash> {
+    let bytes = hex::decode(s.trim()).with_context(|| format!("{what} must be hex"))?;
+    let arr: [u8; 32] = bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("{what} must be 32 bytes (64 hex digits)"))?;
+    Ok(Hash(arr))
+}
+
+fn verify(a: VerifyArgs) -> anyhow::Result<()> {
+    if let Some(server) = &a.source.server {
+        let key = a
+            .key
+            .as_deref()
+            .context("--key (the log's verifier key) is required with --server")?;
+        return verify_remote(
+            server,
+            a.source.token.clone(),
+            key,
+            a.trusted.as_deref(),
+            a.quiet,
+        );
+    }
+    let dir = a
+        .source
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./ledger-data"));
+    let pb = progress_bar(a.quiet, "verifying");
     let mut progress = |done: u64, total: u64| {
         pb.set_length(total);
         pb.set_position(done);
     };
     let started = Instant::now();
-    let result = match &trusted {
-        None => ledger::verify_dir(dir, &mut progress),
-        Some((size, root)) => {
-            ledger::verify_dir_from(dir, *size, &parse_hash(root)?, &mut progress)
-        }
+    let result = match (a.trusted_size, &a.trusted_root) {
+        (Some(size), Some(root)) => ledger::verify_dir_from(
+            &dir,
+            size,
+            &parse_hash("--trusted-root", root)?,
+            &mut progress,
+        ),
+        _ => ledger::verify_dir(&dir, &mut progress),
     };
     pb.finish_and_clear();
     match result {
@@ -148,108 +405,331 @@ fn verify(dir: &Path, trusted: Option<(u64, String)>, quiet: bool) -> anyhow::Re
                 hex::encode(v.root.0),
                 hex::encode(v.chain.0)
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(Error::Corrupt(c)) => {
-            println!("FAILED: first bad index {}: {}", c.index, c.kind);
-            if !c.detail.is_empty() {
-                println!("detail: {}", c.detail);
-            }
-            Ok(ExitCode::from(1))
+            let detail = if c.detail.is_empty() {
+                String::new()
+            } else {
+                format!("\ndetail: {}", c.detail)
+            };
+            Err(fail(format!(
+                "first bad index {}: {}{detail}",
+                c.index, c.kind
+            )))
         }
         Err(e) => Err(e).with_context(|| format!("verifying {}", dir.display())),
     }
 }
 
-fn demo_dir(given: Option<PathBuf>) -> anyhow::Result<PathBuf> {
-    match given {
-        Some(dir) => Ok(dir),
-        None => Ok(tempfile::Builder::new()
-            .prefix("ledger-demo-")
-            .tempdir()
-            .context("creating a demo directory")?
-            .keep()),
+/// Remote verify: the latest checkpoint is signed by the key; it is
+/// consistent with the trusted checkpoint (if given); and every entry the
+/// server returns re-hashes into exactly the checkpoint's root.
+fn verify_remote(
+    server: &str,
+    token: Option<String>,
+    key: &str,
+    trusted: Option<&Path>,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let client = Client::new(server, token);
+    let note = client.get("/checkpoint")?;
+    if note.status != 200 {
+        bail!("GET /checkpoint: status {}", note.status);
     }
-}
-
-fn demo(dir: &Path, entries: u64) -> anyhow::Result<()> {
-    println!("demo log: {}", dir.display());
-    if dir.join(ledger::store::DB_FILE).exists() {
-        bail!(
-            "{} already holds a log; pick a fresh --data-dir or remove it",
-            dir.display()
-        );
-    }
-    let log = Ledger::open(dir, Config::default())?;
-    let started = Instant::now();
-    // Submit in windows so group commit batches them, as concurrent clients would.
-    let mut i = 0;
-    while i < entries {
-        let window: Vec<_> = (i..entries.min(i + 1000))
-            .map(|k| log.submit(sample_entry(k)))
-            .collect::<Result<_, _>>()?;
-        for p in window {
-            p.wait()?;
+    let cp = anchors::open_checkpoint(note.text().as_bytes(), key)
+        .map_err(|e| fail(format!("latest checkpoint: {e}")))?;
+    if let Some(path) = trusted {
+        let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let old = anchors::open_checkpoint(&text, key)
+            .map_err(|e| fail(format!("trusted checkpoint: {e}")))?;
+        if old.size > cp.size {
+            return Err(fail(format!(
+                "the server's checkpoint (size {}) is older than the trusted one (size {})",
+                cp.size, old.size
+            )));
         }
-        i = entries.min(i + 1000);
-    }
-    let head = log.head();
-    println!(
-        "appended {entries} entries durably in {:.2?} ({} commits)",
-        started.elapsed(),
-        log.stats()
-            .batches
-            .load(std::sync::atomic::Ordering::Relaxed)
-    );
-    println!("head: size {} root {}", head.size, hex::encode(head.root.0));
-
-    if head.size > 0 {
-        let index = head.size / 2;
-        let e = log.entry(index)?;
-        let proof = log.inclusion_proof(index, head.size)?;
-        verify_inclusion(&e.leaf_hash, index, head.size, &proof, &head.root)?;
+        let p: ConsistencyProof = client.get_json(&format!(
+            "/v1/proofs/consistency?first={}&second={}",
+            old.size, cp.size
+        ))?;
+        let proof: Vec<Hash> = p
+            .proof
+            .iter()
+            .map(|h| parse_hash("proof", h))
+            .collect::<Result<_, _>>()?;
+        verify_consistency(old.size, &old.root, cp.size, &cp.root, &proof).map_err(|e| {
+            fail(format!(
+                "the server's log is not consistent with the trusted checkpoint (size {}): {e}",
+                old.size
+            ))
+        })?;
         println!(
-            "inclusion proof for entry {index} ({} hashes) verifies: {}",
-            proof.len(),
-            String::from_utf8_lossy(&e.leaf)
-        );
-        let old = head.size.div_ceil(3);
-        let old_root = log.root_at(old)?;
-        let cproof = log.consistency_proof(old, head.size)?;
-        verify_consistency(old, &old_root, head.size, &head.root, &cproof)?;
-        println!(
-            "consistency proof {old} -> {} ({} hashes) verifies",
-            head.size,
-            cproof.len()
+            "consistent with the trusted checkpoint at size {}",
+            old.size
         );
     }
-    drop(log);
-    let v = ledger::verify_dir(dir, &mut |_, _| {})?;
-    println!("full verify: OK ({} entries)", v.size);
-    println!("\nexplore further:");
-    println!("  ledger verify --data-dir {}", dir.display());
+    let pb = progress_bar(quiet, "downloading and re-hashing");
+    pb.set_length(cp.size);
+    let mut frontier = Frontier::new();
+    let mut next = 0;
+    while next < cp.size {
+        let page: EntryPage = client.get_json(&format!("/v1/entries?start={next}&limit=1000"))?;
+        if page.entries.is_empty() {
+            return Err(fail(format!(
+                "the server returned no entries at {next} below its checkpoint size {}",
+                cp.size
+            )));
+        }
+        for e in page.entries {
+            if e.index != next {
+                return Err(fail(format!("expected entry {next}, got {}", e.index)));
+            }
+            if next >= cp.size {
+                break;
+            }
+            let leaf = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &e.leaf)
+                .context("leaf is not base64")?;
+            let lh = ledger::leaf_hash(&leaf);
+            if hex::encode(lh.0) != e.leaf_hash {
+                return Err(fail(format!(
+                    "first bad index {next}: the leaf does not hash to the leaf hash served"
+                )));
+            }
+            frontier.push(lh);
+            next += 1;
+        }
+        pb.set_position(next);
+    }
+    pb.finish_and_clear();
+    if frontier.root() != cp.root {
+        return Err(fail(format!(
+            "the {} entries served do not hash to the signed root",
+            cp.size
+        )));
+    }
     println!(
-        "  ledger verify --data-dir {} --trusted-size {} --trusted-root {}",
-        dir.display(),
-        v.size,
-        hex::encode(v.root.0)
+        "OK: {} entries re-hashed into the signed root {}",
+        cp.size,
+        hex::encode(cp.root.0)
     );
     Ok(())
 }
 
-/// A sample entry shaped like a harness score record (raw bytes; the signed
-/// event envelope arrives with the domain events).
-fn sample_entry(k: u64) -> Vec<u8> {
-    let classes = [
-        "migration-chainguard-distroless",
-        "dependency-bump",
-        "flaky-test-quarantine",
-    ];
-    format!(
-        "{{\"demo\":true,\"task_class\":\"{}\",\"case_id\":\"case-{:04}\",\"score\":{:.3}}}",
-        classes[(k % 3) as usize],
-        k % 150,
-        ((k * 7919) % 1000) as f64 / 1000.0
+fn proof(a: ProofArgs) -> anyhow::Result<()> {
+    let client = Client::new(&a.server, a.token.clone());
+    if let Some(first) = a.first {
+        let p: ConsistencyProof =
+            client.get_json(&format!("/v1/proofs/consistency?first={first}"))?;
+        let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
+            .map_err(|e| fail(format!("checkpoint: {e}")))?;
+        let proof: Vec<Hash> = p
+            .proof
+            .iter()
+            .map(|h| parse_hash("proof", h))
+            .collect::<Result<_, _>>()?;
+        verify_consistency(
+            p.first,
+            &parse_hash("first_root", &p.first_root)?,
+            cp.size,
+            &cp.root,
+            &proof,
+        )
+        .map_err(|e| fail(format!("consistency proof: {e}")))?;
+        println!("{}", serde_json::to_string_pretty(&p)?);
+        println!(
+            "OK: consistency {} -> {} verifies against the signed checkpoint",
+            p.first, p.second
+        );
+        return Ok(());
+    }
+    let q = match (a.index, &a.leaf_hash) {
+        (Some(i), None) => format!("index={i}"),
+        (None, Some(h)) => format!("leaf_hash={h}"),
+        _ => bail!("give one of --index, --leaf-hash or --first"),
+    };
+    let p: InclusionProof = client.get_json(&format!("/v1/proofs/inclusion?{q}"))?;
+    let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
+        .map_err(|e| fail(format!("checkpoint: {e}")))?;
+    let proof: Vec<Hash> = p
+        .proof
+        .iter()
+        .map(|h| parse_hash("proof", h))
+        .collect::<Result<_, _>>()?;
+    verify_inclusion(
+        &parse_hash("leaf_hash", &p.leaf_hash)?,
+        p.index,
+        cp.size,
+        &proof,
+        &cp.root,
     )
-    .into_bytes()
+    .map_err(|e| fail(format!("inclusion proof: {e}")))?;
+    println!("{}", serde_json::to_string_pretty(&p)?);
+    println!(
+        "OK: entry {} is included in the signed tree of size {}",
+        p.index, cp.size
+    );
+    Ok(())
+}
+
+fn local_key(dir: &Path) -> anyhow::Result<anchors::LogKey> {
+    let text = std::fs::read_to_string(dir.join("log.key"))
+        .with_context(|| format!("reading {}/log.key", dir.display()))?;
+    Ok(anchors::LogKey::from_private(&text)?)
+}
+
+fn checkpoint(source: &Source, key: Option<&str>) -> anyhow::Result<()> {
+    if let Some(server) = &source.server {
+        let client = Client::new(server, source.token.clone());
+        let note = client.get("/checkpoint")?.text();
+        if let Some(k) = key {
+            let cp = anchors::open_checkpoint(note.as_bytes(), k)
+                .map_err(|e| fail(format!("checkpoint: {e}")))?;
+            eprintln!(
+                "signature OK; size {} root {}",
+                cp.size,
+                hex::encode(cp.root.0)
+            );
+        }
+        print!("{note}");
+        return Ok(());
+    }
+    let dir = source
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./ledger-data"));
+    let key = local_key(&dir)?;
+    let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
+    let head = log.head();
+    print!("{}", key.sign_checkpoint(head.size, &head.root)?);
+    Ok(())
+}
+
+fn export(source: &Source, out: Option<&Path>) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut w: Box<dyn std::io::Write> = match out {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+    };
+    let line = |w: &mut Box<dyn std::io::Write>,
+                index: u64,
+                leaf: &str,
+                lh: &str,
+                ch: &str|
+     -> anyhow::Result<()> {
+        writeln!(
+            w,
+            "{}",
+            serde_json::json!({"index": index, "leaf": leaf, "leaf_hash": lh, "chain_hash": ch})
+        )?;
+        Ok(())
+    };
+    if let Some(server) = &source.server {
+        let client = Client::new(server, source.token.clone());
+        let mut next = Some(0);
+        while let Some(start) = next {
+            let page: EntryPage =
+                client.get_json(&format!("/v1/entries?start={start}&limit=1000"))?;
+            for e in &page.entries {
+                line(&mut w, e.index, &e.leaf, &e.leaf_hash, &e.chain_hash)?;
+            }
+            next = page.next;
+        }
+    } else {
+        let dir = source
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("./ledger-data"));
+        let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
+        let size = log.head().size;
+        let mut start = 0;
+        while start < size {
+            for e in log.entries(start, start + 4096)? {
+                let leaf =
+                    base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &e.leaf);
+                line(
+                    &mut w,
+                    e.index,
+                    &leaf,
+                    &hex::encode(e.leaf_hash.0),
+                    &hex::encode(e.chain_hash.0),
+                )?;
+            }
+            start += 4096;
+        }
+    }
+    w.flush()?;
+    Ok(())
+}
+
+fn demo(dir: Option<PathBuf>, listen: std::net::SocketAddr, exit: bool) -> anyhow::Result<()> {
+    let dir = match dir {
+        Some(d) => d,
+        None => tempfile::Builder::new()
+            .prefix("ledger-demo-")
+            .tempdir()?
+            .keep(),
+    };
+    println!("demo data directory: {}", dir.display());
+    let init = api::init::init(
+        &dir,
+        api::init::DEFAULT_ORIGIN,
+        "operator@bench.example",
+        None,
+    )?;
+    let vkey = init.log_key.verifier_key().to_owned();
+    let rt = runtime()?;
+    let listener = rt.block_on(tokio::net::TcpListener::bind(listen))?;
+    let addr = listener.local_addr()?;
+    let config = ServeConfig {
+        data_dir: dir.clone(),
+        listen: addr,
+        ..ServeConfig::default()
+    };
+    let state = std::sync::Arc::new(api::server::AppState::open(
+        config,
+        init.log_key,
+        std::sync::Arc::new(ledger::events::SystemClock),
+    )?);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = rt.spawn(api::server::run(state, listener, async {
+        let _ = stop_rx.await;
+    }));
+    let base = format!("http://{addr}");
+    let client = Client::new(&base, None);
+    let started = Instant::now();
+    while client.get("/readyz").map(|r| r.status).unwrap_or(0) != 200 {
+        if started.elapsed().as_secs() > 30 {
+            bail!("the demo server did not become ready");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!("server listening on {base}\n");
+    api::demo::load_bench(&client, init.operator, &vkey)?;
+    println!("\ndone in {:.1?}. Explore:", started.elapsed());
+    println!("  curl {base}/checkpoint");
+    println!("  curl {base}/v1/task-classes/migration-chainguard-distroless");
+    println!("  curl '{base}/v1/entries?start=0&limit=5'");
+    println!("  curl '{base}/v1/proofs/inclusion?index=10'");
+    println!("  curl {base}/openapi.json");
+    println!("  ledger verify --server {base} --key '{vkey}'");
+    println!("  ledger proof --server {base} --key '{vkey}' --index 10");
+    println!(
+        "  ledger verify --data-dir {}   (after stopping the server)",
+        dir.display()
+    );
+    if exit {
+        let _ = stop_tx.send(());
+        rt.block_on(server)??;
+        return Ok(());
+    }
+    println!("\nserving until Ctrl-C");
+    rt.block_on(async {
+        shutdown_signal().await;
+        let _ = stop_tx.send(());
+        server.await
+    })??;
+    Ok(())
 }

@@ -423,6 +423,29 @@ impl<S: Sequencer> Ledger<S> {
         self.shared.store.path()
     }
 
+    /// The entry whose leaf hash is `leaf_hash`, if any (checked).
+    pub fn find_leaf(&self, leaf_hash: &Hash) -> Result<Option<Entry>, Error> {
+        let size = self.head().size;
+        let snap = self.shared.store.snapshot()?;
+        match snap.index_of_leaf(leaf_hash)? {
+            Some(i) if i < size => {
+                let e = checked_entry(&snap, i)?;
+                Ok((e.leaf_hash == *leaf_hash).then_some(e))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Full verify of the committed log, in process (the running server's
+    /// self-audit): every leaf, chain link, stored hash and the head.
+    pub fn verify_full(
+        &self,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<crate::Verified, Error> {
+        let snap = self.shared.store.snapshot()?;
+        crate::verify::verify_snapshot(&snap, progress)
+    }
+
     /// Saves derived state (for example a projection checkpoint) under
     /// `name`. It is not part of the log and is never hashed.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {

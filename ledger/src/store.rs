@@ -23,6 +23,7 @@
 //! | `hashes` | stored hash index (u64) | SHA-256 tree hash (32 bytes) |
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
+//! | `leaf_index` | leaf hash (32) | first index with that leaf hash (derived, checked on use) |
 //! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
@@ -44,6 +45,10 @@ pub const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("entries")
 pub const HASHES: TableDefinition<u64, [u8; 32]> = TableDefinition::new("hashes");
 /// Metadata: `format_version`, `head`.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `leaf hash → first index with that leaf hash`: a derived lookup for
+/// proofs by leaf hash. Not trusted: every answer is checked against the
+/// entry it names.
+pub const LEAF_INDEX: TableDefinition<[u8; 32], u64> = TableDefinition::new("leaf_index");
 /// Derived state saved by layers above the log (projection checkpoints).
 /// Never hashed, never part of the log; always rebuildable from it.
 pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
@@ -165,6 +170,7 @@ impl Store {
             txn.open_table(ENTRIES).map_err(storage)?;
             txn.open_table(HASHES).map_err(storage)?;
             txn.open_table(AUX).map_err(storage)?;
+            txn.open_table(LEAF_INDEX).map_err(storage)?;
         }
         if fresh || self.needs_aux()? {
             txn.commit().map_err(storage)?;
@@ -176,7 +182,7 @@ impl Store {
 
     fn needs_aux(&self) -> Result<bool, Error> {
         let txn = self.db.begin_read().map_err(storage)?;
-        Ok(txn.open_table(AUX).is_err())
+        Ok(txn.open_table(AUX).is_err() || txn.open_table(LEAF_INDEX).is_err())
     }
 
     /// Saves derived state under `name`, durably, in its own transaction.
@@ -237,8 +243,14 @@ impl Store {
             let mut entries = txn.open_table(ENTRIES).map_err(storage)?;
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;
             let mut meta = txn.open_table(META).map_err(storage)?;
+            let mut by_leaf = txn.open_table(LEAF_INDEX).map_err(storage)?;
             let mut rec = Vec::new();
             for row in rows {
+                if let Some(leaf_hash) = row.hashes.first() {
+                    if by_leaf.get(leaf_hash.0).map_err(storage)?.is_none() {
+                        by_leaf.insert(leaf_hash.0, row.index).map_err(storage)?;
+                    }
+                }
                 rec.clear();
                 rec.extend_from_slice(&row.chain.0);
                 rec.extend_from_slice(row.leaf);
@@ -269,6 +281,7 @@ pub struct Snapshot {
     pub(crate) entries: ReadOnlyTable<u64, &'static [u8]>,
     pub(crate) hashes: ReadOnlyTable<u64, [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    pub(crate) leaf_index: ReadOnlyTable<[u8; 32], u64>,
 }
 
 /// An entry as stored: its chain hash and its leaf bytes.
@@ -302,6 +315,7 @@ impl Snapshot {
             entries: txn.open_table(ENTRIES).map_err(storage)?,
             hashes: txn.open_table(HASHES).map_err(storage)?,
             meta: txn.open_table(META).map_err(storage)?,
+            leaf_index: txn.open_table(LEAF_INDEX).map_err(storage)?,
         })
     }
 
@@ -346,6 +360,15 @@ impl Snapshot {
     /// The largest stored hash index present, if any.
     pub fn last_hash_index(&self) -> Result<Option<u64>, Error> {
         Ok(self.hashes.last().map_err(storage)?.map(|(k, _)| k.value()))
+    }
+
+    /// The first index recorded for `leaf_hash` in the derived lookup.
+    pub fn index_of_leaf(&self, leaf_hash: &Hash) -> Result<Option<u64>, Error> {
+        Ok(self
+            .leaf_index
+            .get(leaf_hash.0)
+            .map_err(storage)?
+            .map(|v| v.value()))
     }
 
     /// Reads the stored hashes at `indexes`; a missing one is

@@ -42,9 +42,17 @@ pub const PROGRESS_EVERY: u64 = 4096;
 pub fn verify_dir(dir: &Path, progress: &mut dyn FnMut(u64, u64)) -> Result<Verified, Error> {
     let store = Store::open_existing(dir)?;
     let snap = store.snapshot()?;
+    verify_snapshot(&snap, progress)
+}
+
+/// Full verify of one consistent snapshot.
+pub fn verify_snapshot(
+    snap: &Snapshot,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verified, Error> {
     let head = snap.head()?;
     walk(
-        &snap,
+        snap,
         head.size,
         head.root,
         head.chain,

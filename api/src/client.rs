@@ -1,0 +1,97 @@
+//! A small blocking HTTP client for the CLI (demo, remote verify, proofs).
+
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use serde::de::DeserializeOwned;
+
+/// A client for one server.
+pub struct Client {
+    base: String,
+    agent: ureq::Agent,
+    token: Option<String>,
+}
+
+/// A response: status and body.
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn json<T: DeserializeOwned>(&self) -> anyhow::Result<T> {
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "unexpected response (status {}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    /// The problem `code`, for an error response.
+    pub fn code(&self) -> Option<String> {
+        serde_json::from_slice::<serde_json::Value>(&self.body)
+            .ok()?
+            .get("code")?
+            .as_str()
+            .map(str::to_owned)
+    }
+}
+
+impl Client {
+    pub fn new(base: &str, token: Option<String>) -> Client {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .build()
+            .into();
+        Client {
+            base: base.trim_end_matches('/').to_owned(),
+            agent,
+            token,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> anyhow::Result<Reply> {
+        let mut req = self.agent.get(format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let mut resp = req.call().map_err(|e| anyhow!("GET {path}: {e}"))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(512 << 20)
+            .read_to_vec()
+            .map_err(|e| anyhow!("GET {path}: {e}"))?;
+        Ok(Reply { status, body })
+    }
+
+    pub fn post_json(&self, path: &str, body: &[u8]) -> anyhow::Result<Reply> {
+        let mut resp = self
+            .agent
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .send(body)
+            .map_err(|e| anyhow!("POST {path}: {e}"))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .read_to_vec()
+            .map_err(|e| anyhow!("POST {path}: {e}"))?;
+        Ok(Reply { status, body })
+    }
+
+    /// GET a JSON document, failing on a non-2xx status.
+    pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
+        let r = self.get(path)?;
+        if !(200..300).contains(&r.status) {
+            return Err(anyhow!("GET {path}: status {}: {}", r.status, r.text()));
+        }
+        r.json()
+    }
+}

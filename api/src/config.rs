@@ -1,0 +1,64 @@
+//! Server configuration. Precedence: command-line flag, then environment
+//! variable (`LEDGER_*`), then the TOML config file, then the default.
+//! docs/CONFIG.md lists every option.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Every server option, with its default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Data directory (ledger.redb, log.key). Env: LEDGER_DATA_DIR.
+    pub data_dir: PathBuf,
+    /// Listen address. Env: LEDGER_LISTEN.
+    pub listen: SocketAddr,
+    /// The log key file (note signer key). Default: <data_dir>/log.key. Env: LEDGER_KEY_FILE.
+    pub key_file: Option<PathBuf>,
+    /// If set, reads need `Authorization: Bearer <token>`. Env: LEDGER_READ_TOKEN.
+    pub read_token: Option<String>,
+    /// Largest request body, bytes. Env: LEDGER_MAX_BODY_BYTES.
+    pub max_body_bytes: usize,
+    /// Per-request time limit, milliseconds. Env: LEDGER_REQUEST_TIMEOUT_MS.
+    pub request_timeout_ms: u64,
+    /// Requests handled at once; more get 503 + Retry-After. Env: LEDGER_MAX_CONCURRENT_REQUESTS.
+    pub max_concurrent_requests: usize,
+    /// Projection window in days. Env: LEDGER_WINDOW_DAYS.
+    pub window_days: u32,
+    /// Save the projection checkpoint every this many seconds. Env: LEDGER_PROJECTION_SAVE_SECS.
+    pub projection_save_secs: u64,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            data_dir: PathBuf::from("./ledger-data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            key_file: None,
+            read_token: None,
+            max_body_bytes: 1 << 20,
+            request_timeout_ms: 10_000,
+            max_concurrent_requests: 1024,
+            window_days: 30,
+            projection_save_secs: 60,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// The log key file in use.
+    pub fn key_path(&self) -> PathBuf {
+        self.key_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("log.key"))
+    }
+
+    /// Reads a TOML config file.
+    pub fn from_file(path: &std::path::Path) -> anyhow::Result<ServeConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+}

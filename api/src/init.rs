@@ -1,0 +1,94 @@
+//! `ledger init`: keys and genesis for a new data directory.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anchors::LogKey;
+use anyhow::{bail, Context};
+use ed25519_dalek::SigningKey;
+use ledger::events::envelope::format_micros;
+use ledger::events::{genesis_envelopes, Clock, EventLog, SystemClock};
+
+/// The default checkpoint origin.
+pub const DEFAULT_ORIGIN: &str = "localhost/evidence-ledger";
+
+/// What `init` created.
+pub struct Initialized {
+    pub log_key: LogKey,
+    pub operator: SigningKey,
+    pub log_key_path: PathBuf,
+    pub operator_key_path: PathBuf,
+}
+
+/// Writes `text` to a new file readable only by its owner (0600).
+pub fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        opts.mode(0o600);
+    }
+    let mut f = opts
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    Ok(())
+}
+
+/// A new principal key, as a note signer key string named `name`.
+pub fn new_principal_key(name: &str) -> anyhow::Result<LogKey> {
+    Ok(LogKey::generate(name)?)
+}
+
+/// Creates the log key and (unless given) the operator key, and appends the
+/// genesis: the operator enrolling itself, then the ledger's event key.
+pub fn init(
+    dir: &Path,
+    origin: &str,
+    operator_identity: &str,
+    operator_key: Option<&Path>,
+) -> anyhow::Result<Initialized> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let log_key_path = dir.join("log.key");
+    if log_key_path.exists() || dir.join(ledger::store::DB_FILE).exists() {
+        bail!("{} is already initialised", dir.display());
+    }
+    let log_key = LogKey::generate(origin)?;
+    let (operator, operator_key_path) = match operator_key {
+        Some(p) => (crate::demo::read_signing_key(p)?, p.to_path_buf()),
+        None => {
+            let k = new_principal_key("operator")?;
+            let p = dir.join("operator.key");
+            write_secret(&p, &k.private_key())?;
+            (k.signing_key(), p)
+        }
+    };
+    write_secret(&log_key_path, &log_key.private_key())?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let events = EventLog::open(
+        dir,
+        ledger::Config::default(),
+        log_key.event_signing_key(),
+        Arc::clone(&clock),
+    )?;
+    for env in genesis_envelopes(
+        &operator,
+        operator_identity,
+        &log_key.event_signing_key().verifying_key(),
+        &format_micros(clock.now_micros()),
+    ) {
+        events
+            .append(&env)
+            .map_err(|e| anyhow::anyhow!("genesis refused: {e:?}"))?;
+    }
+    Ok(Initialized {
+        log_key,
+        operator,
+        log_key_path,
+        operator_key_path,
+    })
+}

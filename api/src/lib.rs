@@ -1,0 +1,16 @@
+//! # api: the HTTP server and the `ledger` program
+//!
+//! JSON stays here: the server has its own request and response types, and
+//! turns errors into `application/problem+json` in exactly one place
+//! ([`error`]). The bytes that are hashed and signed belong to `ledger`.
+
+#![forbid(unsafe_code)]
+
+pub mod check;
+pub mod client;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod init;
+pub mod metrics;
+pub mod server;

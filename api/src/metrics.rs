@@ -1,0 +1,125 @@
+//! Prometheus metrics.
+
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::server::AppState;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    pub status: String,
+}
+
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    /// Seconds from a write's arrival to its durable acknowledgement.
+    pub append_latency: Histogram,
+    errors: Family<StatusLabel, Counter>,
+    tree_size: Gauge,
+    verify_status: Gauge,
+    appends: Gauge,
+    batches: Gauge,
+    last_batch: Gauge,
+    commit_failures: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("ledger");
+        let append_latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        let errors = Family::<StatusLabel, Counter>::default();
+        let (tree_size, verify_status, appends, batches, last_batch, commit_failures) = (
+            Gauge::default(),
+            Gauge::default(),
+            Gauge::default(),
+            Gauge::default(),
+            Gauge::default(),
+            Gauge::default(),
+        );
+        registry.register(
+            "append_latency_seconds",
+            "Time from a write's arrival to its durable acknowledgement",
+            append_latency.clone(),
+        );
+        registry.register(
+            "problem_responses",
+            "Problem (error) responses by HTTP status",
+            errors.clone(),
+        );
+        registry.register("tree_size", "Entries in the log", tree_size.clone());
+        registry.register(
+            "verify_status",
+            "1 verified, 0 failed, -1 verifying",
+            verify_status.clone(),
+        );
+        registry.register("appends", "Entries appended since start", appends.clone());
+        registry.register(
+            "commit_batches",
+            "Group commits since start",
+            batches.clone(),
+        );
+        registry.register(
+            "last_batch_size",
+            "Entries in the latest group commit",
+            last_batch.clone(),
+        );
+        registry.register(
+            "commit_failures",
+            "Failed commits since start",
+            commit_failures.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            append_latency,
+            errors,
+            tree_size,
+            verify_status,
+            appends,
+            batches,
+            last_batch,
+            commit_failures,
+        }
+    }
+
+    pub fn count_error(&self, status: u16) {
+        self.errors
+            .get_or_create(&StatusLabel {
+                status: status.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn render(&self, state: &AppState) -> String {
+        let log = state.events.ledger();
+        let stats = log.stats();
+        self.tree_size.set(log.head().size as i64);
+        self.verify_status
+            .set(state.verify_status.load(Ordering::SeqCst));
+        self.appends
+            .set(stats.appends.load(Ordering::Relaxed) as i64);
+        self.batches
+            .set(stats.batches.load(Ordering::Relaxed) as i64);
+        self.last_batch
+            .set(stats.last_batch_size.load(Ordering::Relaxed) as i64);
+        self.commit_failures
+            .set(stats.commit_failures.load(Ordering::Relaxed) as i64);
+        let mut out = String::new();
+        let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = encode(&mut out, &reg);
+        out
+    }
+}

@@ -1,0 +1,1003 @@
+//! The HTTP server. Each handler's doc comment names its route. Errors become
+//! HTTP only in [`crate::error`].
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anchors::LogKey;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ledger::events::{Clock, EventLog, SystemClock};
+use ledger::Hash;
+use projections::driver::Projector;
+use projections::Settings;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, OpenApi, ToSchema};
+
+use crate::config::ServeConfig;
+use crate::error::{ApiError, Problem};
+use crate::metrics::Metrics;
+
+/// Verification status of the served log.
+pub const VERIFY_RUNNING: i64 = -1;
+pub const VERIFY_FAILED: i64 = 0;
+pub const VERIFY_OK: i64 = 1;
+
+/// Everything a request handler needs.
+pub struct AppState {
+    pub events: EventLog,
+    pub projector: Mutex<Projector>,
+    pub log_key: LogKey,
+    pub clock: Arc<dyn Clock>,
+    pub config: ServeConfig,
+    pub metrics: Metrics,
+    pub verify_status: AtomicI64,
+    pub verify_detail: Mutex<String>,
+    inflight: tokio::sync::Semaphore,
+    checkpoint_cache: Mutex<(u64, String)>,
+    request_counter: AtomicU64,
+    request_prefix: String,
+}
+
+pub type Shared = Arc<AppState>;
+
+impl AppState {
+    /// Opens the data directory's event log with the log key and starts
+    /// nothing; see [`start_verify`] and [`router`].
+    pub fn open(
+        config: ServeConfig,
+        log_key: LogKey,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<AppState> {
+        let events = EventLog::open(
+            &config.data_dir,
+            ledger::Config::default(),
+            log_key.event_signing_key(),
+            Arc::clone(&clock),
+        )?;
+        let settings = Settings {
+            window_seconds: i64::from(config.window_days) * 24 * 3600,
+            ..Settings::default()
+        };
+        let projector = Projector::open(events.ledger(), settings)?;
+        let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
+        Ok(AppState {
+            events,
+            projector: Mutex::new(projector),
+            log_key,
+            clock,
+            config,
+            metrics: Metrics::new(),
+            verify_status: AtomicI64::new(VERIFY_RUNNING),
+            verify_detail: Mutex::new("verification has not finished".into()),
+            inflight,
+            checkpoint_cache: Mutex::new((u64::MAX, String::new())),
+            request_counter: AtomicU64::new(0),
+            request_prefix: format!("{:08x}", rand::random::<u32>()),
+        })
+    }
+
+    /// A signed checkpoint note for `(size, root)`, cached per size.
+    pub fn checkpoint(&self, size: u64, root: &Hash) -> Result<String, ApiError> {
+        let mut cache = self
+            .checkpoint_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if cache.0 == size {
+            return Ok(cache.1.clone());
+        }
+        let note = self
+            .log_key
+            .sign_checkpoint(size, root)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        *cache = (size, note.clone());
+        Ok(note)
+    }
+
+    fn require_verified(&self) -> Result<(), ApiError> {
+        match self.verify_status.load(Ordering::SeqCst) {
+            VERIFY_OK => Ok(()),
+            VERIFY_RUNNING => Err(ApiError::LogVerifying),
+            _ => Err(ApiError::LogUnverified(
+                self.verify_detail
+                    .lock()
+                    .map(|d| d.clone())
+                    .unwrap_or_default(),
+            )),
+        }
+    }
+
+    /// Saves the projection checkpoint.
+    pub fn save_projection(&self) {
+        let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = p.save(self.events.ledger()) {
+            tracing::warn!(error = %e, "could not save the projection checkpoint");
+        }
+    }
+}
+
+/// Runs the full verify of the log in the background; projections are
+/// withheld (503 `log_verifying`) until it passes, and for good (503
+/// `log_unverified`) if it fails.
+pub fn start_verify(state: &Shared) {
+    let state = Arc::clone(state);
+    std::thread::Builder::new()
+        .name("ledger-verify".into())
+        .spawn(move || {
+            let started = Instant::now();
+            match state.events.ledger().verify_full(&mut |_, _| {}) {
+                Ok(v) => {
+                    tracing::info!(
+                        size = v.size,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "log verified"
+                    );
+                    state.verify_status.store(VERIFY_OK, Ordering::SeqCst);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "log verification FAILED; projections withheld");
+                    *state
+                        .verify_detail
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = e.to_string();
+                    state.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+                }
+            }
+        })
+        .ok();
+}
+
+fn hexh(h: &Hash) -> String {
+    hex::encode(h.0)
+}
+
+fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {
+    let v = hex::decode(s).map_err(|_| ApiError::param(field, "must be 64 hex digits"))?;
+    let a: [u8; 32] = v
+        .try_into()
+        .map_err(|_| ApiError::param(field, "must be 64 hex digits"))?;
+    Ok(Hash(a))
+}
+
+/// A successful write.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct WriteReceipt {
+    /// The entry's 0-based index.
+    pub index: u64,
+    /// Hex RFC 6962 leaf hash.
+    pub leaf_hash: String,
+    /// Hex SHA-256 chain hash.
+    pub chain_hash: String,
+    /// The tree size of the checkpoint below (covers this entry).
+    pub tree_size: u64,
+    /// Hex RFC 6962 root at `tree_size`.
+    pub root: String,
+    /// RFC 6962 inclusion proof of `index` in `tree_size`, nearest sibling first (hex).
+    pub inclusion_proof: Vec<String>,
+    /// C2SP checkpoint in a signed note, covering `tree_size`.
+    pub checkpoint: String,
+    /// The envelope id.
+    pub id: String,
+    /// The event kind.
+    pub kind: String,
+    /// True when this envelope was already in the log (nothing appended).
+    pub existing: bool,
+}
+
+/// An entry with its raw leaf and decoded view.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EntryView {
+    pub index: u64,
+    /// Base64 of the exact leaf bytes that are hashed.
+    pub leaf: String,
+    pub leaf_hash: String,
+    pub chain_hash: String,
+    /// The ledger's sequencing time (RFC 3339, UTC).
+    pub sequenced_at: String,
+    pub id: String,
+    pub kind: String,
+    /// Key id of the signer.
+    pub signer: String,
+    /// The decoded signed payload.
+    #[schema(value_type = Object)]
+    pub payload: serde_json::Value,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EntryPage {
+    pub entries: Vec<EntryView>,
+    /// The start of the next page, if there are more entries.
+    pub next: Option<u64>,
+    pub tree_size: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct InclusionProof {
+    pub index: u64,
+    pub tree_size: u64,
+    pub leaf_hash: String,
+    pub root: String,
+    pub proof: Vec<String>,
+    /// A signed checkpoint at `tree_size`.
+    pub checkpoint: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ConsistencyProof {
+    pub first: u64,
+    pub second: u64,
+    pub first_root: String,
+    pub second_root: String,
+    pub proof: Vec<String>,
+    /// A signed checkpoint at `second`.
+    pub checkpoint: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LogInfo {
+    /// The checkpoint origin and note key name.
+    pub origin: String,
+    /// The note verifier key.
+    pub verifier_key: String,
+    /// Key id of the ledger's own event key (role `ledger`).
+    pub ledger_key_id: String,
+    pub tree_size: u64,
+    pub root: String,
+    /// `verifying`, `verified` or `failed`.
+    pub verify_status: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskClassSummary {
+    pub task_class: String,
+    pub tier: String,
+}
+
+/// One evidence entry with everything needed to check it offline.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvidenceProof {
+    pub index: u64,
+    pub leaf_hash: String,
+    /// Base64 leaf bytes: re-hash them to get `leaf_hash`.
+    pub leaf: String,
+    /// Inclusion proof against the response's checkpoint.
+    pub proof: Vec<String>,
+}
+
+/// A projection with its proof bundle: the signed checkpoint it was
+/// computed at, and every evidence entry with an inclusion proof.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProjectionResponse {
+    pub checkpoint: String,
+    pub verifier_key: String,
+    pub tree_size: u64,
+    pub root: String,
+    /// The projection (docs/PROJECTIONS.md).
+    #[schema(value_type = Object)]
+    pub view: serde_json::Value,
+    pub evidence: Vec<EvidenceProof>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RecommendationResponse {
+    /// The appended promotion.recommended entry.
+    pub recommendation: WriteReceipt,
+    /// The projection it was computed from, with its proof bundle.
+    pub projection: ProjectionResponse,
+}
+
+/// The DSSE envelope every write posts (docs/FORMAT.md §6).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EnvelopeBody {
+    /// Base64 of the canonical JSON payload.
+    pub payload: String,
+    /// `application/vnd.evidence-ledger.event+json`.
+    #[serde(rename = "payloadType")]
+    pub payload_type: String,
+    pub signatures: Vec<EnvelopeSig>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EnvelopeSig {
+    pub keyid: String,
+    pub sig: String,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct PageQuery {
+    /// First index (default 0).
+    pub start: Option<u64>,
+    /// Entries per page, 1–1000 (default 100).
+    pub limit: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct InclusionQuery {
+    /// The entry index (or give `leaf_hash`).
+    pub index: Option<u64>,
+    /// Hex leaf hash (instead of `index`).
+    pub leaf_hash: Option<String>,
+    /// Tree size to prove against (default: the current size).
+    pub tree_size: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ConsistencyQuery {
+    /// The older tree size.
+    pub first: u64,
+    /// The newer tree size (default: the current size).
+    pub second: Option<u64>,
+}
+
+fn receipt(
+    state: &AppState,
+    r: &ledger::Receipt<ledger::events::Accepted>,
+) -> Result<WriteReceipt, ApiError> {
+    let a = &r.appended;
+    let proof = state
+        .events
+        .ledger()
+        .inclusion_proof(a.index, a.tree_size)?;
+    Ok(WriteReceipt {
+        index: a.index,
+        leaf_hash: hexh(&a.leaf_hash),
+        chain_hash: hexh(&a.chain_hash),
+        tree_size: a.tree_size,
+        root: hexh(&a.root),
+        inclusion_proof: proof.iter().map(hexh).collect(),
+        checkpoint: state.checkpoint(a.tree_size, &a.root)?,
+        id: r.accepted.id.clone(),
+        kind: r.accepted.kind.as_str().to_owned(),
+        existing: r.existing,
+    })
+}
+
+fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime != "application/json" {
+        return Err(ApiError::UnsupportedMediaType);
+    }
+    body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::PayloadTooLarge
+        } else {
+            ApiError::param("body", "the request body could not be read")
+        }
+    })
+}
+
+/// `POST /v1/events`: append one signed event.
+#[utoipa::path(post, path = "/v1/events", tag = "writes", request_body(content = EnvelopeBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Appended; durable before this response", body = WriteReceipt),
+        (status = 200, description = "Already in the log (idempotent re-post); nothing appended", body = WriteReceipt),
+        (status = 400, description = "Malformed envelope or payload", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Unknown signer or bad signature", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role, revocation, or tier.apply (recorded)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Conflict (id reused, already exists, capability spent)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A domain rule refused the event", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Overloaded or timed out; see Retry-After", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_event(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(&headers, body)?;
+    let started = Instant::now();
+    let pending = state.events.submit(&body)?;
+    let r = pending.wait_async().await?;
+    state
+        .metrics
+        .append_latency
+        .observe(started.elapsed().as_secs_f64());
+    let rc = receipt(&state, &r)?;
+    let status = if r.existing {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(rc)).into_response())
+}
+
+fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
+    let (d, at) = ledger::events::decode_leaf(&e.leaf)
+        .map_err(|r| ApiError::LogCorrupt(format!("entry {}: {r}", e.index)))?;
+    let payload = serde_json::from_slice(&d.payload_bytes).unwrap_or(serde_json::Value::Null);
+    Ok(EntryView {
+        index: e.index,
+        leaf: B64.encode(&e.leaf),
+        leaf_hash: hexh(&e.leaf_hash),
+        chain_hash: hexh(&e.chain_hash),
+        sequenced_at: ledger::events::envelope::format_micros(at),
+        id: d.payload.id.clone(),
+        kind: d.payload.event.kind().as_str().to_owned(),
+        signer: d.keyid,
+        payload,
+    })
+}
+
+fn path_u64(p: Result<Path<u64>, PathRejection>, field: &str) -> Result<u64, ApiError> {
+    p.map(|Path(v)| v)
+        .map_err(|_| ApiError::param(field, "must be a non-negative integer"))
+}
+
+/// `GET /v1/entries/{index}`: one entry.
+#[utoipa::path(get, path = "/v1/entries/{index}", tag = "reads", params(("index" = u64, Path, description = "Entry index")),
+    responses((status = 200, body = EntryView), (status = 400, body = Problem, content_type = "application/problem+json"), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_entry(
+    State(state): State<Shared>,
+    index: Result<Path<u64>, PathRejection>,
+) -> Result<Json<EntryView>, ApiError> {
+    let index = path_u64(index, "index")?;
+    let size = state.events.ledger().head().size;
+    if index >= size {
+        return Err(ApiError::NotFound(format!(
+            "no entry {index}; the log has {size}"
+        )));
+    }
+    Ok(Json(entry_view(state.events.ledger().entry(index)?)?))
+}
+
+/// `GET /v1/entries?start=&limit=`: a page of entries.
+#[utoipa::path(get, path = "/v1/entries", tag = "reads", params(PageQuery),
+    responses((status = 200, body = EntryPage), (status = 400, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_entries(
+    State(state): State<Shared>,
+    q: Result<Query<PageQuery>, QueryRejection>,
+) -> Result<Json<EntryPage>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::param("limit", "must be between 1 and 1000"));
+    }
+    let start = q.start.unwrap_or(0);
+    let size = state.events.ledger().head().size;
+    let end = start.saturating_add(limit).min(size);
+    let entries = state
+        .events
+        .ledger()
+        .entries(start, end)?
+        .into_iter()
+        .map(entry_view)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Json(EntryPage {
+        entries,
+        next: (end < size).then_some(end),
+        tree_size: size,
+    }))
+}
+
+/// `GET /v1/entries/by-id/{id}`: the entry with an envelope id.
+#[utoipa::path(get, path = "/v1/entries/by-id/{id}", tag = "reads", params(("id" = String, Path, description = "Envelope id")),
+    responses((status = 200, body = EntryView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_entry_by_id(
+    State(state): State<Shared>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<EntryView>, ApiError> {
+    let Path(id) = id.map_err(|_| ApiError::param("id", "must be a string"))?;
+    let index = state
+        .events
+        .find_id(&id)
+        .ok_or_else(|| ApiError::NotFound(format!("no envelope with id `{id}`")))?;
+    Ok(Json(entry_view(state.events.ledger().entry(index)?)?))
+}
+
+/// `GET /v1/proofs/inclusion`: an RFC 6962 inclusion proof by index or leaf hash.
+#[utoipa::path(get, path = "/v1/proofs/inclusion", tag = "proofs", params(InclusionQuery),
+    responses((status = 200, body = InclusionProof), (status = 400, body = Problem, content_type = "application/problem+json"), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_inclusion(
+    State(state): State<Shared>,
+    q: Result<Query<InclusionQuery>, QueryRejection>,
+) -> Result<Json<InclusionProof>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
+    let log = state.events.ledger();
+    let head = log.head();
+    let tree_size = q.tree_size.unwrap_or(head.size);
+    if tree_size == 0 || tree_size > head.size {
+        return Err(ApiError::param(
+            "tree_size",
+            format!("must be between 1 and the current size {}", head.size),
+        ));
+    }
+    let (index, leaf_hash) = match (q.index, q.leaf_hash) {
+        (Some(i), None) => {
+            if i >= tree_size {
+                return Err(ApiError::param(
+                    "index",
+                    format!("must be below tree_size {tree_size}"),
+                ));
+            }
+            (i, log.leaf_hash(i)?)
+        }
+        (None, Some(h)) => {
+            let h = parse_hash("leaf_hash", &h)?;
+            let e = log
+                .find_leaf(&h)?
+                .ok_or_else(|| ApiError::NotFound("no entry has this leaf hash".into()))?;
+            if e.index >= tree_size {
+                return Err(ApiError::NotFound(format!(
+                    "the entry is at index {}, not in a tree of size {tree_size}",
+                    e.index
+                )));
+            }
+            (e.index, h)
+        }
+        _ => {
+            return Err(ApiError::param(
+                "index",
+                "give exactly one of index or leaf_hash",
+            ))
+        }
+    };
+    let root = log.root_at(tree_size)?;
+    let proof = log.inclusion_proof(index, tree_size)?;
+    Ok(Json(InclusionProof {
+        index,
+        tree_size,
+        leaf_hash: hexh(&leaf_hash),
+        root: hexh(&root),
+        proof: proof.iter().map(hexh).collect(),
+        checkpoint: state
+            .log_key
+            .sign_checkpoint(tree_size, &root)
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
+    }))
+}
+
+/// `GET /v1/proofs/consistency`: an RFC 6962 consistency proof between two sizes.
+#[utoipa::path(get, path = "/v1/proofs/consistency", tag = "proofs", params(ConsistencyQuery),
+    responses((status = 200, body = ConsistencyProof), (status = 400, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_consistency(
+    State(state): State<Shared>,
+    q: Result<Query<ConsistencyQuery>, QueryRejection>,
+) -> Result<Json<ConsistencyProof>, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
+    let log = state.events.ledger();
+    let head = log.head();
+    let second = q.second.unwrap_or(head.size);
+    if second > head.size {
+        return Err(ApiError::param(
+            "second",
+            format!("must not exceed the current size {}", head.size),
+        ));
+    }
+    if q.first > second {
+        return Err(ApiError::param("first", "must not exceed second"));
+    }
+    let (r1, r2) = (log.root_at(q.first)?, log.root_at(second)?);
+    Ok(Json(ConsistencyProof {
+        first: q.first,
+        second,
+        first_root: hexh(&r1),
+        second_root: hexh(&r2),
+        proof: log
+            .consistency_proof(q.first, second)?
+            .iter()
+            .map(hexh)
+            .collect(),
+        checkpoint: state
+            .log_key
+            .sign_checkpoint(second, &r2)
+            .map_err(|e| ApiError::Internal(e.to_string()))?,
+    }))
+}
+
+/// `GET /checkpoint`: the latest C2SP checkpoint in a signed note (text/plain).
+#[utoipa::path(get, path = "/checkpoint", tag = "proofs", responses((status = 200, content_type = "text/plain", body = String, description = "C2SP tlog-checkpoint in a signed note")))]
+pub async fn get_checkpoint(State(state): State<Shared>) -> Result<Response, ApiError> {
+    let head = state.events.ledger().head();
+    let note = state.checkpoint(head.size, &head.root)?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note).into_response())
+}
+
+/// `GET /v1/log/key`: the log's note verifier key (text/plain).
+#[utoipa::path(get, path = "/v1/log/key", tag = "proofs", responses((status = 200, content_type = "text/plain", body = String)))]
+pub async fn get_key(State(state): State<Shared>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{}\n", state.log_key.verifier_key()),
+    )
+        .into_response()
+}
+
+fn verify_status_name(v: i64) -> &'static str {
+    match v {
+        VERIFY_OK => "verified",
+        VERIFY_RUNNING => "verifying",
+        _ => "failed",
+    }
+}
+
+/// `GET /v1/log`: origin, keys, size, root and verification status.
+#[utoipa::path(get, path = "/v1/log", tag = "proofs", responses((status = 200, body = LogInfo)))]
+pub async fn get_log(State(state): State<Shared>) -> Json<LogInfo> {
+    let head = state.events.ledger().head();
+    Json(LogInfo {
+        origin: state.log_key.origin().to_owned(),
+        verifier_key: state.log_key.verifier_key().to_owned(),
+        ledger_key_id: ledger::events::key_id(&state.log_key.event_signing_key().verifying_key()),
+        tree_size: head.size,
+        root: hexh(&head.root),
+        verify_status: verify_status_name(state.verify_status.load(Ordering::SeqCst)).to_owned(),
+    })
+}
+
+/// `GET /v1/task-classes`: registered task classes and their tiers.
+#[utoipa::path(get, path = "/v1/task-classes", tag = "projections", responses((status = 200, body = [TaskClassSummary]), (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_task_classes(
+    State(state): State<Shared>,
+) -> Result<Json<Vec<TaskClassSummary>>, ApiError> {
+    state.require_verified()?;
+    let st = state.events.state();
+    Ok(Json(
+        st.task_classes
+            .iter()
+            .map(|(k, v)| TaskClassSummary {
+                task_class: k.clone(),
+                tier: v.tier.as_str().to_owned(),
+            })
+            .collect(),
+    ))
+}
+
+fn projection_response(
+    state: &AppState,
+    view: projections::TaskClassView,
+) -> Result<ProjectionResponse, ApiError> {
+    let log = state.events.ledger();
+    let root = parse_hash("root", &view.root)?;
+    let mut evidence = Vec::with_capacity(view.evidence.len());
+    for e in &view.evidence {
+        let entry = log.entry(e.index)?;
+        evidence.push(EvidenceProof {
+            index: e.index,
+            leaf_hash: e.leaf_hash.clone(),
+            leaf: B64.encode(&entry.leaf),
+            proof: log
+                .inclusion_proof(e.index, view.tree_size)?
+                .iter()
+                .map(hexh)
+                .collect(),
+        });
+    }
+    Ok(ProjectionResponse {
+        checkpoint: state.checkpoint(view.tree_size, &root)?,
+        verifier_key: state.log_key.verifier_key().to_owned(),
+        tree_size: view.tree_size,
+        root: view.root.clone(),
+        view: serde_json::to_value(&view).map_err(|e| ApiError::Internal(e.to_string()))?,
+        evidence,
+    })
+}
+
+/// `GET /v1/task-classes/{name}`: the projection with its proof bundle.
+#[utoipa::path(get, path = "/v1/task-classes/{name}", tag = "projections", params(("name" = String, Path, description = "Task class")),
+    responses((status = 200, body = ProjectionResponse), (status = 404, body = Problem, content_type = "application/problem+json"), (status = 503, body = Problem, content_type = "application/problem+json", description = "Log verifying or failed verification: no numbers")))]
+pub async fn get_task_class(
+    State(state): State<Shared>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ProjectionResponse>, ApiError> {
+    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
+    state.require_verified()?;
+    let st = Arc::clone(&state);
+    let resp = tokio::task::spawn_blocking(move || -> Result<ProjectionResponse, ApiError> {
+        let view = {
+            let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+            p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
+        };
+        projection_response(&st, view)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(Json(resp))
+}
+
+/// `POST /v1/recommendations`: post a signed promotion.requested envelope;
+/// the ledger computes and appends a promotion.recommended event.
+#[utoipa::path(post, path = "/v1/recommendations", tag = "writes", request_body(content = EnvelopeBody, content_type = "application/json"),
+    responses(
+        (status = 201, body = RecommendationResponse, description = "Recommendation appended (advisory; humans promote)"),
+        (status = 200, body = RecommendationResponse, description = "This request was answered before"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn post_recommendation(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(&headers, body)?;
+    state.require_verified()?;
+    let st = Arc::clone(&state);
+    let (status, resp) = tokio::task::spawn_blocking(
+        move || -> Result<(StatusCode, RecommendationResponse), ApiError> {
+            let now = st.clock.now_micros();
+            let rec = {
+                let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+                projections::driver::recommend(
+                    &st.events,
+                    &mut p,
+                    &st.log_key.event_signing_key(),
+                    &body,
+                    now,
+                )?
+            };
+            let status = if rec.receipt.existing {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok((
+                status,
+                RecommendationResponse {
+                    recommendation: receipt(&st, &rec.receipt)?,
+                    projection: projection_response(&st, rec.view)?,
+                },
+            ))
+        },
+    )
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok((status, Json(resp)).into_response())
+}
+
+/// `GET /healthz`: the process is up.
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "alive")))]
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// `GET /readyz`: ready when the log has been verified.
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "verified and serving"), (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn readyz(State(state): State<Shared>) -> Result<&'static str, ApiError> {
+    state.require_verified().map(|()| "ready\n")
+}
+
+/// `GET /metrics`: Prometheus text exposition.
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "text/plain", body = String)))]
+pub async fn metrics(State(state): State<Shared>) -> Response {
+    let body = state.metrics.render(&state);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`: this API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, content_type = "application/json", body = Object)))]
+pub async fn openapi_json() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        openapi().to_json().unwrap_or_default(),
+    )
+        .into_response()
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Evidence Ledger", description = "A tamper-evident, RFC 6962 Merkle log of an evaluation harness's trust decisions. Errors are application/problem+json with a stable `code` (docs/reject_codes.md, docs/API.md)."),
+    paths(post_event, post_recommendation, get_entry, get_entries, get_entry_by_id, get_inclusion, get_consistency, get_checkpoint, get_key, get_log, get_task_classes, get_task_class, healthz, readyz, metrics, openapi_json),
+    components(schemas(Problem, WriteReceipt, EntryView, EntryPage, InclusionProof, ConsistencyProof, LogInfo, TaskClassSummary, EvidenceProof, ProjectionResponse, RecommendationResponse, EnvelopeBody, EnvelopeSig)),
+    tags((name = "writes"), (name = "reads"), (name = "proofs"), (name = "projections"), (name = "operations"))
+)]
+pub struct ApiDoc;
+
+/// The OpenAPI document, with the list of every error code attached to the
+/// Problem schema's description.
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = ApiDoc::openapi();
+    let mut codes: Vec<String> = ledger::events::RejectCode::ALL
+        .iter()
+        .map(|c| format!("`{}`: {}", c.as_str(), c.description()))
+        .collect();
+    codes.extend(
+        crate::error::API_CODES
+            .iter()
+            .map(|(c, d)| format!("`{c}`: {d}")),
+    );
+    if let Some(components) = doc.components.as_mut() {
+        if let Some(utoipa::openapi::RefOr::T(utoipa::openapi::schema::Schema::Object(o))) =
+            components.schemas.get_mut("Problem")
+        {
+            o.description = Some(format!(
+                "RFC 9457 problem details. Codes:\n- {}",
+                codes.join("\n- ")
+            ));
+        }
+    }
+    doc
+}
+
+async fn not_found() -> ApiError {
+    ApiError::NotFound("no such route".into())
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
+}
+
+/// Request ids, read tokens, the concurrency limit and the time limit.
+async fn guard(State(state): State<Shared>, mut req: Request, next: Next) -> Response {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            format!(
+                "{}-{}",
+                state.request_prefix,
+                state.request_counter.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+    let path = req.uri().path().to_owned();
+    let resp = async {
+        if let Some(token) = &state.config.read_token {
+            let open = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics");
+            let is_read = req.method() == axum::http::Method::GET;
+            let ok = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()));
+            if is_read && !open && !ok {
+                return ApiError::ReadTokenRequired.into_response();
+            }
+        }
+        let Ok(_permit) = state.inflight.try_acquire() else {
+            return ApiError::Overloaded.into_response();
+        };
+        req.extensions_mut().insert(RequestId(id.clone()));
+        match tokio::time::timeout(
+            Duration::from_millis(state.config.request_timeout_ms),
+            next.run(req),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => ApiError::Timeout.into_response(),
+        }
+    }
+    .await;
+    let mut resp = resp;
+    let is_problem = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if is_problem {
+        state.metrics.count_error(resp.status().as_u16());
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}
+
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The router.
+pub fn router(state: Shared) -> Router {
+    let limit = state.config.max_body_bytes;
+    Router::new()
+        .route("/v1/events", post(post_event))
+        .route("/v1/recommendations", post(post_recommendation))
+        .route("/v1/entries", get(get_entries))
+        .route("/v1/entries/{index}", get(get_entry))
+        .route("/v1/entries/by-id/{id}", get(get_entry_by_id))
+        .route("/v1/proofs/inclusion", get(get_inclusion))
+        .route("/v1/proofs/consistency", get(get_consistency))
+        .route("/checkpoint", get(get_checkpoint))
+        .route("/v1/log", get(get_log))
+        .route("/v1/log/key", get(get_key))
+        .route("/v1/task-classes", get(get_task_classes))
+        .route("/v1/task-classes/{name}", get(get_task_class))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi_json))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            guard,
+        ))
+        .with_state(state)
+}
+
+/// Opens the data directory and serves until `shutdown` resolves.
+pub async fn serve(
+    config: ServeConfig,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let key_path = config.key_path();
+    let key_text = std::fs::read_to_string(&key_path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the log key {}: {e}; run `ledger init --data-dir {}` first",
+            key_path.display(),
+            config.data_dir.display()
+        )
+    })?;
+    let log_key = LogKey::from_private(&key_text)?;
+    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let state = Arc::new(AppState::open(config, log_key, Arc::new(SystemClock))?);
+    tracing::info!(addr = %listener.local_addr()?, size = state.events.ledger().head().size, "serving");
+    run(state, listener, shutdown).await
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves; verifies the log
+/// in the background and saves the projection checkpoint periodically and
+/// on shutdown.
+pub async fn run(
+    state: Shared,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    start_verify(&state);
+    let saver = {
+        let state = Arc::clone(&state);
+        let every = Duration::from_secs(state.config.projection_save_secs.max(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let st = Arc::clone(&state);
+                let _ = tokio::task::spawn_blocking(move || {
+                    {
+                        let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = p.catch_up(st.events.ledger());
+                    }
+                    st.save_projection();
+                })
+                .await;
+            }
+        })
+    };
+    use axum::serve::ListenerExt as _;
+    // Small request/response exchanges: without TCP_NODELAY, delayed ACKs
+    // add ~40 ms to every write.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(Arc::clone(&state)))
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    saver.abort();
+    state.save_projection();
+    Ok(())
+}
