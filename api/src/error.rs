@@ -78,6 +78,10 @@ pub const API_CODES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The code of a problem response, for metrics.
+#[derive(Debug, Clone)]
+pub struct ErrorCode(pub String);
+
 #[derive(Debug)]
 pub enum ApiError {
     Rejected {
@@ -290,6 +294,8 @@ impl IntoResponse for ApiError {
         };
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut resp = (status, body).into_response();
+        resp.extensions_mut()
+            .insert(ErrorCode(problem.code.clone()));
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),

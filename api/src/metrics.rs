@@ -14,15 +14,15 @@ use prometheus_client::registry::Registry;
 use crate::server::AppState;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct StatusLabel {
-    pub status: String,
+pub struct CodeLabel {
+    pub code: String,
 }
 
 pub struct Metrics {
     registry: Mutex<Registry>,
     /// Seconds from a write's arrival to its durable acknowledgement.
     pub append_latency: Histogram,
-    errors: Family<StatusLabel, Counter>,
+    errors: Family<CodeLabel, Counter>,
     tree_size: Gauge,
     verify_status: Gauge,
     appends: Gauge,
@@ -41,7 +41,7 @@ impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("ledger");
         let append_latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
-        let errors = Family::<StatusLabel, Counter>::default();
+        let errors = Family::<CodeLabel, Counter>::default();
         let (tree_size, verify_status, appends, batches, last_batch, commit_failures) = (
             Gauge::default(),
             Gauge::default(),
@@ -57,7 +57,7 @@ impl Metrics {
         );
         registry.register(
             "problem_responses",
-            "Problem (error) responses by HTTP status",
+            "Problem (error) responses by stable code",
             errors.clone(),
         );
         registry.register("tree_size", "Entries in the log", tree_size.clone());
@@ -95,10 +95,10 @@ impl Metrics {
         }
     }
 
-    pub fn count_error(&self, status: u16) {
+    pub fn count_error(&self, code: &str) {
         self.errors
-            .get_or_create(&StatusLabel {
-                status: status.to_string(),
+            .get_or_create(&CodeLabel {
+                code: code.to_owned(),
             })
             .inc();
     }

@@ -58,7 +58,7 @@ impl AppState {
         log_key: LogKey,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<AppState> {
-        let events = EventLog::open(
+        let events = EventLog::open_degraded(
             &config.data_dir,
             ledger::Config::default(),
             log_key.event_signing_key(),
@@ -68,7 +68,10 @@ impl AppState {
             window_seconds: i64::from(config.window_days) * 24 * 3600,
             ..Settings::default()
         };
-        let projector = Projector::open(events.ledger(), settings)?;
+        let (projector, damage) = match events.replay_error() {
+            None => (Projector::open(events.ledger(), settings)?, None),
+            Some(e) => (Projector::empty(settings), Some(e.to_owned())),
+        };
         let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
         Ok(AppState {
             events,
@@ -77,8 +80,14 @@ impl AppState {
             clock,
             config,
             metrics: Metrics::new(),
-            verify_status: AtomicI64::new(VERIFY_RUNNING),
-            verify_detail: Mutex::new("verification has not finished".into()),
+            verify_status: AtomicI64::new(if damage.is_some() {
+                VERIFY_FAILED
+            } else {
+                VERIFY_RUNNING
+            }),
+            verify_detail: Mutex::new(
+                damage.unwrap_or_else(|| "verification has not finished".into()),
+            ),
             inflight,
             checkpoint_cache: Mutex::new((u64::MAX, String::new())),
             request_counter: AtomicU64::new(0),
@@ -129,6 +138,9 @@ impl AppState {
 /// withheld (503 `log_verifying`) until it passes, and for good (503
 /// `log_unverified`) if it fails.
 pub fn start_verify(state: &Shared) {
+    if state.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED {
+        return;
+    }
     let state = Arc::clone(state);
     std::thread::Builder::new()
         .name("ledger-verify".into())
@@ -889,12 +901,9 @@ async fn guard(State(state): State<Shared>, mut req: Request, next: Next) -> Res
     }
     .await;
     let mut resp = resp;
-    let is_problem = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if is_problem {
-        state.metrics.count_error(resp.status().as_u16());
+    if let Some(crate::error::ErrorCode(code)) = resp.extensions().get::<crate::error::ErrorCode>()
+    {
+        state.metrics.count_error(code);
     }
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);

@@ -1,44 +1,51 @@
 //! The `ledger` program as a user runs it.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 fn ledger() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ledger"))
 }
 
+fn run(args: &[&str]) -> std::process::Output {
+    ledger().args(args).output().expect("run ledger")
+}
+
 #[test]
-fn demo_builds_a_log_that_verify_accepts() {
+fn demo_loads_a_bench_and_every_proof_verifies() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("demo");
     let out = ledger()
-        .args(["demo", "--entries", "2500", "--data-dir"])
+        .args(["demo", "--exit", "--data-dir"])
         .arg(&data)
         .output()
-        .expect("run demo");
+        .expect("demo");
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{}",
+        "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("inclusion proof for entry 1250"), "{text}");
-    assert!(text.contains("full verify: OK (2500 entries)"), "{text}");
-
+    assert!(
+        text.contains("refused a poisoned score (422): case_digest_mismatch"),
+        "{text}"
+    );
+    assert!(
+        text.contains("refused a banned breakdown key (422): breakdown_key_banned"),
+        "{text}"
+    );
+    assert!(text.contains("-> recommend silver"), "{text}");
+    assert!(text.contains("all verify"), "{text}");
     let out = ledger()
         .args(["verify", "--quiet", "--data-dir"])
         .arg(&data)
         .output()
         .expect("verify");
-    assert_eq!(out.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("OK: 2500 entries"));
-
-    // A second demo into the same directory is refused rather than mixed in.
-    let out = ledger()
-        .args(["demo", "--data-dir"])
-        .arg(&data)
-        .output()
-        .expect("demo again");
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -63,34 +70,29 @@ fn verify_exits_1_and_names_the_first_bad_index() {
 fn incremental_verify_from_a_wrong_root_fails_and_a_bad_root_argument_is_a_usage_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     tests::build_log(dir.path(), 50);
-    let out = ledger()
-        .args([
-            "verify",
-            "--quiet",
-            "--trusted-size",
-            "10",
-            "--trusted-root",
-        ])
-        .arg("00".repeat(32))
-        .arg("--data-dir")
-        .arg(dir.path())
-        .output()
-        .expect("verify");
+    let d = dir.path().to_str().expect("utf8");
+    let zero = "00".repeat(32);
+    let out = run(&[
+        "verify",
+        "--quiet",
+        "--trusted-size",
+        "10",
+        "--trusted-root",
+        &zero,
+        "--data-dir",
+        d,
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("first bad index 10: tree hash mismatch"));
-
-    let out = ledger()
-        .args([
-            "verify",
-            "--trusted-size",
-            "10",
-            "--trusted-root",
-            "xyz",
-            "--data-dir",
-        ])
-        .arg(dir.path())
-        .output()
-        .expect("verify");
+    let out = run(&[
+        "verify",
+        "--trusted-size",
+        "10",
+        "--trusted-root",
+        "xyz",
+        "--data-dir",
+        d,
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--trusted-root must be hex"));
 }
@@ -109,13 +111,146 @@ fn verify_of_a_directory_without_a_log_is_exit_2() {
 
 #[test]
 fn every_command_has_help() {
-    for args in [
-        vec!["--help"],
-        vec!["verify", "--help"],
-        vec!["demo", "--help"],
+    for cmd in [
+        "",
+        "serve",
+        "init",
+        "keygen",
+        "verify",
+        "proof",
+        "checkpoint",
+        "export",
+        "demo",
     ] {
-        let out = ledger().args(&args).output().expect("help");
+        let args: Vec<&str> = if cmd.is_empty() {
+            vec!["--help"]
+        } else {
+            vec![cmd, "--help"]
+        };
+        let out = run(&args);
         assert!(out.status.success(), "{args:?}");
-        assert!(String::from_utf8_lossy(&out.stdout).contains("Usage:"));
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Usage:"),
+            "{args:?}"
+        );
     }
+}
+
+#[test]
+fn init_serve_and_the_auditor_commands_work_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    let out = run(&["init", "--data-dir", d, "--origin", "cli.test/log"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let vkey = text
+        .lines()
+        .find_map(|l| l.strip_prefix("verifier key:"))
+        .expect("verifier key")
+        .trim()
+        .to_owned();
+    assert!(
+        run(&["init", "--data-dir", d]).status.code() == Some(2),
+        "re-init is refused"
+    );
+    let keyfile = dir.path().join("harness.key");
+    let out = run(&[
+        "keygen",
+        "--name",
+        "harness",
+        "--out",
+        keyfile.to_str().expect("utf8"),
+    ]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("key id:"));
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = ledger()
+        .args(["serve", "--data-dir", d, "--listen", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let base = format!("http://{listen}");
+    let client = api::client::Client::new(&base, None);
+    let mut ready = false;
+    for _ in 0..500 {
+        if client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ready, "server not ready");
+    let checkpoint_file = dir.path().join("trusted.checkpoint");
+    let out = run(&["checkpoint", "--server", &base, "--key", &vkey]);
+    assert!(out.status.success());
+    std::fs::write(&checkpoint_file, &out.stdout).expect("save checkpoint");
+    let out = run(&[
+        "verify",
+        "--quiet",
+        "--server",
+        &base,
+        "--key",
+        &vkey,
+        "--trusted",
+        checkpoint_file.to_str().expect("utf8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["proof", "--server", &base, "--key", &vkey, "--index", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&["proof", "--server", &base, "--key", &vkey, "--first", "1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let other = anchors::LogKey::generate("cli.test/log").expect("key");
+    let out = run(&[
+        "proof",
+        "--server",
+        &base,
+        "--key",
+        other.verifier_key(),
+        "--index",
+        "1",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a checkpoint signed by another key is a failed check"
+    );
+    let out = run(&["export", "--server", &base]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        2,
+        "genesis has two entries"
+    );
+    let _ = Command::new("kill").arg(server.id().to_string()).status();
+    let _ = server.wait();
+    let out = run(&["verify", "--quiet", "--data-dir", d]);
+    assert_eq!(out.status.code(), Some(0));
+    let out = run(&["export", "--data-dir", d]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
 }

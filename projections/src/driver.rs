@@ -76,6 +76,14 @@ impl Projector {
         Ok(p)
     }
 
+    /// A projector that has folded nothing (for a log that cannot be read).
+    pub fn empty(settings: Settings) -> Projector {
+        Projector {
+            projection: Projection::default(),
+            settings,
+        }
+    }
+
     /// A projector folded from the first entry, ignoring any checkpoint.
     pub fn rebuild<S: Sequencer>(
         log: &Ledger<S>,

@@ -280,6 +280,7 @@ impl Sequencer for EventSequencer {
 pub struct EventLog {
     ledger: Ledger<EventSequencer>,
     keys: Arc<KeyCache>,
+    replay_error: Option<String>,
 }
 
 impl EventLog {
@@ -293,10 +294,36 @@ impl EventLog {
         ledger_key: SigningKey,
         clock: Arc<dyn Clock>,
     ) -> Result<EventLog, Error> {
+        Self::open_inner(dir, config, ledger_key, clock, false)
+    }
+
+    /// Like [`EventLog::open`], but a log whose events do not replay (damage
+    /// the O(log n) open-time self-check cannot see) still opens, refusing
+    /// every write with `ledger_unavailable`; [`EventLog::replay_error`] says
+    /// why. Reads stay checked. A server uses this to keep serving verified
+    /// reads and to say, rather than hide, that its log is damaged.
+    pub fn open_degraded(
+        dir: &Path,
+        config: Config,
+        ledger_key: SigningKey,
+        clock: Arc<dyn Clock>,
+    ) -> Result<EventLog, Error> {
+        Self::open_inner(dir, config, ledger_key, clock, true)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        config: Config,
+        ledger_key: SigningKey,
+        clock: Arc<dyn Clock>,
+        degraded: bool,
+    ) -> Result<EventLog, Error> {
         let keys = Arc::new(KeyCache::default());
         let k2 = Arc::clone(&keys);
+        let replay_error = Arc::new(std::sync::Mutex::new(None));
+        let re2 = Arc::clone(&replay_error);
         let ledger = Ledger::open_with(dir, config, move |log| {
-            let state = State::replay(log, true).map_err(|e| match e {
+            let replayed = State::replay(log, true).map_err(|e| match e {
                 super::state::ReplayError::Log(e) => e,
                 super::state::ReplayError::Invalid { index, rejection } => crate::Corruption::new(
                     index,
@@ -304,7 +331,16 @@ impl EventLog {
                     format!("logged event does not replay: {rejection}"),
                 )
                 .into(),
-            })?;
+            });
+            let (state, broken) = match replayed {
+                Ok(state) => (state, false),
+                Err(e) if degraded => {
+                    tracing::error!(error = %e, "the log does not replay; refusing writes");
+                    *re2.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                    (State::default(), true)
+                }
+                Err(e) => return Err(e),
+            };
             k2.reset(&state);
             Ok(EventSequencer {
                 state,
@@ -312,10 +348,23 @@ impl EventLog {
                 clock,
                 ledger_key_id: key_id(&ledger_key.verifying_key()),
                 ledger_key,
-                broken: false,
+                broken,
             })
         })?;
-        Ok(EventLog { ledger, keys })
+        let replay_error = replay_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        Ok(EventLog {
+            ledger,
+            keys,
+            replay_error,
+        })
+    }
+
+    /// Why the log did not replay, when opened with [`EventLog::open_degraded`].
+    pub fn replay_error(&self) -> Option<&str> {
+        self.replay_error.as_deref()
     }
 
     /// The underlying log (reads, proofs, head).

@@ -1,0 +1,140 @@
+//! A real server on loopback for the HTTP tests.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use api::client::Client;
+use api::config::ServeConfig;
+use api::demo::Poster;
+use api::server::AppState;
+
+pub struct TestServer {
+    pub base: String,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    pub vkey: String,
+    pub operator: ed25519_dalek::SigningKey,
+    pub state: Arc<AppState>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TestServer {
+    /// A fresh, initialised data directory served with `tweak`ed settings.
+    pub fn start(tweak: impl FnOnce(&mut ServeConfig)) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init =
+            api::init::init(dir.path(), "test.example/log", "operator@test", None).expect("init");
+        Self::start_on(dir, init.log_key, init.operator, tweak)
+    }
+
+    pub fn start_on(
+        dir: tempfile::TempDir,
+        log_key: anchors::LogKey,
+        operator: ed25519_dalek::SigningKey,
+        tweak: impl FnOnce(&mut ServeConfig),
+    ) -> TestServer {
+        let mut config = ServeConfig {
+            data_dir: dir.path().to_path_buf(),
+            ..ServeConfig::default()
+        };
+        tweak(&mut config);
+        let vkey = log_key.verifier_key().to_owned();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        config.listen = addr;
+        let state = Arc::new(
+            AppState::open(config, log_key, Arc::new(ledger::events::SystemClock)).expect("state"),
+        );
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let st = Arc::clone(&state);
+        let thread = std::thread::spawn(move || {
+            rt.block_on(api::server::run(st, listener, async {
+                let _ = rx.await;
+            }))
+            .expect("server");
+        });
+        let base = format!("http://{addr}");
+        let s = TestServer {
+            base,
+            addr,
+            dir,
+            vkey,
+            operator,
+            state,
+            stop: Some(tx),
+            thread: Some(thread),
+        };
+        s.wait_ready();
+        s
+    }
+
+    pub fn wait_ready(&self) {
+        let c = self.client();
+        for _ in 0..500 {
+            if let Ok(r) = c.get("/healthz") {
+                if r.status == 200 {
+                    return;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("server did not start");
+    }
+
+    pub fn wait_verified(&self) {
+        let c = self.client();
+        for _ in 0..500 {
+            if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("server never became ready");
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.base, None)
+    }
+
+    pub fn poster<'a>(&self, client: &'a Client) -> Poster<'a> {
+        Poster::new(client, self.vkey.clone(), self.operator.clone())
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    /// Stops the server and returns its data directory.
+    pub fn stop(mut self) -> tempfile::TempDir {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let dir = tempfile::tempdir().expect("placeholder");
+        std::mem::replace(&mut self.dir, dir)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
