@@ -1,4 +1,4 @@
-//! # anchors: checkpoints, and (issue #6) anchors and auditing
+//! # anchors: checkpoints, anchors, and checking a log against them
 //!
 //! A checkpoint is a C2SP `tlog-checkpoint` body (origin, tree size, base64
 //! root) in a C2SP `signed-note` envelope, signed with the log's Ed25519 key.
@@ -10,6 +10,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod anchor;
 pub mod checkpoint;
 
+pub use anchor::{
+    check_anchors, open_anchor, Anchor, AnchorError, AnchorTarget, DirTarget, LogAccess,
+};
 pub use checkpoint::{open_checkpoint, CheckpointError, LogKey, VerifiedCheckpoint};

@@ -29,6 +29,12 @@ pub struct ServeConfig {
     pub window_days: u32,
     /// Save the projection checkpoint every this many seconds. Env: LEDGER_PROJECTION_SAVE_SECS.
     pub projection_save_secs: u64,
+    /// Anchors directory. Default: <data_dir>/anchors. Env: LEDGER_ANCHORS_DIR.
+    pub anchors_dir: Option<PathBuf>,
+    /// Publish an anchor every this many seconds; 0 disables. Env: LEDGER_ANCHOR_INTERVAL_SECS.
+    pub anchor_interval_secs: u64,
+    /// Earlier log verifier keys whose anchors stay trusted after a key rotation.
+    pub anchor_keys: Vec<String>,
 }
 
 impl Default for ServeConfig {
@@ -43,6 +49,9 @@ impl Default for ServeConfig {
             max_concurrent_requests: 1024,
             window_days: 30,
             projection_save_secs: 60,
+            anchors_dir: None,
+            anchor_interval_secs: 86_400,
+            anchor_keys: Vec::new(),
         }
     }
 }
@@ -53,6 +62,13 @@ impl ServeConfig {
         self.key_file
             .clone()
             .unwrap_or_else(|| self.data_dir.join("log.key"))
+    }
+
+    /// The anchors directory in use.
+    pub fn anchors_path(&self) -> PathBuf {
+        self.anchors_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("anchors"))
     }
 
     /// Reads a TOML config file.

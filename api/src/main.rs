@@ -84,6 +84,11 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Publish the current signed checkpoint as an anchor and record it in the log.
+    Anchor {
+        #[command(subcommand)]
+        action: AnchorAction,
+    },
     /// Start a server on a fresh data directory, load a realistic sample bench through the API,
     /// print scores and recommendations, check every proof, and keep serving.
     Demo {
@@ -96,6 +101,20 @@ enum Command {
         /// Exit after the demo instead of serving until Ctrl-C.
         #[arg(long)]
         exit: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AnchorAction {
+    /// Sign the head as a checkpoint, write it to the anchors directory (one file per anchor),
+    /// and append an anchor.published event. Run it with the server stopped, or let
+    /// `ledger serve` publish on its schedule.
+    Publish {
+        #[arg(long, env = "LEDGER_DATA_DIR", default_value = "./ledger-data")]
+        data_dir: PathBuf,
+        /// Anchors directory (default: <data-dir>/anchors). Commit it to git or copy it off the host.
+        #[arg(long, env = "LEDGER_ANCHORS_DIR")]
+        anchors: Option<PathBuf>,
     },
 }
 
@@ -122,6 +141,13 @@ struct ServeArgs {
     window_days: Option<u32>,
     #[arg(long, env = "LEDGER_PROJECTION_SAVE_SECS")]
     projection_save_secs: Option<u64>,
+    #[arg(long, env = "LEDGER_ANCHORS_DIR")]
+    anchors_dir: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_ANCHOR_INTERVAL_SECS")]
+    anchor_interval_secs: Option<u64>,
+    /// An earlier log verifier key whose anchors stay trusted (repeatable).
+    #[arg(long = "anchor-key")]
+    anchor_keys: Vec<String>,
 }
 
 #[derive(Args, Clone)]
@@ -150,6 +176,13 @@ struct VerifyArgs {
     /// Remote: a file holding a trusted signed checkpoint; the server must be consistent with it.
     #[arg(long)]
     trusted: Option<PathBuf>,
+    /// Local: also check the log against every anchor in this directory.
+    #[arg(long)]
+    anchors: Option<PathBuf>,
+    /// Local, with --anchors: an anchor verifier key to trust (repeatable; default: the data
+    /// directory's log key).
+    #[arg(long = "anchor-key")]
+    anchor_keys: Vec<String>,
     /// Remote: the log's note verifier key.
     #[arg(long)]
     key: Option<String>,
@@ -225,6 +258,9 @@ fn main() -> ExitCode {
             listen,
             exit,
         } => demo(data_dir, listen, exit),
+        Command::Anchor {
+            action: AnchorAction::Publish { data_dir, anchors },
+        } => anchor_publish(&data_dir, anchors),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -291,6 +327,13 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
             .unwrap_or(file.max_concurrent_requests),
         window_days: a.window_days.unwrap_or(file.window_days),
         projection_save_secs: a.projection_save_secs.unwrap_or(file.projection_save_secs),
+        anchors_dir: a.anchors_dir.or(file.anchors_dir),
+        anchor_interval_secs: a.anchor_interval_secs.unwrap_or(file.anchor_interval_secs),
+        anchor_keys: if a.anchor_keys.is_empty() {
+            file.anchor_keys
+        } else {
+            a.anchor_keys
+        },
     })
 }
 
@@ -394,6 +437,22 @@ fn verify(a: VerifyArgs) -> anyhow::Result<()> {
         _ => ledger::verify_dir(&dir, &mut progress),
     };
     pb.finish_and_clear();
+    if let (Ok(_), Some(anchor_dir)) = (&result, &a.anchors) {
+        let key = local_key(&dir)?;
+        let mut keys = a.anchor_keys.clone();
+        if keys.is_empty() {
+            keys.push(key.verifier_key().to_owned());
+        }
+        let list = anchors::anchor::read_dir(anchor_dir)?;
+        let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
+        let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
+            .map_err(|e| fail(e.to_string()))?;
+        println!(
+            "consistent with {} anchors in {}",
+            checked.len(),
+            anchor_dir.display()
+        );
+    }
     match result {
         Ok(v) => {
             println!(
@@ -661,6 +720,28 @@ fn export(source: &Source, out: Option<&Path>) -> anyhow::Result<()> {
         }
     }
     w.flush()?;
+    Ok(())
+}
+
+fn anchor_publish(dir: &Path, anchors_dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let key = local_key(dir)?;
+    let config = ServeConfig {
+        data_dir: dir.to_path_buf(),
+        anchors_dir,
+        ..ServeConfig::default()
+    };
+    let state = api::server::AppState::open(
+        config,
+        key,
+        std::sync::Arc::new(ledger::events::SystemClock),
+    )?;
+    let at = api::server::publish_anchor(&state)?;
+    let head = state.events.ledger().head();
+    println!(
+        "published {at}
+recorded anchor.published at index {}",
+        head.size - 1
+    );
     Ok(())
 }
 

@@ -168,6 +168,67 @@ pub fn start_verify(state: &Shared) {
         .ok();
 }
 
+/// The verifier keys anchors may be signed with: the current log key and
+/// any earlier ones configured after a rotation.
+pub fn trusted_keys(state: &AppState) -> Vec<String> {
+    let mut keys = vec![state.log_key.verifier_key().to_owned()];
+    keys.extend(state.config.anchor_keys.iter().cloned());
+    keys
+}
+
+/// Checks the log against every anchor in the anchors directory; returns
+/// how many were checked.
+pub fn check_anchors(state: &AppState) -> Result<usize, String> {
+    let anchors =
+        anchors::anchor::read_dir(&state.config.anchors_path()).map_err(|e| e.to_string())?;
+    anchors::check_anchors(
+        state.events.ledger(),
+        &anchors,
+        &trusted_keys(state),
+        state.log_key.origin(),
+    )
+    .map(|v| v.len())
+    .map_err(|e| e.to_string())
+}
+
+/// Signs a checkpoint at the head, publishes it to the anchors directory,
+/// and records an `anchor.published` event signed with the ledger's key.
+/// Returns where the anchor went.
+pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
+    use anchors::AnchorTarget as _;
+    let head = state.events.ledger().head();
+    let note = state.log_key.sign_checkpoint(head.size, &head.root)?;
+    let now = state.clock.now_micros();
+    let location = anchors::DirTarget::new(state.config.anchors_path()).publish(
+        &note,
+        head.size,
+        now.div_euclid(1_000_000),
+    )?;
+    let key = state.log_key.event_signing_key();
+    let payload = ledger::events::Payload {
+        schema: ledger::events::model::SCHEMA_VERSION,
+        id: format!(
+            "anchor-{}-{}",
+            head.size,
+            &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
+        ),
+        signer: ledger::events::key_id(&key.verifying_key()),
+        issued_at: ledger::events::envelope::format_micros(now),
+        event: ledger::events::Event::AnchorPublished(ledger::events::model::AnchorPublished {
+            checkpoint: ledger::events::model::CheckpointRef {
+                size: head.size,
+                root: hexh(&head.root),
+            },
+            location: location.clone(),
+        }),
+    };
+    state
+        .events
+        .append(&ledger::events::sign_envelope(&key, &payload))
+        .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
+    Ok(location)
+}
+
 fn hexh(h: &Hash) -> String {
     hex::encode(h.0)
 }
