@@ -86,3 +86,128 @@ pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<us
     }
     Ok(p.evidence.len())
 }
+
+/// The first line of a bundle attestation note.
+pub const BUNDLE_STATEMENT: &str = "evidence-ledger/v1 projection-bundle";
+
+/// Builds an offline proof bundle: the canonical JSON of
+/// `{"attestation": <signed note>, "body": <projection response>}`. The
+/// attestation is a signed note, by the log key, whose text is the statement,
+/// the origin and the SHA-256 of the body's canonical JSON.
+pub fn make_bundle(key: &anchors::LogKey, p: &ProjectionResponse) -> anyhow::Result<Vec<u8>> {
+    use ledger::events::canonical;
+    let body = canonical::from_json(&serde_json::to_value(p)?)
+        .ok_or_else(|| anyhow!("projection has no canonical form"))?;
+    let body_bytes = canonical::encode(&body);
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body_bytes));
+    let note =
+        key.sign_text(format!("{BUNDLE_STATEMENT}\n{}\n{digest}\n", key.origin()).as_bytes())?;
+    let mut m = std::collections::BTreeMap::new();
+    m.insert("attestation".to_owned(), canonical::Value::Str(note));
+    m.insert("body".to_owned(), body);
+    Ok(canonical::encode(&canonical::Value::Object(m)))
+}
+
+/// What a verified bundle establishes.
+#[derive(Debug, Clone)]
+pub struct BundleSummary {
+    pub task_class: String,
+    pub tree_size: u64,
+    pub evidence: usize,
+    pub recommended_tier: String,
+}
+
+/// Verifies an offline proof bundle with no server:
+/// 1. the file is exactly canonical JSON (so no byte can change unnoticed);
+/// 2. the attestation is signed by a trusted key and names the body's hash;
+/// 3. the checkpoint is signed, and every evidence leaf re-hashes and is
+///    included under its root ([`check_projection`]);
+/// 4. the held-out statistics are recomputed from the evidence leaves with
+///    the bundle's settings and seed, and equal the ones stated.
+pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSummary> {
+    use ledger::events::canonical;
+    let value = canonical::parse_strict(bytes).map_err(|e| anyhow!("not strict JSON: {e:?}"))?;
+    if canonical::encode(&value) != bytes {
+        bail!("the bundle is not in canonical form (it was edited)");
+    }
+    let canonical::Value::Object(top) = &value else {
+        bail!("not a bundle object")
+    };
+    if top.len() != 2 {
+        bail!("a bundle has exactly `attestation` and `body`");
+    }
+    let (Some(canonical::Value::Str(note)), Some(body)) = (top.get("attestation"), top.get("body"))
+    else {
+        bail!("a bundle has a string `attestation` and an object `body`");
+    };
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(canonical::encode(
+        body,
+    )));
+    let mut text = None;
+    let mut key_used = None;
+    for k in keys {
+        let verifier = signed_note::StandardVerifier::new(k).map_err(|e| anyhow!("key: {e}"))?;
+        if let Ok(n) = signed_note::Note::from_bytes(note.as_bytes()) {
+            if let Ok((ok, _)) = n.verify(&signed_note::VerifierList::new(vec![Box::new(verifier)]))
+            {
+                if !ok.is_empty() {
+                    text = Some(String::from_utf8_lossy(n.text()).into_owned());
+                    key_used = Some(k.clone());
+                    break;
+                }
+            }
+        }
+    }
+    let (Some(text), Some(key)) = (text, key_used) else {
+        bail!("the attestation is not signed by a trusted key")
+    };
+    let origin = key.split('+').next().unwrap_or_default();
+    if text != format!("{BUNDLE_STATEMENT}\n{origin}\n{digest}\n") {
+        bail!("the attestation does not cover this body");
+    }
+    let p: ProjectionResponse = serde_json::from_value(canonical::to_json(body))
+        .context("the body is not a projection response")?;
+    let n = check_projection(&p, &key)?;
+    // Recompute what the evidence implies.
+    let task_class = p.view["task_class"].as_str().unwrap_or_default().to_owned();
+    let settings: projections::Settings =
+        serde_json::from_value(p.view["settings"].clone()).context("settings")?;
+    let mut scores = Vec::new();
+    let mut passed = 0u64;
+    for e in &p.evidence {
+        let leaf = B64.decode(&e.leaf)?;
+        let (d, _) =
+            ledger::events::decode_leaf(&leaf).map_err(|r| anyhow!("evidence {}: {r}", e.index))?;
+        let ledger::events::Event::ScoreRecorded(s) = d.payload.event else {
+            bail!("evidence {} is not a score", e.index)
+        };
+        if s.task_class != task_class {
+            bail!("evidence {} is a score of another task class", e.index);
+        }
+        passed += u64::from(s.score.passed);
+        scores.push(s.score.score);
+    }
+    let held = &p.view["held_out"];
+    let seed = projections::fold::bootstrap_seed(&task_class);
+    let mean = (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64);
+    let ci = projections::stats::bca(&scores, settings.confidence, settings.resamples, seed);
+    let wilson = projections::stats::wilson(passed, scores.len() as u64, settings.confidence);
+    let stated = |k: &str| held.get(k).cloned().unwrap_or(serde_json::Value::Null);
+    if stated("cases").as_u64() != Some(scores.len() as u64)
+        || stated("mean").as_f64() != mean
+        || stated("passed").as_u64() != Some(passed)
+        || serde_json::to_value(ci)? != stated("mean_ci")
+        || serde_json::to_value(wilson)? != stated("pass_rate_ci")
+    {
+        bail!("the stated held-out statistics do not follow from the evidence");
+    }
+    Ok(BundleSummary {
+        task_class,
+        tree_size: p.tree_size,
+        evidence: n,
+        recommended_tier: p.view["recommendation"]["recommended_tier"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    })
+}

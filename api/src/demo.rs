@@ -65,7 +65,8 @@ impl<'a> Poster<'a> {
         sign_envelope(&key, &p)
     }
 
-    /// Posts and expects success; checks the receipt's proof and checkpoint.
+    /// Posts as `signer` (a name given to [`Poster::new`] or derived) and
+    /// expects success; checks the receipt's proof and checkpoint.
     pub fn post(&mut self, signer: &str, event: Event) -> anyhow::Result<WriteReceipt> {
         let env = self.envelope(signer, event);
         let r = self.client.post_json("/v1/events", &env)?;

@@ -84,6 +84,59 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Audit a server trusting only the log's verifier key and a checkpoint saved by an earlier
+    /// audit. Exit 0: consistent and proven (the new checkpoint is saved); 1: the server's
+    /// answers do not verify; 2: usage or network error; 3: the server's checkpoint is stale.
+    Audit(AuditArgs),
+    /// Save a task class's projection as an offline proof bundle (checkpoint, raw evidence
+    /// leaves, inclusion proofs, the projection, a signed attestation).
+    Bundle {
+        #[arg(long, env = "LEDGER_SERVER")]
+        server: String,
+        #[arg(long)]
+        task_class: String,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+    },
+    /// Check an offline proof bundle with no server: signatures, every evidence proof, and that
+    /// the stated statistics follow from the evidence. Exit 1 if it does not verify.
+    VerifyBundle {
+        file: PathBuf,
+        /// The log's note verifier key (repeatable, for keys from before a rotation).
+        #[arg(long = "key", required = true)]
+        keys: Vec<String>,
+    },
+    /// Enrol a principal: post a principal.enrolled event signed with the operator's key.
+    Enrol {
+        #[arg(long, env = "LEDGER_SERVER")]
+        server: String,
+        /// The operator's key file.
+        #[arg(long)]
+        operator_key: PathBuf,
+        /// The new principal's public key (base64), as `ledger keygen` prints it.
+        #[arg(long)]
+        public_key: String,
+        #[arg(long)]
+        identity: String,
+        /// A role (repeatable): harness, curator, gate, rag-writer, reconciler, promotion-gate,
+        /// maintainer, operator, ledger.
+        #[arg(long = "role", required = true)]
+        roles: Vec<String>,
+    },
+    /// Revoke a principal's key: post a principal.revoked event signed with the operator's key.
+    Revoke {
+        #[arg(long, env = "LEDGER_SERVER")]
+        server: String,
+        #[arg(long)]
+        operator_key: PathBuf,
+        /// The key id to revoke (hex SHA-256 of its public key).
+        #[arg(long)]
+        key_id: String,
+        #[arg(long)]
+        reason: String,
+    },
     /// Publish the current signed checkpoint as an anchor and record it in the log.
     Anchor {
         #[command(subcommand)]
@@ -102,6 +155,29 @@ enum Command {
         #[arg(long)]
         exit: bool,
     },
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// The server's base URL.
+    #[arg(long, env = "LEDGER_SERVER")]
+    server: String,
+    /// File with the trusted signed checkpoint; replaced by the new one after a passing audit.
+    #[arg(long)]
+    trusted: PathBuf,
+    /// The log's note verifier key (repeat for keys from before a rotation).
+    #[arg(long = "key", required = true)]
+    keys: Vec<String>,
+    /// How many random entries to re-hash and prove.
+    #[arg(long, default_value_t = 32)]
+    samples: usize,
+    /// Trust the server's current checkpoint when --trusted does not exist yet (first audit).
+    #[arg(long)]
+    init: bool,
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -223,6 +299,17 @@ impl std::fmt::Display for CheckFailed {
 }
 impl std::error::Error for CheckFailed {}
 
+/// The server's checkpoint is older than the trusted one: exit 3.
+#[derive(Debug)]
+struct Stale(String);
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Stale {}
+
 fn fail(msg: impl Into<String>) -> anyhow::Error {
     CheckFailed(msg.into()).into()
 }
@@ -261,9 +348,34 @@ fn main() -> ExitCode {
         Command::Anchor {
             action: AnchorAction::Publish { data_dir, anchors },
         } => anchor_publish(&data_dir, anchors),
+        Command::Audit(a) => audit(a),
+        Command::Enrol {
+            server,
+            operator_key,
+            public_key,
+            identity,
+            roles,
+        } => enrol(&server, &operator_key, &public_key, &identity, &roles),
+        Command::Revoke {
+            server,
+            operator_key,
+            key_id,
+            reason,
+        } => revoke(&server, &operator_key, &key_id, &reason),
+        Command::Bundle {
+            server,
+            task_class,
+            out,
+            token,
+        } => bundle(&server, &task_class, &out, token),
+        Command::VerifyBundle { file, keys } => verify_bundle(&file, &keys),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<Stale>().is_some() => {
+            println!("STALE: {e}");
+            ExitCode::from(3)
+        }
         Err(e) if e.downcast_ref::<CheckFailed>().is_some() => {
             println!("FAILED: {e}");
             ExitCode::from(1)
@@ -375,6 +487,12 @@ fn keygen(name: &str, out: &Path) -> anyhow::Result<()> {
         ledger::events::envelope::public_key_b64(&vk)
     );
     println!("verifier key: {}", k.verifier_key());
+    let ek = k.event_signing_key().verifying_key();
+    println!(
+        "used as a log key, its ledger event key is {} (public key {}): enrol it with role ledger",
+        ledger::events::key_id(&ek),
+        ledger::events::envelope::public_key_b64(&ek)
+    );
     Ok(())
 }
 
@@ -720,6 +838,158 @@ fn export(source: &Source, out: Option<&Path>) -> anyhow::Result<()> {
         }
     }
     w.flush()?;
+    Ok(())
+}
+
+fn audit(a: AuditArgs) -> anyhow::Result<()> {
+    let trusted = match std::fs::read(&a.trusted) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && a.init => None,
+        Err(e) => bail!(
+            "reading {}: {e} (use --init for a first audit)",
+            a.trusted.display()
+        ),
+    };
+    let client = Client::new(&a.server, a.token.clone());
+    let pb = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    let result = api::audit::audit(
+        &client,
+        &a.keys,
+        trusted.as_deref(),
+        a.samples,
+        seed,
+        &mut |what, done, total| {
+            pb.set_message(what.to_owned());
+            pb.set_length(total);
+            pb.set_position(done);
+        },
+    );
+    pb.finish_and_clear();
+    match result {
+        Ok(r) => {
+            match r.previous_size {
+                Some(p) => println!(
+                    "checkpoint: size {} is consistent with the trusted size {p}",
+                    r.size
+                ),
+                None => println!(
+                    "checkpoint: size {} (first audit: trusted on first use)",
+                    r.size
+                ),
+            }
+            println!(
+                "entries:     {} random entries re-hashed and proven",
+                r.entries_checked
+            );
+            println!(
+                "projections: {} task classes, {} evidence proofs verified",
+                r.projections_checked, r.evidence_checked
+            );
+            let tmp = a.trusted.with_extension("tmp");
+            std::fs::write(&tmp, &r.checkpoint)?;
+            std::fs::rename(&tmp, &a.trusted)?;
+            println!(
+                "OK: saved the new trusted checkpoint to {}",
+                a.trusted.display()
+            );
+            Ok(())
+        }
+        Err(api::audit::AuditError::Failed(f @ api::audit::AuditFailure::Stale { .. })) => {
+            Err(Stale(f.to_string()).into())
+        }
+        Err(api::audit::AuditError::Failed(f)) => Err(fail(f.to_string())),
+        Err(api::audit::AuditError::Other(e)) => Err(e),
+    }
+}
+
+fn post_as_operator(
+    server: &str,
+    operator_key: &Path,
+    event: ledger::events::Event,
+) -> anyhow::Result<()> {
+    let key = api::demo::read_signing_key(operator_key)?;
+    let client = Client::new(server, None);
+    let vkey = client.get("/v1/log/key")?.text().trim().to_owned();
+    let mut poster = api::demo::Poster::new(&client, vkey, key);
+    let r = poster.post("operator", event)?;
+    println!(
+        "appended at index {} (tree size {}); proof and checkpoint verified",
+        r.index, r.tree_size
+    );
+    Ok(())
+}
+
+fn enrol(
+    server: &str,
+    operator_key: &Path,
+    public_key: &str,
+    identity: &str,
+    roles: &[String],
+) -> anyhow::Result<()> {
+    let roles = roles
+        .iter()
+        .map(|r| {
+            serde_json::from_value(serde_json::Value::String(r.clone()))
+                .map_err(|_| anyhow::anyhow!("unknown role `{r}`"))
+        })
+        .collect::<anyhow::Result<Vec<ledger::events::Role>>>()?;
+    post_as_operator(
+        server,
+        operator_key,
+        ledger::events::Event::PrincipalEnrolled(ledger::events::model::PrincipalEnrolled {
+            public_key: public_key.to_owned(),
+            identity: identity.to_owned(),
+            roles,
+        }),
+    )
+}
+
+fn revoke(server: &str, operator_key: &Path, key_id: &str, reason: &str) -> anyhow::Result<()> {
+    post_as_operator(
+        server,
+        operator_key,
+        ledger::events::Event::PrincipalRevoked(ledger::events::model::PrincipalRevoked {
+            key_id: key_id.to_owned(),
+            reason: reason.to_owned(),
+        }),
+    )
+}
+
+fn bundle(server: &str, task_class: &str, out: &Path, token: Option<String>) -> anyhow::Result<()> {
+    let client = Client::new(server, token);
+    let r = client.get(&format!("/v1/task-classes/{task_class}/bundle"))?;
+    if r.status != 200 {
+        bail!("status {}: {}", r.status, r.text());
+    }
+    std::fs::write(out, &r.body).with_context(|| format!("writing {}", out.display()))?;
+    println!(
+        "wrote {} ({} bytes); check it with: ledger verify-bundle {} --key <verifier key>",
+        out.display(),
+        r.body.len(),
+        out.display()
+    );
+    Ok(())
+}
+
+fn verify_bundle(file: &Path, keys: &[String]) -> anyhow::Result<()> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let s = api::check::verify_bundle(&bytes, keys).map_err(|e| fail(format!("{e:#}")))?;
+    println!(
+        "OK: {} at tree size {}: {} evidence entries proven, statistics recomputed, recommendation {}",
+        s.task_class, s.tree_size, s.evidence, s.recommended_tier
+    );
     Ok(())
 }
 

@@ -786,6 +786,21 @@ pub async fn get_task_class(
     Ok(Json(resp))
 }
 
+/// `GET /v1/task-classes/{name}/bundle`: an offline proof bundle of the
+/// projection (canonical JSON with a signed attestation; `ledger
+/// verify-bundle` checks it without a server).
+#[utoipa::path(get, path = "/v1/task-classes/{name}/bundle", tag = "projections", params(("name" = String, Path, description = "Task class")),
+    responses((status = 200, content_type = "application/json", body = Object, description = "{attestation, body}: see docs/API.md"), (status = 404, body = Problem, content_type = "application/problem+json"), (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_bundle(
+    State(state): State<Shared>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let Json(p) = get_task_class(State(Arc::clone(&state)), name).await?;
+    let bytes = crate::check::make_bundle(&state.log_key, &p)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+}
+
 /// `POST /v1/recommendations`: post a signed promotion.requested envelope;
 /// the ledger computes and appends a promotion.recommended event.
 #[utoipa::path(post, path = "/v1/recommendations", tag = "writes", request_body(content = EnvelopeBody, content_type = "application/json"),
@@ -876,7 +891,7 @@ pub async fn openapi_json() -> Response {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Evidence Ledger", description = "A tamper-evident, RFC 6962 Merkle log of an evaluation harness's trust decisions. Errors are application/problem+json with a stable `code` (docs/reject_codes.md, docs/API.md)."),
-    paths(post_event, post_recommendation, get_entry, get_entries, get_entry_by_id, get_inclusion, get_consistency, get_checkpoint, get_key, get_log, get_task_classes, get_task_class, healthz, readyz, metrics, openapi_json),
+    paths(post_event, post_recommendation, get_entry, get_entries, get_entry_by_id, get_inclusion, get_consistency, get_checkpoint, get_key, get_log, get_task_classes, get_task_class, get_bundle, healthz, readyz, metrics, openapi_json),
     components(schemas(Problem, WriteReceipt, EntryView, EntryPage, InclusionProof, ConsistencyProof, LogInfo, TaskClassSummary, EvidenceProof, ProjectionResponse, RecommendationResponse, EnvelopeBody, EnvelopeSig)),
     tags((name = "writes"), (name = "reads"), (name = "proofs"), (name = "projections"), (name = "operations"))
 )]
@@ -995,6 +1010,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/log/key", get(get_key))
         .route("/v1/task-classes", get(get_task_classes))
         .route("/v1/task-classes/{name}", get(get_task_class))
+        .route("/v1/task-classes/{name}/bundle", get(get_bundle))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))

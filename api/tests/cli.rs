@@ -121,6 +121,12 @@ fn every_command_has_help() {
         "checkpoint",
         "export",
         "demo",
+        "audit",
+        "anchor",
+        "bundle",
+        "verify-bundle",
+        "enrol",
+        "revoke",
     ] {
         let args: Vec<&str> = if cmd.is_empty() {
             vec!["--help"]
@@ -253,4 +259,152 @@ fn init_serve_and_the_auditor_commands_work_end_to_end() {
     assert_eq!(out.status.code(), Some(0));
     let out = run(&["export", "--data-dir", d]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+}
+
+fn spawn_server(args: &[&str]) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut all: Vec<&str> = vec!["serve", "--listen", &listen];
+    all.extend_from_slice(args);
+    let mut child = ledger()
+        .args(&all)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let base = format!("http://{listen}");
+    let client = api::client::Client::new(&base, None);
+    for _ in 0..500 {
+        if client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
+            return (child, base);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("server not ready");
+}
+
+fn stop(mut child: std::process::Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
+fn field(out: &std::process::Output, prefix: &str) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(prefix).map(|v| v.trim().to_owned()))
+        .unwrap_or_else(|| panic!("no `{prefix}` in {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// ops/runbooks/rotate-log-key.md, step by step.
+#[test]
+fn rotate_log_key_runbook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    let anchors = data.join("anchors");
+    let a = anchors.to_str().expect("utf8");
+    let out = run(&["init", "--data-dir", d, "--origin", "rotate.test/log"]);
+    let old_vkey = field(&out, "verifier key:");
+    let operator_key = data.join("operator.key");
+    let op = operator_key.to_str().expect("utf8");
+    assert!(
+        run(&["anchor", "publish", "--data-dir", d])
+            .status
+            .success(),
+        "an anchor under the old key"
+    );
+
+    let (server, base) = spawn_server(&["--data-dir", d]);
+    let new_key = dir.path().join("new-log.key");
+    let out = run(&[
+        "keygen",
+        "--name",
+        "rotate.test/log",
+        "--out",
+        new_key.to_str().expect("utf8"),
+    ]);
+    let new_vkey = field(&out, "verifier key:");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let b64 = text
+        .split("(public key ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .expect("event public key")
+        .to_owned();
+    let out = run(&[
+        "enrol",
+        "--server",
+        &base,
+        "--operator-key",
+        op,
+        "--public-key",
+        &b64,
+        "--identity",
+        "ledger-2",
+        "--role",
+        "ledger",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stop(server);
+
+    assert!(run(&["anchor", "publish", "--data-dir", d])
+        .status
+        .success());
+    std::fs::rename(data.join("log.key"), data.join("log.key.retired")).expect("retire");
+    std::fs::rename(&new_key, data.join("log.key")).expect("install");
+    assert!(
+        run(&["anchor", "publish", "--data-dir", d])
+            .status
+            .success(),
+        "an anchor under the new key"
+    );
+
+    let out = run(&[
+        "verify",
+        "--quiet",
+        "--data-dir",
+        d,
+        "--anchors",
+        a,
+        "--anchor-key",
+        &old_vkey,
+        "--anchor-key",
+        &new_vkey,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("consistent with 3 anchors"));
+    let out = run(&[
+        "verify",
+        "--quiet",
+        "--data-dir",
+        d,
+        "--anchors",
+        a,
+        "--anchor-key",
+        &new_vkey,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "old anchors need the old key");
+
+    let (server, base) = spawn_server(&["--data-dir", d, "--anchor-key", &old_vkey]);
+    let out = run(&["checkpoint", "--server", &base, "--key", &new_vkey]);
+    assert!(
+        out.status.success(),
+        "checkpoints are now signed by the new key"
+    );
+    stop(server);
 }

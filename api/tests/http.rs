@@ -12,69 +12,10 @@ use api::server::{
     ConsistencyProof, EntryPage, EntryView, InclusionProof, LogInfo, ProjectionResponse,
     RecommendationResponse, WriteReceipt,
 };
-use common::TestServer;
-use ledger::events::cosign;
-use ledger::events::envelope::{case_provenance_statement, format_micros};
-use ledger::events::model::*;
-use tests::world::{case_digest, run, score, task_class, CASSETTE, T0, TASK_CLASS};
+use common::{seed, TestServer};
 
-/// Enrols the actors, registers the task class, adds three held-out cases
-/// and opens run-1.
-fn seed(s: &TestServer, c: &Client) {
-    let mut p = s.poster(c);
-    for (name, role) in [
-        ("harness", Role::Harness),
-        ("curator-a", Role::Curator),
-        ("curator-b", Role::Curator),
-        ("promotion-gate", Role::PromotionGate),
-    ] {
-        p.enrol(name, role).expect("enrol");
-    }
-    p.post(
-        "operator",
-        Event::TaskClassRegistered(task_class(TASK_CLASS)),
-    )
-    .expect("register");
-    for i in 1..=3 {
-        let id = format!("case-{i}");
-        let added_at = format_micros(T0);
-        let st = case_provenance_statement(&id, &added_at, &case_digest(&id));
-        let (a, b) = (p.key("curator-a"), p.key("curator-b"));
-        p.post(
-            "curator-a",
-            Event::CaseAdded(CaseAdded {
-                task_class: TASK_CLASS.into(),
-                case_id: id.clone(),
-                title: format!("Case {i}"),
-                disposition: Disposition::Positive,
-                difficulty: "medium".into(),
-                curation_class: "held-out".into(),
-                provenance: Provenance {
-                    source: CaseSource::Curated,
-                    source_ref: "bench".into(),
-                    added_at,
-                    added_by: cosign(&a, &st),
-                    reviewed_by: cosign(&b, &st),
-                },
-                case_digest: case_digest(&id),
-                cassette_digest: CASSETTE.into(),
-            }),
-        )
-        .expect("case");
-    }
-    p.post(
-        "harness",
-        Event::RunStarted(run("run-1", Isolation::Microvm)),
-    )
-    .expect("run");
-    for i in 1..=3 {
-        p.post(
-            "harness",
-            Event::ScoreRecorded(score(&format!("case-{i}"), 0.95)),
-        )
-        .expect("score");
-    }
-}
+use ledger::events::model::*;
+use tests::world::{run, score, task_class, TASK_CLASS};
 
 fn problem(r: &api::client::Reply, status: u16, code: &str) {
     assert_eq!(r.status, status, "{}", r.text());

@@ -1,0 +1,229 @@
+//! `ledger audit`: check a server trusting nothing but the log's verifier key
+//! and a checkpoint saved by an earlier audit.
+//!
+//! 1. The latest checkpoint is signed by a trusted key.
+//! 2. It is not older than the trusted checkpoint, and an RFC 6962
+//!    consistency proof shows the trusted tree is a prefix of it.
+//! 3. N random entries: their raw leaves re-hash to the leaf hash, and an
+//!    inclusion proof leads to the checkpoint's root.
+//! 4. Every task-class projection: its proof bundle verifies, and the
+//!    checkpoint it was computed at is consistent with the audited one.
+//!
+//! On success the caller saves the new checkpoint as the next trusted one.
+
+use anyhow::Context as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ledger::merkle::{verify_consistency, verify_inclusion};
+use ledger::Hash;
+
+use crate::client::Client;
+use crate::server::{
+    ConsistencyProof, EntryView, InclusionProof, ProjectionResponse, TaskClassSummary,
+};
+
+/// How the server lied (or failed to prove it did not).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AuditFailure {
+    #[error("checkpoint not signed by a trusted key: {0}")]
+    BadSignature(String),
+    #[error(
+        "stale checkpoint: the server shows size {served}, older than the trusted size {trusted}"
+    )]
+    Stale { trusted: u64, served: u64 },
+    #[error("inconsistent checkpoint: {0}")]
+    Inconsistent(String),
+    #[error("entry {index}: {reason}")]
+    BadEntry { index: u64, reason: String },
+    #[error("projection `{task_class}`: {reason}")]
+    BadProjection { task_class: String, reason: String },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(transparent)]
+    Failed(#[from] AuditFailure),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// What a successful audit established.
+#[derive(Debug, Clone)]
+pub struct AuditReport {
+    pub size: u64,
+    pub root: Hash,
+    /// The signed note to save as the next trusted checkpoint.
+    pub checkpoint: String,
+    pub previous_size: Option<u64>,
+    pub entries_checked: usize,
+    pub projections_checked: usize,
+    pub evidence_checked: usize,
+}
+
+fn h(s: &str) -> anyhow::Result<Hash> {
+    let v = hex::decode(s).context("not hex")?;
+    Ok(Hash(
+        v.try_into().map_err(|_| anyhow::anyhow!("not 32 bytes"))?,
+    ))
+}
+
+fn hs(v: &[String]) -> anyhow::Result<Vec<Hash>> {
+    v.iter().map(|x| h(x)).collect()
+}
+
+fn open(note: &[u8], keys: &[String]) -> Result<anchors::VerifiedCheckpoint, AuditFailure> {
+    let mut last = String::from("no keys given");
+    for k in keys {
+        match anchors::open_checkpoint(note, k) {
+            Ok(cp) => return Ok(cp),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(AuditFailure::BadSignature(last))
+}
+
+/// Proves that (old_size, old_root) is a prefix of (new_size, new_root) with
+/// a proof fetched from the server and verified here.
+fn consistent(client: &Client, old: (u64, Hash), new: (u64, Hash)) -> Result<(), AuditError> {
+    if old.0 == new.0 {
+        return if old.1 == new.1 {
+            Ok(())
+        } else {
+            Err(
+                AuditFailure::Inconsistent(format!("two different roots for size {}", old.0))
+                    .into(),
+            )
+        };
+    }
+    let ((s1, r1), (s2, r2)) = if old.0 < new.0 {
+        (old, new)
+    } else {
+        (new, old)
+    };
+    let r = client.get(&format!("/v1/proofs/consistency?first={s1}&second={s2}"))?;
+    if r.status != 200 {
+        return Err(AuditFailure::Inconsistent(format!(
+            "the server gives no consistency proof {s1} -> {s2}: {}",
+            r.text()
+        ))
+        .into());
+    }
+    let p: ConsistencyProof = r.json()?;
+    verify_consistency(s1, &r1, s2, &r2, &hs(&p.proof)?)
+        .map_err(|e| AuditFailure::Inconsistent(format!("size {s1} -> {s2}: {e}")))?;
+    Ok(())
+}
+
+/// Runs the audit. `trusted` is the signed note saved by the last audit.
+pub fn audit(
+    client: &Client,
+    keys: &[String],
+    trusted: Option<&[u8]>,
+    samples: usize,
+    seed: u64,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<AuditReport, AuditError> {
+    let note = client.get("/checkpoint")?;
+    if note.status != 200 {
+        return Err(anyhow::anyhow!("GET /checkpoint: status {}", note.status).into());
+    }
+    let cp = open(&note.body, keys)?;
+    let mut previous_size = None;
+    if let Some(t) = trusted {
+        let old = open(t, keys)
+            .map_err(|e| AuditFailure::BadSignature(format!("the trusted checkpoint: {e}")))?;
+        if cp.size < old.size {
+            return Err(AuditFailure::Stale {
+                trusted: old.size,
+                served: cp.size,
+            }
+            .into());
+        }
+        consistent(client, (old.size, old.root), (cp.size, cp.root))?;
+        previous_size = Some(old.size);
+    }
+
+    let mut rng = projections::stats::SplitMix64::new(seed);
+    let n = if cp.size == 0 {
+        0
+    } else {
+        samples.min(cp.size as usize)
+    };
+    for k in 0..n {
+        let index = rng.below(cp.size as usize) as u64;
+        progress("spot-checking entries", k as u64, n as u64);
+        let bad = |reason: String| AuditFailure::BadEntry { index, reason };
+        let e: EntryView = client.get_json(&format!("/v1/entries/{index}"))?;
+        let leaf = B64
+            .decode(&e.leaf)
+            .map_err(|_| bad("leaf is not base64".into()))?;
+        let lh = ledger::leaf_hash(&leaf);
+        if hex::encode(lh.0) != e.leaf_hash {
+            return Err(bad("the raw leaf does not hash to the leaf hash served".into()).into());
+        }
+        let r = client.get(&format!(
+            "/v1/proofs/inclusion?index={index}&tree_size={}",
+            cp.size
+        ))?;
+        if r.status != 200 {
+            return Err(bad(format!("no inclusion proof: {}", r.text())).into());
+        }
+        let p: InclusionProof = r.json()?;
+        verify_inclusion(&lh, index, cp.size, &hs(&p.proof)?, &cp.root)
+            .map_err(|e| bad(format!("inclusion proof: {e}")))?;
+    }
+    progress("spot-checking entries", n as u64, n as u64);
+
+    let classes_reply = client.get("/v1/task-classes")?;
+    let classes: Vec<TaskClassSummary> = if classes_reply.status == 200 {
+        classes_reply.json()?
+    } else {
+        return Err(AuditFailure::BadProjection {
+            task_class: "*".into(),
+            reason: format!("the server withholds projections: {}", classes_reply.text()),
+        }
+        .into());
+    };
+    let mut evidence = 0;
+    for (k, c) in classes.iter().enumerate() {
+        progress("checking projections", k as u64, classes.len() as u64);
+        let bad = |reason: String| AuditFailure::BadProjection {
+            task_class: c.task_class.clone(),
+            reason,
+        };
+        let r = client.get(&format!("/v1/task-classes/{}", c.task_class))?;
+        if r.status != 200 {
+            return Err(bad(format!("status {}: {}", r.status, r.text())).into());
+        }
+        let p: ProjectionResponse = r.json()?;
+        let mut checked = Err(anyhow::anyhow!("no keys"));
+        for k in keys {
+            checked = crate::check::check_projection(&p, k);
+            if checked.is_ok() {
+                break;
+            }
+        }
+        evidence += checked.map_err(|e| bad(format!("{e:#}")))?;
+        let pcp = open(p.checkpoint.as_bytes(), keys)?;
+        consistent(client, (cp.size, cp.root), (pcp.size, pcp.root)).map_err(|e| match e {
+            AuditError::Failed(f) => AuditError::Failed(bad(format!(
+                "computed at a checkpoint inconsistent with the log: {f}"
+            ))),
+            other => other,
+        })?;
+    }
+    progress(
+        "checking projections",
+        classes.len() as u64,
+        classes.len() as u64,
+    );
+    Ok(AuditReport {
+        size: cp.size,
+        root: cp.root,
+        checkpoint: note.text(),
+        previous_size,
+        entries_checked: n,
+        projections_checked: classes.len(),
+        evidence_checked: evidence,
+    })
+}

@@ -1,0 +1,297 @@
+//! The auditor against a server that lies. A proxy in front of a real server
+//! rewrites one kind of answer; the audit must fail with the matching typed
+//! failure (and, for a stale checkpoint, exit status 3).
+
+mod common;
+
+use std::sync::Arc;
+
+use api::audit::{audit, AuditError, AuditFailure};
+use api::client::Client;
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use common::{seed, TestServer};
+use ledger::events::model::{Event, Isolation, RunFinished};
+
+#[derive(Clone, Copy, PartialEq)]
+enum Lie {
+    Stale,
+    WrongInclusion,
+    Inconsistent,
+    EvidenceNotInLog,
+}
+
+struct Proxy {
+    upstream: String,
+    lie: Lie,
+    old_note: String,
+    forged_note: String,
+}
+
+async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|x| x.as_str().to_owned())
+        .unwrap_or_default();
+    let p2 = Arc::clone(&p);
+    let path2 = path.clone();
+    let reply =
+        tokio::task::spawn_blocking(move || Client::new(&p2.upstream, None).get(&path2)).await;
+    let Ok(Ok(reply)) = reply else {
+        return StatusCode::BAD_GATEWAY.into_response();
+    };
+    let mut body = reply.body.clone();
+    if path == "/checkpoint" && p.lie == Lie::Stale {
+        body = p.old_note.clone().into_bytes();
+    } else if path == "/checkpoint" && p.lie == Lie::Inconsistent {
+        body = p.forged_note.clone().into_bytes();
+    } else if path.starts_with("/v1/proofs/inclusion") && p.lie == Lie::WrongInclusion {
+        let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        if let Some(first) = v["proof"].get_mut(0) {
+            let mut h = hex::decode(first.as_str().expect("hex")).expect("hex");
+            h[0] ^= 1;
+            *first = hex::encode(h).into();
+        }
+        body = serde_json::to_vec(&v).expect("json");
+    } else if path.starts_with("/v1/task-classes/") && p.lie == Lie::EvidenceNotInLog {
+        let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        let fake = br#"{"a score that was never logged":1.0}"#;
+        let fake_hash = hex::encode(ledger::leaf_hash(fake).0);
+        v["evidence"][0]["leaf"] = base64::engine::general_purpose::STANDARD
+            .encode(fake)
+            .into();
+        v["evidence"][0]["leaf_hash"] = fake_hash.clone().into();
+        v["view"]["evidence"][0]["leaf_hash"] = fake_hash.into();
+        body = serde_json::to_vec(&v).expect("json");
+    }
+    let ct = if path == "/checkpoint" {
+        "text/plain; charset=utf-8"
+    } else {
+        "application/json"
+    };
+    (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK),
+        [(header::CONTENT_TYPE, ct)],
+        body,
+    )
+        .into_response()
+}
+
+/// A real server with history, the trusted checkpoint of its past, and a
+/// lying proxy in front of it.
+struct Scene {
+    server: TestServer,
+    trusted: String,
+    proxies: Vec<(Lie, String)>,
+    _rt: tokio::runtime::Runtime,
+}
+
+fn scene() -> Scene {
+    let server = TestServer::start(|_| {});
+    let c = server.client();
+    seed(&server, &c);
+    server.wait_verified();
+    let old_note = c.get("/checkpoint").expect("checkpoint").text();
+    // More history after the trusted checkpoint.
+    let mut p = server.poster(&c);
+    p.post(
+        "harness",
+        Event::RunStarted(tests::world::run("run-2", Isolation::Microvm)),
+    )
+    .expect("run");
+    p.post(
+        "harness",
+        Event::RunFinished(RunFinished {
+            run_id: "run-2".into(),
+        }),
+    )
+    .expect("finish");
+    let head = server.state.events.ledger().head();
+    let forged_root = ledger::leaf_hash(b"a rewritten history");
+    let forged_note = server
+        .state
+        .log_key
+        .sign_checkpoint(head.size, &forged_root)
+        .expect("sign");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    let mut proxies = Vec::new();
+    for lie in [
+        Lie::Stale,
+        Lie::WrongInclusion,
+        Lie::Inconsistent,
+        Lie::EvidenceNotInLog,
+    ] {
+        let proxy = Arc::new(Proxy {
+            upstream: server.base.clone(),
+            lie,
+            old_note: old_note.clone(),
+            forged_note: forged_note.clone(),
+        });
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let app = axum::Router::new().fallback(forward).with_state(proxy);
+        rt.spawn(async move { axum::serve(listener, app).await });
+        proxies.push((lie, format!("http://{addr}")));
+    }
+    // The trusted checkpoint is the newer one, so the old one is stale.
+    Scene {
+        trusted: c.get("/checkpoint").expect("checkpoint").text(),
+        server,
+        proxies,
+        _rt: rt,
+    }
+}
+
+fn run_audit(
+    base: &str,
+    scene: &Scene,
+    trusted: &str,
+) -> Result<api::audit::AuditReport, AuditError> {
+    audit(
+        &Client::new(base, None),
+        std::slice::from_ref(&scene.server.vkey),
+        Some(trusted.as_bytes()),
+        16,
+        7,
+        &mut |_, _, _| {},
+    )
+}
+
+fn proxy(s: &Scene, lie: Lie) -> String {
+    s.proxies
+        .iter()
+        .find(|(l, _)| *l == lie)
+        .map(|(_, b)| b.clone())
+        .expect("proxy")
+}
+
+#[test]
+fn an_honest_server_passes_and_the_auditor_lies_are_all_caught() {
+    let s = scene();
+    let c = s.server.client();
+    let first_note = {
+        // A checkpoint from before the last two writes.
+        let size = s.server.state.events.ledger().head().size - 2;
+        let root = s.server.state.events.ledger().root_at(size).expect("root");
+        s.server
+            .state
+            .log_key
+            .sign_checkpoint(size, &root)
+            .expect("sign")
+    };
+    // Honest: consistent from the older checkpoint, spot checks and projections verify.
+    let report = run_audit(&s.server.base, &s, &first_note).expect("honest server passes");
+    assert_eq!(
+        report.previous_size,
+        Some(s.server.state.events.ledger().head().size - 2)
+    );
+    assert!(
+        report.entries_checked > 0
+            && report.projections_checked == 1
+            && report.evidence_checked == 3
+    );
+    assert_eq!(c.get("/checkpoint").expect("cp").text(), report.checkpoint);
+
+    // A stale checkpoint: older than the one we trust.
+    match run_audit(&proxy(&s, Lie::Stale), &s, &s.trusted) {
+        Err(AuditError::Failed(AuditFailure::Stale { trusted, served })) => {
+            assert!(served < trusted)
+        }
+        other => panic!("stale checkpoint not caught: {other:?}"),
+    }
+    // A wrong inclusion proof.
+    match run_audit(&proxy(&s, Lie::WrongInclusion), &s, &first_note) {
+        Err(AuditError::Failed(AuditFailure::BadEntry { reason, .. })) => {
+            assert!(reason.contains("inclusion"), "{reason}")
+        }
+        other => panic!("wrong inclusion proof not caught: {other:?}"),
+    }
+    // An inconsistent checkpoint (validly signed, over a rewritten history).
+    match run_audit(&proxy(&s, Lie::Inconsistent), &s, &first_note) {
+        Err(AuditError::Failed(AuditFailure::Inconsistent(_))) => {}
+        other => panic!("inconsistent checkpoint not caught: {other:?}"),
+    }
+    // A projection whose evidence is not in the log.
+    match run_audit(&proxy(&s, Lie::EvidenceNotInLog), &s, &first_note) {
+        Err(AuditError::Failed(AuditFailure::BadProjection { reason, .. })) => {
+            assert!(reason.contains("evidence"), "{reason}")
+        }
+        other => panic!("evidence not in the log not caught: {other:?}"),
+    }
+}
+
+#[test]
+fn the_audit_command_exits_3_on_a_stale_checkpoint_and_saves_only_after_a_pass() {
+    let s = scene();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trusted = dir.path().join("trusted.checkpoint");
+    std::fs::write(&trusted, &s.trusted).expect("write");
+    let ledger_bin = env!("CARGO_BIN_EXE_ledger");
+    let out = std::process::Command::new(ledger_bin)
+        .args([
+            "audit",
+            "--quiet",
+            "--server",
+            &proxy(&s, Lie::Stale),
+            "--key",
+            &s.server.vkey,
+            "--trusted",
+        ])
+        .arg(&trusted)
+        .output()
+        .expect("audit");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&trusted).expect("read"),
+        s.trusted,
+        "a failed audit saves nothing"
+    );
+    let out = std::process::Command::new(ledger_bin)
+        .args([
+            "audit",
+            "--quiet",
+            "--server",
+            &proxy(&s, Lie::WrongInclusion),
+            "--key",
+            &s.server.vkey,
+            "--trusted",
+        ])
+        .arg(&trusted)
+        .output()
+        .expect("audit");
+    assert_eq!(out.status.code(), Some(1));
+    let out = std::process::Command::new(ledger_bin)
+        .args([
+            "audit",
+            "--quiet",
+            "--server",
+            &s.server.base,
+            "--key",
+            &s.server.vkey,
+            "--trusted",
+        ])
+        .arg(&trusted)
+        .output()
+        .expect("audit");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("OK: saved the new trusted checkpoint"));
+}
