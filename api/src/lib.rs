@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod backup;
 pub mod check;
 pub mod client;
 pub mod config;

@@ -1,0 +1,221 @@
+//! Online backup and verified restore.
+//!
+//! A backup is JSON lines: a header with the signed checkpoint it covers,
+//! then every entry `{index, leaf}` up to that checkpoint. It is taken
+//! through the API while the server keeps writing: the checkpoint fixes the
+//! prefix, and entries never change, so the copy is consistent. Every tree
+//! hash, chain hash and index is a function of the leaves, so a restore
+//! rebuilds a byte-identical log and proves it: the restored root must equal
+//! the signed checkpoint's, and the log must be consistent with every anchor.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ledger::merkle::Frontier;
+use serde::{Deserialize, Serialize};
+
+use crate::client::Client;
+use crate::server::EntryPage;
+
+pub const BACKUP_FORMAT: &str = "evidence-ledger-backup/v1";
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    format: String,
+    checkpoint: String,
+    verifier_key: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Line {
+    index: u64,
+    leaf: String,
+}
+
+/// Takes a backup of `client`'s server into `out`; returns the size covered.
+pub fn backup(
+    client: &Client,
+    out: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> anyhow::Result<u64> {
+    let vkey = client.get("/v1/log/key")?.text().trim().to_owned();
+    let note = client.get("/checkpoint")?.text();
+    let cp = anchors::open_checkpoint(note.as_bytes(), &vkey).context("the server's checkpoint")?;
+    let tmp = out.with_extension("partial");
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
+    );
+    serde_json::to_writer(
+        &mut w,
+        &Header {
+            format: BACKUP_FORMAT.into(),
+            checkpoint: note,
+            verifier_key: vkey,
+        },
+    )?;
+    w.write_all(b"\n")?;
+    let mut frontier = Frontier::new();
+    let mut next = 0;
+    while next < cp.size {
+        let page: EntryPage = client.get_json(&format!("/v1/entries?start={next}&limit=1000"))?;
+        for e in page.entries.into_iter().take((cp.size - next) as usize) {
+            if e.index != next {
+                bail!(
+                    "the server returned entry {} where {next} was expected",
+                    e.index
+                );
+            }
+            let leaf = B64.decode(&e.leaf)?;
+            frontier.push(ledger::leaf_hash(&leaf));
+            serde_json::to_writer(
+                &mut w,
+                &Line {
+                    index: e.index,
+                    leaf: e.leaf,
+                },
+            )?;
+            w.write_all(b"\n")?;
+            next += 1;
+        }
+        progress(next, cp.size);
+    }
+    if frontier.root() != cp.root {
+        bail!("the entries served do not hash to the checkpoint's root; no backup written");
+    }
+    let f = w.into_inner().map_err(|e| anyhow!("{e}"))?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, out)?;
+    Ok(cp.size)
+}
+
+/// What a restore established.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    pub size: u64,
+    pub anchors_checked: usize,
+    /// Anchors the backup is behind: (anchor, entries missing).
+    pub behind: Vec<(String, u64)>,
+}
+
+/// Rebuilds a data directory from a backup, then proves it: the root equals
+/// the backup's signed checkpoint, the log is consistent with every anchor
+/// it reaches, and every event replays under the rules. A backup behind an
+/// anchor (older than a checkpoint already published) is refused unless
+/// `allow_behind` is set; the gap is reported either way.
+pub fn restore(
+    backup: &Path,
+    data_dir: &Path,
+    key_file: &Path,
+    anchors_dir: Option<&Path>,
+    anchor_keys: &[String],
+    allow_behind: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> anyhow::Result<Restored> {
+    if data_dir.join(ledger::store::DB_FILE).exists() {
+        bail!(
+            "{} already holds a log; restore into an empty directory",
+            data_dir.display()
+        );
+    }
+    let key = anchors::LogKey::from_private(
+        &std::fs::read_to_string(key_file)
+            .with_context(|| format!("reading {}", key_file.display()))?,
+    )?;
+    let mut trusted = vec![key.verifier_key().to_owned()];
+    trusted.extend(anchor_keys.iter().cloned());
+    let file =
+        std::fs::File::open(backup).with_context(|| format!("reading {}", backup.display()))?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let header: Header =
+        serde_json::from_str(&lines.next().ok_or_else(|| anyhow!("empty backup"))??)
+            .context("backup header")?;
+    if header.format != BACKUP_FORMAT {
+        bail!("not an {BACKUP_FORMAT} file (format {})", header.format);
+    }
+    let mut cp = None;
+    for k in &trusted {
+        if let Ok(c) = anchors::open_checkpoint(header.checkpoint.as_bytes(), k) {
+            cp = Some(c);
+            break;
+        }
+    }
+    let cp =
+        cp.ok_or_else(|| anyhow!("the backup's checkpoint is not signed by this log's key"))?;
+
+    let anchor_list = match anchors_dir {
+        Some(d) => anchors::anchor::read_dir(d)?,
+        None => Vec::new(),
+    };
+    let mut behind = Vec::new();
+    let mut reachable = Vec::new();
+    for a in &anchor_list {
+        let acp = anchors::open_anchor(a, &trusted, key.origin())?;
+        if acp.size > cp.size {
+            behind.push((a.name.clone(), acp.size - cp.size));
+        } else {
+            reachable.push(a.clone());
+        }
+    }
+    if !behind.is_empty() && !allow_behind {
+        let (name, gap) = &behind[behind.len() - 1];
+        bail!(
+            "the backup (size {}) is behind anchor {name}: {gap} acknowledged entries would be lost; \
+             pass --allow-behind-anchor to restore anyway (the server will then report the truncation)",
+            cp.size
+        );
+    }
+
+    std::fs::create_dir_all(data_dir)?;
+    {
+        let log = ledger::Ledger::open(data_dir, ledger::Config::default())?;
+        let mut pending = Vec::new();
+        let mut expected = 0;
+        for line in lines {
+            let line: Line = serde_json::from_str(&line?).context("backup entry")?;
+            if line.index != expected {
+                bail!("backup entry {} where {expected} was expected", line.index);
+            }
+            pending.push(log.submit(B64.decode(&line.leaf)?)?);
+            expected += 1;
+            if pending.len() >= 1000 {
+                for p in pending.drain(..) {
+                    p.wait()?;
+                }
+                progress(expected, cp.size);
+            }
+        }
+        for p in pending {
+            p.wait()?;
+        }
+        let head = log.head();
+        if head.size != cp.size || head.root != cp.root {
+            bail!(
+                "the restored log (size {}) does not match the backup's checkpoint (size {})",
+                head.size,
+                cp.size
+            );
+        }
+        anchors::check_anchors(&log, &reachable, &trusted, key.origin())?;
+        progress(cp.size, cp.size);
+    }
+    let dest = data_dir.join("log.key");
+    if std::fs::canonicalize(key_file).ok() != std::fs::canonicalize(&dest).ok() {
+        crate::init::write_secret(&dest, key.private_key().as_str())?;
+    }
+    // Every event must replay under the rules.
+    ledger::events::EventLog::open(
+        data_dir,
+        ledger::Config::default(),
+        key.event_signing_key(),
+        std::sync::Arc::new(ledger::events::SystemClock),
+    )
+    .context("the restored events do not replay")?;
+    Ok(Restored {
+        size: cp.size,
+        anchors_checked: reachable.len(),
+        behind,
+    })
+}
