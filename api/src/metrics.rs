@@ -29,6 +29,9 @@ pub struct Metrics {
     batches: Gauge,
     last_batch: Gauge,
     commit_failures: Gauge,
+    /// Unix time of the newest anchor (published or found at startup).
+    pub last_anchor: Gauge,
+    data_file_bytes: Gauge,
 }
 
 impl Default for Metrics {
@@ -82,6 +85,17 @@ impl Metrics {
             "Failed commits since start",
             commit_failures.clone(),
         );
+        let (last_anchor, data_file_bytes) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "last_anchor_timestamp_seconds",
+            "Unix time of the newest anchor",
+            last_anchor.clone(),
+        );
+        registry.register(
+            "data_file_bytes",
+            "Size of the data file (ledger.redb)",
+            data_file_bytes.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             append_latency,
@@ -92,6 +106,8 @@ impl Metrics {
             batches,
             last_batch,
             commit_failures,
+            last_anchor,
+            data_file_bytes,
         }
     }
 
@@ -117,6 +133,9 @@ impl Metrics {
             .set(stats.last_batch_size.load(Ordering::Relaxed) as i64);
         self.commit_failures
             .set(stats.commit_failures.load(Ordering::Relaxed) as i64);
+        if let Ok(m) = std::fs::metadata(log.path()) {
+            self.data_file_bytes.set(m.len() as i64);
+        }
         let mut out = String::new();
         let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let _ = encode(&mut out, &reg);

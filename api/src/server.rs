@@ -226,6 +226,7 @@ pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
         .events
         .append(&ledger::events::sign_envelope(&key, &payload))
         .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
+    state.metrics.last_anchor.set(now.div_euclid(1_000_000));
     Ok(location)
 }
 

@@ -408,3 +408,216 @@ fn rotate_log_key_runbook() {
     );
     stop(server);
 }
+
+/// ops/runbooks/generate-keys.md and ops/runbooks/revoke-principal.md.
+#[test]
+fn generate_keys_and_revoke_runbooks() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    assert!(run(&[
+        "init",
+        "--data-dir",
+        d,
+        "--origin",
+        "keys.test/log",
+        "--operator-identity",
+        "ops@example.org"
+    ])
+    .status
+    .success());
+    for f in ["log.key", "operator.key"] {
+        let mode = std::fs::metadata(data.join(f))
+            .expect("key file")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{f} must be 0600");
+    }
+    let hk = dir.path().join("harness-ci.key");
+    let out = run(&[
+        "keygen",
+        "--name",
+        "harness-ci",
+        "--out",
+        hk.to_str().expect("utf8"),
+    ]);
+    let key_id = field(&out, "key id:");
+    let public = field(&out, "public key:");
+    assert_eq!(
+        std::fs::metadata(&hk).expect("key").permissions().mode() & 0o777,
+        0o600
+    );
+    let (server, base) = spawn_server(&["--data-dir", d]);
+    let op = data.join("operator.key");
+    let op = op.to_str().expect("utf8");
+    let out = run(&[
+        "enrol",
+        "--server",
+        &base,
+        "--operator-key",
+        op,
+        "--public-key",
+        &public,
+        "--identity",
+        "harness-ci@example.org",
+        "--role",
+        "harness",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(&[
+        "revoke",
+        "--server",
+        &base,
+        "--operator-key",
+        op,
+        "--key-id",
+        &key_id,
+        "--reason",
+        "laptop stolen",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The revoked key now writes nothing.
+    let key = api::demo::read_signing_key(&hk).expect("key");
+    let client = api::client::Client::new(&base, None);
+    let vkey = client
+        .get("/v1/log/key")
+        .expect("key")
+        .text()
+        .trim()
+        .to_owned();
+    let mut p = api::demo::Poster::new(&client, vkey, key.clone());
+    let r = p
+        .post_refused(
+            "operator",
+            ledger::events::Event::RunFinished(ledger::events::model::RunFinished {
+                run_id: "x".into(),
+            }),
+        )
+        .expect("refused");
+    assert_eq!(r.code().as_deref(), Some("signer_revoked"));
+    let out = run(&[
+        "revoke",
+        "--server",
+        &base,
+        "--operator-key",
+        op,
+        "--key-id",
+        &key_id,
+        "--reason",
+        "again",
+    ]);
+    assert!(!out.status.success(), "a key is revoked once");
+    stop(server);
+}
+
+/// ops/runbooks/verify-fails.md on a tampered directory.
+#[test]
+fn verify_fails_runbook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    assert!(run(&["init", "--data-dir", d, "--origin", "vf.test/log"])
+        .status
+        .success());
+    let anchors = data.join("anchors");
+    let a = anchors.to_str().expect("utf8");
+    let (server, base) = spawn_server(&["--data-dir", d]);
+    let backup = dir.path().join("latest.backup");
+    assert!(run(&[
+        "backup",
+        "--server",
+        &base,
+        "--out",
+        backup.to_str().expect("utf8")
+    ])
+    .status
+    .success());
+    stop(server);
+    // Two anchors: the second covers the first's anchor.published entry, one past the backup.
+    assert!(run(&["anchor", "publish", "--data-dir", d])
+        .status
+        .success());
+    assert!(run(&["anchor", "publish", "--data-dir", d])
+        .status
+        .success());
+    // Someone edits an entry on disk.
+    tests::RawDisk::open(&data).set_leaf(1, b"{\"forged\":true}");
+    // 1. verify names the first bad index.
+    let out = run(&["verify", "--quiet", "--data-dir", d, "--anchors", a]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("first bad index 1: leaf hash mismatch"));
+    // 2. preserve, 3. restore the backup (it is behind the anchor published since, by one entry).
+    let damaged = dir.path().join("data.damaged");
+    std::fs::rename(&data, &damaged).expect("preserve");
+    let restored = dir.path().join("data.restored");
+    let key = damaged.join("log.key");
+    let anchors = damaged.join("anchors");
+    let args = [
+        "restore",
+        "--backup",
+        backup.to_str().expect("utf8"),
+        "--data-dir",
+        restored.to_str().expect("utf8"),
+        "--key-file",
+        key.to_str().expect("utf8"),
+        "--anchors",
+        anchors.to_str().expect("utf8"),
+    ];
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(2), "behind the anchor: refused");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("behind anchor"));
+    let mut allowed = args.to_vec();
+    allowed.push("--allow-behind-anchor");
+    let out = run(&allowed);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("WARNING: behind anchor"));
+    let out = run(&[
+        "verify",
+        "--quiet",
+        "--data-dir",
+        restored.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+}
+
+/// docs/UPGRADES.md: a data directory in a newer format is refused, not misread.
+#[test]
+fn a_newer_data_format_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    tests::build_log(dir.path(), 3);
+    {
+        let db = redb::Database::open(tests::db_path(dir.path())).expect("raw");
+        let txn = db.begin_write().expect("write");
+        {
+            let mut meta = txn.open_table(ledger::store::META).expect("meta");
+            meta.insert("format_version", 2u32.to_be_bytes().as_slice())
+                .expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let out = ledger()
+        .args(["verify", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("verify");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("format version 2") && err.contains("reads up to 1"),
+        "{err}"
+    );
+}
