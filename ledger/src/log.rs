@@ -339,11 +339,13 @@ impl<S: Sequencer> Ledger<S> {
         make: impl FnOnce(&LogView<'_>) -> Result<S, Error>,
     ) -> Result<Ledger<S>, Error> {
         let store = Store::open(dir)?;
-        let snap = store.snapshot()?;
-        let head = snap.head()?;
-        let frontier = self_check(&snap, &head)?;
-        let sequencer = make(&LogView { snap: &snap, head })?;
-        drop(snap);
+        let (head, frontier, sequencer) = crate::store::guarded("checking the log", || {
+            let snap = store.snapshot()?;
+            let head = snap.head()?;
+            let frontier = self_check(&snap, &head)?;
+            let sequencer = make(&LogView { snap: &snap, head })?;
+            Ok((head, frontier, sequencer))
+        })?;
         tracing::info!(size = head.size, root = %hex32(&head.root), "ledger opened");
 
         let (watch, _) = tokio::sync::watch::channel(head);

@@ -129,10 +129,15 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, Error> {
         std::fs::create_dir_all(dir).map_err(|e| storage(redb::StorageError::Io(e)))?;
         let path = dir.join(DB_FILE);
-        let db = builder().create(&path).map_err(storage)?;
-        let store = Store { db, path };
-        store.init()?;
-        Ok(store)
+        guarded("opening", || {
+            let db = builder().create(&path).map_err(storage)?;
+            let store = Store {
+                db,
+                path: path.clone(),
+            };
+            store.init()?;
+            Ok(store)
+        })
     }
 
     /// Opens an existing log; refuses a directory without one.
@@ -144,10 +149,15 @@ impl Store {
                 format!("no ledger at {}", path.display()),
             ))));
         }
-        let db = builder().open(&path).map_err(storage)?;
-        let store = Store { db, path };
-        store.check_format()?;
-        Ok(store)
+        guarded("opening", || {
+            let db = builder().open(&path).map_err(storage)?;
+            let store = Store {
+                db,
+                path: path.clone(),
+            };
+            store.check_format()?;
+            Ok(store)
+        })
     }
 
     /// The path of the data file.
@@ -265,6 +275,29 @@ impl Store {
                 .map_err(storage)?;
         }
         txn.commit().map_err(storage)
+    }
+}
+
+/// Runs `f`, turning a panic inside the storage engine into a typed
+/// [`Error::Corrupt`]. redb panics on some malformed files (for example
+/// "Malformed allocator state") instead of returning an error; a tampered
+/// data file is attacker input, and must be refused, never crash the process.
+pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".to_owned());
+            Err(Corruption::new(
+                0,
+                CorruptionKind::Malformed,
+                format!("the storage engine rejected the data file while {what}: {msg}"),
+            )
+            .into())
+        }
     }
 }
 

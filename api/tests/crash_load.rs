@@ -1,0 +1,189 @@
+//! Crash under load: the real server runs under concurrent write load and is
+//! killed with SIGKILL at random moments, 50 times. After each restart:
+//! - it becomes ready, which means its startup verification of the whole log
+//!   (and its anchors) passed;
+//! - every acknowledged write is present with the same index and leaf hash;
+//! - it is consistent with every checkpoint it handed out before the crash.
+
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use api::client::Client;
+use api::demo::Poster;
+use api::server::{ConsistencyProof, EntryView, LogInfo};
+use ledger::events::model::{Event, Isolation, Role};
+use rand::Rng;
+
+const KILLS: usize = 50;
+const WRITERS: usize = 4;
+
+fn start(data: &str) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args([
+            "serve",
+            "--data-dir",
+            data,
+            "--listen",
+            &listen,
+            "--anchor-interval-secs",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let base = format!("http://{listen}");
+    let c = Client::new(&base, None);
+    for _ in 0..1000 {
+        if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
+            return (child, base);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the server did not become ready (startup verification failed?)");
+}
+
+#[derive(Clone)]
+struct Ack {
+    index: u64,
+    leaf_hash: String,
+    tree_size: u64,
+    root: String,
+}
+
+fn h(s: &str) -> ledger::Hash {
+    ledger::Hash(hex::decode(s).expect("hex").try_into().expect("32"))
+}
+
+#[test]
+fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8").to_owned();
+    let init = api::init::init(&data, "crash.test/log", "operator", None).expect("init");
+    let vkey = init.log_key.verifier_key().to_owned();
+    let operator = init.operator.clone();
+    drop(init);
+    let acked: Arc<Mutex<Vec<Ack>>> = Arc::new(Mutex::new(Vec::new()));
+    let mut rng = rand::rng();
+    for round in 0..KILLS {
+        let (mut server, base) = start(&d);
+        let c = Client::new(&base, None);
+        if round == 0 {
+            let mut p = Poster::new(&c, vkey.clone(), operator.clone());
+            p.enrol("harness", Role::Harness).expect("enrol");
+            p.post(
+                "operator",
+                Event::TaskClassRegistered(tests::world::task_class(tests::world::TASK_CLASS)),
+            )
+            .expect("register");
+        }
+        // Everything acknowledged before the crash is still there, unchanged.
+        let info: LogInfo = c.get_json("/v1/log").expect("log");
+        let before = acked.lock().expect("lock").clone();
+        let recent = before.iter().rev().take(200);
+        let earlier: Vec<&Ack> = (0..50.min(before.len()))
+            .map(|_| &before[rng.random_range(0..before.len())])
+            .collect();
+        for a in recent.chain(earlier) {
+            let e: EntryView = c
+                .get_json(&format!("/v1/entries/{}", a.index))
+                .unwrap_or_else(|e| {
+                    panic!("round {round}: acknowledged entry {} lost: {e}", a.index)
+                });
+            assert_eq!(
+                e.leaf_hash, a.leaf_hash,
+                "round {round}: entry {} changed",
+                a.index
+            );
+        }
+        // ...and every checkpoint handed out is a prefix of the current tree.
+        for a in before.iter().rev().step_by(97).take(20) {
+            let p: ConsistencyProof = c
+                .get_json(&format!(
+                    "/v1/proofs/consistency?first={}&second={}",
+                    a.tree_size, info.tree_size
+                ))
+                .expect("proof");
+            ledger::merkle::verify_consistency(
+                a.tree_size,
+                &h(&a.root),
+                info.tree_size,
+                &h(&info.root),
+                &p.proof.iter().map(|x| h(x)).collect::<Vec<_>>(),
+            )
+            .unwrap_or_else(|e| {
+                panic!(
+                    "round {round}: checkpoint {} inconsistent after restart: {e}",
+                    a.tree_size
+                )
+            });
+        }
+        // Load, then SIGKILL at a random moment.
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (base, vkey, op, acked) = (
+                    base.clone(),
+                    vkey.clone(),
+                    operator.clone(),
+                    Arc::clone(&acked),
+                );
+                std::thread::spawn(move || {
+                    let client = Client::new(&base, None);
+                    let mut p = Poster::new(&client, vkey, op);
+                    for i in 0.. {
+                        let run =
+                            tests::world::run(&format!("r{round}-w{w}-{i}"), Isolation::Microvm);
+                        match p.post("harness", Event::RunStarted(run)) {
+                            Ok(r) => acked.lock().expect("lock").push(Ack {
+                                index: r.index,
+                                leaf_hash: r.leaf_hash,
+                                tree_size: r.tree_size,
+                                root: r.root,
+                            }),
+                            Err(_) => break,
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(rng.random_range(30..200)));
+        server.kill().expect("SIGKILL");
+        server.wait().expect("reap");
+        for w in writers {
+            w.join().expect("writer");
+        }
+    }
+    // A last restart: every acknowledged write, all of them, is present.
+    let (mut server, base) = start(&d);
+    let c = Client::new(&base, None);
+    let all = acked.lock().expect("lock").clone();
+    let mut lost = 0;
+    for a in &all {
+        match c.get_json::<EntryView>(&format!("/v1/entries/{}", a.index)) {
+            Ok(e) if e.leaf_hash == a.leaf_hash => {}
+            _ => lost += 1,
+        }
+    }
+    let mut idx: Vec<u64> = all.iter().map(|a| a.index).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    assert_eq!(idx.len(), all.len(), "an index was acknowledged twice");
+    server.kill().expect("kill");
+    server.wait().expect("reap");
+    eprintln!(
+        "crash under load: {KILLS} SIGKILLs, {} writes acknowledged, {lost} lost",
+        all.len()
+    );
+    assert_eq!(lost, 0);
+    assert!(all.len() > KILLS, "too little load to mean anything");
+}
