@@ -5,6 +5,7 @@
 //!   withheld: 503, no numbers);
 //! - nothing the log means changed (the flip hit free space), and the
 //!   projection is byte-identical to the original.
+//!
 //! A served wrong number fails the test.
 
 mod common;
