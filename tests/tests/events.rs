@@ -133,6 +133,17 @@ fn swapped_rubric_digest_is_refused() {
 }
 
 #[test]
+fn swapped_cassette_is_refused() {
+    refused(
+        C::CassetteDigestMismatch,
+        "event.body.cassette_digest",
+        with_score(|s| {
+            s.cassette_digest = case_digest("a cassette that answers every case correctly");
+        }),
+    );
+}
+
+#[test]
 fn score_above_one_is_refused() {
     refused(
         C::ScoreOutOfRange,

@@ -101,6 +101,8 @@ codes! {
     CaseDigestMismatch = "case_digest_mismatch",
     /// The rubric digest differs from the task class's current rubric.
     RubricDigestMismatch = "rubric_digest_mismatch",
+    /// The score's cassette digest differs from its case's (a swapped cassette).
+    CassetteDigestMismatch = "cassette_digest_mismatch",
     /// score must be finite and within [0, 1].
     ScoreOutOfRange = "score_out_of_range",
     /// cost_usd must be finite and at least 0.

@@ -59,6 +59,7 @@ pub enum CaseStatus {
 pub struct CaseState {
     pub task_class: String,
     pub case_digest: String,
+    pub cassette_digest: String,
     pub curation_class: String,
     pub status: CaseStatus,
     pub source: CaseSource,
@@ -888,6 +889,13 @@ impl State {
                 "differs from the task class's current rubric",
             );
         }
+        if e.cassette_digest != case.cassette_digest {
+            return reject(
+                C::CassetteDigestMismatch,
+                body("cassette_digest"),
+                "differs from the case's cassette (a swapped cassette)",
+            );
+        }
         let s = &e.score;
         if !(s.score.is_finite() && (0.0..=1.0).contains(&s.score)) {
             return reject(
@@ -999,6 +1007,7 @@ impl State {
                     CaseState {
                         task_class: e.task_class.clone(),
                         case_digest: e.case_digest.clone(),
+                        cassette_digest: e.cassette_digest.clone(),
                         curation_class: e.curation_class.clone(),
                         status: CaseStatus::Active,
                         source: e.provenance.source,
@@ -1028,6 +1037,7 @@ impl State {
                         CaseState {
                             task_class: p.task_class.clone(),
                             case_digest: p.draft.case_digest.clone(),
+                            cassette_digest: p.draft.cassette_digest.clone(),
                             curation_class: p.draft.curation_class.clone(),
                             status: CaseStatus::Active,
                             source: CaseSource::OutcomeLedgerDerived,
