@@ -102,6 +102,7 @@ pub enum ApiError {
     LogVerifying,
     LogUnverified(String),
     LogCorrupt(String),
+    StorageUnavailable(String),
     Internal(String),
 }
 
@@ -128,6 +129,7 @@ impl ApiError {
             ApiError::LogVerifying => "log_verifying",
             ApiError::LogUnverified(_) => "log_unverified",
             ApiError::LogCorrupt(_) => "log_corrupt",
+            ApiError::StorageUnavailable(_) => "storage_unavailable",
             ApiError::Internal(_) => "internal",
         }
         .to_owned()
@@ -146,7 +148,8 @@ impl ApiError {
             | ApiError::Timeout
             | ApiError::LogVerifying
             | ApiError::LogUnverified(_)
-            | ApiError::LogCorrupt(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::LogCorrupt(_)
+            | ApiError::StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -199,6 +202,7 @@ impl From<ledger::Error> for ApiError {
             ledger::Error::EntryTooLarge { .. } => ApiError::PayloadTooLarge,
             ledger::Error::Busy | ledger::Error::Closed => ApiError::Overloaded,
             ledger::Error::Corrupt(c) => ApiError::LogCorrupt(c.to_string()),
+            ledger::Error::Storage(e) => ApiError::StorageUnavailable(e.to_string()),
             e => ApiError::Internal(e.to_string()),
         }
     }
@@ -261,7 +265,10 @@ impl IntoResponse for ApiError {
             ApiError::InvalidParameter { field, detail } => {
                 (detail.clone(), Some(field.clone()), None)
             }
-            ApiError::LogUnverified(d) | ApiError::LogCorrupt(d) | ApiError::Internal(d) => {
+            ApiError::LogUnverified(d)
+            | ApiError::LogCorrupt(d)
+            | ApiError::StorageUnavailable(d)
+            | ApiError::Internal(d) => {
                 tracing::error!(code = %code, detail = %d, "serving an error");
                 (
                     API_CODES

@@ -31,6 +31,8 @@ pub struct Config {
     pub queue_capacity: usize,
     /// The largest leaf accepted, in bytes.
     pub max_entry_bytes: usize,
+    /// The storage backend (fault injection in tests); `None` is the file.
+    pub backend: Option<crate::store::BackendFactory>,
 }
 
 impl Default for Config {
@@ -40,6 +42,7 @@ impl Default for Config {
             max_wait: Duration::ZERO,
             queue_capacity: 16 * 1024,
             max_entry_bytes: 1 << 20,
+            backend: None,
         }
     }
 }
@@ -226,7 +229,12 @@ struct Request<S: Sequencer> {
 }
 
 struct Shared {
-    store: Store,
+    /// `None` only while the committer reopens the database after an I/O
+    /// failure (redb refuses every operation after one until reopened).
+    store: RwLock<Option<Arc<Store>>>,
+    dir: std::path::PathBuf,
+    file: std::path::PathBuf,
+    backend: Option<crate::store::BackendFactory>,
     head: RwLock<Head>,
     stats: Stats,
     watch: tokio::sync::watch::Sender<Head>,
@@ -338,7 +346,7 @@ impl<S: Sequencer> Ledger<S> {
         config: Config,
         make: impl FnOnce(&LogView<'_>) -> Result<S, Error>,
     ) -> Result<Ledger<S>, Error> {
-        let store = Store::open(dir)?;
+        let store = Store::open_with(dir, config.backend.as_ref())?;
         let (head, frontier, sequencer) = crate::store::guarded("checking the log", || {
             let snap = store.snapshot()?;
             let head = snap.head()?;
@@ -350,7 +358,10 @@ impl<S: Sequencer> Ledger<S> {
 
         let (watch, _) = tokio::sync::watch::channel(head);
         let shared = Arc::new(Shared {
-            store,
+            store: RwLock::new(Some(Arc::new(store))),
+            dir: dir.to_path_buf(),
+            file: dir.join(crate::store::DB_FILE),
+            backend: config.backend.clone(),
             head: RwLock::new(head),
             stats: Stats::default(),
             watch,
@@ -422,13 +433,13 @@ impl<S: Sequencer> Ledger<S> {
 
     /// The path of the data file.
     pub fn path(&self) -> &Path {
-        self.shared.store.path()
+        self.shared.path()
     }
 
     /// The entry whose leaf hash is `leaf_hash`, if any (checked).
     pub fn find_leaf(&self, leaf_hash: &Hash) -> Result<Option<Entry>, Error> {
         let size = self.head().size;
-        let snap = self.shared.store.snapshot()?;
+        let snap = self.shared.store()?.snapshot()?;
         match snap.index_of_leaf(leaf_hash)? {
             Some(i) if i < size => {
                 let e = checked_entry(&snap, i)?;
@@ -444,24 +455,24 @@ impl<S: Sequencer> Ledger<S> {
         &self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<crate::Verified, Error> {
-        let snap = self.shared.store.snapshot()?;
+        let snap = self.shared.store()?.snapshot()?;
         crate::verify::verify_snapshot(&snap, progress)
     }
 
     /// Saves derived state (for example a projection checkpoint) under
     /// `name`. It is not part of the log and is never hashed.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.shared.store.put_aux(name, bytes)
+        self.shared.store()?.put_aux(name, bytes)
     }
 
     /// Derived state saved under `name`.
     pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.shared.store.get_aux(name)
+        self.shared.store()?.get_aux(name)
     }
 
     /// A read snapshot of the committed log.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
-        self.shared.store.snapshot()
+        self.shared.store()?.snapshot()
     }
 
     fn snapshot_below(&self, size: u64) -> Result<Snapshot, Error> {
@@ -472,7 +483,7 @@ impl<S: Sequencer> Ledger<S> {
                 rule: "must not exceed the current tree size",
             });
         }
-        self.shared.store.snapshot()
+        self.shared.store()?.snapshot()
     }
 
     /// The entry at `index`, with its bytes checked against the stored leaf
@@ -482,7 +493,7 @@ impl<S: Sequencer> Ledger<S> {
         if index >= size {
             return Err(Error::IndexOutOfRange { index, size });
         }
-        let snap = self.shared.store.snapshot()?;
+        let snap = self.shared.store()?.snapshot()?;
         checked_entry(&snap, index)
     }
 
@@ -493,7 +504,7 @@ impl<S: Sequencer> Ledger<S> {
         if start >= end {
             return Ok(Vec::new());
         }
-        let snap = self.shared.store.snapshot()?;
+        let snap = self.shared.store()?.snapshot()?;
         (start..end).map(|i| checked_entry(&snap, i)).collect()
     }
 
@@ -503,7 +514,7 @@ impl<S: Sequencer> Ledger<S> {
         if index >= size {
             return Err(Error::IndexOutOfRange { index, size });
         }
-        let snap = self.shared.store.snapshot()?;
+        let snap = self.shared.store()?.snapshot()?;
         Ok(snap.hashes_at(&[stored_hash_index(0, index)])?[0])
     }
 
@@ -541,6 +552,89 @@ impl<S: Sequencer> Ledger<S> {
         let r = Reader::new(&snap);
         tlog_tiles::prove_tree(new_size, old_size, &r).map_err(|e| r.take_err(e))
     }
+}
+
+impl Shared {
+    /// The open store, or [`Error::Busy`] while it is being reopened.
+    fn store(&self) -> Result<Arc<Store>, Error> {
+        self.store
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(Error::Busy)
+    }
+
+    fn path(&self) -> &Path {
+        self.file.as_path()
+    }
+}
+
+/// Reopens the store after a failed commit and brings the committer's head
+/// and the sequencer in line with what is on disk. If the reopen fails, the
+/// store stays closed (reads and writes get [`Error::Busy`]) and the next
+/// batch tries again.
+fn recover<S: Sequencer>(
+    shared: &Shared,
+    frontier: &mut Frontier,
+    head: &mut Head,
+    sequencer: &mut S,
+) {
+    match reopen(shared) {
+        Ok((h, f)) => {
+            if h != *head {
+                tracing::warn!(
+                    size = h.size,
+                    "a batch that reported failure had persisted; the head includes it"
+                );
+            }
+            (*frontier, *head) = (f, h);
+            *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
+            shared.watch.send_replace(h);
+            match shared.store().and_then(|s| s.snapshot()) {
+                Ok(snap) => sequencer.failed(&LogView {
+                    snap: &snap,
+                    head: h,
+                }),
+                Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
+            }
+            tracing::info!(size = h.size, "storage reopened after a failed commit");
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reopening storage failed; writes refused until it succeeds")
+        }
+    }
+}
+
+/// After a failed commit: redb refuses every operation until reopened, so
+/// drop the database, open it again, and reload the committed head from disk
+/// (a batch that reported failure may have persisted). Returns the head, its
+/// right edge, and a fresh snapshot for the sequencer to rebuild from.
+fn reopen(shared: &Shared) -> Result<(Head, Frontier), Error> {
+    let old = shared
+        .store
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    drop(old);
+    let mut last = Error::Busy;
+    for _ in 0..200 {
+        match Store::open_with(&shared.dir, shared.backend.as_ref()) {
+            Ok(store) => {
+                let snap = store.snapshot()?;
+                let head = snap.head()?;
+                let frontier = self_check(&snap, &head)?;
+                drop(snap);
+                *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
+                return Ok((head, frontier));
+            }
+            // Readers may still hold the old database for a moment.
+            Err(e) => {
+                last = e;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    Err(last)
 }
 
 impl<S: Sequencer> Drop for Ledger<S> {
@@ -667,7 +761,16 @@ fn commit_loop<S: Sequencer>(
                 }
             }
         }
-        let snap = match shared.store.snapshot() {
+        if shared
+            .store
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none()
+        {
+            let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+            recover(shared, &mut frontier, &mut head, &mut *guard);
+        }
+        let snap = match shared.store().and_then(|s| s.snapshot()) {
             Ok(s) => s,
             Err(e) => {
                 for req in batch {
@@ -752,9 +855,12 @@ fn run_batch<S: Sequencer>(
             root: frontier.root(),
             chain,
         };
-        shared.store.commit(&rows, &new_head).map(|()| {
-            *head = new_head;
-        })
+        shared
+            .store()
+            .and_then(|s| s.commit(&rows, &new_head))
+            .map(|()| {
+                *head = new_head;
+            })
     };
 
     match result {
@@ -807,16 +913,7 @@ fn run_batch<S: Sequencer>(
             tracing::error!(error = %e, batch = replies.len(), "commit failed; batch not acknowledged");
             shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
             (*frontier, *head) = saved;
-            match shared.store.snapshot() {
-                Ok(snap) => sequencer.failed(&LogView {
-                    snap: &snap,
-                    head: *head,
-                }),
-                Err(e2) => {
-                    tracing::error!(error = %e2, "cannot read the log to restore sequencer state");
-                    sequencer.failed(view);
-                }
-            }
+            recover(shared, frontier, head, sequencer);
             for (outcome, reply) in outcomes.into_iter().zip(replies) {
                 let msg = match outcome {
                     // A refusal that needed no record stands regardless.

@@ -111,6 +111,45 @@ pub(crate) struct Row<'a> {
     pub hashes: Vec<Hash>,
 }
 
+/// Opens a storage backend for the data file at the given path.
+pub type MakeBackend =
+    dyn Fn(&Path) -> std::io::Result<Box<dyn redb::StorageBackend>> + Send + Sync;
+
+/// Makes the storage backend for a data file: the seam where tests inject
+/// faults (failed fsync, failed write, ENOSPC). Production uses the file.
+#[derive(Clone)]
+pub struct BackendFactory(pub std::sync::Arc<MakeBackend>);
+
+impl std::fmt::Debug for BackendFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BackendFactory")
+    }
+}
+
+#[derive(Debug)]
+struct BoxedBackend(Box<dyn redb::StorageBackend>);
+
+impl redb::StorageBackend for BoxedBackend {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.0.close()
+    }
+}
+
 /// The log's storage: one redb database in the data directory.
 pub struct Store {
     db: Database,
@@ -127,10 +166,24 @@ impl Store {
     /// Opens the log in `dir`, creating the directory and an empty log if
     /// there is none.
     pub fn open(dir: &Path) -> Result<Store, Error> {
+        Store::open_with(dir, None)
+    }
+
+    /// Like [`Store::open`], on the storage backend `backend` makes (for
+    /// fault injection); `None` is the plain file.
+    pub fn open_with(dir: &Path, backend: Option<&BackendFactory>) -> Result<Store, Error> {
         std::fs::create_dir_all(dir).map_err(|e| storage(redb::StorageError::Io(e)))?;
         let path = dir.join(DB_FILE);
         guarded("opening", || {
-            let db = builder().create(&path).map_err(storage)?;
+            let db = match backend {
+                None => builder().create(&path).map_err(storage)?,
+                Some(f) => {
+                    let b = (f.0)(&path).map_err(|e| storage(redb::StorageError::Io(e)))?;
+                    builder()
+                        .create_with_backend(BoxedBackend(b))
+                        .map_err(storage)?
+                }
+            };
             let store = Store {
                 db,
                 path: path.clone(),

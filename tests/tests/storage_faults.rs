@@ -1,0 +1,224 @@
+//! Storage faults, injected under redb through a fault-injecting backend:
+//! a failed fsync, a failed write, ENOSPC, and a failure reported after the
+//! data was made durable. In every case:
+//! - no write whose commit failed is acknowledged;
+//! - reads during the fault return the right entry or a typed pushback
+//!   (redb latches after an I/O error and reopens only once the fault
+//!   clears), never wrong data;
+//! - writes recover when the fault clears, and the log verifies;
+//! - a write that reported failure but persisted is found again by an
+//!   idempotent retry, never appended twice.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use ledger::store::BackendFactory;
+use ledger::{AppendError, Config, Error, Ledger};
+use redb::StorageBackend;
+
+const OK: u8 = 0;
+const FAIL_SYNC: u8 = 1;
+const FAIL_WRITE: u8 = 2;
+const ENOSPC: u8 = 3;
+const SYNC_THEN_FAIL: u8 = 4;
+
+#[derive(Debug)]
+struct Faulty {
+    inner: redb::backends::FileBackend,
+    mode: Arc<AtomicU8>,
+    syncs: std::sync::atomic::AtomicU32,
+}
+
+fn err(kind: std::io::ErrorKind, what: &str) -> std::io::Error {
+    std::io::Error::new(kind, format!("injected: {what}"))
+}
+
+impl StorageBackend for Faulty {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        if self.mode.load(Ordering::SeqCst) == ENOSPC {
+            return Err(std::io::Error::from_raw_os_error(28));
+        }
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        match self.mode.load(Ordering::SeqCst) {
+            FAIL_SYNC => Err(err(std::io::ErrorKind::Other, "fsync failed")),
+            SYNC_THEN_FAIL => {
+                // redb commits in two phases: data, fsync, header, fsync. The
+                // second fsync makes the commit durable; report it as failed.
+                self.inner.sync_data()?;
+                if self.syncs.fetch_add(1, Ordering::SeqCst) % 2 == 1 {
+                    Err(err(
+                        std::io::ErrorKind::Other,
+                        "fsync reported failure after persisting",
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            _ => self.inner.sync_data(),
+        }
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        match self.mode.load(Ordering::SeqCst) {
+            FAIL_WRITE => Err(err(std::io::ErrorKind::Other, "write failed")),
+            ENOSPC => Err(std::io::Error::from_raw_os_error(28)),
+            _ => self.inner.write(offset, data),
+        }
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.inner.close()
+    }
+}
+
+fn faulty(mode: &Arc<AtomicU8>) -> Config {
+    let mode = Arc::clone(mode);
+    Config {
+        backend: Some(BackendFactory(Arc::new(move |path: &std::path::Path| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            let inner = redb::backends::FileBackend::new(file)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            Ok(Box::new(Faulty {
+                inner,
+                mode: Arc::clone(&mode),
+                syncs: std::sync::atomic::AtomicU32::new(0),
+            }) as Box<dyn StorageBackend>)
+        }))),
+        ..Config::default()
+    }
+}
+
+/// A write, a fault, writes refused and reads served, the fault cleared,
+/// writes again, and a clean verify.
+fn fault_round_trip(fault: u8) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mode = Arc::new(AtomicU8::new(OK));
+    let log = Ledger::open(dir.path(), faulty(&mode)).expect("open");
+    for i in 0..10u64 {
+        log.append(tests::sample_leaf(i)).expect("append");
+    }
+    let before = log.head();
+    mode.store(fault, Ordering::SeqCst);
+    for i in 0..3u64 {
+        match log.append(format!("during fault {i}").into_bytes()) {
+            Err(Error::Storage(_) | Error::Busy) => {}
+            other => {
+                panic!("fault {fault}: a write was acknowledged while storage failed: {other:?}")
+            }
+        }
+    }
+    // While the fault lasts, a read is either the right entry or a typed
+    // pushback (redb refuses every operation after an I/O error, and cannot
+    // be reopened until the fault clears): never wrong data, never a panic.
+    for _ in 0..10 {
+        match log.entry(3) {
+            Ok(e) => assert_eq!(e.leaf, tests::sample_leaf(3)),
+            Err(Error::Busy | Error::Storage(_)) => {}
+            Err(other) => panic!("fault {fault}: unexpected read error {other}"),
+        }
+    }
+    mode.store(OK, Ordering::SeqCst);
+    let mut recovered = None;
+    for _ in 0..100 {
+        match log.append(b"after the fault".to_vec()) {
+            Ok(a) => {
+                recovered = Some(a);
+                break;
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    let a = recovered.unwrap_or_else(|| panic!("fault {fault}: writes never recovered"));
+    assert!(
+        a.index >= before.size,
+        "fault {fault}: the log went backwards"
+    );
+    drop(log);
+    let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verifies after the fault");
+    assert_eq!(v.size, a.index + 1);
+}
+
+#[test]
+fn failed_fsync_is_never_acknowledged_and_recovers() {
+    fault_round_trip(FAIL_SYNC);
+}
+
+#[test]
+fn failed_write_is_never_acknowledged_and_recovers() {
+    fault_round_trip(FAIL_WRITE);
+}
+
+#[test]
+fn enospc_is_never_acknowledged_and_recovers() {
+    fault_round_trip(ENOSPC);
+}
+
+#[test]
+fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mode = Arc::new(AtomicU8::new(OK));
+    let clock = Arc::new(ledger::events::ManualClock::new(tests::world::T0));
+    let key = tests::world::key("ledger");
+    let log = ledger::events::EventLog::open(dir.path(), faulty(&mode), key, clock).expect("open");
+    for env in ledger::events::genesis_envelopes(
+        &tests::world::key("operator"),
+        "op",
+        &tests::world::key("ledger").verifying_key(),
+        "2026-11-01T00:00:00Z",
+    ) {
+        log.append(&env).expect("genesis");
+    }
+    let payload = ledger::events::Payload {
+        schema: 1,
+        id: "enrol-harness-once".into(),
+        signer: ledger::events::key_id(&tests::world::key("operator").verifying_key()),
+        issued_at: "2026-11-01T00:00:00Z".into(),
+        event: ledger::events::Event::PrincipalEnrolled(ledger::events::model::PrincipalEnrolled {
+            public_key: ledger::events::envelope::public_key_b64(
+                &tests::world::key("harness").verifying_key(),
+            ),
+            identity: "harness".into(),
+            roles: vec![ledger::events::Role::Harness],
+        }),
+    };
+    let env = ledger::events::sign_envelope(&tests::world::key("operator"), &payload);
+    mode.store(SYNC_THEN_FAIL, Ordering::SeqCst);
+    match log.append(&env) {
+        Err(AppendError::Ledger(_)) => {}
+        other => panic!("a commit that reported failure was acknowledged: {other:?}"),
+    }
+    mode.store(OK, Ordering::SeqCst);
+    // The client retries the same envelope: the entry that did persist is
+    // returned, and nothing is appended twice.
+    let mut receipt = None;
+    for _ in 0..100 {
+        match log.append(&env) {
+            Ok(r) => {
+                receipt = Some(r);
+                break;
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    let r = receipt.expect("the retry succeeds");
+    assert!(
+        r.existing,
+        "the write had persisted: the retry must find it, not append it again"
+    );
+    assert_eq!(log.ledger().head().size, 3);
+    let replayed = log.replay_state().expect("replay");
+    assert!(replayed.principals.contains_key(&ledger::events::key_id(
+        &tests::world::key("harness").verifying_key()
+    )));
+}
