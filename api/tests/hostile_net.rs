@@ -1,0 +1,148 @@
+//! Hostile clients on loopback (bounded in count and time): slow clients
+//! that never finish their headers, a connection flood, and readers racing
+//! writers, where every checkpoint a reader saw must be consistent with
+//! every later one.
+
+mod common;
+
+use std::io::Write as _;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use api::client::Client;
+use api::server::ConsistencyProof;
+use common::TestServer;
+use ledger::events::model::{Event, Isolation, Role};
+
+#[test]
+fn slow_clients_do_not_starve_others() {
+    let s = TestServer::start(|_| {});
+    s.wait_verified();
+    // 200 connections that send half a request line and stall.
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let mut t = TcpStream::connect(s.addr).expect("connect");
+        t.write_all(b"GET /v1/log HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .expect("write");
+        slow.push(t);
+    }
+    let c = s.client();
+    let started = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(c.get("/v1/log").expect("served").status, 200);
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "normal clients starved by slow ones"
+    );
+    drop(slow);
+}
+
+#[test]
+fn a_connection_flood_leaves_the_server_healthy() {
+    let s = TestServer::start(|_| {});
+    s.wait_verified();
+    for _ in 0..2000 {
+        if let Ok(mut t) = TcpStream::connect(s.addr) {
+            let _ = t.write_all(b"GET /healthz HTTP/1.1\r\n");
+        }
+    }
+    let c = s.client();
+    let mut ok = false;
+    for _ in 0..100 {
+        if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
+            ok = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ok, "the server did not recover from the flood");
+}
+
+#[test]
+fn readers_racing_writers_see_only_consistent_checkpoints() {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    let mut p = s.poster(&c);
+    p.post(
+        "operator",
+        Event::TaskClassRegistered(tests::world::task_class(tests::world::TASK_CLASS)),
+    )
+    .expect("register");
+    p.enrol("harness", Role::Harness).expect("enrol");
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (base, vkey, op) = (s.base.clone(), s.vkey.clone(), s.operator.clone());
+            std::thread::spawn(move || {
+                let client = Client::new(&base, None);
+                let mut p = api::demo::Poster::new(&client, vkey, op);
+                for i in 0..150 {
+                    let env = p.envelope(
+                        "harness",
+                        Event::RunStarted(tests::world::run(
+                            &format!("w{w}-{i}"),
+                            Isolation::Microvm,
+                        )),
+                    );
+                    let first = client.post_json("/v1/events", &env).expect("post");
+                    assert_eq!(first.status, 201);
+                    // An idempotent re-post never double-appends.
+                    let again = client.post_json("/v1/events", &env).expect("re-post");
+                    assert_eq!(again.status, 200);
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let (base, vkey) = (s.base.clone(), s.vkey.clone());
+            std::thread::spawn(move || {
+                let client = Client::new(&base, None);
+                let mut seen = Vec::new();
+                for _ in 0..200 {
+                    let note = client.get("/checkpoint").expect("checkpoint");
+                    let cp = anchors::open_checkpoint(&note.body, &vkey).expect("signed");
+                    if let Some((size, _)) = seen.last() {
+                        assert!(cp.size >= *size, "a reader saw the checkpoint shrink");
+                    }
+                    seen.push((cp.size, cp.root));
+                }
+                seen
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let seen: Vec<(u64, ledger::Hash)> = readers
+        .into_iter()
+        .flat_map(|r| r.join().expect("reader"))
+        .collect();
+    let head = s.state.events.ledger().head();
+    assert_eq!(head.size, 4 + 8 * 150, "every write once, none twice");
+    let mut sizes = std::collections::BTreeMap::new();
+    for (size, root) in &seen {
+        assert_eq!(
+            *sizes.entry(*size).or_insert(*root),
+            *root,
+            "two roots for size {size}"
+        );
+    }
+    let h = |x: &str| ledger::Hash(hex::decode(x).expect("hex").try_into().expect("32"));
+    for (size, root) in sizes.iter().filter(|(s, _)| **s > 0) {
+        let p: ConsistencyProof = c
+            .get_json(&format!(
+                "/v1/proofs/consistency?first={size}&second={}",
+                head.size
+            ))
+            .expect("proof");
+        ledger::merkle::verify_consistency(
+            *size,
+            root,
+            head.size,
+            &head.root,
+            &p.proof.iter().map(|x| h(x)).collect::<Vec<_>>(),
+        )
+        .expect("every checkpoint a reader saw is a prefix of the final tree");
+    }
+}
