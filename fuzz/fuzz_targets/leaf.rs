@@ -1,0 +1,7 @@
+//! Leaf records as stored in the log: decoding never panics.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let _ = ledger::events::decode_leaf(data);
+});
