@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# A real filesystem that fills up: the server runs on a small tmpfs, writes
+# until the disk is full, must refuse (503, a stable code) without
+# acknowledging anything it did not persist, and must recover when space
+# returns. Needs root (mount). CI runs it; figures go to tests/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=$(realpath "${LEDGER_BIN:-target/debug/ledger}")
+work=$(mktemp -d)
+mnt="$work/disk"
+mkdir -p "$mnt"
+mount -t tmpfs -o size=4m tmpfs "$mnt"
+cleanup() {
+    [[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true
+    sleep 0.2
+    umount "$mnt" 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+"$BIN" init --data-dir "$mnt/data" --origin disk.test/log > /dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$BIN" serve --data-dir "$mnt/data" --listen "127.0.0.1:$port" --anchor-interval-secs 0 2> "$work/server.log" &
+server=$!
+PYTHONPATH=examples/python python3 - "$port" "$mnt" <<'PY'
+import base64, hashlib, json, os, subprocess, sys, time
+sys.argv = sys.argv  # port, mount
+import post_event as pe
+import nacl.signing
+port, mnt = sys.argv[1], sys.argv[2]
+server = f"http://127.0.0.1:{port}"
+for _ in range(300):
+    try:
+        if pe.http("GET", server + "/readyz")[0] == 200:
+            break
+    except Exception:
+        pass
+    time.sleep(0.1)
+vkey = json.loads(pe.http("GET", server + "/v1/log")[1])["verifier_key"]
+operator = pe.read_key(f"{mnt}/data/operator.key")
+harness = nacl.signing.SigningKey.generate()
+rubric = "blake3:" + hashlib.sha256(b"rubric").hexdigest()
+pe.post(server, vkey, operator, "principal.enrolled", {"public_key": base64.b64encode(bytes(harness.verify_key)).decode(), "identity": "harness", "roles": ["harness"]})
+pe.post(server, vkey, operator, "task_class.registered", {"task_class": "disk", "tiers": {"silver": {"min_cases_for_promotion": 1, "score_threshold": 0.5}, "gold": {"min_cases_for_promotion": 2, "score_threshold": 0.9}}, "failure_modes": [], "breakdown_keys": [], "rubric_digest": rubric, "initial_tier": "bronze"})
+
+def run_started(i):
+    return pe.envelope(harness, "run.started", {"run_id": f"fill-{i}-" + "x" * 64, "task_class": "disk", "harness_version": "v" * 2000, "rubric_digest": rubric, "sandbox_image_digest": rubric.replace("blake3", "sha256"), "isolation_class": "microvm"})
+
+acked, codes, i = {}, {}, 0
+while True:
+    status, body = pe.http("POST", server + "/v1/events", run_started(i))
+    i += 1
+    if status == 201:
+        r = json.loads(body)
+        acked[r["index"]] = r["leaf_hash"]
+        continue
+    code = json.loads(body).get("code")
+    codes[code] = codes.get(code, 0) + 1
+    assert status == 503 and code == "storage_unavailable", (status, body[:300])
+    if codes[code] >= 5:
+        break
+print(f"disk full after {len(acked)} acknowledged writes; refused with {codes}")
+# Space returns.
+subprocess.run(["mount", "-o", "remount,size=64m", mnt], check=True)
+for _ in range(200):
+    status, body = pe.http("POST", server + "/v1/events", run_started(i))
+    i += 1
+    if status == 201:
+        r = json.loads(body)
+        acked[r["index"]] = r["leaf_hash"]
+        break
+    time.sleep(0.05)
+else:
+    raise SystemExit("writes did not recover after space returned")
+# Every acknowledged write is there, unchanged.
+for index, leaf_hash in acked.items():
+    status, body = pe.http("GET", f"{server}/v1/entries/{index}")
+    assert status == 200 and json.loads(body)["leaf_hash"] == leaf_hash, (index, status)
+print(f"recovered; all {len(acked)} acknowledged writes present, 0 lost")
+PY
+kill "$server"; wait "$server" || true; server=
+"$BIN" verify --quiet --data-dir "$mnt/data"
+echo "full disk: OK"
