@@ -386,30 +386,56 @@ pub struct EnvelopeSig {
     pub sig: String,
 }
 
+// Numeric query parameters are taken as text and parsed strictly, so that
+// an empty or malformed value (`?limit=`) is a 400, never silently "absent".
+
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
     /// First index (default 0).
-    pub start: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 0)]
+    pub start: Option<String>,
     /// Entries per page, 1–1000 (default 100).
-    pub limit: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 1, maximum = 1000)]
+    pub limit: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct InclusionQuery {
     /// The entry index (or give `leaf_hash`).
-    pub index: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 0)]
+    pub index: Option<String>,
     /// Hex leaf hash (instead of `index`).
     pub leaf_hash: Option<String>,
     /// Tree size to prove against (default: the current size).
-    pub tree_size: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 1)]
+    pub tree_size: Option<String>,
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ConsistencyQuery {
     /// The older tree size.
-    pub first: u64,
+    #[param(value_type = u64, minimum = 0)]
+    pub first: String,
     /// The newer tree size (default: the current size).
-    pub second: Option<u64>,
+    #[param(value_type = Option<u64>, minimum = 0)]
+    pub second: Option<String>,
+}
+
+fn num(field: &str, v: &Option<String>) -> Result<Option<u64>, ApiError> {
+    match v {
+        None => Ok(None),
+        Some(s) => match s.parse::<u64>() {
+            // The OpenAPI type is int64: values above 2^63 - 1 are out of range.
+            Ok(n) if n <= i64::MAX as u64 => Ok(Some(n)),
+            _ => Err(ApiError::param(
+                field,
+                "must be an integer from 0 to 2^63 - 1",
+            )),
+        },
+    }
 }
 
 fn receipt(
@@ -541,11 +567,11 @@ pub async fn get_entries(
     q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Json<EntryPage>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
-    let limit = q.limit.unwrap_or(100);
+    let limit = num("limit", &q.limit)?.unwrap_or(100);
     if !(1..=1000).contains(&limit) {
         return Err(ApiError::param("limit", "must be between 1 and 1000"));
     }
-    let start = q.start.unwrap_or(0);
+    let start = num("start", &q.start)?.unwrap_or(0);
     let size = state.events.ledger().head().size;
     let end = start.saturating_add(limit).min(size);
     let entries = state
@@ -587,14 +613,14 @@ pub async fn get_inclusion(
     let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
     let log = state.events.ledger();
     let head = log.head();
-    let tree_size = q.tree_size.unwrap_or(head.size);
+    let tree_size = num("tree_size", &q.tree_size)?.unwrap_or(head.size);
     if tree_size == 0 || tree_size > head.size {
         return Err(ApiError::param(
             "tree_size",
             format!("must be between 1 and the current size {}", head.size),
         ));
     }
-    let (index, leaf_hash) = match (q.index, q.leaf_hash) {
+    let (index, leaf_hash) = match (num("index", &q.index)?, q.leaf_hash) {
         (Some(i), None) => {
             if i >= tree_size {
                 return Err(ApiError::param(
@@ -649,24 +675,25 @@ pub async fn get_consistency(
     let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
     let log = state.events.ledger();
     let head = log.head();
-    let second = q.second.unwrap_or(head.size);
+    let second = num("second", &q.second)?.unwrap_or(head.size);
+    let first = num("first", &Some(q.first.clone()))?.unwrap_or(0);
     if second > head.size {
         return Err(ApiError::param(
             "second",
             format!("must not exceed the current size {}", head.size),
         ));
     }
-    if q.first > second {
+    if first > second {
         return Err(ApiError::param("first", "must not exceed second"));
     }
-    let (r1, r2) = (log.root_at(q.first)?, log.root_at(second)?);
+    let (r1, r2) = (log.root_at(first)?, log.root_at(second)?);
     Ok(Json(ConsistencyProof {
-        first: q.first,
+        first,
         second,
         first_root: hexh(&r1),
         second_root: hexh(&r2),
         proof: log
-            .consistency_proof(q.first, second)?
+            .consistency_proof(first, second)?
             .iter()
             .map(hexh)
             .collect(),
@@ -809,6 +836,10 @@ pub async fn get_bundle(
         (status = 201, body = RecommendationResponse, description = "Recommendation appended (advisory; humans promote)"),
         (status = 200, body = RecommendationResponse, description = "This request was answered before"),
         (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
         (status = 403, body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json"),
@@ -866,7 +897,7 @@ pub async fn readyz(State(state): State<Shared>) -> Result<&'static str, ApiErro
 }
 
 /// `GET /metrics`: Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "text/plain", body = String)))]
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, content_type = "application/openmetrics-text", body = String, description = "OpenMetrics / Prometheus text exposition")))]
 pub async fn metrics(State(state): State<Shared>) -> Response {
     let body = state.metrics.render(&state);
     (
