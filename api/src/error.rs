@@ -82,6 +82,15 @@ pub const API_CODES: &[(&str, &str)] = &[
 #[derive(Debug, Clone)]
 pub struct ErrorCode(pub String);
 
+/// The public description of an API code.
+fn api_detail(code: &str) -> String {
+    API_CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, d)| (*d).to_owned())
+        .unwrap_or_default()
+}
+
 #[derive(Debug)]
 pub enum ApiError {
     Rejected {
@@ -269,26 +278,11 @@ impl IntoResponse for ApiError {
             | ApiError::LogCorrupt(d)
             | ApiError::StorageUnavailable(d)
             | ApiError::Internal(d) => {
+                // Internal details are logged here and never sent.
                 tracing::error!(code = %code, detail = %d, "serving an error");
-                (
-                    API_CODES
-                        .iter()
-                        .find(|(c, _)| *c == code)
-                        .map(|(_, d)| (*d).to_owned())
-                        .unwrap_or_default(),
-                    None,
-                    None,
-                )
+                (api_detail(&code), None, None)
             }
-            _ => (
-                API_CODES
-                    .iter()
-                    .find(|(c, _)| *c == code)
-                    .map(|(_, d)| (*d).to_owned())
-                    .unwrap_or_default(),
-                None,
-                None,
-            ),
+            _ => (api_detail(&code), None, None),
         };
         let problem = Problem {
             kind: format!("urn:evidence-ledger:problem:{code}"),
