@@ -11,3 +11,5 @@ pub fn score_leaf(i: u64) -> Vec<u8> {
     )
     .into_bytes()
 }
+
+pub mod load;
