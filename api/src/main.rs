@@ -317,30 +317,30 @@ struct ProofArgs {
     token: Option<String>,
 }
 
-/// A check failed: exit 1.
+/// A check that failed, with the exit status and label it is reported with:
+/// 1 `FAILED` (verification, a proof, a signature), 3 `STALE` (a server's
+/// checkpoint older than the trusted one).
 #[derive(Debug)]
-struct CheckFailed(String);
+struct Failure {
+    status: u8,
+    label: &'static str,
+    message: String,
+}
 
-impl std::fmt::Display for CheckFailed {
+impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
-impl std::error::Error for CheckFailed {}
-
-/// The server's checkpoint is older than the trusted one: exit 3.
-#[derive(Debug)]
-struct Stale(String);
-
-impl std::fmt::Display for Stale {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for Stale {}
+impl std::error::Error for Failure {}
 
 fn fail(msg: impl Into<String>) -> anyhow::Error {
-    CheckFailed(msg.into()).into()
+    Failure {
+        status: 1,
+        label: "FAILED",
+        message: msg.into(),
+    }
+    .into()
 }
 
 fn main() -> ExitCode {
@@ -417,13 +417,13 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.downcast_ref::<Stale>().is_some() => {
-            println!("STALE: {e}");
-            ExitCode::from(3)
-        }
-        Err(e) if e.downcast_ref::<CheckFailed>().is_some() => {
-            println!("FAILED: {e}");
-            ExitCode::from(1)
+        Err(e) if e.downcast_ref::<Failure>().is_some() => {
+            let f = e
+                .downcast_ref::<Failure>()
+                .map(|f| (f.status, f.label))
+                .unwrap_or((1, "FAILED"));
+            println!("{}: {e}", f.1);
+            ExitCode::from(f.0)
         }
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -952,7 +952,12 @@ fn audit(a: AuditArgs) -> anyhow::Result<()> {
             Ok(())
         }
         Err(api::audit::AuditError::Failed(f @ api::audit::AuditFailure::Stale { .. })) => {
-            Err(Stale(f.to_string()).into())
+            Err(Failure {
+                status: 3,
+                label: "STALE",
+                message: f.to_string(),
+            }
+            .into())
         }
         Err(api::audit::AuditError::Failed(f)) => Err(fail(f.to_string())),
         Err(api::audit::AuditError::Other(e)) => Err(e),

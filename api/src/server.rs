@@ -658,10 +658,7 @@ pub async fn get_inclusion(
         leaf_hash: hexh(&leaf_hash),
         root: hexh(&root),
         proof: proof.iter().map(hexh).collect(),
-        checkpoint: state
-            .log_key
-            .sign_checkpoint(tree_size, &root)
-            .map_err(|e| ApiError::Internal(e.to_string()))?,
+        checkpoint: state.checkpoint(tree_size, &root)?,
     }))
 }
 
@@ -697,10 +694,7 @@ pub async fn get_consistency(
             .iter()
             .map(hexh)
             .collect(),
-        checkpoint: state
-            .log_key
-            .sign_checkpoint(second, &r2)
-            .map_err(|e| ApiError::Internal(e.to_string()))?,
+        checkpoint: state.checkpoint(second, &r2)?,
     }))
 }
 
@@ -750,13 +744,14 @@ pub async fn get_task_classes(
     State(state): State<Shared>,
 ) -> Result<Json<Vec<TaskClassSummary>>, ApiError> {
     state.require_verified()?;
-    let st = state.events.state();
     Ok(Json(
-        st.task_classes
-            .iter()
-            .map(|(k, v)| TaskClassSummary {
-                task_class: k.clone(),
-                tier: v.tier.as_str().to_owned(),
+        state
+            .events
+            .task_class_tiers()
+            .into_iter()
+            .map(|(task_class, tier)| TaskClassSummary {
+                task_class,
+                tier: tier.as_str().to_owned(),
             })
             .collect(),
     ))
@@ -964,7 +959,7 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Request ids, read tokens, the concurrency limit and the time limit.
-async fn guard(State(state): State<Shared>, mut req: Request, next: Next) -> Response {
+async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
     let id = req
         .headers()
         .get("x-request-id")
@@ -996,7 +991,6 @@ async fn guard(State(state): State<Shared>, mut req: Request, next: Next) -> Res
         let Ok(_permit) = state.inflight.try_acquire() else {
             return ApiError::Overloaded.into_response();
         };
-        req.extensions_mut().insert(RequestId(id.clone()));
         match tokio::time::timeout(
             Duration::from_millis(state.config.request_timeout_ms),
             next.run(req),
@@ -1018,9 +1012,6 @@ async fn guard(State(state): State<Shared>, mut req: Request, next: Next) -> Res
     }
     resp
 }
-
-#[derive(Clone, Debug)]
-pub struct RequestId(pub String);
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -1,5 +1,7 @@
 //! The `ledger` program as a user runs it.
 
+mod common;
+
 use std::process::{Command, Stdio};
 
 fn ledger() -> Command {
@@ -174,29 +176,7 @@ fn init_serve_and_the_auditor_commands_work_end_to_end() {
     ]);
     assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("key id:"));
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut server = ledger()
-        .args(["serve", "--data-dir", d, "--listen", &listen])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve");
-    let base = format!("http://{listen}");
-    let client = api::client::Client::new(&base, None);
-    let mut ready = false;
-    for _ in 0..500 {
-        if client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(ready, "server not ready");
+    let (mut server, base) = spawn_server(&["--data-dir", d]);
     let checkpoint_file = dir.path().join("trusted.checkpoint");
     let out = run(&["checkpoint", "--server", &base, "--key", &vkey]);
     assert!(out.status.success());
@@ -262,31 +242,7 @@ fn init_serve_and_the_auditor_commands_work_end_to_end() {
 }
 
 fn spawn_server(args: &[&str]) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut all: Vec<&str> = vec!["serve", "--listen", &listen];
-    all.extend_from_slice(args);
-    let mut child = ledger()
-        .args(&all)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve");
-    let base = format!("http://{listen}");
-    let client = api::client::Client::new(&base, None);
-    for _ in 0..500 {
-        if client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
-            return (child, base);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("server not ready");
+    common::spawn_ledger(args)
 }
 
 fn stop(mut child: std::process::Child) {

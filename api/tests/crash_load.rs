@@ -5,7 +5,8 @@
 //! - every acknowledged write is present with the same index and leaf hash;
 //! - it is consistent with every checkpoint it handed out before the crash.
 
-use std::process::{Command, Stdio};
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,37 +20,7 @@ const KILLS: usize = 50;
 const WRITERS: usize = 4;
 
 fn start(data: &str) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ledger"))
-        .args([
-            "serve",
-            "--data-dir",
-            data,
-            "--listen",
-            &listen,
-            "--anchor-interval-secs",
-            "0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve");
-    let base = format!("http://{listen}");
-    let c = Client::new(&base, None);
-    for _ in 0..1000 {
-        if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
-            return (child, base);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the server did not become ready (startup verification failed?)");
+    common::spawn_ledger(&["--data-dir", data, "--anchor-interval-secs", "0"])
 }
 
 #[derive(Clone)]

@@ -402,6 +402,18 @@ impl EventLog {
             .inspect(|s| s.state.ids.get(id).map(|(i, _)| *i))
     }
 
+    /// Registered task classes and their current tiers (committed state),
+    /// without copying the rest of the state.
+    pub fn task_class_tiers(&self) -> Vec<(String, super::model::Tier)> {
+        self.ledger.inspect(|s| {
+            s.state
+                .task_classes
+                .iter()
+                .map(|(k, v)| (k.clone(), v.tier))
+                .collect()
+        })
+    }
+
     /// A copy of the live (committed) state.
     pub fn state(&self) -> State {
         self.ledger.inspect(|s| s.state.clone())
