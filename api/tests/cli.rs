@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn ledger() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ledger"))
