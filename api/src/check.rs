@@ -23,19 +23,71 @@ fn proof(p: &[String]) -> anyhow::Result<Vec<Hash>> {
 /// Checks a write receipt: the checkpoint is signed by `vkey`, covers the
 /// entry, and the inclusion proof leads to its root.
 pub fn check_receipt(r: &WriteReceipt, vkey: &str) -> anyhow::Result<()> {
-    let cp =
-        anchors::open_checkpoint(r.checkpoint.as_bytes(), vkey).context("checkpoint signature")?;
-    if cp.size != r.tree_size || hex::encode(cp.root.0) != r.root {
-        bail!("the receipt's tree size or root differs from its signed checkpoint");
+    ReceiptChecker::new(vkey).check(r, None)
+}
+
+/// Checks write receipts against one verifier key, remembering the signed
+/// checkpoints it has already verified (a group commit hands the same
+/// checkpoint to every write of the batch). Every receipt's inclusion proof is
+/// still checked; only a byte-identical checkpoint note skips its signature
+/// check.
+pub struct ReceiptChecker {
+    vkey: String,
+    verified: std::collections::HashMap<String, (u64, Hash)>,
+}
+
+impl ReceiptChecker {
+    /// A checker trusting `vkey` (a note verifier key).
+    pub fn new(vkey: &str) -> Self {
+        ReceiptChecker {
+            vkey: vkey.to_owned(),
+            verified: std::collections::HashMap::new(),
+        }
     }
-    verify_inclusion(
-        &hash(&r.leaf_hash)?,
-        r.index,
-        cp.size,
-        &proof(&r.inclusion_proof)?,
-        &cp.root,
-    )
-    .map_err(|e| anyhow!("inclusion proof of entry {}: {e}", r.index))
+
+    /// Checks `r`. With `envelope` (the bytes that were posted), also checks
+    /// that the included leaf is that envelope, sequenced at the receipt's
+    /// `sequenced_at`: the proof is for this event, not some other entry.
+    pub fn check(&mut self, r: &WriteReceipt, envelope: Option<&[u8]>) -> anyhow::Result<()> {
+        let (size, root) = match self.verified.get(&r.checkpoint) {
+            Some(&v) => v,
+            None => {
+                let cp = anchors::open_checkpoint(r.checkpoint.as_bytes(), &self.vkey)
+                    .context("checkpoint signature")?;
+                if self.verified.len() >= 4096 {
+                    self.verified.clear();
+                }
+                self.verified
+                    .insert(r.checkpoint.clone(), (cp.size, cp.root));
+                (cp.size, cp.root)
+            }
+        };
+        if size != r.tree_size || hex::encode(root.0) != r.root {
+            bail!("the receipt's tree size or root differs from its signed checkpoint");
+        }
+        let leaf_hash = hash(&r.leaf_hash)?;
+        if let Some(env) = envelope {
+            let decoded = ledger::events::decode_envelope(env)
+                .map_err(|e| anyhow!("the posted envelope does not decode: {e}"))?;
+            let at = ledger::events::envelope::parse_utc_micros(&r.sequenced_at)
+                .ok_or_else(|| anyhow!("the receipt's sequenced_at is not a timestamp"))?;
+            if ledger::leaf_hash(&decoded.leaf_bytes(at)) != leaf_hash {
+                bail!(
+                    "entry {} is not the posted envelope sequenced at {}",
+                    r.index,
+                    r.sequenced_at
+                );
+            }
+        }
+        verify_inclusion(
+            &leaf_hash,
+            r.index,
+            size,
+            &proof(&r.inclusion_proof)?,
+            &root,
+        )
+        .map_err(|e| anyhow!("inclusion proof of entry {}: {e}", r.index))
+    }
 }
 
 /// Checks a projection's proof bundle: the checkpoint is signed by `vkey`;

@@ -9,7 +9,7 @@ use ledger::events::envelope::{case_provenance_statement, format_micros, public_
 use ledger::events::model::*;
 use ledger::events::{cosign, key_id, sign_envelope};
 
-use crate::check::{check_projection, check_receipt};
+use crate::check::{check_projection, check_receipt, ReceiptChecker};
 use crate::client::{Client, Reply};
 use crate::server::{ProjectionResponse, RecommendationResponse, WriteReceipt};
 
@@ -74,7 +74,7 @@ impl<'a> Poster<'a> {
             bail!("write refused ({}): {}", r.status, r.text());
         }
         let rc: WriteReceipt = r.json()?;
-        check_receipt(&rc, &self.vkey)?;
+        ReceiptChecker::new(&self.vkey).check(&rc, Some(&env))?;
         self.receipts_checked += 1;
         Ok(rc)
     }

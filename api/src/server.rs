@@ -265,6 +265,11 @@ pub struct WriteReceipt {
     pub kind: String,
     /// True when this envelope was already in the log (nothing appended).
     pub existing: bool,
+    /// When the ledger sequenced the entry (RFC 3339, µs, UTC). With the
+    /// envelope that was posted, it rebuilds the exact leaf bytes
+    /// (`{"envelope", "sequenced_at", "v"}`, docs/FORMAT.md), so a client can
+    /// check that `leaf_hash` is its own event and not some other entry.
+    pub sequenced_at: String,
 }
 
 /// An entry with its raw leaf and decoded view.
@@ -443,10 +448,22 @@ fn receipt(
     r: &ledger::Receipt<ledger::events::Accepted>,
 ) -> Result<WriteReceipt, ApiError> {
     let a = &r.appended;
-    let proof = state
-        .events
-        .ledger()
-        .inclusion_proof(a.index, a.tree_size)?;
+    let log = state.events.ledger();
+    let proof = log.inclusion_proof(a.index, a.tree_size)?;
+    // A re-post is acknowledged with the original entry's sequencing time.
+    let sequenced_at = if r.existing {
+        let e = log.entry(a.index)?;
+        ledger::events::decode_leaf(&e.leaf)
+            .map(|(_, at)| at)
+            .map_err(|why| {
+                ApiError::LogCorrupt(format!(
+                    "entry {}: stored leaf does not decode: {why}",
+                    a.index
+                ))
+            })?
+    } else {
+        r.accepted.sequenced_at
+    };
     Ok(WriteReceipt {
         index: a.index,
         leaf_hash: hexh(&a.leaf_hash),
@@ -458,6 +475,7 @@ fn receipt(
         id: r.accepted.id.clone(),
         kind: r.accepted.kind.as_str().to_owned(),
         existing: r.existing,
+        sequenced_at: ledger::events::envelope::format_micros(sequenced_at),
     })
 }
 

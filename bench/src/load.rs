@@ -1,17 +1,35 @@
 //! The load generator: N clients post signed, validated events through the
 //! real HTTP API, closed-loop (each client waits for its answer) or
 //! open-loop (a fixed total rate; latency is measured from each request's
-//! scheduled time, so a slow server cannot hide queueing). Every returned
-//! inclusion proof and signed checkpoint is checked, so speed cannot come
-//! from skipping work.
+//! scheduled time, so a slow server cannot hide queueing).
+//!
+//! The events are the realistic mix the ledger exists for: scores with
+//! breakdowns (and now and then a failure mode) against held-out cases, and,
+//! every `case_every`-th event, a new case co-signed by two curators (three
+//! Ed25519 signatures for the server to check). Every client scores its own
+//! open run.
+//!
+//! Every receipt is checked: its signed checkpoint (a byte-identical note
+//! already verified is not re-verified), its RFC 6962 inclusion proof, and
+//! that the included leaf *is the envelope this client posted*, rebuilt from
+//! the envelope and the receipt's `sequenced_at`. Speed cannot come from
+//! skipping work, or from answering with someone else's proof.
+//!
+//! Envelopes are signed before the clock starts (they are what a harness
+//! would have ready to send); a client that runs out signs more inline, and
+//! the report says how many.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use api::check::ReceiptChecker;
 use api::client::Client;
-use api::demo::Poster;
-use ledger::events::model::{Event, Isolation, Role};
+use ed25519_dalek::SigningKey;
+use ledger::events::envelope::{case_provenance_statement, format_micros};
+use ledger::events::model::SCHEMA_VERSION;
+use ledger::events::model::*;
+use ledger::events::{cosign, key_id, sign_envelope};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -20,6 +38,23 @@ pub struct LoadConfig {
     pub duration: Duration,
     /// Total requests per second; 0 means closed loop.
     pub rate: f64,
+    /// One event in this many adds a co-signed case; the rest are scores.
+    pub case_every: u64,
+    /// Envelopes signed ahead, over all clients, in closed loop (open loop
+    /// signs `rate × duration`).
+    pub presign: usize,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        LoadConfig {
+            clients: 64,
+            duration: Duration::from_secs(10),
+            rate: 0.0,
+            case_every: 10,
+            presign: 300_000,
+        }
+    }
 }
 
 /// What happened.
@@ -27,6 +62,10 @@ pub struct LoadConfig {
 pub struct LoadReport {
     pub acknowledged: u64,
     pub proofs_checked: u64,
+    pub scores: u64,
+    pub cases: u64,
+    /// Envelopes signed inside the timed window (the presigned ones ran out).
+    pub signed_inline: u64,
     pub errors_by_code: BTreeMap<String, u64>,
     pub elapsed: Duration,
     pub latencies_us: Vec<u64>,
@@ -48,33 +87,200 @@ impl LoadReport {
 
     pub fn summary(&self) -> String {
         format!(
-            "{} acknowledged in {:.2?} = {:.0} events/s; latency p50 {} µs, p99 {} µs, p999 {} µs; {} proofs and checkpoints verified; errors {:?}",
+            "{} acknowledged in {:.2?} = {:.0} events/s ({} scores, {} co-signed cases); latency p50 {} µs, p99 {} µs, p999 {} µs; {} proofs and checkpoints verified; {} envelopes signed inline; errors {:?}",
             self.acknowledged,
             self.elapsed,
             self.throughput(),
+            self.scores,
+            self.cases,
             self.percentile_us(0.5),
             self.percentile_us(0.99),
             self.percentile_us(0.999),
             self.proofs_checked,
+            self.signed_inline,
             self.errors_by_code
         )
     }
+
+    fn merge(&mut self, o: LoadReport) {
+        self.acknowledged += o.acknowledged;
+        self.proofs_checked += o.proofs_checked;
+        self.scores += o.scores;
+        self.cases += o.cases;
+        self.signed_inline += o.signed_inline;
+        self.latencies_us.extend(o.latencies_us);
+        for (k, v) in o.errors_by_code {
+            *self.errors_by_code.entry(k).or_default() += v;
+        }
+    }
 }
 
-/// Enrols a harness key and registers the task class the load writes to.
+/// Held-out cases registered before the HTTP load; scores cycle through them.
+const PREPARED_CASES: usize = 16;
+
+/// The principals, task class, cases and runs a load writes against, with
+/// names unique to it (so one server can take several loads).
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    nonce: String,
+    operator: SigningKey,
+    harness: SigningKey,
+    curators: [SigningKey; 2],
+    pub task_class: String,
+    runs: Vec<String>,
+    cases: usize,
+}
+
+fn digest(s: &str) -> String {
+    format!("blake3:{}", blake3::hash(s.as_bytes()).to_hex())
+}
+
+const RUBRIC: &str = "blake3:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const IMAGE: &str = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+
+fn now_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+fn derived_key(nonce: &str, name: &str) -> SigningKey {
+    SigningKey::from_bytes(
+        blake3::hash(format!("evidence-ledger bench key {nonce} {name}").as_bytes()).as_bytes(),
+    )
+}
+
+impl Prepared {
+    /// A fresh set of names and keys (keys derive from `nonce`, so a later
+    /// process can sign for the same principals).
+    pub fn new(nonce: &str, operator: SigningKey, clients: usize, cases: usize) -> Prepared {
+        Prepared {
+            operator,
+            harness: derived_key(nonce, "harness"),
+            curators: [
+                derived_key(nonce, "curator-a"),
+                derived_key(nonce, "curator-b"),
+            ],
+            task_class: format!("load-{nonce}"),
+            runs: (0..clients.max(1))
+                .map(|c| format!("load-{nonce}-run-{c}"))
+                .collect(),
+            cases: cases.max(1),
+            nonce: nonce.to_owned(),
+        }
+    }
+
+    /// A random nonce.
+    pub fn fresh_nonce() -> String {
+        hex(&rand_bytes())
+    }
+
+    fn sign(&self, key: &SigningKey, id: String, event: Event) -> Vec<u8> {
+        let payload = Payload {
+            schema: SCHEMA_VERSION,
+            id,
+            signer: key_id(&key.verifying_key()),
+            issued_at: format_micros(now_micros()),
+            event,
+        };
+        sign_envelope(key, &payload)
+    }
+
+    /// The signed set-up, in order: enrol a harness and two curators,
+    /// register the task class, add its held-out cases (each co-signed by
+    /// both curators) and start one run per client.
+    pub fn setup(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut n = 0;
+        let mut next_id = || {
+            n += 1;
+            format!("load-{}-setup-{n}", self.nonce)
+        };
+        for (key, name, role) in [
+            (&self.harness, "harness", Role::Harness),
+            (&self.curators[0], "curator-a", Role::Curator),
+            (&self.curators[1], "curator-b", Role::Curator),
+        ] {
+            let e = Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: ledger::events::envelope::public_key_b64(&key.verifying_key()),
+                identity: format!("{name}-{}@bench.example", self.nonce),
+                roles: vec![role],
+            });
+            out.push(self.sign(&self.operator, next_id(), e));
+        }
+        let tc = Event::TaskClassRegistered(load_task_class(&self.task_class));
+        out.push(self.sign(&self.operator, next_id(), tc));
+        for i in 0..self.cases {
+            let e = case_added(self, &format!("load-{}-case-{i}", self.nonce));
+            out.push(self.sign(&self.curators[0], next_id(), e));
+        }
+        for run_id in &self.runs {
+            let e = Event::RunStarted(RunStarted {
+                run_id: run_id.clone(),
+                task_class: self.task_class.clone(),
+                harness_version: "loadgen".into(),
+                rubric_digest: RUBRIC.into(),
+                sandbox_image_digest: IMAGE.into(),
+                isolation_class: Isolation::Microvm,
+            });
+            out.push(self.sign(&self.harness, next_id(), e));
+        }
+        out
+    }
+
+    /// The `i`-th event of `client`: a new co-signed case when
+    /// `case_every` divides `i + 1`, otherwise a score on the client's run.
+    pub fn event(&self, client: usize, i: u64, case_every: u64) -> (Vec<u8>, bool) {
+        let case = case_every > 0 && i % case_every == case_every - 1;
+        let id = format!("load-{}-{client}-{i}", self.nonce);
+        let env = if case {
+            let case_id = format!("load-{}-c{client}-{i}", self.nonce);
+            self.sign(&self.curators[0], id, case_added(self, &case_id))
+        } else {
+            self.sign(&self.harness, id, score(self, client, i))
+        };
+        (env, case)
+    }
+}
+
+/// Sets up a load on a server through its API, checking every receipt.
 pub fn prepare(
     client: &Client,
     vkey: &str,
-    operator: &ed25519_dalek::SigningKey,
-) -> anyhow::Result<()> {
-    let mut p = Poster::new(client, vkey.to_owned(), operator.clone());
-    p.enrol("load-harness", Role::Harness)?;
-    p.post("operator", Event::TaskClassRegistered(load_task_class()))?;
-    Ok(())
+    operator: &SigningKey,
+    clients: usize,
+) -> anyhow::Result<Prepared> {
+    let p = Prepared::new(
+        &Prepared::fresh_nonce(),
+        operator.clone(),
+        clients,
+        PREPARED_CASES,
+    );
+    let mut checker = ReceiptChecker::new(vkey);
+    for env in p.setup() {
+        let r = client.post_json("/v1/events", &env)?;
+        if r.status != 201 {
+            anyhow::bail!("set-up write refused ({}): {}", r.status, r.text());
+        }
+        checker.check(&r.json()?, Some(&env))?;
+    }
+    Ok(p)
 }
 
-fn load_task_class() -> ledger::events::model::TaskClassRegistered {
-    use ledger::events::model::*;
+fn rand_bytes() -> [u8; 6] {
+    let mut b = [0u8; 6];
+    let t = now_micros().to_le_bytes();
+    let h = blake3::hash(&[&t[..], &std::process::id().to_le_bytes()[..]].concat());
+    b.copy_from_slice(&h.as_bytes()[..6]);
+    b
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn load_task_class(name: &str) -> TaskClassRegistered {
     let mut tiers = BTreeMap::new();
     tiers.insert(
         Tier::Silver,
@@ -91,39 +297,135 @@ fn load_task_class() -> ledger::events::model::TaskClassRegistered {
         },
     );
     TaskClassRegistered {
-        task_class: "load".into(),
+        task_class: name.into(),
         tiers,
-        failure_modes: vec![],
-        breakdown_keys: vec![],
-        rubric_digest: format!("blake3:{}", "a".repeat(64)),
+        failure_modes: vec![FailureMode {
+            code: "lint_regression".into(),
+            severity: "warn".into(),
+            description: "new lint warnings".into(),
+        }],
+        breakdown_keys: vec!["correctness".into(), "minimality".into()],
+        rubric_digest: RUBRIC.into(),
         initial_tier: Tier::Bronze,
     }
 }
 
+fn case_added(p: &Prepared, case_id: &str) -> Event {
+    let added_at = format_micros(now_micros());
+    let case_digest = digest(case_id);
+    let st = case_provenance_statement(case_id, &added_at, &case_digest);
+    Event::CaseAdded(CaseAdded {
+        task_class: p.task_class.clone(),
+        case_id: case_id.into(),
+        title: format!("load case {case_id}"),
+        disposition: Disposition::Positive,
+        difficulty: "medium".into(),
+        curation_class: "held-out".into(),
+        provenance: Provenance {
+            source: CaseSource::Curated,
+            source_ref: format!("bench/load/{case_id}"),
+            added_at,
+            added_by: cosign(&p.curators[0], &st),
+            reviewed_by: cosign(&p.curators[1], &st),
+        },
+        case_digest,
+        cassette_digest: digest(&format!("cassette {case_id}")),
+    })
+}
+
+fn score(p: &Prepared, client: usize, i: u64) -> Event {
+    let case_id = format!("load-{}-case-{}", p.nonce, i as usize % p.cases);
+    // A cheap deterministic spread of values in [0.5, 1.0).
+    let x = (i.wrapping_mul(2654435761) % 1000) as f64 / 2000.0 + 0.5;
+    let mut breakdown = BTreeMap::new();
+    breakdown.insert("correctness".to_owned(), x);
+    breakdown.insert("minimality".to_owned(), 1.0 - x / 2.0);
+    let failure_modes = if i % 7 == 0 {
+        vec![ScoreFailureMode {
+            code: "lint_regression".into(),
+            severity: "warn".into(),
+        }]
+    } else {
+        vec![]
+    };
+    let now = format_micros(now_micros());
+    Event::ScoreRecorded(ScoreRecorded {
+        run_id: p.runs[client % p.runs.len()].clone(),
+        task_class: p.task_class.clone(),
+        case_digest: digest(&case_id),
+        cassette_digest: digest(&format!("cassette {case_id}")),
+        case_id,
+        rubric_digest: RUBRIC.into(),
+        harness_version: "loadgen".into(),
+        image_digest: IMAGE.into(),
+        score: BenchScore {
+            passed: x >= 0.7,
+            score: x,
+            breakdown,
+            failure_modes,
+            cost_usd: 0.03,
+            duration_seconds: 31.5,
+        },
+        started_at: now.clone(),
+        finished_at: now,
+        operator_fingerprint: "SHA256:loadgen".into(),
+    })
+}
+
+/// One event to post: its signed envelope, and whether it is a case.
+struct Planned {
+    envelope: Vec<u8>,
+    case: bool,
+}
+
+/// The `i`-th event of `client`, signed.
+fn plan(p: &Prepared, cfg: &LoadConfig, client: usize, i: u64) -> Planned {
+    let (envelope, case) = p.event(client, i, cfg.case_every);
+    Planned { envelope, case }
+}
+
+/// Signs each client's envelopes ahead of the run, on every core.
+fn presign(p: &Prepared, cfg: &LoadConfig) -> Vec<Vec<Planned>> {
+    let per_client = if cfg.rate > 0.0 {
+        (cfg.rate * cfg.duration.as_secs_f64() / cfg.clients as f64).ceil() as usize + 8
+    } else {
+        cfg.presign / cfg.clients.max(1)
+    };
+    let mut out: Vec<Vec<Planned>> = (0..cfg.clients).map(|_| Vec::new()).collect();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|s| {
+        let chunk = cfg.clients.div_ceil(workers).max(1);
+        for (w, slots) in out.chunks_mut(chunk).enumerate() {
+            s.spawn(move || {
+                for (k, slot) in slots.iter_mut().enumerate() {
+                    let c = w * chunk + k;
+                    *slot = (0..per_client as u64).map(|i| plan(p, cfg, c, i)).collect();
+                }
+            });
+        }
+    });
+    out
+}
+
 /// Runs the load against `base`.
-pub fn run(
-    base: &str,
-    vkey: &str,
-    operator: &ed25519_dalek::SigningKey,
-    cfg: &LoadConfig,
-) -> LoadReport {
+pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> LoadReport {
+    let planned = presign(prepared, cfg);
     let report = Arc::new(Mutex::new(LoadReport::default()));
     let started = Instant::now();
     let deadline = started + cfg.duration;
     let per_client_interval =
         (cfg.rate > 0.0).then(|| Duration::from_secs_f64(cfg.clients as f64 / cfg.rate));
-    let threads: Vec<_> = (0..cfg.clients)
-        .map(|c| {
-            let (base, vkey, op, report) = (
-                base.to_owned(),
-                vkey.to_owned(),
-                operator.clone(),
-                Arc::clone(&report),
-            );
+    let threads: Vec<_> = planned
+        .into_iter()
+        .enumerate()
+        .map(|(c, mine)| {
+            let (base, vkey, report) = (base.to_owned(), vkey.to_owned(), Arc::clone(&report));
+            let (prepared, cfg) = (prepared.clone(), cfg.clone());
             std::thread::spawn(move || {
                 let client = Client::new(&base, None);
-                let mut p = Poster::new(&client, vkey.clone(), op);
+                let mut checker = ReceiptChecker::new(&vkey);
                 let mut local = LoadReport::default();
+                let mut mine = mine.into_iter();
                 let mut next = Instant::now();
                 for i in 0u64.. {
                     if per_client_interval.is_some() {
@@ -140,57 +442,19 @@ pub fn run(
                     } else {
                         Instant::now()
                     };
-                    let env = p.envelope(
-                        "load-harness",
-                        Event::RunStarted(ledger::events::model::RunStarted {
-                            run_id: format!("c{c}-{i}"),
-                            task_class: "load".into(),
-                            harness_version: "loadgen".into(),
-                            rubric_digest: format!("blake3:{}", "a".repeat(64)),
-                            sandbox_image_digest: format!("sha256:{}", "b".repeat(64)),
-                            isolation_class: Isolation::Microvm,
-                        }),
-                    );
-                    match client.post_json("/v1/events", &env) {
-                        Ok(r) if r.status == 201 => {
-                            local
-                                .latencies_us
-                                .push(scheduled.elapsed().as_micros() as u64);
-                            match r
-                                .json::<api::server::WriteReceipt>()
-                                .map(|rc| api::check::check_receipt(&rc, &vkey))
-                            {
-                                Ok(Ok(())) => {
-                                    local.acknowledged += 1;
-                                    local.proofs_checked += 1;
-                                }
-                                _ => {
-                                    *local
-                                        .errors_by_code
-                                        .entry("proof_failed".into())
-                                        .or_default() += 1
-                                }
-                            }
-                        }
-                        Ok(r) => {
-                            *local
-                                .errors_by_code
-                                .entry(r.code().unwrap_or_else(|| r.status.to_string()))
-                                .or_default() += 1
-                        }
-                        Err(_) => *local.errors_by_code.entry("transport".into()).or_default() += 1,
-                    }
+                    let ev = mine.next().unwrap_or_else(|| {
+                        local.signed_inline += 1;
+                        plan(&prepared, &cfg, c, i)
+                    });
+                    post_one(&client, &mut checker, &ev, scheduled, &mut local);
                     if let Some(iv) = per_client_interval {
                         next += iv;
                     }
                 }
-                let mut all = report.lock().unwrap_or_else(|p| p.into_inner());
-                all.acknowledged += local.acknowledged;
-                all.proofs_checked += local.proofs_checked;
-                all.latencies_us.extend(local.latencies_us);
-                for (k, v) in local.errors_by_code {
-                    *all.errors_by_code.entry(k).or_default() += v;
-                }
+                report
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .merge(local);
             })
         })
         .collect();
@@ -202,4 +466,37 @@ pub fn run(
         .unwrap_or_default();
     r.elapsed = started.elapsed();
     r
+}
+
+fn post_one(
+    client: &Client,
+    checker: &mut ReceiptChecker,
+    ev: &Planned,
+    scheduled: Instant,
+    local: &mut LoadReport,
+) {
+    let mut fail = |code: String| *local.errors_by_code.entry(code).or_default() += 1;
+    match client.post_json("/v1/events", &ev.envelope) {
+        Ok(r) if r.status == 201 => {
+            let latency = scheduled.elapsed().as_micros() as u64;
+            match r
+                .json::<api::server::WriteReceipt>()
+                .and_then(|rc| checker.check(&rc, Some(&ev.envelope)))
+            {
+                Ok(()) => {
+                    local.latencies_us.push(latency);
+                    local.acknowledged += 1;
+                    local.proofs_checked += 1;
+                    if ev.case {
+                        local.cases += 1;
+                    } else {
+                        local.scores += 1;
+                    }
+                }
+                Err(_) => fail("proof_failed".into()),
+            }
+        }
+        Ok(r) => fail(r.code().unwrap_or_else(|| r.status.to_string())),
+        Err(_) => fail("transport".into()),
+    }
 }

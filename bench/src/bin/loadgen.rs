@@ -34,6 +34,15 @@ struct Args {
     /// The operator key of --server (to enrol the load's harness key).
     #[arg(long)]
     operator_key: Option<PathBuf>,
+    /// One event in this many adds a case co-signed by two curators; the
+    /// rest are scores with breakdowns. 0 for scores only.
+    #[arg(long, default_value_t = 10)]
+    case_every: u64,
+    /// Envelopes to sign before the clock starts, over all clients (closed
+    /// loop; open loop signs rate × seconds). Clients that run out sign
+    /// inline, and the report counts them.
+    #[arg(long, default_value_t = 300_000)]
+    presign: usize,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,6 +51,8 @@ fn main() -> anyhow::Result<()> {
         clients: a.clients,
         duration: Duration::from_secs(a.seconds),
         rate: a.rate,
+        case_every: a.case_every,
+        presign: a.presign,
     };
     let (_keep, rt, base, vkey, operator) = match &a.server {
         Some(s) => {
@@ -94,8 +105,8 @@ fn main() -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    prepare(&client, &vkey, &operator)?;
-    let report = run(&base, &vkey, &operator, &cfg);
+    let prepared = prepare(&client, &vkey, &operator, cfg.clients)?;
+    let report = run(&base, &vkey, &prepared, &cfg);
     println!("{}", report.summary());
     drop(rt);
     if !report.errors_by_code.is_empty() {
