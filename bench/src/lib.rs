@@ -13,3 +13,4 @@ pub fn score_leaf(i: u64) -> Vec<u8> {
 }
 
 pub mod load;
+pub mod scale;

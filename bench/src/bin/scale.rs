@@ -1,0 +1,66 @@
+//! `scale`: grow one data directory to each size in turn and measure
+//! proofs, startup, RSS, full verify, disk and projections there (issue #7,
+//! targets 3–7). See bench/README.md for the figures and what they mean.
+//!
+//!   cargo build --release -p api --bin ledger -p bench --bin scale
+//!   target/release/scale --dir /var/tmp/scale --sizes 100000,1000000,10000000
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+#[derive(Parser)]
+#[command(
+    name = "scale",
+    about = "Scale runs: grow a log to each size and measure proofs, startup, RSS, verify, disk and projections"
+)]
+struct Args {
+    /// The data directory to grow (created if missing; reused to grow further).
+    #[arg(long, default_value = "scale-data")]
+    dir: PathBuf,
+    /// Sizes to grow to and measure at, in order.
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000,10000000")]
+    sizes: Vec<u64>,
+    /// Concurrent HTTP clients for the proof load.
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Proofs per size (half inclusion, half consistency), each verified.
+    #[arg(long, default_value_t = 20_000)]
+    proofs: usize,
+    /// Server starts per size; startup is reported as median, min and max.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Projection requests per size, each after one new score.
+    #[arg(long, default_value_t = 200)]
+    projection_requests: usize,
+    /// Held-out cases the scores spread over.
+    #[arg(long, default_value_t = 1000)]
+    cases: usize,
+    /// The `ledger` binary (default: beside this one).
+    #[arg(long)]
+    ledger_bin: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let a = Args::parse();
+    let ledger_bin = match a.ledger_bin {
+        Some(p) => p,
+        None => std::env::current_exe()?
+            .parent()
+            .map(|d| d.join("ledger"))
+            .unwrap_or_else(|| PathBuf::from("ledger")),
+    };
+    let cfg = bench::scale::ScaleConfig {
+        dir: a.dir,
+        sizes: a.sizes,
+        clients: a.clients,
+        proofs: a.proofs,
+        repeats: a.repeats,
+        projection_requests: a.projection_requests,
+        cases: a.cases,
+        ledger_bin,
+    };
+    let reports = bench::scale::run(&cfg, &mut std::io::stdout())?;
+    eprintln!("{}", serde_json::to_string_pretty(&reports)?);
+    Ok(())
+}

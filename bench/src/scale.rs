@@ -1,0 +1,574 @@
+//! Scale runs (issue #7, targets 3–7): grow one data directory to each size
+//! in turn (100k, 1M, 10M entries), and at each size measure
+//!
+//! - **proofs** through the HTTP API of a real `ledger serve` process:
+//!   inclusion and consistency p50/p99 and proofs/s, every proof verified
+//!   against a checkpoint whose signature was checked;
+//! - **startup**: from spawning `ledger serve` to `/healthz` answering, and to
+//!   `/readyz` (the background full verify has passed);
+//! - **RSS**: the server's peak resident set (`VmHWM`) after the proof load;
+//! - **full verify** of the data directory (`ledger::verify_dir`), in process;
+//! - **disk**: the data file against the raw signed-event bytes;
+//! - **projections**: `GET /v1/task-classes/{name}` latency on the task class
+//!   holding every score, each request preceded by one new score, so each
+//!   answer must fold new evidence in (incremental, not a rebuild).
+//!
+//! Growth is a bulk load, in process, through the same validation as the API
+//! (`EventLog::submit`: signature checked, event sequenced against the log's
+//! state, group-committed). Events are scores with breakdowns against
+//! `cases` held-out cases, co-signed by two curators at set-up.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use api::client::Client;
+use ledger::events::{EventLog, SystemClock};
+use serde::{Deserialize, Serialize};
+
+use crate::load::Prepared;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ScaleConfig {
+    pub dir: PathBuf,
+    pub sizes: Vec<u64>,
+    /// Concurrent HTTP clients for the proof load.
+    pub clients: usize,
+    /// Proofs requested per size (half inclusion, half consistency).
+    pub proofs: usize,
+    /// Server starts per size (startup is the median).
+    pub repeats: usize,
+    /// Projection requests per size.
+    pub projection_requests: usize,
+    /// Held-out cases the scores spread over.
+    pub cases: usize,
+    /// The `ledger` binary to serve with.
+    pub ledger_bin: PathBuf,
+}
+
+/// What the directory holds, kept beside it so a later run can grow it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Sidecar {
+    nonce: String,
+    cases: usize,
+    /// Signed envelope bytes of every entry this tool appended.
+    raw_event_bytes: u64,
+    /// Entries this tool appended (the rest are the genesis entries).
+    appended: u64,
+    /// Events appended per worker (the score counter).
+    next_event: u64,
+}
+
+const WORKERS: usize = 2;
+const SIDECAR: &str = "scale.json";
+
+/// One size's figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SizeReport {
+    pub entries: u64,
+    pub build_seconds: f64,
+    pub build_events_per_s: f64,
+    pub startup_healthz_ms: Vec<f64>,
+    pub startup_readyz_ms: Vec<f64>,
+    pub rss_peak_mb: f64,
+    pub rss_mb: f64,
+    pub inclusion_p50_us: u64,
+    pub inclusion_p99_us: u64,
+    pub consistency_p50_us: u64,
+    pub consistency_p99_us: u64,
+    pub proofs_per_s: f64,
+    pub proofs_verified: u64,
+    pub verify_seconds: f64,
+    pub verify_entries_per_s: f64,
+    pub disk_bytes: u64,
+    pub raw_event_bytes: u64,
+    pub disk_allowance_bytes: u64,
+    pub projection_scores: u64,
+    pub projection_p50_us: u64,
+    pub projection_p99_us: u64,
+}
+
+impl SizeReport {
+    /// A block of `key value` lines.
+    pub fn summary(&self) -> String {
+        let med = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0)
+        };
+        let minmax = |v: &[f64]| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.0}–{hi:.0}")
+        };
+        format!(
+            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP, {} verified\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs",
+            self.entries,
+            self.build_seconds,
+            self.build_events_per_s,
+            med(&self.startup_healthz_ms),
+            minmax(&self.startup_healthz_ms),
+            self.startup_healthz_ms.len(),
+            med(&self.startup_readyz_ms),
+            minmax(&self.startup_readyz_ms),
+            self.rss_peak_mb,
+            self.rss_mb,
+            self.inclusion_p50_us,
+            self.inclusion_p99_us,
+            self.consistency_p50_us,
+            self.consistency_p99_us,
+            self.proofs_per_s,
+            self.proofs_verified,
+            self.verify_seconds,
+            self.verify_entries_per_s,
+            self.disk_bytes,
+            self.disk_bytes as f64 / self.entries.max(1) as f64,
+            self.raw_event_bytes as f64 / self.entries.max(1) as f64,
+            self.disk_allowance_bytes as f64 / self.entries.max(1) as f64,
+            if self.disk_bytes <= self.disk_allowance_bytes {
+                "within"
+            } else {
+                "over"
+            },
+            self.projection_scores,
+            self.projection_p50_us,
+            self.projection_p99_us,
+        )
+    }
+}
+
+fn read_sidecar(dir: &Path) -> anyhow::Result<Option<Sidecar>> {
+    match std::fs::read(dir.join(SIDECAR)) {
+        Ok(b) => Ok(Some(serde_json::from_slice(&b)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn write_sidecar(dir: &Path, s: &Sidecar) -> anyhow::Result<()> {
+    std::fs::write(dir.join(SIDECAR), serde_json::to_vec_pretty(s)?)?;
+    Ok(())
+}
+
+fn log_key(dir: &Path) -> anyhow::Result<anchors::LogKey> {
+    let text = std::fs::read_to_string(dir.join("log.key"))?;
+    Ok(anchors::LogKey::from_private(&text)?)
+}
+
+fn prepared(dir: &Path, side: &Sidecar) -> anyhow::Result<Prepared> {
+    let operator = api::demo::read_signing_key(&dir.join("operator.key"))?;
+    Ok(Prepared::new(&side.nonce, operator, WORKERS, side.cases))
+}
+
+/// Creates the directory (if new) and grows its log to `target` entries.
+/// Returns the seconds spent and the events appended.
+pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
+    let dir = &cfg.dir;
+    let mut side = match read_sidecar(dir)? {
+        Some(s) => s,
+        None => {
+            api::init::init(dir, "scale.bench/log", "operator", None)?;
+            Sidecar {
+                nonce: Prepared::fresh_nonce(),
+                cases: cfg.cases,
+                raw_event_bytes: 0,
+                appended: 0,
+                next_event: 0,
+            }
+        }
+    };
+    let p = prepared(dir, &side)?;
+    let key = log_key(dir)?;
+    let events = EventLog::open(
+        dir,
+        ledger::Config::default(),
+        key.event_signing_key(),
+        Arc::new(SystemClock),
+    )?;
+    let started = Instant::now();
+    let mut appended = 0u64;
+    if side.appended == 0 {
+        for env in p.setup() {
+            events
+                .append(&env)
+                .map_err(|e| anyhow!("set-up event refused: {e:?}"))?;
+            side.raw_event_bytes += env.len() as u64;
+            side.appended += 1;
+            appended += 1;
+        }
+    }
+    let head = events.ledger().head().size;
+    if head >= target {
+        write_sidecar(dir, &side)?;
+        return Ok((started.elapsed().as_secs_f64(), appended));
+    }
+    let todo = target - head;
+    let bar = progress(todo, "growing");
+    let raw = AtomicU64::new(0);
+    let done = AtomicU64::new(0);
+    let first = side.next_event;
+    let failed = std::sync::Mutex::new(None::<String>);
+    std::thread::scope(|s| {
+        for w in 0..WORKERS {
+            let (events, p, raw, done, bar, failed) = (&events, &p, &raw, &done, &bar, &failed);
+            s.spawn(move || {
+                let mine = (todo + (WORKERS - 1 - w) as u64) / WORKERS as u64;
+                let mut pending = std::collections::VecDeque::new();
+                for k in 0..mine {
+                    let (env, _) = p.event(w, first + k, 0);
+                    raw.fetch_add(env.len() as u64, Ordering::Relaxed);
+                    loop {
+                        match events.submit(&env) {
+                            Ok(r) => {
+                                pending.push_back(r);
+                                break;
+                            }
+                            Err(ledger::AppendError::Ledger(ledger::Error::Busy)) => {
+                                if let Some(r) = pending.pop_front() {
+                                    settle(r, done, bar, failed);
+                                }
+                            }
+                            Err(e) => {
+                                *failed.lock().unwrap_or_else(|p| p.into_inner()) =
+                                    Some(format!("{e:?}"));
+                                return;
+                            }
+                        }
+                    }
+                    while pending.len() > 4096 {
+                        if let Some(r) = pending.pop_front() {
+                            settle(r, done, bar, failed);
+                        }
+                    }
+                }
+                for r in pending {
+                    settle(r, done, bar, failed);
+                }
+            });
+        }
+    });
+    bar.finish_and_clear();
+    if let Some(e) = failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        bail!("bulk load failed: {e}");
+    }
+    let n = done.load(Ordering::Relaxed);
+    side.raw_event_bytes += raw.load(Ordering::Relaxed);
+    side.appended += n;
+    side.next_event = first + todo.div_ceil(WORKERS as u64) + 1;
+    appended += n;
+    drop(events);
+    write_sidecar(dir, &side)?;
+    Ok((started.elapsed().as_secs_f64(), appended))
+}
+
+fn settle(
+    r: ledger::PendingReceipt<ledger::events::EventSequencer>,
+    done: &AtomicU64,
+    bar: &indicatif::ProgressBar,
+    failed: &std::sync::Mutex<Option<String>>,
+) {
+    match r.wait() {
+        Ok(_) => {
+            done.fetch_add(1, Ordering::Relaxed);
+            bar.inc(1);
+        }
+        Err(e) => {
+            *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:?}"));
+        }
+    }
+}
+
+fn progress(n: u64, what: &str) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(n);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:40}] {pos}/{len} ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message(what.to_owned());
+    bar
+}
+
+/// A `ledger serve` child process, killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Spawns the server; returns it with the times to `/healthz` and
+    /// `/readyz`.
+    fn start(cfg: &ScaleConfig) -> anyhow::Result<(Server, f64, f64)> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let t0 = Instant::now();
+        let child = Command::new(&cfg.ledger_bin)
+            .args(["serve", "--data-dir"])
+            .arg(&cfg.dir)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("LEDGER_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawning {}", cfg.ledger_bin.display()))?;
+        let server = Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let client = Client::new(&server.base, None);
+        let wait = |path: &str| -> anyhow::Result<f64> {
+            loop {
+                if client.get(path).map(|r| r.status).unwrap_or(0) == 200 {
+                    return Ok(t0.elapsed().as_secs_f64() * 1000.0);
+                }
+                if t0.elapsed() > Duration::from_secs(3600) {
+                    bail!("the server did not answer {path} within an hour");
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        let healthz = wait("/healthz")?;
+        let readyz = wait("/readyz")?;
+        Ok((server, healthz, readyz))
+    }
+
+    fn status_kb(&self, field: &str) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(field))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// A tiny deterministic generator for request parameters.
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n.max(1)
+    }
+}
+
+fn pct(v: &mut [u64], q: f64) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+fn hashes(v: &[String]) -> anyhow::Result<Vec<ledger::Hash>> {
+    v.iter()
+        .map(|h| {
+            let b = hex::decode(h)?;
+            Ok(ledger::Hash(
+                b.try_into().map_err(|_| anyhow!("hash length"))?,
+            ))
+        })
+        .collect()
+}
+
+/// Inclusion and consistency proofs through HTTP, each verified.
+fn proof_load(
+    base: &str,
+    vkey: &str,
+    clients: usize,
+    total: usize,
+) -> anyhow::Result<(Vec<u64>, Vec<u64>, f64)> {
+    let client = Client::new(base, None);
+    let note = client.get("/checkpoint")?.text();
+    let cp = anchors::open_checkpoint(note.as_bytes(), vkey).context("checkpoint")?;
+    let (size, root) = (cp.size, cp.root);
+    let per = total / clients.max(1);
+    let started = Instant::now();
+    let results: Vec<anyhow::Result<(Vec<u64>, Vec<u64>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..clients)
+            .map(|c| {
+                s.spawn(move || -> anyhow::Result<(Vec<u64>, Vec<u64>)> {
+                    let client = Client::new(base, None);
+                    let mut rng = Rng(c as u64 + 1);
+                    let (mut inc, mut con) = (Vec::new(), Vec::new());
+                    for k in 0..per {
+                        let t = Instant::now();
+                        if k % 2 == 0 {
+                            let index = rng.below(size);
+                            let r = client.get(&format!(
+                                "/v1/proofs/inclusion?index={index}&tree_size={size}"
+                            ))?;
+                            inc.push(t.elapsed().as_micros() as u64);
+                            let body: api::server::InclusionProof = r.json()?;
+                            let leaf = hashes(&[body.leaf_hash])?[0];
+                            ledger::merkle::verify_inclusion(
+                                &leaf,
+                                index,
+                                size,
+                                &hashes(&body.proof)?,
+                                &root,
+                            )
+                            .map_err(|e| anyhow!("inclusion {index}: {e}"))?;
+                        } else {
+                            let old = 1 + rng.below(size - 1);
+                            let r = client.get(&format!(
+                                "/v1/proofs/consistency?first={old}&second={size}"
+                            ))?;
+                            con.push(t.elapsed().as_micros() as u64);
+                            let body: api::server::ConsistencyProof = r.json()?;
+                            if body.second_root != hex::encode(root.0) {
+                                bail!("consistency proof to a root other than the checkpoint's");
+                            }
+                            // The old root is the server's claim; the proof must
+                            // tie it to the signed root, or it does not verify.
+                            ledger::merkle::verify_consistency(
+                                old,
+                                &hashes(&[body.first_root])?[0],
+                                size,
+                                &root,
+                                &hashes(&body.proof)?,
+                            )
+                            .map_err(|e| anyhow!("consistency {old}: {e}"))?;
+                        }
+                    }
+                    Ok((inc, con))
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("client panicked"))))
+            .collect()
+    });
+    let elapsed = started.elapsed().as_secs_f64();
+    let (mut inc, mut con) = (Vec::new(), Vec::new());
+    for r in results {
+        let (i, c) = r?;
+        inc.extend(i);
+        con.extend(c);
+    }
+    let rate = (inc.len() + con.len()) as f64 / elapsed;
+    Ok((inc, con, rate))
+}
+
+/// Projection reads, each after one new score (so each answer folds new
+/// evidence in).
+fn projection_load(
+    base: &str,
+    vkey: &str,
+    p: &Prepared,
+    side: &mut Sidecar,
+    n: usize,
+) -> anyhow::Result<(u64, Vec<u64>)> {
+    let client = Client::new(base, None);
+    let mut lat = Vec::with_capacity(n);
+    let mut scores = 0;
+    let mut checker = api::check::ReceiptChecker::new(vkey);
+    for _ in 0..n {
+        let (env, _) = p.event(0, side.next_event, 0);
+        side.next_event += 1;
+        let r = client.post_json("/v1/events", &env)?;
+        if r.status != 201 {
+            bail!("score refused ({}): {}", r.status, r.text());
+        }
+        checker.check(&r.json()?, Some(&env))?;
+        side.raw_event_bytes += env.len() as u64;
+        side.appended += 1;
+        let t = Instant::now();
+        let r = client.get(&format!("/v1/task-classes/{}", p.task_class))?;
+        lat.push(t.elapsed().as_micros() as u64);
+        if r.status != 200 {
+            bail!("projection failed ({}): {}", r.status, r.text());
+        }
+        let v: api::server::ProjectionResponse = r.json()?;
+        api::check::check_projection(&v, vkey)?;
+        scores = v.view["scores_in_window"].as_u64().unwrap_or(0);
+    }
+    Ok((scores, lat))
+}
+
+/// Measures the directory as it is now.
+pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
+    let mut rep = SizeReport::default();
+    let key = log_key(&cfg.dir)?;
+    let vkey = key.verifier_key().to_owned();
+
+    // Full verify, in process, with nothing else running.
+    let t = Instant::now();
+    let v = ledger::verify_dir(&cfg.dir, &mut |_, _| {})?;
+    rep.verify_seconds = t.elapsed().as_secs_f64();
+    rep.entries = v.size;
+    rep.verify_entries_per_s = v.size as f64 / rep.verify_seconds;
+
+    for k in 0..cfg.repeats.max(1) {
+        let (server, healthz, readyz) = Server::start(cfg)?;
+        rep.startup_healthz_ms.push(healthz);
+        rep.startup_readyz_ms.push(readyz);
+        if k + 1 < cfg.repeats.max(1) {
+            continue;
+        }
+        let (mut inc, mut con, rate) = proof_load(&server.base, &vkey, cfg.clients, cfg.proofs)?;
+        rep.inclusion_p50_us = pct(&mut inc, 0.5);
+        rep.inclusion_p99_us = pct(&mut inc, 0.99);
+        rep.consistency_p50_us = pct(&mut con, 0.5);
+        rep.consistency_p99_us = pct(&mut con, 0.99);
+        rep.proofs_per_s = rate;
+        rep.proofs_verified = (inc.len() + con.len()) as u64;
+        rep.rss_peak_mb = server.status_kb("VmHWM:") as f64 / 1024.0;
+        rep.rss_mb = server.status_kb("VmRSS:") as f64 / 1024.0;
+
+        let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
+        let p = prepared(&cfg.dir, &side)?;
+        let (scores, mut lat) =
+            projection_load(&server.base, &vkey, &p, &mut side, cfg.projection_requests)?;
+        write_sidecar(&cfg.dir, &side)?;
+        rep.projection_scores = scores;
+        rep.projection_p50_us = pct(&mut lat, 0.5);
+        rep.projection_p99_us = pct(&mut lat, 0.99);
+    }
+
+    let side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
+    rep.disk_bytes = std::fs::metadata(cfg.dir.join(ledger::store::DB_FILE))?.len();
+    rep.raw_event_bytes = side.raw_event_bytes;
+    rep.disk_allowance_bytes =
+        (side.raw_event_bytes as f64 * 1.3) as u64 + 100 * side.appended.max(1);
+    Ok(rep)
+}
+
+/// Grows and measures at each size in turn, printing as it goes.
+pub fn run(cfg: &ScaleConfig, out: &mut dyn std::io::Write) -> anyhow::Result<Vec<SizeReport>> {
+    if !cfg.ledger_bin.is_file() {
+        bail!(
+            "{} not found; build it first: cargo build --release -p api --bin ledger",
+            cfg.ledger_bin.display()
+        );
+    }
+    let mut reports = Vec::new();
+    for &size in &cfg.sizes {
+        let (secs, n) = grow(cfg, size)?;
+        let mut rep = measure(cfg)?;
+        rep.build_seconds = secs;
+        rep.build_events_per_s = n as f64 / secs.max(1e-9);
+        writeln!(out, "{}", rep.summary())?;
+        out.flush()?;
+        reports.push(rep);
+    }
+    Ok(reports)
+}
