@@ -27,7 +27,8 @@ pub struct ServeConfig {
     pub max_concurrent_requests: usize,
     /// Projection window in days. Env: LEDGER_WINDOW_DAYS.
     pub window_days: u32,
-    /// Save the projection checkpoint every this many seconds. Env: LEDGER_PROJECTION_SAVE_SECS.
+    /// Save the projection checkpoint and the event-state snapshot every this
+    /// many seconds (and on shutdown). Env: LEDGER_PROJECTION_SAVE_SECS.
     pub projection_save_secs: u64,
     /// Anchors directory. Default: <data_dir>/anchors. Env: LEDGER_ANCHORS_DIR.
     pub anchors_dir: Option<PathBuf>,

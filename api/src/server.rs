@@ -125,11 +125,18 @@ impl AppState {
         }
     }
 
-    /// Saves the projection checkpoint.
-    pub fn save_projection(&self) {
-        let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = p.save(self.events.ledger()) {
-            tracing::warn!(error = %e, "could not save the projection checkpoint");
+    /// Saves the derived state that makes the next start fast: the
+    /// projection checkpoint and the event-state snapshot. Both are
+    /// rebuildable from the log and never hashed into it.
+    pub fn save_derived(&self) {
+        {
+            let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = p.save(self.events.ledger()) {
+                tracing::warn!(error = %e, "could not save the projection checkpoint");
+            }
+        }
+        if let Err(e) = self.events.save_state() {
+            tracing::warn!(error = %e, "could not save the event-state snapshot");
         }
     }
 }
@@ -1109,7 +1116,7 @@ pub async fn run(
                         let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
                         let _ = p.catch_up(st.events.ledger());
                     }
-                    st.save_projection();
+                    st.save_derived();
                 })
                 .await;
             }
@@ -1125,6 +1132,6 @@ pub async fn run(
         .with_graceful_shutdown(shutdown)
         .await?;
     saver.abort();
-    state.save_projection();
+    state.save_derived();
     Ok(())
 }

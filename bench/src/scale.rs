@@ -203,6 +203,7 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     }
     let head = events.ledger().head().size;
     if head >= target {
+        events.save_state()?;
         write_sidecar(dir, &side)?;
         return Ok((started.elapsed().as_secs_f64(), appended));
     }
@@ -260,6 +261,8 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     side.appended += n;
     side.next_event = first + todo.div_ceil(WORKERS as u64) + 1;
     appended += n;
+    // What a running server saves periodically and on shutdown.
+    events.save_state()?;
     drop(events);
     write_sidecar(dir, &side)?;
     Ok((started.elapsed().as_secs_f64(), appended))

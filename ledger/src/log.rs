@@ -177,6 +177,11 @@ impl<'a> LogView<'a> {
         tlog_tiles::tree_hash(size, &r).map_err(|e| r.take_err(e))
     }
 
+    /// Derived state saved under `name` ([`Ledger::put_aux`]), if any.
+    pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.snap.aux(name)
+    }
+
     /// A checked committed entry.
     pub fn entry(&self, index: u64) -> Result<Entry, Error> {
         if index >= self.head.size {

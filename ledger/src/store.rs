@@ -368,6 +368,7 @@ pub struct Snapshot {
     pub(crate) hashes: ReadOnlyTable<u64, [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
     pub(crate) leaf_index: ReadOnlyTable<[u8; 32], u64>,
+    pub(crate) aux: ReadOnlyTable<&'static str, &'static [u8]>,
 }
 
 /// An entry as stored: its chain hash and its leaf bytes.
@@ -402,6 +403,7 @@ impl Snapshot {
             hashes: txn.open_table(HASHES).map_err(storage)?,
             meta: txn.open_table(META).map_err(storage)?,
             leaf_index: txn.open_table(LEAF_INDEX).map_err(storage)?,
+            aux: txn.open_table(AUX).map_err(storage)?,
         })
     }
 
@@ -446,6 +448,16 @@ impl Snapshot {
     /// The largest stored hash index present, if any.
     pub fn last_hash_index(&self) -> Result<Option<u64>, Error> {
         Ok(self.hashes.last().map_err(storage)?.map(|(k, _)| k.value()))
+    }
+
+    /// Derived state saved under `name` (see [`Store::put_aux`]), as of this
+    /// snapshot.
+    pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        Ok(self
+            .aux
+            .get(name)
+            .map_err(storage)?
+            .map(|v| v.value().to_vec()))
     }
 
     /// The first index recorded for `leaf_hash` in the derived lookup.

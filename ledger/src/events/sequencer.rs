@@ -135,6 +135,89 @@ pub struct Accepted {
     pub sequenced_at: i64,
 }
 
+/// The `aux` name of the saved state snapshot ([`EventLog::save_state`]).
+pub const STATE_AUX: &str = "event_state/v1";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"ELSTATE1";
+
+/// The key of the state snapshot's MAC, derived from the ledger's key.
+fn snapshot_mac_key(ledger_key: &SigningKey) -> [u8; 32] {
+    blake3::derive_key(
+        "evidence-ledger/v1 state snapshot mac",
+        ledger_key.as_bytes(),
+    )
+}
+
+/// `magic ‖ size (u64 BE) ‖ root ‖ MAC ‖ body`; the MAC (keyed BLAKE3) covers
+/// size, root and body.
+fn seal_snapshot(key: &[u8; 32], size: u64, root: &crate::Hash, body: &[u8]) -> Vec<u8> {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&size.to_be_bytes());
+    h.update(&root.0);
+    h.update(body);
+    let mut out = Vec::with_capacity(80 + body.len());
+    out.extend_from_slice(SNAPSHOT_MAGIC);
+    out.extend_from_slice(&size.to_be_bytes());
+    out.extend_from_slice(&root.0);
+    out.extend_from_slice(h.finalize().as_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The snapshot's state if it is sealed with `key`, taken at a size the log
+/// has, and the log's root at that size is the one sealed with it.
+fn open_snapshot(key: &[u8; 32], rec: &[u8], log: &LogView<'_>) -> Option<State> {
+    if rec.len() < 80 || &rec[..8] != SNAPSHOT_MAGIC {
+        return None;
+    }
+    let size = u64::from_be_bytes(rec[8..16].try_into().ok()?);
+    let root = crate::Hash(rec[16..48].try_into().ok()?);
+    let body = &rec[80..];
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(&size.to_be_bytes());
+    h.update(&root.0);
+    h.update(body);
+    let mac: [u8; 32] = rec[48..80].try_into().ok()?;
+    // blake3::Hash compares in constant time.
+    if blake3::Hash::from(mac) != h.finalize() {
+        return None;
+    }
+    if size > log.head().size || log.root_at(size).ok()? != root {
+        return None;
+    }
+    State::decode_snapshot(body).filter(|s| s.size == size)
+}
+
+/// The state at the log's head: the saved snapshot (when it checks out) and
+/// the entries after it, each re-checked; otherwise the whole log.
+/// Returns the state and the snapshot size it started from, if any.
+fn rebuild_state(
+    log: &LogView<'_>,
+    key: &[u8; 32],
+    verify_signatures: bool,
+) -> Result<(State, Option<u64>), super::state::ReplayError> {
+    match log.aux(STATE_AUX) {
+        Ok(Some(rec)) => match open_snapshot(key, &rec, log) {
+            Some(state) => {
+                let from = state.size;
+                tracing::info!(
+                    snapshot = from,
+                    tail = log.head().size - from,
+                    "state from its snapshot and the entries after it"
+                );
+                return Ok((state.replay_from(log, verify_signatures)?, Some(from)));
+            }
+            None => {
+                tracing::warn!("the state snapshot does not check out; replaying the whole log")
+            }
+        },
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the state snapshot; replaying the whole log")
+        }
+    }
+    Ok((State::replay(log, verify_signatures)?, None))
+}
+
 /// The [`Sequencer`] for signed domain events.
 pub struct EventSequencer {
     state: State,
@@ -263,8 +346,8 @@ impl Sequencer for EventSequencer {
     }
 
     fn failed(&mut self, log: &LogView<'_>) {
-        match State::replay(log, false) {
-            Ok(s) => {
+        match rebuild_state(log, &snapshot_mac_key(&self.ledger_key), false) {
+            Ok((s, _)) => {
                 self.keys.reset(&s);
                 self.state = s;
             }
@@ -281,6 +364,8 @@ pub struct EventLog {
     ledger: Ledger<EventSequencer>,
     keys: Arc<KeyCache>,
     replay_error: Option<String>,
+    snapshot_key: [u8; 32],
+    restored_from: Option<u64>,
 }
 
 impl EventLog {
@@ -322,8 +407,11 @@ impl EventLog {
         let k2 = Arc::clone(&keys);
         let replay_error = Arc::new(std::sync::Mutex::new(None));
         let re2 = Arc::clone(&replay_error);
+        let snapshot_key = snapshot_mac_key(&ledger_key);
+        let restored = Arc::new(std::sync::Mutex::new(None));
+        let restored2 = Arc::clone(&restored);
         let ledger = Ledger::open_with(dir, config, move |log| {
-            let replayed = State::replay(log, true).map_err(|e| match e {
+            let replayed = rebuild_state(log, &snapshot_key, true).map_err(|e| match e {
                 super::state::ReplayError::Log(e) => e,
                 super::state::ReplayError::Invalid { index, rejection } => crate::Corruption::new(
                     index,
@@ -333,7 +421,10 @@ impl EventLog {
                 .into(),
             });
             let (state, broken) = match replayed {
-                Ok(state) => (state, false),
+                Ok((state, from)) => {
+                    *restored2.lock().unwrap_or_else(|p| p.into_inner()) = from;
+                    (state, false)
+                }
                 Err(e) if degraded => {
                     tracing::error!(error = %e, "the log does not replay; refusing writes");
                     *re2.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
@@ -355,11 +446,46 @@ impl EventLog {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+        let restored_from = *restored.lock().unwrap_or_else(|p| p.into_inner());
         Ok(EventLog {
             ledger,
             keys,
             replay_error,
+            snapshot_key,
+            restored_from,
         })
+    }
+
+    /// The size of the state snapshot this open started from (the entries
+    /// after it were replayed), or `None` when it replayed the whole log.
+    pub fn restored_from(&self) -> Option<u64> {
+        self.restored_from
+    }
+
+    /// Saves the committed state as a snapshot, so the next open replays
+    /// only the entries after it. The snapshot is derived data in `aux`,
+    /// never hashed into the log; it is sealed with a MAC keyed from the
+    /// ledger's key and bound to the tree size and root it was taken at, and
+    /// an open that finds it altered, or at a root the log does not have,
+    /// ignores it and replays the whole log. Returns the size it was taken
+    /// at, or `None` when the state is not trustworthy (a failed rebuild).
+    /// It briefly holds up the committer while it encodes the state.
+    pub fn save_state(&self) -> Result<Option<u64>, Error> {
+        let taken = self
+            .ledger
+            .inspect(|s| (!s.broken).then(|| (s.state.size, s.state.encode_snapshot())));
+        let Some((size, body)) = taken else {
+            return Ok(None);
+        };
+        if self.replay_error.is_some() {
+            return Ok(None);
+        }
+        let root = self.ledger.root_at(size)?;
+        self.ledger.put_aux(
+            STATE_AUX,
+            &seal_snapshot(&self.snapshot_key, size, &root, &body),
+        )?;
+        Ok(Some(size))
     }
 
     /// Why the log did not replay, when opened with [`EventLog::open_degraded`].

@@ -34,7 +34,7 @@ impl Checkpoints for crate::LogView<'_> {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Principal {
     pub public_key: [u8; 32],
     pub identity: String,
@@ -42,20 +42,20 @@ pub struct Principal {
     pub revoked: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TaskClassState {
     pub registration: TaskClassRegistered,
     pub rubric_digest: String,
     pub tier: Tier,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CaseStatus {
     Active,
     Retired,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CaseState {
     pub task_class: String,
     pub case_digest: String,
@@ -65,35 +65,35 @@ pub struct CaseState {
     pub source: CaseSource,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ProposalStatus {
     Pending,
     Approved,
     Rejected,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProposalState {
     pub task_class: String,
     pub draft: CaseDraft,
     pub status: ProposalStatus,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunState {
     pub task_class: String,
     pub isolation: Isolation,
     pub finished: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct InvocationState {
     pub run_id: String,
     pub case_id: String,
     pub open: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CapabilityState {
     pub workflow_id: String,
     pub expires_at: i64,
@@ -101,7 +101,7 @@ pub struct CapabilityState {
     pub quarantined: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RecommendationState {
     pub task_class: String,
     pub from: Tier,
@@ -109,7 +109,7 @@ pub struct RecommendationState {
 }
 
 /// Everything the log has established, as of `size` entries.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct State {
     pub principals: BTreeMap<String, Principal>,
     pub task_classes: BTreeMap<String, TaskClassState>,
@@ -119,7 +119,10 @@ pub struct State {
     pub invocations: BTreeMap<String, InvocationState>,
     pub capabilities: BTreeMap<String, CapabilityState>,
     pub recommendations: BTreeMap<u64, RecommendationState>,
-    /// Envelope id → (index, BLAKE3 of the payload).
+    /// Envelope id → (index, BLAKE3 of the payload). Kept out of the JSON
+    /// part of a snapshot ([`State::encode_snapshot`]): it is the one map
+    /// that grows with every event, so it is written as compact records.
+    #[serde(skip)]
     pub ids: BTreeMap<String, (u64, [u8; 32])>,
     pub size: u64,
     /// The latest sequencing time (µs, UTC); sequencing never goes back.
@@ -1129,12 +1132,61 @@ impl State {
     /// `verify_signatures`, every envelope signature is checked again; every
     /// event is always re-checked against the rules.
     pub fn replay(log: &crate::LogView<'_>, verify_signatures: bool) -> Result<State, ReplayError> {
-        let mut state = State::default();
-        for index in 0..log.head().size {
+        State::default().replay_from(log, verify_signatures)
+    }
+
+    /// Folds the entries from `self.size` to the head into `self`, re-checking
+    /// each one (the tail after a state snapshot).
+    pub fn replay_from(
+        mut self,
+        log: &crate::LogView<'_>,
+        verify_signatures: bool,
+    ) -> Result<State, ReplayError> {
+        for index in self.size..log.head().size {
             let entry = log.entry(index)?;
-            state.replay_one(index, &entry.leaf, log, verify_signatures)?;
+            self.replay_one(index, &entry.leaf, log, verify_signatures)?;
         }
-        Ok(state)
+        Ok(self)
+    }
+
+    /// The state as bytes: `u32` BE length ‖ JSON of everything but the id
+    /// map ‖ one record per id (`u16` BE length ‖ id ‖ `u64` BE index ‖
+    /// 32-byte payload digest). Derived data, never hashed into the log.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let mut out = Vec::with_capacity(json.len() + 4 + self.ids.len() * 80);
+        out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        out.extend_from_slice(&json);
+        for (id, (index, digest)) in &self.ids {
+            out.extend_from_slice(&(id.len() as u16).to_be_bytes());
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(&index.to_be_bytes());
+            out.extend_from_slice(digest);
+        }
+        out
+    }
+
+    /// Parses [`State::encode_snapshot`]'s bytes; `None` when malformed.
+    pub fn decode_snapshot(b: &[u8]) -> Option<State> {
+        fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+            if b.len() < n {
+                return None;
+            }
+            let (head, rest) = b.split_at(n);
+            *b = rest;
+            Some(head)
+        }
+        let mut b = b;
+        let len = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+        let mut state: State = serde_json::from_slice(take(&mut b, len)?).ok()?;
+        while !b.is_empty() {
+            let n = u16::from_be_bytes(take(&mut b, 2)?.try_into().ok()?) as usize;
+            let id = std::str::from_utf8(take(&mut b, n)?).ok()?.to_owned();
+            let index = u64::from_be_bytes(take(&mut b, 8)?.try_into().ok()?);
+            let digest: [u8; 32] = take(&mut b, 32)?.try_into().ok()?;
+            state.ids.insert(id, (index, digest));
+        }
+        Some(state)
     }
 
     /// Folds one logged leaf, re-checking it.
