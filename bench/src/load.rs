@@ -340,7 +340,7 @@ fn score(p: &Prepared, client: usize, i: u64) -> Event {
     let mut breakdown = BTreeMap::new();
     breakdown.insert("correctness".to_owned(), x);
     breakdown.insert("minimality".to_owned(), 1.0 - x / 2.0);
-    let failure_modes = if i % 7 == 0 {
+    let failure_modes = if i.is_multiple_of(7) {
         vec![ScoreFailureMode {
             code: "lint_regression".into(),
             severity: "warn".into(),

@@ -203,7 +203,7 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     }
     let head = events.ledger().head().size;
     if head >= target {
-        events.save_state()?;
+        save_derived(&events)?;
         write_sidecar(dir, &side)?;
         return Ok((started.elapsed().as_secs_f64(), appended));
     }
@@ -262,10 +262,20 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     side.next_event = first + todo.div_ceil(WORKERS as u64) + 1;
     appended += n;
     // What a running server saves periodically and on shutdown.
-    events.save_state()?;
+    save_derived(&events)?;
     drop(events);
     write_sidecar(dir, &side)?;
     Ok((started.elapsed().as_secs_f64(), appended))
+}
+
+/// Saves the event-state snapshot and the projection checkpoint, as a
+/// running server does every `projection_save_secs` and on shutdown.
+fn save_derived(events: &EventLog) -> anyhow::Result<()> {
+    events.save_state()?;
+    let settings = projections::fold::Settings::default();
+    let projector = projections::driver::Projector::open(events.ledger(), settings)?;
+    projector.save(events.ledger())?;
+    Ok(())
 }
 
 fn settle(
@@ -304,7 +314,19 @@ struct Server {
 }
 
 impl Drop for Server {
+    /// Stops the server as an operator would (SIGTERM: it saves its derived
+    /// state and exits), killing it if it has not exited within a minute.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -38,11 +38,12 @@ struct Args {
     /// rest are scores with breakdowns. 0 for scores only.
     #[arg(long, default_value_t = 10)]
     case_every: u64,
-    /// Envelopes to sign before the clock starts, over all clients (closed
-    /// loop; open loop signs rate × seconds). Clients that run out sign
-    /// inline, and the report counts them.
-    #[arg(long, default_value_t = 300_000)]
-    presign: usize,
+    /// Envelopes to sign before the clock starts, over all clients, in
+    /// closed loop (default: 30,000 per second of the run; open loop signs
+    /// rate × seconds). Clients that run out sign inline, and the report
+    /// counts them.
+    #[arg(long)]
+    presign: Option<usize>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,7 +53,7 @@ fn main() -> anyhow::Result<()> {
         duration: Duration::from_secs(a.seconds),
         rate: a.rate,
         case_every: a.case_every,
-        presign: a.presign,
+        presign: a.presign.unwrap_or(30_000 * a.seconds as usize),
     };
     let (_keep, rt, base, vkey, operator) = match &a.server {
         Some(s) => {
