@@ -69,7 +69,23 @@ impl AppState {
             ..Settings::default()
         };
         let (projector, damage) = match events.replay_error() {
-            None => (Projector::open(events.ledger(), settings)?, None),
+            // Damage the state snapshot let the open skip (an entry before
+            // the snapshot) surfaces here or in the background verify; either
+            // way the server starts, serves checked reads, and never numbers.
+            None => match Projector::open(events.ledger(), settings.clone()) {
+                Ok(p) => (p, None),
+                Err(
+                    e @ (projections::driver::DriverError::Ledger(ledger::Error::Corrupt(_))
+                    | projections::driver::DriverError::Projection(_)),
+                ) => {
+                    tracing::error!(error = %e, "the projection cannot be rebuilt; refusing projections");
+                    (
+                        Projector::empty(settings),
+                        Some(format!("the projection cannot be rebuilt: {e}")),
+                    )
+                }
+                Err(e) => return Err(e.into()),
+            },
             Some(e) => (Projector::empty(settings), Some(e.to_owned())),
         };
         let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
