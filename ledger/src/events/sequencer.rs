@@ -149,16 +149,20 @@ fn snapshot_mac_key(ledger_key: &SigningKey) -> [u8; 32] {
 
 /// `magic ‖ size (u64 BE) ‖ root ‖ MAC ‖ body`; the MAC (keyed BLAKE3) covers
 /// size, root and body.
-fn seal_snapshot(key: &[u8; 32], size: u64, root: &crate::Hash, body: &[u8]) -> Vec<u8> {
+fn snapshot_mac(key: &[u8; 32], size: u64, root: &crate::Hash, body: &[u8]) -> blake3::Hash {
     let mut h = blake3::Hasher::new_keyed(key);
     h.update(&size.to_be_bytes());
     h.update(&root.0);
     h.update(body);
+    h.finalize()
+}
+
+fn seal_snapshot(key: &[u8; 32], size: u64, root: &crate::Hash, body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(80 + body.len());
     out.extend_from_slice(SNAPSHOT_MAGIC);
     out.extend_from_slice(&size.to_be_bytes());
     out.extend_from_slice(&root.0);
-    out.extend_from_slice(h.finalize().as_bytes());
+    out.extend_from_slice(snapshot_mac(key, size, root, body).as_bytes());
     out.extend_from_slice(body);
     out
 }
@@ -172,13 +176,9 @@ fn open_snapshot(key: &[u8; 32], rec: &[u8], log: &LogView<'_>) -> Option<State>
     let size = u64::from_be_bytes(rec[8..16].try_into().ok()?);
     let root = crate::Hash(rec[16..48].try_into().ok()?);
     let body = &rec[80..];
-    let mut h = blake3::Hasher::new_keyed(key);
-    h.update(&size.to_be_bytes());
-    h.update(&root.0);
-    h.update(body);
     let mac: [u8; 32] = rec[48..80].try_into().ok()?;
     // blake3::Hash compares in constant time.
-    if blake3::Hash::from(mac) != h.finalize() {
+    if blake3::Hash::from(mac) != snapshot_mac(key, size, &root, body) {
         return None;
     }
     if size > log.head().size || log.root_at(size).ok()? != root {
