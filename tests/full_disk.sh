@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real filesystem that fills up: the server runs on a small tmpfs, writes
 # until the disk is full, must refuse (503, a stable code) without
-# acknowledging anything it did not persist, and must recover when space
-# returns. Needs root (mount). CI runs it; figures go to tests/README.md.
+# acknowledging anything it did not persist, must keep serving verified
+# reads (entries, inclusion proofs against a signed checkpoint) while the
+# disk is full, and must recover when space returns. Needs root (mount). CI runs it; figures go to tests/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${LEDGER_BIN:-target/debug/ledger}")
@@ -59,6 +60,22 @@ while True:
     if codes[code] >= 5:
         break
 print(f"disk full after {len(acked)} acknowledged writes; refused with {codes}")
+# While the disk is full, reads go on: every acknowledged entry, with an
+# inclusion proof checked against a checkpoint signed by the log key.
+status, body = pe.http("GET", server + "/checkpoint")
+assert status == 200, ("checkpoint during the fault", status, body[:300])
+_, size, root = pe.open_checkpoint(body.decode(), vkey)
+assert size >= max(acked) + 1, (size, max(acked))
+for index, leaf_hash in acked.items():
+    status, body = pe.http("GET", f"{server}/v1/entries/{index}")
+    assert status == 200 and json.loads(body)["leaf_hash"] == leaf_hash, ("entry during the fault", index, status, body[:300])
+    status, body = pe.http("GET", f"{server}/v1/proofs/inclusion?index={index}&tree_size={size}")
+    assert status == 200, ("proof during the fault", index, status, body[:300])
+    proof = [bytes.fromhex(h) for h in json.loads(body)["proof"]]
+    assert pe.root_from_inclusion(index, size, bytes.fromhex(leaf_hash), proof) == root, index
+metrics = pe.http("GET", server + "/metrics")[1].decode()
+read_only = [l for l in metrics.splitlines() if l.startswith("ledger_storage_read_only")]
+print(f"during the fault: all {len(acked)} entries and proofs served and verified ({read_only[0] if read_only else 'no gauge'})")
 # Space returns.
 subprocess.run(["mount", "-o", "remount,size=64m", mnt], check=True)
 for _ in range(200):
@@ -71,6 +88,8 @@ for _ in range(200):
     time.sleep(0.05)
 else:
     raise SystemExit("writes did not recover after space returned")
+metrics = pe.http("GET", server + "/metrics")[1].decode()
+assert "ledger_storage_read_only 0" in metrics, "still read-only after recovering"
 # Every acknowledged write is there, unchanged.
 for index, leaf_hash in acked.items():
     status, body = pe.http("GET", f"{server}/v1/entries/{index}")

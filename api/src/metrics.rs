@@ -29,6 +29,7 @@ pub struct Metrics {
     batches: Gauge,
     last_batch: Gauge,
     commit_failures: Gauge,
+    read_only: Gauge,
     /// Unix time of the newest anchor (published or found at startup).
     pub last_anchor: Gauge,
     data_file_bytes: Gauge,
@@ -85,6 +86,12 @@ impl Metrics {
             "Failed commits since start",
             commit_failures.clone(),
         );
+        let read_only = Gauge::default();
+        registry.register(
+            "storage_read_only",
+            "1 while storage has failed: reads come from the last durable commit and writes are refused",
+            read_only.clone(),
+        );
         let (last_anchor, data_file_bytes) = (Gauge::default(), Gauge::default());
         registry.register(
             "last_anchor_timestamp_seconds",
@@ -106,6 +113,7 @@ impl Metrics {
             batches,
             last_batch,
             commit_failures,
+            read_only,
             last_anchor,
             data_file_bytes,
         }
@@ -133,6 +141,8 @@ impl Metrics {
             .set(stats.last_batch_size.load(Ordering::Relaxed) as i64);
         self.commit_failures
             .set(stats.commit_failures.load(Ordering::Relaxed) as i64);
+        self.read_only
+            .set(i64::from(stats.read_only.load(Ordering::Relaxed)));
         if let Ok(m) = std::fs::metadata(log.path()) {
             self.data_file_bytes.set(m.len() as i64);
         }

@@ -36,6 +36,7 @@ pub mod events;
 pub mod hash;
 mod log;
 pub mod merkle;
+mod overlay;
 pub mod store;
 pub mod verify;
 

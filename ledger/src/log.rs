@@ -79,6 +79,9 @@ pub struct Stats {
     pub batches: AtomicU64,
     pub commit_failures: AtomicU64,
     pub last_batch_size: AtomicU64,
+    /// Set while storage has failed and reads come from a read-only view of
+    /// the last durable commit; writes are refused until it clears.
+    pub read_only: std::sync::atomic::AtomicBool,
 }
 
 /// Decides, in log order and inside the single committer thread, what each
@@ -574,16 +577,17 @@ impl Shared {
     }
 }
 
-/// Reopens the store after a failed commit and brings the committer's head
-/// and the sequencer in line with what is on disk. If the reopen fails, the
-/// store stays closed (reads and writes get [`Error::Busy`]) and the next
-/// batch tries again.
+/// Reopens the store after a failed commit (or while a read-only fallback
+/// serves reads) and brings the committer's head and the sequencer in line
+/// with what is on disk. If the reopen fails, a read-only view of the last
+/// durable commit serves reads ([`Store::open_fallback`]), writes are refused
+/// with the reopen's error, and the next batch tries again.
 fn recover<S: Sequencer>(
     shared: &Shared,
     frontier: &mut Frontier,
     head: &mut Head,
     sequencer: &mut S,
-) {
+) -> Result<(), Error> {
     match reopen(shared) {
         Ok((h, f)) => {
             if h != *head {
@@ -603,43 +607,97 @@ fn recover<S: Sequencer>(
                 Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
             }
             tracing::info!(size = h.size, "storage reopened after a failed commit");
+            Ok(())
         }
         Err(e) => {
-            tracing::error!(error = %e, "reopening storage failed; writes refused until it succeeds")
+            tracing::error!(error = %e, "reopening storage failed; writes refused until it succeeds");
+            Err(e)
         }
     }
 }
+
+/// How long a recovery waits for the readers of a read-only fallback view to
+/// finish before it gives up for this batch (a full verify can hold one for
+/// minutes; the next batch tries again).
+const FALLBACK_DRAIN: Duration = Duration::from_secs(2);
 
 /// After a failed commit: redb refuses every operation until reopened, so
 /// drop the database, open it again, and reload the committed head from disk
 /// (a batch that reported failure may have persisted). Returns the head, its
 /// right edge, and a fresh snapshot for the sequencer to rebuild from.
+///
+/// When the reopen fails, a read-only fallback view is installed so that
+/// verified reads go on. A fallback view's readers must be gone before the
+/// real database is reopened: once writes resume, redb may reuse pages the
+/// fallback's snapshots still read.
 fn reopen(shared: &Shared) -> Result<(Head, Frontier), Error> {
     let old = shared
         .store
         .write()
         .unwrap_or_else(|p| p.into_inner())
         .take();
-    drop(old);
+    if let Some(old) = old {
+        if old.is_fallback() {
+            let deadline = Instant::now() + FALLBACK_DRAIN;
+            while old.readers() > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if old.readers() > 0 {
+                *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(old);
+                return Err(Error::Busy);
+            }
+        }
+        drop(old);
+    }
     let mut last = Error::Busy;
-    for _ in 0..200 {
-        match Store::open_with(&shared.dir, shared.backend.as_ref()) {
-            Ok(store) => {
-                let snap = store.snapshot()?;
-                let head = snap.head()?;
-                let frontier = self_check(&snap, &head)?;
-                drop(snap);
+    // Readers may still hold the old database (and its file lock) briefly.
+    for _ in 0..20 {
+        match open_checked(&shared.dir, shared.backend.as_ref(), Store::open_with) {
+            Ok((store, head, frontier)) => {
                 *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
+                shared.stats.read_only.store(false, Ordering::Relaxed);
                 return Ok((head, frontier));
             }
-            // Readers may still hold the old database for a moment.
             Err(e) => {
                 last = e;
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
     }
+    match open_checked(&shared.dir, shared.backend.as_ref(), Store::open_fallback) {
+        Ok((store, head, _)) => {
+            tracing::warn!(
+                size = head.size,
+                "serving reads from a read-only view of the last durable commit"
+            );
+            // Reads are bounded by the head the committer last published; a
+            // batch that reported failure but persisted shows up after the
+            // real reopen, never before.
+            *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
+            shared.stats.read_only.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot open a read-only view either; reads refused");
+            shared.stats.read_only.store(false, Ordering::Relaxed);
+        }
+    }
     Err(last)
+}
+
+type OpenFn = fn(&Path, Option<&crate::store::BackendFactory>) -> Result<Store, Error>;
+
+/// Opens a store and runs the O(log n) self-check on its head.
+fn open_checked(
+    dir: &Path,
+    backend: Option<&crate::store::BackendFactory>,
+    open: OpenFn,
+) -> Result<(Store, Head, Frontier), Error> {
+    let store = open(dir, backend)?;
+    let snap = store.snapshot()?;
+    let head = snap.head()?;
+    let frontier = self_check(&snap, &head)?;
+    drop(snap);
+    Ok((store, head, frontier))
 }
 
 impl<S: Sequencer> Drop for Ledger<S> {
@@ -766,16 +824,19 @@ fn commit_loop<S: Sequencer>(
                 }
             }
         }
-        if shared
+        let degraded = shared
             .store
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .is_none()
-        {
+            .as_ref()
+            .is_none_or(|s| s.is_fallback());
+        let recovered = if degraded {
             let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
-            recover(shared, &mut frontier, &mut head, &mut *guard);
-        }
-        let snap = match shared.store().and_then(|s| s.snapshot()) {
+            recover(shared, &mut frontier, &mut head, &mut *guard)
+        } else {
+            Ok(())
+        };
+        let snap = match recovered.and_then(|()| shared.store()?.snapshot()) {
             Ok(s) => s,
             Err(e) => {
                 for req in batch {
@@ -918,7 +979,8 @@ fn run_batch<S: Sequencer>(
             tracing::error!(error = %e, batch = replies.len(), "commit failed; batch not acknowledged");
             shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
             (*frontier, *head) = saved;
-            recover(shared, frontier, head, sequencer);
+            // On failure a read-only view serves reads; the next batch retries.
+            let _ = recover(shared, frontier, head, sequencer);
             for (outcome, reply) in outcomes.into_iter().zip(replies) {
                 let msg = match outcome {
                     // A refusal that needed no record stands regardless.

@@ -154,6 +154,11 @@ impl redb::StorageBackend for BoxedBackend {
 pub struct Store {
     db: Database,
     path: PathBuf,
+    /// Opened read-only over [`crate::overlay::Overlay`] while storage fails.
+    fallback: bool,
+    /// Held by every [`Snapshot`]: how the log knows when the last reader of
+    /// a fallback view is gone (see [`Store::readers`]).
+    lease: std::sync::Arc<()>,
 }
 
 impl std::fmt::Debug for Store {
@@ -184,13 +189,59 @@ impl Store {
                         .map_err(storage)?
                 }
             };
-            let store = Store {
-                db,
-                path: path.clone(),
-            };
+            let store = Store::new(db, path.clone(), false);
             store.init()?;
             Ok(store)
         })
+    }
+
+    /// Opens a read-only view of the log in `dir` that never writes the data
+    /// file, for serving reads while storage fails ([`crate::overlay`]). It
+    /// sees the last durable commit. Log entries are never committed through
+    /// it; [`Store::put_aux`] refuses.
+    pub fn open_fallback(dir: &Path, backend: Option<&BackendFactory>) -> Result<Store, Error> {
+        let path = dir.join(DB_FILE);
+        let io = |e| storage(redb::StorageError::Io(e));
+        let base = match backend {
+            None => crate::overlay::Base::open_file(&path).map_err(io)?,
+            Some(f) => crate::overlay::Base::Backend((f.0)(&path).map_err(io)?),
+        };
+        let overlay = crate::overlay::Overlay::new(base).map_err(io)?;
+        guarded("opening a read-only view", || {
+            let db = builder().create_with_backend(overlay).map_err(storage)?;
+            let store = Store::new(db, path.clone(), true);
+            store.init()?;
+            Ok(store)
+        })
+    }
+
+    fn new(db: Database, path: PathBuf, fallback: bool) -> Store {
+        Store {
+            db,
+            path,
+            fallback,
+            lease: std::sync::Arc::new(()),
+        }
+    }
+
+    /// Whether this is a read-only view opened while storage fails.
+    pub fn is_fallback(&self) -> bool {
+        self.fallback
+    }
+
+    /// How many [`Snapshot`]s of this store are alive.
+    pub fn readers(&self) -> usize {
+        std::sync::Arc::strong_count(&self.lease) - 1
+    }
+
+    fn refuse_if_fallback(&self) -> Result<(), Error> {
+        if self.fallback {
+            return Err(storage(redb::StorageError::Io(std::io::Error::new(
+                std::io::ErrorKind::ReadOnlyFilesystem,
+                "storage failed; the log is read-only until it can be reopened",
+            ))));
+        }
+        Ok(())
     }
 
     /// Opens an existing log; refuses a directory without one.
@@ -204,10 +255,7 @@ impl Store {
         }
         guarded("opening", || {
             let db = builder().open(&path).map_err(storage)?;
-            let store = Store {
-                db,
-                path: path.clone(),
-            };
+            let store = Store::new(db, path.clone(), false);
             store.check_format()?;
             Ok(store)
         })
@@ -250,6 +298,7 @@ impl Store {
 
     /// Saves derived state under `name`, durably, in its own transaction.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.refuse_if_fallback()?;
         let mut txn = self.db.begin_write().map_err(storage)?;
         txn.set_durability(Durability::Immediate).map_err(storage)?;
         {
@@ -293,12 +342,13 @@ impl Store {
     /// A consistent read snapshot.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         let txn = self.db.begin_read().map_err(storage)?;
-        Snapshot::new(txn)
+        Snapshot::new(txn, std::sync::Arc::clone(&self.lease))
     }
 
     /// Writes `rows` and `new_head` in one durable transaction. The caller
     /// guarantees the rows are contiguous from the current head.
     pub(crate) fn commit(&self, rows: &[Row<'_>], new_head: &Head) -> Result<(), Error> {
+        self.refuse_if_fallback()?;
         let mut txn = self.db.begin_write().map_err(storage)?;
         txn.set_durability(Durability::Immediate).map_err(storage)?;
         txn.set_quick_repair(true);
@@ -369,6 +419,7 @@ pub struct Snapshot {
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
     pub(crate) leaf_index: ReadOnlyTable<[u8; 32], u64>,
     pub(crate) aux: ReadOnlyTable<&'static str, &'static [u8]>,
+    _lease: std::sync::Arc<()>,
 }
 
 /// An entry as stored: its chain hash and its leaf bytes.
@@ -397,8 +448,9 @@ impl StoredEntry {
 }
 
 impl Snapshot {
-    fn new(txn: ReadTransaction) -> Result<Snapshot, Error> {
+    fn new(txn: ReadTransaction, lease: std::sync::Arc<()>) -> Result<Snapshot, Error> {
         Ok(Snapshot {
+            _lease: lease,
             entries: txn.open_table(ENTRIES).map_err(storage)?,
             hashes: txn.open_table(HASHES).map_err(storage)?,
             meta: txn.open_table(META).map_err(storage)?,
