@@ -804,20 +804,18 @@ fn projection_response(
 ) -> Result<ProjectionResponse, ApiError> {
     let log = state.events.ledger();
     let root = parse_hash("root", &view.root)?;
-    let mut evidence = Vec::with_capacity(view.evidence.len());
-    for e in &view.evidence {
-        let entry = log.entry(e.index)?;
-        evidence.push(EvidenceProof {
+    let indices: Vec<u64> = view.evidence.iter().map(|e| e.index).collect();
+    let evidence = log
+        .entries_with_proofs(&indices, view.tree_size)?
+        .into_iter()
+        .zip(&view.evidence)
+        .map(|((entry, proof), e)| EvidenceProof {
             index: e.index,
             leaf_hash: e.leaf_hash.clone(),
             leaf: B64.encode(&entry.leaf),
-            proof: log
-                .inclusion_proof(e.index, view.tree_size)?
-                .iter()
-                .map(hexh)
-                .collect(),
-        });
-    }
+            proof: proof.iter().map(hexh).collect(),
+        })
+        .collect();
     Ok(ProjectionResponse {
         checkpoint: state.checkpoint(view.tree_size, &root)?,
         verifier_key: state.log_key.verifier_key().to_owned(),

@@ -335,8 +335,10 @@ fn case_added(p: &Prepared, case_id: &str) -> Event {
 
 fn score(p: &Prepared, client: usize, i: u64) -> Event {
     let case_id = format!("load-{}-case-{}", p.nonce, i as usize % p.cases);
-    // A cheap deterministic spread of values in [0.5, 1.0).
-    let x = (i.wrapping_mul(2654435761) % 1000) as f64 / 2000.0 + 0.5;
+    // A cheap deterministic spread of values in [0.5, 1.0) that differs
+    // between reruns of a case (so a new score changes the case's latest
+    // value, and a projection must recompute its statistics).
+    let x = ((i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) % 1000) as f64 / 2000.0 + 0.5;
     let mut breakdown = BTreeMap::new();
     breakdown.insert("correctness".to_owned(), x);
     breakdown.insert("minimality".to_owned(), 1.0 - x / 2.0);

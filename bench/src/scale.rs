@@ -90,6 +90,9 @@ pub struct SizeReport {
     pub projection_scores: u64,
     pub projection_p50_us: u64,
     pub projection_p99_us: u64,
+    /// The recommendation alone, computed in process (no HTTP, no proofs).
+    pub view_p50_us: u64,
+    pub view_p99_us: u64,
 }
 
 impl SizeReport {
@@ -106,7 +109,7 @@ impl SizeReport {
             format!("{lo:.0}–{hi:.0}")
         };
         format!(
-            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP, {} verified\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs",
+            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP, {} verified\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs",
             self.entries,
             self.build_seconds,
             self.build_events_per_s,
@@ -137,6 +140,8 @@ impl SizeReport {
             self.projection_scores,
             self.projection_p50_us,
             self.projection_p99_us,
+            self.view_p50_us,
+            self.view_p99_us,
         )
     }
 }
@@ -529,6 +534,59 @@ fn projection_load(
     Ok((scores, lat))
 }
 
+/// The recommendation alone, in process: `n` views of the task class, each
+/// after one new score is appended (so each folds new evidence in), timed
+/// from the request to the finished view (`Projector::view_at_head`).
+fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
+    let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
+    let p = prepared(&cfg.dir, &side)?;
+    let key = log_key(&cfg.dir)?;
+    let events = EventLog::open(
+        &cfg.dir,
+        ledger::Config::default(),
+        key.event_signing_key(),
+        Arc::new(SystemClock),
+    )?;
+    let settings = projections::fold::Settings::default();
+    let mut projector = projections::driver::Projector::open(events.ledger(), settings)?;
+    let clock = SystemClock;
+    // The first view builds the running totals; every later one is incremental.
+    projector.view_at_head(
+        events.ledger(),
+        &p.task_class,
+        ledger::events::Clock::now_micros(&clock),
+    )?;
+    let mut lat = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (env, _) = p.event(0, side.next_event, 0);
+        side.next_event += 1;
+        events
+            .append(&env)
+            .map_err(|e| anyhow!("score refused: {e:?}"))?;
+        side.raw_event_bytes += env.len() as u64;
+        side.appended += 1;
+        let t = Instant::now();
+        let v = projector.view_at_head(
+            events.ledger(),
+            &p.task_class,
+            ledger::events::Clock::now_micros(&clock),
+        )?;
+        lat.push(t.elapsed().as_micros() as u64);
+        if v.tree_size != events.ledger().head().size {
+            bail!(
+                "view at {} while the head is at {}",
+                v.tree_size,
+                events.ledger().head().size
+            );
+        }
+    }
+    events.save_state()?;
+    projector.save(events.ledger())?;
+    drop(events);
+    write_sidecar(&cfg.dir, &side)?;
+    Ok(lat)
+}
+
 /// Measures the directory as it is now.
 pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
     let mut rep = SizeReport::default();
@@ -568,6 +626,10 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         rep.projection_p50_us = pct(&mut lat, 0.5);
         rep.projection_p99_us = pct(&mut lat, 0.99);
     }
+
+    let mut lat = view_load(cfg, cfg.projection_requests)?;
+    rep.view_p50_us = pct(&mut lat, 0.5);
+    rep.view_p99_us = pct(&mut lat, 0.99);
 
     let side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
     rep.disk_bytes = std::fs::metadata(cfg.dir.join(ledger::store::DB_FILE))?.len();

@@ -544,6 +544,29 @@ impl<S: Sequencer> Ledger<S> {
         tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))
     }
 
+    /// Entries `indices`, each checked, with its RFC 6962 inclusion proof in
+    /// the tree of `size` entries: one read snapshot for all of them (a
+    /// projection's evidence).
+    pub fn entries_with_proofs(
+        &self,
+        indices: &[u64],
+        size: u64,
+    ) -> Result<Vec<(Entry, Vec<Hash>)>, Error> {
+        if let Some(&index) = indices.iter().find(|&&i| i >= size) {
+            return Err(Error::IndexOutOfRange { index, size });
+        }
+        let snap = self.snapshot_below(size)?;
+        let r = Reader::new(&snap);
+        indices
+            .iter()
+            .map(|&index| {
+                let entry = checked_entry(&snap, index)?;
+                let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+                Ok((entry, proof))
+            })
+            .collect()
+    }
+
     /// The RFC 6962 consistency proof from the tree of `old_size` to the tree
     /// of `new_size` entries. Empty when `old_size` is 0 or equals `new_size`.
     pub fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, Error> {

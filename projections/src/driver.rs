@@ -9,10 +9,12 @@ use ledger::events::model::{
 use ledger::events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
 
-use crate::fold::{Projection, ProjectionError, Settings, TaskClassView};
+use crate::fold::{Projection, ProjectionError, Settings, TaskClassView, ViewCache};
 
-/// The `aux` name projection checkpoints are saved under.
-pub const AUX_KEY: &str = "projection";
+/// The `aux` name projection checkpoints are saved under. The version moves
+/// when the projection's saved form changes; an older checkpoint is then
+/// simply not found, and the projection is rebuilt from the log once.
+pub const AUX_KEY: &str = "projection/v2";
 /// Entries read per batch while catching up.
 const CHUNK: u64 = 4096;
 
@@ -42,6 +44,8 @@ impl From<AppendError<Rejection>> for DriverError {
 pub struct Projector {
     projection: Projection,
     pub settings: Settings,
+    /// Running window totals for [`Projector::view_at_head`].
+    cache: ViewCache,
 }
 
 impl Projector {
@@ -71,6 +75,7 @@ impl Projector {
         let mut p = Projector {
             projection,
             settings,
+            cache: ViewCache::default(),
         };
         p.catch_up(log)?;
         Ok(p)
@@ -81,6 +86,7 @@ impl Projector {
         Projector {
             projection: Projection::default(),
             settings,
+            cache: ViewCache::default(),
         }
     }
 
@@ -92,6 +98,7 @@ impl Projector {
         let mut p = Projector {
             projection: Projection::default(),
             settings,
+            cache: ViewCache::default(),
         };
         p.catch_up(log)?;
         Ok(p)
@@ -125,7 +132,9 @@ impl Projector {
         &self.projection
     }
 
-    /// The view of `task_class` at the log's current head, after catching up.
+    /// The view of `task_class` at the log's current head, after catching
+    /// up. Incremental: it folds only the scores that entered or left the
+    /// window since the last view of that class ([`Projection::view_cached`]).
     pub fn view_at_head<S: Sequencer>(
         &mut self,
         log: &Ledger<S>,
@@ -134,9 +143,14 @@ impl Projector {
     ) -> Result<TaskClassView, DriverError> {
         self.catch_up(log)?;
         let head = log.head();
-        Ok(self
-            .projection
-            .view(task_class, now, &self.settings, head.size, &head.root)?)
+        Ok(self.projection.view_cached(
+            &mut self.cache,
+            task_class,
+            now,
+            &self.settings,
+            head.size,
+            &head.root,
+        )?)
     }
 }
 
@@ -251,6 +265,7 @@ impl Projector {
         let mut p = Projector {
             projection: Projection::default(),
             settings,
+            cache: ViewCache::default(),
         };
         let mut at = 0;
         while at < size {

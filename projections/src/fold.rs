@@ -97,6 +97,9 @@ pub struct Projection {
     cases: BTreeMap<String, CaseFold>,
     proposals: BTreeMap<String, (String, String, String)>,
     runs: BTreeMap<String, (String, Isolation)>,
+    /// Active cases by task class, then curation class: what `cases` says,
+    /// kept as counts so that a view need not scan every case.
+    active: BTreeMap<String, BTreeMap<String, usize>>,
 }
 
 /// Statistics over a set of latest-per-case scores.
@@ -184,17 +187,170 @@ pub fn bootstrap_seed(task_class: &str) -> u64 {
     u64::from_le_bytes(b)
 }
 
-fn stats(scores: &[&ScoreObs], settings: &Settings, seed: u64) -> ScoreStats {
+fn stats(
+    scores: &[&ScoreObs],
+    settings: &Settings,
+    seed: u64,
+    boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
+) -> ScoreStats {
     let xs: Vec<f64> = scores.iter().map(|s| s.score).collect();
     let n = xs.len();
     let passed = scores.iter().filter(|s| s.passed).count();
     ScoreStats {
         cases: n,
         mean: (n > 0).then(|| xs.iter().sum::<f64>() / n as f64),
-        mean_ci: bca(&xs, settings.confidence, settings.resamples, seed),
+        mean_ci: boot(&xs, seed),
         passed,
         pass_rate: (n > 0).then(|| passed as f64 / n as f64),
         pass_rate_ci: wilson(passed as u64, n as u64, settings.confidence),
+    }
+}
+
+/// The curation class whose scores are promotion evidence.
+const HELD_OUT: &str = "held-out";
+
+fn window_start(now: i64, settings: &Settings) -> i64 {
+    now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000))
+}
+
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+impl Failures {
+    fn add(&mut self, s: &ScoreObs, sign: i8) {
+        let apply = |total: &mut u64, n: u32| {
+            if sign > 0 {
+                *total += u64::from(n);
+            } else {
+                *total -= u64::from(n);
+            }
+        };
+        apply(&mut self.block, s.block);
+        apply(&mut self.warn, s.warn);
+        apply(&mut self.info, s.info);
+    }
+}
+
+/// Sums over the scores in a window.
+#[derive(Debug, Default)]
+struct WindowTotals {
+    cost: f64,
+    scores: usize,
+    shared_scores: usize,
+    shared: Failures,
+    /// Failures among eligible scores of active cases.
+    failures: Failures,
+}
+
+/// Running window totals per task class, for [`Projection::view_cached`].
+/// Not part of the projection: it is rebuilt from it on demand.
+#[derive(Debug, Clone, Default)]
+pub struct ViewCache {
+    classes: std::collections::HashMap<String, WindowAgg>,
+}
+
+type BootMemo = Vec<((u64, usize, u64), Vec<f64>, Option<Interval>)>;
+
+/// One class's window: the scores at positions `first..end` of its
+/// `scores`, folded.
+#[derive(Debug, Clone)]
+struct WindowAgg {
+    window_seconds: i64,
+    first: usize,
+    end: usize,
+    /// The log index of the score at `end - 1`: a class whose scores were
+    /// replaced (re-registered) no longer matches.
+    last_index: Option<u64>,
+    /// The costs of the window's scores, in log order (summed in that order,
+    /// as `view` does).
+    costs: std::collections::VecDeque<f64>,
+    /// Latest eligible score per case (any case; filtered by activity when
+    /// answering), as a position in `scores`.
+    latest: BTreeMap<String, usize>,
+    /// Failure counts of eligible scores per case: block, warn, info.
+    fails: std::collections::HashMap<String, [u64; 3]>,
+    shared: Failures,
+    shared_scores: usize,
+    /// The last two bootstrap inputs and their intervals.
+    memo: BootMemo,
+}
+
+impl WindowAgg {
+    fn new(window_seconds: i64, first: usize) -> WindowAgg {
+        WindowAgg {
+            window_seconds,
+            first,
+            end: first,
+            last_index: None,
+            costs: Default::default(),
+            latest: BTreeMap::new(),
+            fails: Default::default(),
+            shared: Failures::default(),
+            shared_scores: 0,
+            memo: Vec::new(),
+        }
+    }
+
+    /// Whether these totals can be moved forward to a window starting at
+    /// `first` in `class`.
+    fn fits(&self, class: &ClassFold, window_seconds: i64, first: usize) -> bool {
+        let same_scores = match self.last_index {
+            None => self.end == self.first,
+            Some(i) => self.end >= 1 && class.scores.get(self.end - 1).map(|s| s.index) == Some(i),
+        };
+        self.window_seconds == window_seconds
+            && same_scores
+            && class.scores.len() >= self.end
+            && first >= self.first
+    }
+
+    /// Folds in the scores after `end` and drops those before `first`.
+    fn advance(&mut self, class: &ClassFold, first: usize) {
+        if first >= self.end {
+            // Everything folded so far has left the window.
+            let keep = std::mem::take(&mut self.memo);
+            *self = WindowAgg::new(self.window_seconds, first);
+            self.memo = keep;
+        }
+        for pos in self.end..class.scores.len() {
+            let s = &class.scores[pos];
+            self.costs.push_back(s.cost);
+            if s.eligible {
+                self.latest.insert(s.case_id.clone(), pos);
+                let f = self.fails.entry(s.case_id.clone()).or_default();
+                f[0] += u64::from(s.block);
+                f[1] += u64::from(s.warn);
+                f[2] += u64::from(s.info);
+            } else {
+                self.shared_scores += 1;
+                self.shared.add(s, 1);
+            }
+        }
+        self.end = class.scores.len();
+        for pos in self.first..first {
+            let s = &class.scores[pos];
+            self.costs.pop_front();
+            if s.eligible {
+                if self.latest.get(&s.case_id) == Some(&pos) {
+                    self.latest.remove(&s.case_id);
+                }
+                if let Some(f) = self.fails.get_mut(&s.case_id) {
+                    f[0] -= u64::from(s.block);
+                    f[1] -= u64::from(s.warn);
+                    f[2] -= u64::from(s.info);
+                    if !self.latest.contains_key(&s.case_id) && *f == [0; 3] {
+                        self.fails.remove(&s.case_id);
+                    }
+                }
+            } else {
+                self.shared_scores -= 1;
+                self.shared.add(s, -1);
+            }
+        }
+        self.first = first.max(self.first);
+        // An empty window holds nothing that could go stale.
+        self.last_index = (self.end > self.first).then(|| class.scores[self.end - 1].index);
     }
 }
 
@@ -260,7 +416,7 @@ impl Projection {
                 }
             }
             Event::CaseAdded(e) => {
-                self.cases.insert(
+                self.set_case(
                     e.case_id,
                     CaseFold {
                         task_class: e.task_class,
@@ -271,8 +427,9 @@ impl Projection {
                 );
             }
             Event::CaseRetired(e) => {
-                if let Some(c) = self.cases.get_mut(&e.case_id) {
+                if let Some(mut c) = self.cases.get(&e.case_id).cloned() {
                     c.active = false;
+                    self.set_case(e.case_id, c);
                 }
             }
             Event::CaseProposed(e) => {
@@ -289,7 +446,7 @@ impl Projection {
                     if let Some(c) = self.classes.get_mut(&tc) {
                         c.pending_proposals.remove(&e.proposal_id);
                     }
-                    self.cases.insert(
+                    self.set_case(
                         case_id,
                         CaseFold {
                             task_class: tc,
@@ -348,21 +505,40 @@ impl Projection {
         Ok(())
     }
 
+    /// Records `case` under `id`, keeping the active counts in step.
+    fn set_case(&mut self, id: String, case: CaseFold) {
+        if let Some(old) = self.cases.get(&id) {
+            if old.active {
+                if let Some(by) = self.active.get_mut(&old.task_class) {
+                    if let Some(n) = by.get_mut(&old.curation_class) {
+                        *n -= 1;
+                        if *n == 0 {
+                            by.remove(&old.curation_class);
+                        }
+                    }
+                    if by.is_empty() {
+                        self.active.remove(&old.task_class);
+                    }
+                }
+            }
+        }
+        if case.active {
+            *self
+                .active
+                .entry(case.task_class.clone())
+                .or_default()
+                .entry(case.curation_class.clone())
+                .or_default() += 1;
+        }
+        self.cases.insert(id, case);
+    }
+
     /// Registered task classes.
     pub fn task_classes(&self) -> impl Iterator<Item = &str> {
         self.classes.keys().map(String::as_str)
     }
 
-    /// The answer for `task_class` at `now` (µs, UTC), only if the fold is at
-    /// exactly the checkpoint `(size, root)`.
-    pub fn view(
-        &self,
-        task_class: &str,
-        now: i64,
-        settings: &Settings,
-        size: u64,
-        root: &Hash,
-    ) -> Result<TaskClassView, ProjectionError> {
+    fn check_at(&self, size: u64, root: &Hash) -> Result<(), ProjectionError> {
         let have_root = self.root();
         if self.size != size || have_root != *root {
             return Err(ProjectionError::Unverified {
@@ -372,66 +548,159 @@ impl Projection {
                 want_root: hex::encode(root.0),
             });
         }
-        let class = self
-            .classes
+        Ok(())
+    }
+
+    fn class(&self, task_class: &str) -> Result<&ClassFold, ProjectionError> {
+        self.classes
             .get(task_class)
-            .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))?;
-        let start = now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000));
+            .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))
+    }
+
+    /// The active case `id`, if it belongs to `task_class`.
+    fn active_case(&self, id: &str, task_class: &str) -> Option<&CaseFold> {
+        self.cases
+            .get(id)
+            .filter(|c| c.active && c.task_class == task_class)
+    }
+
+    /// The answer for `task_class` at `now` (µs, UTC), only if the fold is at
+    /// exactly the checkpoint `(size, root)`. This scans the window; it is
+    /// the definition [`Projection::view_cached`] is tested against.
+    pub fn view(
+        &self,
+        task_class: &str,
+        now: i64,
+        settings: &Settings,
+        size: u64,
+        root: &Hash,
+    ) -> Result<TaskClassView, ProjectionError> {
+        self.check_at(size, root)?;
+        let class = self.class(task_class)?;
+        let start = window_start(now, settings);
         // Sequencing time never decreases along the log, so the window is a suffix.
         let first = class.scores.partition_point(|s| s.at < start);
         let window = &class.scores[first..];
-        let active = |id: &str| {
-            self.cases
-                .get(id)
-                .filter(|c| c.active && c.task_class == task_class)
-        };
-
         let mut latest: BTreeMap<&str, &ScoreObs> = BTreeMap::new();
-        let mut failures = Failures::default();
-        let mut shared = Failures::default();
-        let mut shared_scores = 0;
-        let mut cost = 0.0;
+        let mut w = WindowTotals::default();
         for s in window {
-            cost += s.cost;
+            w.cost += s.cost;
             if !s.eligible {
-                shared_scores += 1;
-                shared.block += u64::from(s.block);
-                shared.warn += u64::from(s.warn);
-                shared.info += u64::from(s.info);
+                w.shared_scores += 1;
+                w.shared.add(s, 1);
                 continue;
             }
-            if active(&s.case_id).is_some() {
-                failures.block += u64::from(s.block);
-                failures.warn += u64::from(s.warn);
-                failures.info += u64::from(s.info);
+            if self.active_case(&s.case_id, task_class).is_some() {
+                w.failures.add(s, 1);
                 latest.insert(&s.case_id, s);
             }
         }
-        let mut by_class: BTreeMap<String, usize> = BTreeMap::new();
-        let mut active_held_out = 0;
-        for c in self
-            .cases
-            .values()
-            .filter(|c| c.active && c.task_class == task_class)
-        {
-            *by_class.entry(c.curation_class.clone()).or_default() += 1;
-            if c.curation_class == "held-out" {
-                active_held_out += 1;
+        w.scores = window.len();
+        let latest: Vec<&ScoreObs> = latest.into_values().collect();
+        let mut boot = |x: &[f64], seed| bca(x, settings.confidence, settings.resamples, seed);
+        Ok(self.assemble(
+            class, task_class, now, start, settings, size, root, latest, w, &mut boot,
+        ))
+    }
+
+    /// [`Projection::view`], answered from running per-class window totals
+    /// kept in `cache`: the work is the scores added and expired since the
+    /// cache last answered for this class, plus the statistics over the
+    /// latest score of each case. Bit for bit the same answer as `view`.
+    ///
+    /// `cache` must only ever be used with this projection as it grows (the
+    /// driver keeps one per projector); a cache that no longer fits the
+    /// class's scores, or a window that moved back, starts over.
+    pub fn view_cached(
+        &self,
+        cache: &mut ViewCache,
+        task_class: &str,
+        now: i64,
+        settings: &Settings,
+        size: u64,
+        root: &Hash,
+    ) -> Result<TaskClassView, ProjectionError> {
+        self.check_at(size, root)?;
+        let class = self.class(task_class)?;
+        let start = window_start(now, settings);
+        let first = class.scores.partition_point(|s| s.at < start);
+        let agg = cache
+            .classes
+            .entry(task_class.to_owned())
+            .or_insert_with(|| WindowAgg::new(settings.window_seconds, first));
+        if !agg.fits(class, settings.window_seconds, first) {
+            *agg = WindowAgg::new(settings.window_seconds, first);
+        }
+        agg.advance(class, first);
+        let mut w = WindowTotals {
+            cost: agg.costs.iter().fold(0.0, |sum, c| sum + c),
+            scores: agg.end - agg.first,
+            shared_scores: agg.shared_scores,
+            shared: agg.shared.clone(),
+            failures: Failures::default(),
+        };
+        let mut latest = Vec::with_capacity(agg.latest.len());
+        for (case, &pos) in &agg.latest {
+            if self.active_case(case, task_class).is_some() {
+                latest.push(&class.scores[pos]);
+                if let Some(f) = agg.fails.get(case) {
+                    w.failures.block += f[0];
+                    w.failures.warn += f[1];
+                    w.failures.info += f[2];
+                }
             }
         }
+        let memo = &mut agg.memo;
+        let mut boot = |x: &[f64], seed| {
+            let key = (settings.confidence.to_bits(), settings.resamples, seed);
+            if let Some((_, _, ci)) = memo.iter().find(|(k, xs, _)| *k == key && same_bits(xs, x)) {
+                return *ci;
+            }
+            let ci = bca(x, settings.confidence, settings.resamples, seed);
+            if memo.len() >= 2 {
+                memo.remove(0);
+            }
+            memo.push((key, x.to_vec(), ci));
+            ci
+        };
+        Ok(self.assemble(
+            class, task_class, now, start, settings, size, root, latest, w, &mut boot,
+        ))
+    }
+
+    /// The view from the window's totals and its latest score per active
+    /// case (in case-id order); `boot` computes a BCa interval.
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        &self,
+        class: &ClassFold,
+        task_class: &str,
+        now: i64,
+        start: i64,
+        settings: &Settings,
+        size: u64,
+        root: &Hash,
+        latest: Vec<&ScoreObs>,
+        w: WindowTotals,
+        boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
+    ) -> TaskClassView {
+        let by_class = self.active.get(task_class).cloned().unwrap_or_default();
+        let active_held_out = by_class.get(HELD_OUT).copied().unwrap_or(0);
         let held: Vec<&ScoreObs> = latest
             .iter()
-            .filter(|(id, _)| active(id).is_some_and(|c| c.curation_class == "held-out"))
-            .map(|(_, s)| *s)
+            .filter(|s| {
+                self.active_case(&s.case_id, task_class)
+                    .is_some_and(|c| c.curation_class == HELD_OUT)
+            })
+            .copied()
             .collect();
-        let all: Vec<&ScoreObs> = latest.values().copied().collect();
         let seed = bootstrap_seed(task_class);
-        let held_stats = stats(&held, settings, seed);
+        let held_stats = stats(&held, settings, seed, boot);
         let input = RuleInput {
             active_held_out,
             scored_held_out: held.len(),
             lower_bound: held_stats.mean_ci.map(|i| i.low),
-            block_failures: failures.block as usize,
+            block_failures: w.failures.block as usize,
         };
         let (recommended, rationale) = rules::recommend(class.tier, &input, |t| match t {
             Tier::Silver => Some(class.silver.clone()),
@@ -439,7 +708,7 @@ impl Projection {
             Tier::Bronze => None,
         });
         let run_start = class.runs.partition_point(|r| r.0 < start);
-        Ok(TaskClassView {
+        TaskClassView {
             task_class: task_class.to_owned(),
             tree_size: size,
             root: hex::encode(root.0),
@@ -450,13 +719,13 @@ impl Projection {
             active_cases_by_curation_class: by_class,
             pending_proposals: class.pending_proposals.len(),
             runs_in_window: class.runs.len() - run_start,
-            scores_in_window: window.len(),
-            shared_kernel_scores_in_window: shared_scores,
+            scores_in_window: w.scores,
+            shared_kernel_scores_in_window: w.shared_scores,
             held_out: held_stats,
-            all_cases: stats(&all, settings, seed),
-            failures,
-            shared_kernel_failures: shared,
-            cost_usd_in_window: cost,
+            all_cases: stats(&latest, settings, seed, boot),
+            failures: w.failures,
+            shared_kernel_failures: w.shared,
+            cost_usd_in_window: w.cost,
             latest_run: class.runs.last().map(|r| LatestRun {
                 run_id: r.1.clone(),
                 started_micros: r.0,
@@ -477,7 +746,7 @@ impl Projection {
                 rationale,
                 requires_human_approval: true,
             },
-        })
+        }
     }
 
     /// The projection's bytes for a checkpoint (postcard).

@@ -533,3 +533,116 @@ fn scenario_three_task_classes_150_cases() {
         .any(|r| r.rule == "silver.every_case_scored_in_window" && !r.holds));
     assert_eq!(rejected.len(), 1);
 }
+
+/// The incremental view (running window totals, memoised bootstrap) gives
+/// exactly the answer of the full scan, over a random history: scores in
+/// microvm and shared-kernel runs, with and without failures, cases added
+/// and retired, time moving on (so scores leave short windows), views asked
+/// at earlier times (the window moves back), and two window lengths
+/// answered from one cache.
+#[test]
+fn incremental_views_equal_the_full_scan_over_a_random_history() {
+    let mut w = World::new();
+    w.post(
+        "harness",
+        Event::RunStarted(run("run-shared", Isolation::SharedKernel)),
+    )
+    .expect("run");
+    let mut cases: Vec<(String, bool)> = (1..=3).map(|i| (format!("case-{i}"), true)).collect();
+    let mut rng = projections::stats::SplitMix64::new(20261122);
+    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut cache = projections::fold::ViewCache::default();
+    let settings = [
+        Settings {
+            resamples: 199,
+            ..Settings::default()
+        },
+        Settings {
+            window_seconds: 2 * 24 * 3600,
+            resamples: 199,
+            ..Settings::default()
+        },
+    ];
+    let mut compared = 0;
+    for step in 0..400 {
+        match rng.below(20) {
+            0 => {
+                let id = format!("case-new-{step}");
+                let curation = if rng.below(2) == 0 {
+                    "held-out"
+                } else {
+                    "regression"
+                };
+                let c = w.case_added(&id, curation);
+                w.post("curator-a", Event::CaseAdded(c)).expect("case");
+                cases.push((id, true));
+            }
+            1 => {
+                let i = rng.below(cases.len());
+                if cases[i].1 {
+                    let r = w.retire(&cases[i].0);
+                    w.post("curator-a", Event::CaseRetired(r)).expect("retire");
+                    cases[i].1 = false;
+                }
+            }
+            2 | 3 => w.clock.advance(rng.below(3 * 24 * 3600) as i64 * 1_000_000),
+            _ => {
+                let live: Vec<&String> = cases.iter().filter(|c| c.1).map(|c| &c.0).collect();
+                if live.is_empty() {
+                    continue;
+                }
+                let case = live[rng.below(live.len())].clone();
+                let mut s = score(&case, rng.below(101) as f64 / 100.0);
+                if rng.below(4) == 0 {
+                    s.run_id = "run-shared".into();
+                }
+                s.score.cost_usd = rng.below(1000) as f64 / 997.0;
+                match rng.below(6) {
+                    0 => s.score.failure_modes.push(ScoreFailureMode {
+                        code: "build_broken".into(),
+                        severity: "block".into(),
+                    }),
+                    1 => s.score.failure_modes.push(ScoreFailureMode {
+                        code: "lint_regression".into(),
+                        severity: "warn".into(),
+                    }),
+                    _ => {}
+                }
+                w.post("harness", Event::ScoreRecorded(s)).expect("score");
+            }
+        }
+        if rng.below(3) != 0 {
+            continue;
+        }
+        p.catch_up(w.log.ledger()).expect("catch up");
+        let head = w.log.ledger().head();
+        let set = &settings[rng.below(2)];
+        // Mostly now; sometimes a day back, which moves the window back.
+        let now = w.clock.now_micros() - if rng.below(8) == 0 { DAY } else { 0 };
+        let full = p
+            .projection()
+            .view(TASK_CLASS, now, set, head.size, &head.root)
+            .expect("full view");
+        let incremental = p
+            .projection()
+            .view_cached(&mut cache, TASK_CLASS, now, set, head.size, &head.root)
+            .expect("incremental view");
+        assert_eq!(incremental, full, "step {step}");
+        compared += 1;
+    }
+    assert!(compared > 100, "only {compared} views compared");
+    // The history exercised what the cache must get right.
+    p.catch_up(w.log.ledger()).expect("catch up");
+    let head = w.log.ledger().head();
+    let v = p
+        .projection()
+        .view(
+            TASK_CLASS,
+            w.clock.now_micros(),
+            &settings[1],
+            head.size,
+            &head.root,
+        )
+        .expect("view");
+    assert!(v.scores_in_window > 0 && v.shared_kernel_scores_in_window > 0);
+}
