@@ -209,10 +209,6 @@ fn stats(
 /// The curation class whose scores are promotion evidence.
 const HELD_OUT: &str = "held-out";
 
-fn window_start(now: i64, settings: &Settings) -> i64 {
-    now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000))
-}
-
 fn same_bits(a: &[f64], b: &[f64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
@@ -538,7 +534,17 @@ impl Projection {
         self.classes.keys().map(String::as_str)
     }
 
-    fn check_at(&self, size: u64, root: &Hash) -> Result<(), ProjectionError> {
+    /// For a view at the checkpoint `(size, root)`: the class, the window's
+    /// start (µs), and the position of its first score. Sequencing time never
+    /// decreases along the log, so the window is a suffix of the scores.
+    fn window(
+        &self,
+        task_class: &str,
+        now: i64,
+        settings: &Settings,
+        size: u64,
+        root: &Hash,
+    ) -> Result<(&ClassFold, i64, usize), ProjectionError> {
         let have_root = self.root();
         if self.size != size || have_root != *root {
             return Err(ProjectionError::Unverified {
@@ -548,13 +554,13 @@ impl Projection {
                 want_root: hex::encode(root.0),
             });
         }
-        Ok(())
-    }
-
-    fn class(&self, task_class: &str) -> Result<&ClassFold, ProjectionError> {
-        self.classes
+        let class = self
+            .classes
             .get(task_class)
-            .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))
+            .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))?;
+        let start = now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000));
+        let first = class.scores.partition_point(|s| s.at < start);
+        Ok((class, start, first))
     }
 
     /// The active case `id`, if it belongs to `task_class`.
@@ -575,11 +581,7 @@ impl Projection {
         size: u64,
         root: &Hash,
     ) -> Result<TaskClassView, ProjectionError> {
-        self.check_at(size, root)?;
-        let class = self.class(task_class)?;
-        let start = window_start(now, settings);
-        // Sequencing time never decreases along the log, so the window is a suffix.
-        let first = class.scores.partition_point(|s| s.at < start);
+        let (class, start, first) = self.window(task_class, now, settings, size, root)?;
         let window = &class.scores[first..];
         let mut latest: BTreeMap<&str, &ScoreObs> = BTreeMap::new();
         let mut w = WindowTotals::default();
@@ -620,10 +622,7 @@ impl Projection {
         size: u64,
         root: &Hash,
     ) -> Result<TaskClassView, ProjectionError> {
-        self.check_at(size, root)?;
-        let class = self.class(task_class)?;
-        let start = window_start(now, settings);
-        let first = class.scores.partition_point(|s| s.at < start);
+        let (class, start, first) = self.window(task_class, now, settings, size, root)?;
         let agg = cache
             .classes
             .entry(task_class.to_owned())
