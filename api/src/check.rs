@@ -30,10 +30,12 @@ pub fn check_receipt(r: &WriteReceipt, vkey: &str) -> anyhow::Result<()> {
 /// checkpoints it has already verified (a group commit hands the same
 /// checkpoint to every write of the batch). Every receipt's inclusion proof is
 /// still checked; only a byte-identical checkpoint note skips its signature
-/// check.
+/// check. Clones share the memory of verified notes, so many client threads
+/// verify each note once between them.
+#[derive(Clone)]
 pub struct ReceiptChecker {
     vkey: String,
-    verified: std::collections::HashMap<String, (u64, Hash)>,
+    verified: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, (u64, Hash)>>>,
 }
 
 impl ReceiptChecker {
@@ -41,7 +43,7 @@ impl ReceiptChecker {
     pub fn new(vkey: &str) -> Self {
         ReceiptChecker {
             vkey: vkey.to_owned(),
-            verified: std::collections::HashMap::new(),
+            verified: Default::default(),
         }
     }
 
@@ -49,16 +51,38 @@ impl ReceiptChecker {
     /// that the included leaf is that envelope, sequenced at the receipt's
     /// `sequenced_at`: the proof is for this event, not some other entry.
     pub fn check(&mut self, r: &WriteReceipt, envelope: Option<&[u8]>) -> anyhow::Result<()> {
-        let (size, root) = match self.verified.get(&r.checkpoint) {
-            Some(&v) => v,
+        let decoded = envelope
+            .map(|env| {
+                ledger::events::decode_envelope(env)
+                    .map_err(|e| anyhow!("the posted envelope does not decode: {e}"))
+            })
+            .transpose()?;
+        self.check_decoded(r, decoded.as_ref())
+    }
+
+    /// [`ReceiptChecker::check`] with the posted envelope already decoded
+    /// (a client that decoded what it signed before sending it).
+    pub fn check_decoded(
+        &self,
+        r: &WriteReceipt,
+        posted: Option<&ledger::events::envelope::Decoded>,
+    ) -> anyhow::Result<()> {
+        let known = self
+            .verified
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&r.checkpoint)
+            .copied();
+        let (size, root) = match known {
+            Some(v) => v,
             None => {
                 let cp = anchors::open_checkpoint(r.checkpoint.as_bytes(), &self.vkey)
                     .context("checkpoint signature")?;
-                if self.verified.len() >= 4096 {
-                    self.verified.clear();
+                let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+                if verified.len() >= 4096 {
+                    verified.clear();
                 }
-                self.verified
-                    .insert(r.checkpoint.clone(), (cp.size, cp.root));
+                verified.insert(r.checkpoint.clone(), (cp.size, cp.root));
                 (cp.size, cp.root)
             }
         };
@@ -66,9 +90,7 @@ impl ReceiptChecker {
             bail!("the receipt's tree size or root differs from its signed checkpoint");
         }
         let leaf_hash = hash(&r.leaf_hash)?;
-        if let Some(env) = envelope {
-            let decoded = ledger::events::decode_envelope(env)
-                .map_err(|e| anyhow!("the posted envelope does not decode: {e}"))?;
+        if let Some(decoded) = posted {
             let at = ledger::events::envelope::parse_utc_micros(&r.sequenced_at)
                 .ok_or_else(|| anyhow!("the receipt's sequenced_at is not a timestamp"))?;
             if ledger::leaf_hash(&decoded.leaf_bytes(at)) != leaf_hash {

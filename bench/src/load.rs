@@ -231,6 +231,11 @@ impl Prepared {
 
     /// The `i`-th event of `client`: a new co-signed case when
     /// `case_every` divides `i + 1`, otherwise a score on the client's run.
+    /// The key the load's scores are signed with.
+    pub fn harness_key(&self) -> &SigningKey {
+        &self.harness
+    }
+
     pub fn event(&self, client: usize, i: u64, case_every: u64) -> (Vec<u8>, bool) {
         let case = case_every > 0 && i % case_every == case_every - 1;
         let id = format!("load-{}-{client}-{i}", self.nonce);
@@ -374,16 +379,27 @@ fn score(p: &Prepared, client: usize, i: u64) -> Event {
     })
 }
 
-/// One event to post: its signed envelope, and whether it is a case.
+/// One event to post: its signed envelope, the same envelope decoded (to
+/// rebuild the leaf a receipt must prove), and whether it is a case.
 struct Planned {
     envelope: Vec<u8>,
+    decoded: ledger::events::envelope::Decoded,
     case: bool,
 }
 
-/// The `i`-th event of `client`, signed.
+/// The `i`-th event of `client`, signed and decoded. What the client decodes
+/// is its own envelope, so a failure here is a bug in the generator.
 fn plan(p: &Prepared, cfg: &LoadConfig, client: usize, i: u64) -> Planned {
     let (envelope, case) = p.event(client, i, cfg.case_every);
-    Planned { envelope, case }
+    let decoded = match ledger::events::decode_envelope(&envelope) {
+        Ok(d) => d,
+        Err(e) => panic!("the load generator signed an envelope it cannot decode: {e}"),
+    };
+    Planned {
+        envelope,
+        decoded,
+        case,
+    }
 }
 
 /// Signs each client's envelopes ahead of the run, on every core.
@@ -417,15 +433,17 @@ pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> Loa
     let deadline = started + cfg.duration;
     let per_client_interval =
         (cfg.rate > 0.0).then(|| Duration::from_secs_f64(cfg.clients as f64 / cfg.rate));
+    // One memory of verified checkpoint notes for all clients: a batch's
+    // note is signature-checked once, not once per client that sees it.
+    let checker = ReceiptChecker::new(vkey);
     let threads: Vec<_> = planned
         .into_iter()
         .enumerate()
         .map(|(c, mine)| {
-            let (base, vkey, report) = (base.to_owned(), vkey.to_owned(), Arc::clone(&report));
+            let (base, checker, report) = (base.to_owned(), checker.clone(), Arc::clone(&report));
             let (prepared, cfg) = (prepared.clone(), cfg.clone());
             std::thread::spawn(move || {
                 let client = Client::new(&base, None);
-                let mut checker = ReceiptChecker::new(&vkey);
                 let mut local = LoadReport::default();
                 let mut mine = mine.into_iter();
                 let mut next = Instant::now();
@@ -448,7 +466,7 @@ pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> Loa
                         local.signed_inline += 1;
                         plan(&prepared, &cfg, c, i)
                     });
-                    post_one(&client, &mut checker, &ev, scheduled, &mut local);
+                    post_one(&client, &checker, &ev, scheduled, &mut local);
                     if let Some(iv) = per_client_interval {
                         next += iv;
                     }
@@ -472,7 +490,7 @@ pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> Loa
 
 fn post_one(
     client: &Client,
-    checker: &mut ReceiptChecker,
+    checker: &ReceiptChecker,
     ev: &Planned,
     scheduled: Instant,
     local: &mut LoadReport,
@@ -483,7 +501,7 @@ fn post_one(
             let latency = scheduled.elapsed().as_micros() as u64;
             match r
                 .json::<api::server::WriteReceipt>()
-                .and_then(|rc| checker.check(&rc, Some(&ev.envelope)))
+                .and_then(|rc| checker.check_decoded(&rc, Some(&ev.decoded)))
             {
                 Ok(()) => {
                     local.latencies_us.push(latency);

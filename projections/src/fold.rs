@@ -375,7 +375,7 @@ impl Projection {
             });
         }
         let (d, at) =
-            ledger::events::decode_leaf(leaf).map_err(|r| ProjectionError::Undecodable {
+            ledger::events::decode_logged_leaf(leaf).map_err(|r| ProjectionError::Undecodable {
                 index,
                 reason: r.to_string(),
             })?;

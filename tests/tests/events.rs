@@ -692,3 +692,48 @@ fn wrong_payload_type_is_refused() {
         w.append(&serde_json::to_vec(&v).expect("json"))
     });
 }
+
+/// The committer skips re-verifying a co-signature only when the submitting
+/// thread verified that exact signature, over that exact statement, with the
+/// key enrolled for the co-signer. A mark made with any other key (here the
+/// forger's own, which the forged signature does verify under) changes
+/// nothing: the committer checks the enrolled key and refuses.
+#[test]
+fn a_preverified_mark_under_another_key_does_not_pass_a_forged_cosignature() {
+    use ledger::events::envelope::{decode_envelope, Preverified};
+    use ledger::events::state::Checkpoints;
+    struct NoCheckpoints;
+    impl Checkpoints for NoCheckpoints {
+        fn root_at(&self, _: u64) -> Option<ledger::Hash> {
+            None
+        }
+    }
+    let mut w = World::new();
+    let mut statement = Vec::new();
+    let mut forged_sig = String::new();
+    let e = case_with(&w, "case-9", |c| {
+        statement = case_provenance_statement("case-9", &c.provenance.added_at, &c.case_digest);
+        forged_sig = cosign(&key("mallory"), &statement).signature;
+        c.provenance.reviewed_by.signature = forged_sig.clone();
+    });
+    let p = w.payload("curator-a", e);
+    let mut d =
+        decode_envelope(&ledger::events::sign_envelope(&key("curator-a"), &p)).expect("decodes");
+    let signature: [u8; 64] =
+        base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &forged_sig)
+            .expect("b64")
+            .try_into()
+            .expect("64 bytes");
+    d.preverified.push(Preverified {
+        public_key: key("mallory").verifying_key().to_bytes(),
+        signature,
+        statement_digest: *blake3::hash(&statement).as_bytes(),
+    });
+    let rej = w
+        .log
+        .state()
+        .check(&d, T0 + 1_000_000, &NoCheckpoints)
+        .expect_err("a forged co-signature must be refused");
+    assert_eq!(rej.code, C::CosignatureInvalid, "{rej}");
+    assert_eq!(rej.field, "event.body.provenance.reviewed_by.signature");
+}

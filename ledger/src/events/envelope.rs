@@ -137,6 +137,21 @@ pub struct Decoded {
     pub payload_digest: [u8; 32],
     pub keyid: String,
     pub signature: Signature,
+    /// Co-signatures already verified before queueing, outside the
+    /// committer (see [`Preverified`]); empty when decoded.
+    pub preverified: Vec<Preverified>,
+}
+
+/// A co-signature that verified with `public_key` over the statement whose
+/// BLAKE3 is `statement_digest`. The committer skips its own check of a
+/// co-signature only when all three match what it would check: the enrolled
+/// key, the signature bytes and the statement. Anything else (an unknown or
+/// changed key, another statement) is verified in the committer as before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preverified {
+    pub public_key: [u8; 32],
+    pub signature: [u8; 64],
+    pub statement_digest: [u8; 32],
 }
 
 impl Decoded {
@@ -179,6 +194,32 @@ impl Decoded {
     /// The leaf bytes for this envelope, sequenced at `sequenced_at` (µs since
     /// the Unix epoch, UTC).
     pub fn leaf_bytes(&self, sequenced_at: i64) -> Vec<u8> {
+        // The canonical encoding of
+        // {"envelope": envelope_value(), "sequenced_at": …, "v": LEAF_VERSION},
+        // written directly (keys in canonical order); a unit test checks it
+        // against the generic encoder.
+        let payload = B64.encode(&self.payload_bytes);
+        let mut out = String::with_capacity(payload.len() + 320);
+        out.push_str("{\"envelope\":{\"payload\":");
+        canonical::write_str(&mut out, &payload);
+        out.push_str(",\"payloadType\":");
+        canonical::write_str(&mut out, PAYLOAD_TYPE);
+        out.push_str(",\"signatures\":[{\"keyid\":");
+        canonical::write_str(&mut out, &self.keyid);
+        out.push_str(",\"sig\":");
+        canonical::write_str(&mut out, &B64.encode(self.signature.to_bytes()));
+        out.push_str("}]},\"sequenced_at\":");
+        canonical::write_str(&mut out, &format_micros(sequenced_at));
+        out.push_str(",\"v\":");
+        out.push_str(&LEAF_VERSION.to_string());
+        out.push('}');
+        out.into_bytes()
+    }
+
+    /// The leaf bytes through the generic canonical encoder: the definition
+    /// [`Decoded::leaf_bytes`] is tested against.
+    #[cfg(test)]
+    fn leaf_bytes_generic(&self, sequenced_at: i64) -> Vec<u8> {
         let mut rec = std::collections::BTreeMap::new();
         rec.insert("envelope".to_owned(), self.envelope_value());
         rec.insert(
@@ -194,6 +235,21 @@ impl Decoded {
 /// strict canonical JSON, the typed schema, one signature by the payload's
 /// signer. Does not verify the signature (see [`Decoded::verify`]).
 pub fn decode_envelope(bytes: &[u8]) -> Result<Decoded, Rejection> {
+    decode_envelope_as(bytes, Check::Door)
+}
+
+/// How much of the door's checking a decode repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Everything: strict JSON, canonical form, types. For bytes from outside.
+    Door,
+    /// Types only. For a leaf read back from the log: it passed the door when
+    /// it was appended, and the log's checked read has matched its bytes to
+    /// the stored leaf hash.
+    Logged,
+}
+
+fn decode_envelope_as(bytes: &[u8], check: Check) -> Result<Decoded, Rejection> {
     let env: Envelope = serde_json::from_slice(bytes).map_err(|e| {
         Rejection::new(
             RejectCode::MalformedEnvelope,
@@ -236,7 +292,10 @@ pub fn decode_envelope(bytes: &[u8]) -> Result<Decoded, Rejection> {
                 "not base64 of 64 bytes",
             )
         })?;
-    let payload = decode_payload(&payload_bytes)?;
+    let payload = match check {
+        Check::Door => decode_payload(&payload_bytes)?,
+        Check::Logged => supported(typed_payload(&payload_bytes)?)?,
+    };
     if sig.keyid != payload.signer {
         return reject(
             RejectCode::SignerMismatch,
@@ -250,6 +309,7 @@ pub fn decode_envelope(bytes: &[u8]) -> Result<Decoded, Rejection> {
         payload_bytes,
         keyid: sig.keyid.clone(),
         signature: Signature::from_bytes(&sig_bytes),
+        preverified: Vec::new(),
     })
 }
 
@@ -268,18 +328,7 @@ pub fn decode_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
             format!("integer {n} is outside ±(2^53 − 1)"),
         ),
     })?;
-    let json = canonical::to_json(&value);
-    let payload = typed_payload(json)?;
-    if payload.schema != SCHEMA_VERSION {
-        return reject(
-            RejectCode::UnsupportedSchema,
-            "schema",
-            format!(
-                "schema {} is not supported; this ledger accepts {SCHEMA_VERSION}",
-                payload.schema
-            ),
-        );
-    }
+    let payload = supported(typed_payload(bytes)?)?;
     if let Err(canon) = canonical::require_canonical(bytes, &value) {
         return reject(
             RejectCode::NonCanonicalPayload,
@@ -294,26 +343,46 @@ pub fn decode_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
     Ok(payload)
 }
 
+/// `payload`, if its schema is the one this ledger accepts.
+fn supported(payload: Payload) -> Result<Payload, Rejection> {
+    if payload.schema != SCHEMA_VERSION {
+        return reject(
+            RejectCode::UnsupportedSchema,
+            "schema",
+            format!(
+                "schema {} is not supported; this ledger accepts {SCHEMA_VERSION}",
+                payload.schema
+            ),
+        );
+    }
+    Ok(payload)
+}
+
 /// Deserializes a payload in two steps so that errors inside an event body
 /// carry their full path (`event.body.score.breakdown`): serde loses paths
-/// inside adjacently tagged enums.
-fn typed_payload(json: serde_json::Value) -> Result<Payload, Rejection> {
+/// inside adjacently tagged enums. The body is kept as raw JSON text between
+/// the steps, so the payload is parsed once, not converted through a tree.
+fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
-    struct RawEvent {
+    struct RawEvent<'a> {
         kind: String,
-        body: serde_json::Value,
+        #[serde(borrow)]
+        body: &'a serde_json::value::RawValue,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
-    struct RawPayload {
+    struct RawPayload<'a> {
         schema: u32,
         id: String,
         signer: String,
         issued_at: String,
-        event: RawEvent,
+        #[serde(borrow)]
+        event: RawEvent<'a>,
     }
-    let raw: RawPayload = serde_path_to_error::deserialize(json).map_err(|e| typed_error(e, ""))?;
+    let raw: RawPayload<'_> =
+        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
+            .map_err(|e| typed_error(e, ""))?;
     let kind = raw.event.kind;
     let body = raw.event.body;
     macro_rules! by_kind {
@@ -322,8 +391,10 @@ fn typed_payload(json: serde_json::Value) -> Result<Payload, Rejection> {
             $(
                 if found.is_none() {
                     if super::model::Kind::$variant.as_str() == kind {
-                        let b = serde_path_to_error::deserialize(body.clone())
-                            .map_err(|e| typed_error(e, "event.body"))?;
+                        let b = serde_path_to_error::deserialize(
+                            &mut serde_json::Deserializer::from_str(body.get()),
+                        )
+                        .map_err(|e| typed_error(e, "event.body"))?;
                         found = Some(Event::$variant(b));
                     }
                 }
@@ -381,7 +452,18 @@ fn typed_error(e: serde_path_to_error::Error<serde_json::Error>, prefix: &str) -
         (false, true) => prefix.to_owned(),
         (false, false) => format!("{prefix}.{inner}"),
     };
-    let msg = e.inner().to_string();
+    // serde_json names the byte position of text it parsed; the path says
+    // where, and the message stays the same whatever the input's layout.
+    let inner_err = e.inner();
+    let mut msg = inner_err.to_string();
+    let at = format!(
+        " at line {} column {}",
+        inner_err.line(),
+        inner_err.column()
+    );
+    if inner_err.line() > 0 && msg.ends_with(&at) {
+        msg.truncate(msg.len() - at.len());
+    }
     let ticked = msg.split('`').nth(1).unwrap_or("").to_owned();
     let join = |p: &str, f: &str| {
         if p.is_empty() || p == "." {
@@ -413,14 +495,28 @@ fn typed_error(e: serde_path_to_error::Error<serde_json::Error>, prefix: &str) -
 /// Decodes a leaf written by the ledger: the envelope and its sequencing
 /// time (µs since the Unix epoch, UTC).
 pub fn decode_leaf(leaf: &[u8]) -> Result<(Decoded, i64), Rejection> {
+    decode_leaf_as(leaf, Check::Door)
+}
+
+/// Decodes a leaf read back from the log through a checked read, for folds
+/// over the log (projections): the types are parsed as in [`decode_leaf`],
+/// but the strict-JSON and canonical-form checks are not repeated. The
+/// leaf's bytes are the ones that passed those checks at the door, pinned
+/// by its leaf hash. Replays that re-check every rule use [`decode_leaf`].
+pub fn decode_logged_leaf(leaf: &[u8]) -> Result<(Decoded, i64), Rejection> {
+    decode_leaf_as(leaf, Check::Logged)
+}
+
+fn decode_leaf_as(leaf: &[u8], check: Check) -> Result<(Decoded, i64), Rejection> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
-    struct Leaf {
-        envelope: Envelope,
+    struct Leaf<'a> {
+        #[serde(borrow)]
+        envelope: &'a serde_json::value::RawValue,
         sequenced_at: String,
         v: i64,
     }
-    let rec: Leaf = serde_json::from_slice(leaf).map_err(|e| {
+    let rec: Leaf<'_> = serde_json::from_slice(leaf).map_err(|e| {
         Rejection::new(
             RejectCode::MalformedEnvelope,
             "",
@@ -434,8 +530,7 @@ pub fn decode_leaf(leaf: &[u8]) -> Result<(Decoded, i64), Rejection> {
             format!("leaf version {}", rec.v),
         );
     }
-    let env = serde_json::to_vec(&rec.envelope).unwrap_or_default();
-    let decoded = decode_envelope(&env)?;
+    let decoded = decode_envelope_as(rec.envelope.get().as_bytes(), check)?;
     let at = parse_utc_micros(&rec.sequenced_at).ok_or_else(|| {
         Rejection::new(
             RejectCode::InvalidTimestamp,
@@ -461,4 +556,63 @@ pub fn parse_utc_micros(s: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(s)
         .ok()
         .map(|t| t.timestamp_micros())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::model::{Event, RunStarted};
+
+    fn decoded_with(id: &str) -> Decoded {
+        let key = SigningKey::from_bytes(&[7u8; 32]);
+        let payload = Payload {
+            schema: SCHEMA_VERSION,
+            id: id.to_owned(),
+            signer: key_id(&key.verifying_key()),
+            issued_at: "2026-11-22T00:00:00.000000Z".to_owned(),
+            event: Event::RunStarted(RunStarted {
+                run_id: "r\"1\\\u{1}é".to_owned(),
+                task_class: "tc".to_owned(),
+                harness_version: "h\n1".to_owned(),
+                rubric_digest: format!("blake3:{}", "ab".repeat(32)),
+                sandbox_image_digest: format!("sha256:{}", "cd".repeat(32)),
+                isolation_class: crate::events::model::Isolation::Microvm,
+            }),
+        };
+        match decode_envelope(&sign_envelope(&key, &payload)) {
+            Ok(d) => d,
+            Err(e) => panic!("own envelope does not decode: {e}"),
+        }
+    }
+
+    #[test]
+    fn direct_leaf_bytes_equal_the_generic_canonical_encoding() {
+        for id in [
+            "plain",
+            "quote\"back\\slash",
+            "ctl\u{1}\u{1f}\ttab",
+            "ünïcødé ✓",
+        ] {
+            let d = decoded_with(id);
+            for at in [0, 1_763_769_600_123_456, -1] {
+                assert_eq!(
+                    d.leaf_bytes(at),
+                    d.leaf_bytes_generic(at),
+                    "id {id:?} at {at}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_leaf_decodes_to_the_envelope_it_was_built_from() {
+        let d = decoded_with("round-trip");
+        let (back, at) = match decode_leaf(&d.leaf_bytes(42)) {
+            Ok(x) => x,
+            Err(e) => panic!("leaf does not decode: {e}"),
+        };
+        assert_eq!(at, 42);
+        assert_eq!(back.payload_bytes, d.payload_bytes);
+        assert_eq!(back.payload, d.payload);
+    }
 }

@@ -10,7 +10,9 @@ pub mod reject;
 pub mod sequencer;
 pub mod state;
 
-pub use envelope::{cosign, decode_envelope, decode_leaf, generate_key, key_id, sign_envelope};
+pub use envelope::{
+    cosign, decode_envelope, decode_leaf, decode_logged_leaf, generate_key, key_id, sign_envelope,
+};
 pub use model::{Event, Kind, Payload, Role, Tier};
 pub use reject::{RejectCode, Rejection};
 pub use sequencer::{

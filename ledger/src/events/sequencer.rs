@@ -123,7 +123,46 @@ pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Re
         },
     };
     d.verify(&key)?;
+    let mut d = d;
+    preverify_cosignatures(&mut d, keys);
     Ok(Submission(d))
+}
+
+/// Verifies a case's two curator co-signatures here, in the submitting
+/// thread, with the keys the cache holds, and records the ones that verify
+/// (see [`super::envelope::Preverified`]). Nothing is refused here: a
+/// co-signature that is missing from the record is checked in the committer,
+/// in rule order, as before. Only `case.added` is handled: its statement is
+/// made from the payload alone; other statements depend on the state.
+fn preverify_cosignatures(d: &mut Decoded, keys: &KeyCache) {
+    use ed25519_dalek::Signature;
+    let Event::CaseAdded(e) = &d.payload.event else {
+        return;
+    };
+    let statement = super::envelope::case_provenance_statement(
+        &e.case_id,
+        &e.provenance.added_at,
+        &e.case_digest,
+    );
+    let statement_digest = *blake3::hash(&statement).as_bytes();
+    for cs in [&e.provenance.added_by, &e.provenance.reviewed_by] {
+        let Some(key) = keys.get(&cs.key_id) else {
+            continue;
+        };
+        let Some(signature) = super::state::signature_bytes(&cs.signature) else {
+            continue;
+        };
+        if key
+            .verify_strict(&statement, &Signature::from_bytes(&signature))
+            .is_ok()
+        {
+            d.preverified.push(super::envelope::Preverified {
+                public_key: key.to_bytes(),
+                signature,
+                statement_digest,
+            });
+        }
+    }
 }
 
 /// What an accepted event reports.

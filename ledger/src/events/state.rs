@@ -11,7 +11,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 
 use super::envelope::{
     case_provenance_statement, case_retire_statement, decode_leaf, key_id, parse_utc_micros,
-    tier_change_statement, Decoded,
+    tier_change_statement, Decoded, Preverified,
 };
 use super::model::*;
 use super::reject::{reject, RejectCode as C, Rejection};
@@ -228,6 +228,11 @@ fn severity(s: &str, field: &str) -> Result<(), Rejection> {
 }
 
 /// Parses a base64 Ed25519 public key.
+/// A co-signature's 64 bytes, if it is base64 of exactly that many.
+pub(crate) fn signature_bytes(b64: &str) -> Option<[u8; 64]> {
+    B64.decode(b64).ok().and_then(|v| v.try_into().ok())
+}
+
 pub fn parse_public_key(s: &str) -> Option<VerifyingKey> {
     let bytes: [u8; 32] = B64.decode(s).ok()?.try_into().ok()?;
     VerifyingKey::from_bytes(&bytes).ok()
@@ -301,7 +306,9 @@ impl State {
         pair: [(&CoSignature, &str); 2],
         role: Role,
         statement: &[u8],
+        preverified: &[Preverified],
     ) -> Result<(), Rejection> {
+        let statement_digest = *blake3::hash(statement).as_bytes();
         let mut identities = Vec::new();
         for (cs, field) in pair {
             key_id_format(&cs.key_id, &format!("{field}.key_id"))?;
@@ -326,20 +333,25 @@ impl State {
                     format!("co-signer must have the {} role", role.as_str()),
                 );
             }
-            let sig: [u8; 64] = B64
-                .decode(&cs.signature)
-                .ok()
-                .and_then(|v| v.try_into().ok())
-                .ok_or_else(|| {
-                    Rejection::new(
-                        C::MalformedBase64,
-                        body(&format!("{field}.signature")),
-                        "not base64 of 64 bytes",
-                    )
-                })?;
+            let sig: [u8; 64] = signature_bytes(&cs.signature).ok_or_else(|| {
+                Rejection::new(
+                    C::MalformedBase64,
+                    body(&format!("{field}.signature")),
+                    "not base64 of 64 bytes",
+                )
+            })?;
             let key = VerifyingKey::from_bytes(&p.public_key).map_err(|_| {
                 Rejection::new(C::CosignerUnknown, body(field), "stored key is invalid")
             })?;
+            let checked = Preverified {
+                public_key: p.public_key,
+                signature: sig,
+                statement_digest,
+            };
+            if preverified.contains(&checked) {
+                identities.push((cs.key_id.clone(), p.identity.clone()));
+                continue;
+            }
             key.verify_strict(statement, &Signature::from_bytes(&sig))
                 .map_err(|_| {
                     Rejection::new(
@@ -552,6 +564,7 @@ impl State {
                     ],
                     Role::Curator,
                     &st,
+                    &d.preverified,
                 )?;
             }
             Event::CaseRetired(e) => {
@@ -574,6 +587,7 @@ impl State {
                     ],
                     Role::Curator,
                     &st,
+                    &d.preverified,
                 )?;
             }
             Event::CaseProposed(e) => {
@@ -605,6 +619,7 @@ impl State {
                     [(&e.added_by, "added_by"), (&e.reviewed_by, "reviewed_by")],
                     Role::Curator,
                     &st,
+                    &d.preverified,
                 )?;
             }
             Event::ProposalRejected(e) => {
@@ -791,6 +806,7 @@ impl State {
                     ],
                     Role::Maintainer,
                     &st,
+                    &d.preverified,
                 )?;
             }
             Event::AnchorPublished(e) => {
