@@ -41,6 +41,8 @@ def main():
     objects = [
         {"b": [1, 2.5, "\u00e9\n\u0001\t\"\\"], "a": None, "c": {"z": True, "y": False}},
         {"emoji": "\U0001F600 ok", "nested": [[], {}], "neg": -9007199254740991},
+        # Every character the canonical form escapes, and neighbours it does not.
+        {"ctl": "".join(chr(i) for i in range(0x20)) + " ~\x7f\u2028\"\\/"},
     ]
     object_vectors = [{"object": o, "canonical": canonical(o).decode("utf-8")} for o in objects]
 
