@@ -661,7 +661,7 @@ pub async fn get_inclusion(
             format!("must be between 1 and the current size {}", head.size),
         ));
     }
-    let (index, leaf_hash) = match (num("index", &q.index)?, q.leaf_hash) {
+    let index = match (num("index", &q.index)?, q.leaf_hash) {
         (Some(i), None) => {
             if i >= tree_size {
                 return Err(ApiError::param(
@@ -669,7 +669,7 @@ pub async fn get_inclusion(
                     format!("must be below tree_size {tree_size}"),
                 ));
             }
-            (i, log.leaf_hash(i)?)
+            i
         }
         (None, Some(h)) => {
             let h = parse_hash("leaf_hash", &h)?;
@@ -682,7 +682,7 @@ pub async fn get_inclusion(
                     e.index
                 )));
             }
-            (e.index, h)
+            e.index
         }
         _ => {
             return Err(ApiError::param(
@@ -691,8 +691,7 @@ pub async fn get_inclusion(
             ))
         }
     };
-    let root = log.root_at(tree_size)?;
-    let proof = log.inclusion_proof(index, tree_size)?;
+    let (leaf_hash, root, proof) = log.inclusion_at(index, tree_size)?;
     Ok(Json(InclusionProof {
         index,
         tree_size,
@@ -724,17 +723,13 @@ pub async fn get_consistency(
     if first > second {
         return Err(ApiError::param("first", "must not exceed second"));
     }
-    let (r1, r2) = (log.root_at(first)?, log.root_at(second)?);
+    let (r1, r2, proof) = log.consistency_at(first, second)?;
     Ok(Json(ConsistencyProof {
         first,
         second,
         first_root: hexh(&r1),
         second_root: hexh(&r2),
-        proof: log
-            .consistency_proof(first, second)?
-            .iter()
-            .map(hexh)
-            .collect(),
+        proof: proof.iter().map(hexh).collect(),
         checkpoint: state.checkpoint(second, &r2)?,
     }))
 }

@@ -544,6 +544,49 @@ impl<S: Sequencer> Ledger<S> {
         tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))
     }
 
+    /// What an inclusion-proof answer needs, from one read snapshot: the
+    /// stored leaf hash of entry `index`, the root of the tree of `size`
+    /// entries, and the RFC 6962 inclusion proof.
+    pub fn inclusion_at(&self, index: u64, size: u64) -> Result<(Hash, Hash, Vec<Hash>), Error> {
+        if index >= size {
+            return Err(Error::IndexOutOfRange { index, size });
+        }
+        let head = self.head();
+        let snap = self.snapshot_below(size)?;
+        let r = Reader::new(&snap);
+        let leaf = snap.hashes_at(&[stored_hash_index(0, index)])?[0];
+        let root = root_in(&r, size, &head)?;
+        let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+        Ok((leaf, root, proof))
+    }
+
+    /// What a consistency-proof answer needs, from one read snapshot: the
+    /// roots at `old_size` and `new_size` and the RFC 6962 consistency proof
+    /// between them (empty when `old_size` is 0 or equals `new_size`).
+    pub fn consistency_at(
+        &self,
+        old_size: u64,
+        new_size: u64,
+    ) -> Result<(Hash, Hash, Vec<Hash>), Error> {
+        if old_size > new_size {
+            return Err(Error::InvalidSize {
+                size: old_size,
+                rule: "old size must not exceed new size",
+            });
+        }
+        let head = self.head();
+        let snap = self.snapshot_below(new_size)?;
+        let r = Reader::new(&snap);
+        let old_root = root_in(&r, old_size, &head)?;
+        let new_root = root_in(&r, new_size, &head)?;
+        let proof = if old_size == 0 || old_size == new_size {
+            Vec::new()
+        } else {
+            tlog_tiles::prove_tree(new_size, old_size, &r).map_err(|e| r.take_err(e))?
+        };
+        Ok((old_root, new_root, proof))
+    }
+
     /// Entries `indices`, each checked, with its RFC 6962 inclusion proof in
     /// the tree of `size` entries: one read snapshot for all of them (a
     /// projection's evidence).
@@ -731,6 +774,16 @@ impl<S: Sequencer> Drop for Ledger<S> {
             let _ = h.join();
         }
     }
+}
+
+/// The root of the tree of `size` entries: the committed head's root when
+/// `size` is the head's size (a tree at a given size never changes), else
+/// computed from the stored hashes `r` reads.
+fn root_in(r: &Reader<'_>, size: u64, head: &Head) -> Result<Hash, Error> {
+    if size == head.size {
+        return Ok(head.root);
+    }
+    tlog_tiles::tree_hash(size, r).map_err(|e| r.take_err(e))
 }
 
 fn checked_entry(snap: &Snapshot, index: u64) -> Result<Entry, Error> {

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use crate::error::{storage, Corruption, CorruptionKind, Error};
-use crate::hash::{chain_hash, leaf_hash, Hash, GENESIS_CHAIN};
+use crate::hash::{leaf_hash, Hash, GENESIS_CHAIN};
 use crate::log::load_frontier;
 use crate::merkle::{stored_hash_count, stored_hash_index, Frontier};
 use crate::store::{Snapshot, Store, StoredEntry};
@@ -118,9 +118,111 @@ pub fn verify_dir_from(
     )
 }
 
+/// Entries per chunk of the verify pipeline.
+const CHUNK: usize = 512;
+/// Chunks in flight between two stages of the pipeline.
+const IN_FLIGHT: usize = 8;
+
+/// One entry as the hashing stage hands it on: its index and, when its
+/// record decodes, its stored chain hash, its RFC 6962 leaf hash and its
+/// BLAKE3 content digest.
+type HashedEntry = (u64, Result<(Hash, Hash, [u8; 32]), Corruption>);
+
+/// A chunk of raw entry records (index, stored record) read in order, or
+/// the storage error that ended the read.
+type RawChunk = Result<Vec<(u64, Vec<u8>)>, Error>;
+
+/// Reads the entries from `start` in chunks and sends them on; stops at the
+/// first storage error (sent as the last item) or when the receiver is gone.
+fn read_stage(snap: &Snapshot, start: u64, tx: crossbeam_channel::Sender<RawChunk>) {
+    let entries = match snap.entries.range(start..) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = tx.send(Err(storage(e)));
+            return;
+        }
+    };
+    let mut chunk = Vec::with_capacity(CHUNK);
+    for item in entries {
+        match item {
+            Ok((k, v)) => chunk.push((k.value(), v.value().to_vec())),
+            Err(e) => {
+                let _ = tx.send(Ok(std::mem::take(&mut chunk)));
+                let _ = tx.send(Err(storage(e)));
+                return;
+            }
+        }
+        if chunk.len() == CHUNK
+            && tx
+                .send(Ok(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK))))
+                .is_err()
+        {
+            return;
+        }
+    }
+    let _ = tx.send(Ok(chunk));
+}
+
+/// Hashes each entry's leaf (the work that depends on nothing but the leaf)
+/// and sends the results on, in order.
+fn hash_stage(
+    rx: crossbeam_channel::Receiver<RawChunk>,
+    tx: crossbeam_channel::Sender<Result<Vec<HashedEntry>, Error>>,
+) {
+    for chunk in rx {
+        let out = chunk.map(|entries| {
+            entries
+                .into_iter()
+                .map(|(index, rec)| {
+                    let hashed = StoredEntry::decode(index, &rec).map(|e| {
+                        (
+                            e.chain,
+                            leaf_hash(&e.leaf),
+                            crate::hash::content_digest(&e.leaf),
+                        )
+                    });
+                    (index, hashed)
+                })
+                .collect()
+        });
+        if tx.send(out).is_err() {
+            return;
+        }
+    }
+}
+
+/// Walks every entry from `start`: a reader and a hashing thread run ahead
+/// of this one, which checks, in index order, the index sequence, every
+/// stored hash the entry's append wrote, and the chain; the first failure is
+/// the one reported, as in a sequential walk. Returns once the last entry is
+/// checked or at the first failure (dropping its receiver stops the other
+/// stages).
 #[allow(clippy::too_many_arguments)]
 fn walk(
     snap: &Snapshot,
+    size: u64,
+    head_root: Hash,
+    head_chain: Hash,
+    start: u64,
+    frontier: Frontier,
+    chain: Hash,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verified, Error> {
+    std::thread::scope(|s| {
+        let (read_tx, read_rx) = crossbeam_channel::bounded(IN_FLIGHT);
+        let (hash_tx, hash_rx) = crossbeam_channel::bounded(IN_FLIGHT);
+        s.spawn(move || read_stage(snap, start, read_tx));
+        s.spawn(move || hash_stage(read_rx, hash_tx));
+        check_stage(
+            snap, hash_rx, size, head_root, head_chain, start, frontier, chain, progress,
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check_stage(
+    snap: &Snapshot,
+    hashed: crossbeam_channel::Receiver<Result<Vec<HashedEntry>, Error>>,
     size: u64,
     head_root: Hash,
     head_chain: Hash,
@@ -130,7 +232,6 @@ fn walk(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified, Error> {
     let total = size - start;
-    let mut entries = snap.entries.range(start..).map_err(storage)?;
     let mut hashes = snap
         .hashes
         .range(stored_hash_index(0, start)..)
@@ -138,76 +239,78 @@ fn walk(
     let mut next_hash_index = stored_hash_index(0, start);
     let mut expected = start;
 
-    for item in entries.by_ref() {
-        let (k, v) = item.map_err(storage)?;
-        let index = k.value();
-        if index != expected {
-            let (at, kind) = if expected >= size {
-                (index, CorruptionKind::ExtraEntry)
-            } else {
-                (expected, CorruptionKind::MissingEntry)
-            };
-            return Err(Corruption::new(at, kind, "entry index sequence broken").into());
-        }
-        if index >= size {
-            return Err(Corruption::new(
-                index,
-                CorruptionKind::ExtraEntry,
-                "entry beyond the head",
-            )
-            .into());
-        }
-        let stored = StoredEntry::decode(index, v.value())?;
-        let lh = leaf_hash(&stored.leaf);
-        let recomputed = frontier.push(lh);
-        for (k, want) in recomputed.iter().enumerate() {
-            let got = match hashes.next() {
-                Some(item) => {
-                    let (hk, hv) = item.map_err(storage)?;
-                    if hk.value() != next_hash_index {
+    for chunk in hashed {
+        for (index, decoded) in chunk? {
+            if index != expected {
+                let (at, kind) = if expected >= size {
+                    (index, CorruptionKind::ExtraEntry)
+                } else {
+                    (expected, CorruptionKind::MissingEntry)
+                };
+                return Err(Corruption::new(at, kind, "entry index sequence broken").into());
+            }
+            if index >= size {
+                return Err(Corruption::new(
+                    index,
+                    CorruptionKind::ExtraEntry,
+                    "entry beyond the head",
+                )
+                .into());
+            }
+            let (stored_chain, lh, digest) = decoded?;
+            let recomputed = frontier.push(lh);
+            for (k, want) in recomputed.iter().enumerate() {
+                let got = match hashes.next() {
+                    Some(item) => {
+                        let (hk, hv) = item.map_err(storage)?;
+                        if hk.value() != next_hash_index {
+                            return Err(Corruption::new(
+                                index,
+                                CorruptionKind::MissingEntry,
+                                format!("stored hash {next_hash_index} missing"),
+                            )
+                            .into());
+                        }
+                        Hash(hv.value())
+                    }
+                    None => {
                         return Err(Corruption::new(
                             index,
                             CorruptionKind::MissingEntry,
                             format!("stored hash {next_hash_index} missing"),
                         )
-                        .into());
+                        .into())
                     }
-                    Hash(hv.value())
-                }
-                None => {
-                    return Err(Corruption::new(
-                        index,
-                        CorruptionKind::MissingEntry,
-                        format!("stored hash {next_hash_index} missing"),
-                    )
-                    .into())
-                }
-            };
-            if got != *want {
-                let (kind, what) = if k == 0 {
-                    (
-                        CorruptionKind::Leaf,
-                        "entry bytes do not match the stored leaf hash".to_string(),
-                    )
-                } else {
-                    (
-                        CorruptionKind::Tree,
-                        format!("stored hash {next_hash_index} (level {k}) differs"),
-                    )
                 };
-                return Err(Corruption::new(index, kind, what).into());
+                if got != *want {
+                    let (kind, what) = if k == 0 {
+                        (
+                            CorruptionKind::Leaf,
+                            "entry bytes do not match the stored leaf hash".to_string(),
+                        )
+                    } else {
+                        (
+                            CorruptionKind::Tree,
+                            format!("stored hash {next_hash_index} (level {k}) differs"),
+                        )
+                    };
+                    return Err(Corruption::new(index, kind, what).into());
+                }
+                next_hash_index += 1;
             }
-            next_hash_index += 1;
-        }
-        chain = chain_hash(&chain, &stored.leaf);
-        if chain != stored.chain {
-            return Err(
-                Corruption::new(index, CorruptionKind::Chain, "stored chain hash differs").into(),
-            );
-        }
-        expected += 1;
-        if (expected - start).is_multiple_of(PROGRESS_EVERY) {
-            progress(expected - start, total);
+            chain = crate::hash::chain_hash_from_digest(&chain, &digest);
+            if chain != stored_chain {
+                return Err(Corruption::new(
+                    index,
+                    CorruptionKind::Chain,
+                    "stored chain hash differs",
+                )
+                .into());
+            }
+            expected += 1;
+            if (expected - start).is_multiple_of(PROGRESS_EVERY) {
+                progress(expected - start, total);
+            }
         }
     }
     if expected < size {

@@ -211,3 +211,43 @@ fn verify_of_a_missing_directory_is_an_error_not_an_empty_log() {
     let err = verify_dir(&dir.path().join("nope"), &mut |_, _| {}).expect_err("missing");
     assert!(err.to_string().contains("no ledger"), "{err}");
 }
+
+/// The one-snapshot proof reads (what the proof endpoints serve) give exactly
+/// what the separate reads give, at every size, including the head's size
+/// (whose root comes from the head) and sizes below it (computed).
+#[test]
+fn one_snapshot_proof_reads_equal_the_separate_reads() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path());
+    for i in 0..37u64 {
+        log.append(format!("leaf {i}").into_bytes())
+            .expect("append");
+    }
+    for size in 1..=37u64 {
+        for index in 0..size {
+            let (leaf, root, proof) = log.inclusion_at(index, size).expect("inclusion");
+            assert_eq!(leaf, log.leaf_hash(index).expect("leaf"));
+            assert_eq!(root, log.root_at(size).expect("root"));
+            assert_eq!(proof, log.inclusion_proof(index, size).expect("proof"));
+            verify_inclusion(&leaf, index, size, &proof, &root).expect("verifies");
+        }
+        for old in 0..=size {
+            let (r1, r2, proof) = log.consistency_at(old, size).expect("consistency");
+            assert_eq!(r1, log.root_at(old).expect("old root"));
+            assert_eq!(r2, log.root_at(size).expect("new root"));
+            assert_eq!(proof, log.consistency_proof(old, size).expect("proof"));
+        }
+    }
+    assert!(matches!(
+        log.inclusion_at(5, 5),
+        Err(Error::IndexOutOfRange { index: 5, size: 5 })
+    ));
+    assert!(matches!(
+        log.consistency_at(6, 5),
+        Err(Error::InvalidSize { .. })
+    ));
+    assert!(matches!(
+        log.inclusion_at(0, 38),
+        Err(Error::InvalidSize { .. })
+    ));
+}
