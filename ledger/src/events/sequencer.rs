@@ -100,7 +100,7 @@ impl Submission {
 /// Decodes `bytes` and verifies the envelope signature with the signer's
 /// enrolled key (or, for an enrolment, the key it enrols).
 pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Rejection> {
-    let d = decode_envelope(bytes)?;
+    let mut d = decode_envelope(bytes)?;
     let key = match keys.get(&d.keyid) {
         Some(k) => k,
         None => match &d.payload.event {
@@ -123,7 +123,6 @@ pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Re
         },
     };
     d.verify(&key)?;
-    let mut d = d;
     preverify_cosignatures(&mut d, keys);
     Ok(Submission(d))
 }
