@@ -555,12 +555,13 @@ fn verify_fails_runbook() {
 fn a_newer_data_format_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().expect("tempdir");
     tests::build_log(dir.path(), 3);
+    let newer = ledger::store::FORMAT_VERSION + 1;
     {
         let db = redb::Database::open(tests::db_path(dir.path())).expect("raw");
         let txn = db.begin_write().expect("write");
         {
             let mut meta = txn.open_table(ledger::store::META).expect("meta");
-            meta.insert("format_version", 2u32.to_be_bytes().as_slice())
+            meta.insert("format_version", newer.to_be_bytes().as_slice())
                 .expect("insert");
         }
         txn.commit().expect("commit");
@@ -573,7 +574,8 @@ fn a_newer_data_format_is_refused_with_a_clear_message() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("format version 2") && err.contains("reads up to 1"),
+        err.contains(&format!("format version {newer}"))
+            && err.contains(&format!("reads up to {}", ledger::store::FORMAT_VERSION)),
         "{err}"
     );
 }

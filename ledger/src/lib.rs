@@ -31,6 +31,7 @@
 //! - The head (size, root, chain) advances only by a commit, and the in-memory
 //!   head only after that commit returns.
 
+pub mod entry_bundle;
 pub mod error;
 pub mod events;
 pub mod hash;

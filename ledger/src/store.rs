@@ -16,10 +16,10 @@
 //! - **Reads** are MVCC snapshots ([`Snapshot`]). They never block the writer
 //!   and never see a half-written batch.
 //!
-//! ## Tables (format version 1)
+//! ## Tables (format version 2)
 //! | table | key | value |
 //! |---|---|---|
-//! | `entries` | entry index (u64) | chain hash (32 bytes) ‖ leaf bytes |
+//! | `entry_bundles` | entry index / 16 (u64) | [`EntryBundle`]: up to 16 records of index ‖ length ‖ chain hash ‖ leaf bytes; zstd-compressed once full |
 //! | `hashes` | stored hash index (u64) | SHA-256 tree hash (32 bytes) |
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
@@ -28,19 +28,30 @@
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
 //! ([`crate::merkle::stored_hash_index`]).
+//!
+//! Format version 1 kept one row per entry in `entries` (index → chain hash
+//! ‖ leaf bytes). Snapshots and verify read it as they read bundles; the
+//! writer's open ([`Store::open_with`]) migrates it to bundles, resumably,
+//! before it appends (docs/UPGRADES.md).
 
 use std::path::{Path, PathBuf};
 
 use redb::{
     Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition,
+    ReadableTableMetadata, TableDefinition,
 };
 
+use std::sync::{Arc, Mutex};
+
+use crate::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
 use crate::error::{storage, Corruption, CorruptionKind, Error};
 use crate::hash::{Hash, EMPTY_ROOT, GENESIS_CHAIN};
 
-/// `index → chain hash ‖ leaf bytes`.
+/// Format version 1's entries: `index → chain hash ‖ leaf bytes`. Read, and
+/// migrated to [`ENTRY_BUNDLES`] by the writer.
 pub const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("entries");
+/// `index / 16 → entry bundle` ([`crate::entry_bundle`]).
+pub const ENTRY_BUNDLES: TableDefinition<u64, &[u8]> = TableDefinition::new("entry_bundles");
 /// `stored hash index → hash`.
 pub const HASHES: TableDefinition<u64, [u8; 32]> = TableDefinition::new("hashes");
 /// Metadata: `format_version`, `head`.
@@ -56,10 +67,17 @@ pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
 /// The on-disk format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest on-disk format this build reads (and migrates).
+pub const OLDEST_FORMAT: u32 = 1;
 
 pub(crate) const HEAD_KEY: &str = "head";
 pub(crate) const FORMAT_KEY: &str = "format_version";
+/// While a version-1 log is migrated: the first version-1 index not yet
+/// copied into bundles (u64 BE).
+const MIGRATE_KEY: &str = "migrate_v2_next";
+/// Version-1 entries copied per migration transaction.
+const MIGRATE_CHUNK: u64 = 16_384;
 const HEAD_LEN: usize = 8 + 32 + 32;
 
 /// The committed head of the log: its size, RFC 6962 root and last chain hash.
@@ -189,8 +207,11 @@ impl Store {
                         .map_err(storage)?
                 }
             };
-            let store = Store::new(db, path.clone(), false);
+            let mut store = Store::new(db, path.clone(), false);
             store.init()?;
+            if store.format()? < FORMAT_VERSION {
+                store.migrate_v1()?;
+            }
             Ok(store)
         })
     }
@@ -277,8 +298,8 @@ impl Store {
                     .map_err(storage)?;
                 meta.insert(HEAD_KEY, Head::EMPTY.encode().as_slice())
                     .map_err(storage)?;
+                txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
             }
-            txn.open_table(ENTRIES).map_err(storage)?;
             txn.open_table(HASHES).map_err(storage)?;
             txn.open_table(AUX).map_err(storage)?;
             txn.open_table(LEAF_INDEX).map_err(storage)?;
@@ -289,6 +310,101 @@ impl Store {
             txn.abort().map_err(storage)?;
         }
         self.check_format()
+    }
+
+    /// The format version recorded in the data file.
+    pub fn format(&self) -> Result<u32, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let meta = txn.open_table(META).map_err(storage)?;
+        read_format(&meta)
+    }
+
+    /// Moves a version-1 log's entries into bundles: [`MIGRATE_CHUNK`]
+    /// entries per durable transaction, recording in `meta` where the next
+    /// transaction starts, so a crash resumes where it stopped. Readers of
+    /// the file keep seeing version 1 (format 1, `entries` untouched) until
+    /// the last transaction drops `entries` and records format 2, so every
+    /// state a crash can leave is a readable log. Head and stored hashes are
+    /// not touched: the tree does not change. Entries are copied as found,
+    /// each record keeping its index, so damage to a version-1 log is
+    /// reported at the same index after migration.
+    fn migrate_v1(&mut self) -> Result<(), Error> {
+        let total = {
+            let txn = self.db.begin_read().map_err(storage)?;
+            let t = txn.open_table(ENTRIES).map_err(storage)?;
+            t.len().map_err(storage)?
+        };
+        tracing::info!(
+            entries = total,
+            "migrating the data file from format 1 to 2 (entry bundles)"
+        );
+        let started = std::time::Instant::now();
+        loop {
+            let mut txn = self.db.begin_write().map_err(storage)?;
+            txn.set_durability(Durability::Immediate).map_err(storage)?;
+            let done;
+            {
+                let mut meta = txn.open_table(META).map_err(storage)?;
+                let next = match meta.get(MIGRATE_KEY).map_err(storage)? {
+                    Some(v) => u64::from_be_bytes(v.value().try_into().map_err(|_| {
+                        Corruption::new(0, CorruptionKind::Malformed, "migration marker")
+                    })?),
+                    None => 0,
+                };
+                let entries = txn.open_table(ENTRIES).map_err(storage)?;
+                let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
+                // Whole bundles only: a transaction stops at a bundle
+                // boundary, so no bundle is split across two of them.
+                let mut current: Option<EntryBundle> = None;
+                let mut resume = None;
+                for (copied, item) in entries.range(next..).map_err(storage)?.enumerate() {
+                    let (k, v) = item.map_err(storage)?;
+                    let index = k.value();
+                    let key = bundle_of(index);
+                    if current.as_ref().is_some_and(|b| b.key() != key) {
+                        if copied as u64 >= MIGRATE_CHUNK {
+                            resume = Some(key * BUNDLE_SIZE);
+                            break;
+                        }
+                        if let Some(b) = current.take() {
+                            put_bundle(&mut bundles, &b)?;
+                        }
+                    }
+                    current
+                        .get_or_insert_with(|| EntryBundle::empty(key))
+                        .push_record(index, &[v.value()]);
+                }
+                if let Some(b) = current.take() {
+                    put_bundle(&mut bundles, &b)?;
+                }
+                done = resume.is_none();
+                drop(entries);
+                if done {
+                    meta.remove(MIGRATE_KEY).map_err(storage)?;
+                    meta.insert(FORMAT_KEY, FORMAT_VERSION.to_be_bytes().as_slice())
+                        .map_err(storage)?;
+                } else if let Some(resume) = resume {
+                    meta.insert(MIGRATE_KEY, resume.to_be_bytes().as_slice())
+                        .map_err(storage)?;
+                    tracing::info!(next = resume, of = total, "migrating");
+                }
+            }
+            if done {
+                txn.delete_table(ENTRIES).map_err(storage)?;
+            }
+            txn.commit().map_err(storage)?;
+            if done {
+                break;
+            }
+        }
+        // Give the old rows' pages back to the file system.
+        let compacted = self.db.compact().map_err(storage)?;
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            compacted,
+            "migrated the data file to format 2"
+        );
+        Ok(())
     }
 
     fn needs_aux(&self) -> Result<bool, Error> {
@@ -320,21 +436,20 @@ impl Store {
     }
 
     fn check_format(&self) -> Result<(), Error> {
-        let snap = self.snapshot()?;
-        let v =
-            snap.meta.get(FORMAT_KEY).map_err(storage)?.ok_or_else(|| {
-                Corruption::new(0, CorruptionKind::Malformed, "no format_version")
-            })?;
-        let bytes: [u8; 4] = v
-            .value()
-            .try_into()
-            .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?;
-        let found = u32::from_be_bytes(bytes);
+        let found = self.format()?;
         if found > FORMAT_VERSION {
             return Err(Error::NewerFormat {
                 found,
                 supported: FORMAT_VERSION,
             });
+        }
+        if found < OLDEST_FORMAT {
+            return Err(Corruption::new(
+                0,
+                CorruptionKind::Malformed,
+                format!("format_version {found} was never written by any build"),
+            )
+            .into());
         }
         Ok(())
     }
@@ -346,39 +461,83 @@ impl Store {
     }
 
     /// Writes `rows` and `new_head` in one durable transaction. The caller
-    /// guarantees the rows are contiguous from the current head.
+    /// guarantees the rows are contiguous from the current head. The bundle
+    /// the head is in is read, extended and rewritten; every bundle the batch
+    /// fills is stored compressed.
     pub(crate) fn commit(&self, rows: &[Row<'_>], new_head: &Head) -> Result<(), Error> {
         self.refuse_if_fallback()?;
         let mut txn = self.db.begin_write().map_err(storage)?;
         txn.set_durability(Durability::Immediate).map_err(storage)?;
         txn.set_quick_repair(true);
         {
-            let mut entries = txn.open_table(ENTRIES).map_err(storage)?;
+            let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;
             let mut meta = txn.open_table(META).map_err(storage)?;
             let mut by_leaf = txn.open_table(LEAF_INDEX).map_err(storage)?;
-            let mut rec = Vec::new();
+            let mut current: Option<EntryBundle> = None;
             for row in rows {
                 if let Some(leaf_hash) = row.hashes.first() {
                     if by_leaf.get(leaf_hash.0).map_err(storage)?.is_none() {
                         by_leaf.insert(leaf_hash.0, row.index).map_err(storage)?;
                     }
                 }
-                rec.clear();
-                rec.extend_from_slice(&row.chain.0);
-                rec.extend_from_slice(row.leaf);
-                entries.insert(row.index, rec.as_slice()).map_err(storage)?;
+                let key = bundle_of(row.index);
+                if current.as_ref().is_some_and(|b| b.key() != key) {
+                    if let Some(b) = current.take() {
+                        put_bundle(&mut bundles, &b)?;
+                    }
+                }
+                let bundle = match current.as_mut() {
+                    Some(b) => b,
+                    None => {
+                        let b = if row.index % BUNDLE_SIZE == 0 {
+                            EntryBundle::empty(key)
+                        } else {
+                            let v = bundles.get(key).map_err(storage)?.ok_or_else(|| {
+                                Corruption::new(
+                                    key * BUNDLE_SIZE,
+                                    CorruptionKind::MissingEntry,
+                                    "the bundle the head is in is absent",
+                                )
+                            })?;
+                            EntryBundle::decode(key, v.value())?
+                        };
+                        current.insert(b)
+                    }
+                };
+                bundle.push(row.index, &row.chain.0, row.leaf);
                 for (k, h) in row.hashes.iter().enumerate() {
                     hashes
                         .insert(row.first_hash_index + k as u64, h.0)
                         .map_err(storage)?;
                 }
             }
+            if let Some(b) = current.take() {
+                put_bundle(&mut bundles, &b)?;
+            }
             meta.insert(HEAD_KEY, new_head.encode().as_slice())
                 .map_err(storage)?;
         }
         txn.commit().map_err(storage)
     }
+}
+
+fn put_bundle(t: &mut redb::Table<'_, u64, &[u8]>, b: &EntryBundle) -> Result<(), Error> {
+    let value = b.encode().map_err(|e| storage(redb::StorageError::Io(e)))?;
+    t.insert(b.key(), value.as_slice()).map_err(storage)?;
+    Ok(())
+}
+
+fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u32, Error> {
+    let v = meta
+        .get(FORMAT_KEY)
+        .map_err(storage)?
+        .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "no format_version"))?;
+    let bytes: [u8; 4] = v
+        .value()
+        .try_into()
+        .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?;
+    Ok(u32::from_be_bytes(bytes))
 }
 
 /// Runs `f`, turning a panic inside the storage engine into a typed
@@ -414,7 +573,13 @@ fn builder() -> redb::Builder {
 
 /// A consistent, read-only view of the log.
 pub struct Snapshot {
-    pub(crate) entries: ReadOnlyTable<u64, &'static [u8]>,
+    /// `entry_bundles` (format 2) or `entries` (format 1, before migration).
+    entries: ReadOnlyTable<u64, &'static [u8]>,
+    /// Whether `entries` holds bundles.
+    bundled: bool,
+    /// The last bundle decoded, so that reading entries in order decodes
+    /// each bundle once.
+    recent: Mutex<Option<Arc<EntryBundle>>>,
     pub(crate) hashes: ReadOnlyTable<u64, [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
     pub(crate) leaf_index: ReadOnlyTable<[u8; 32], u64>,
@@ -449,9 +614,19 @@ impl StoredEntry {
 
 impl Snapshot {
     fn new(txn: ReadTransaction, lease: std::sync::Arc<()>) -> Result<Snapshot, Error> {
+        let meta = txn.open_table(META).map_err(storage)?;
+        let bundled = read_format(&meta)? >= 2;
+        let entries = if bundled {
+            txn.open_table(ENTRY_BUNDLES)
+        } else {
+            txn.open_table(ENTRIES)
+        }
+        .map_err(storage)?;
         Ok(Snapshot {
             _lease: lease,
-            entries: txn.open_table(ENTRIES).map_err(storage)?,
+            entries,
+            bundled,
+            recent: Mutex::new(None),
             hashes: txn.open_table(HASHES).map_err(storage)?,
             meta: txn.open_table(META).map_err(storage)?,
             leaf_index: txn.open_table(LEAF_INDEX).map_err(storage)?,
@@ -473,10 +648,52 @@ impl Snapshot {
     /// The stored entry at `index`, if any. Not verified: see
     /// [`crate::Ledger::entry`] for the checked read.
     pub fn entry(&self, index: u64) -> Result<Option<StoredEntry>, Error> {
-        match self.entries.get(index).map_err(storage)? {
-            None => Ok(None),
-            Some(v) => Ok(Some(StoredEntry::decode(index, v.value())?)),
+        if !self.bundled {
+            return match self.entries.get(index).map_err(storage)? {
+                None => Ok(None),
+                Some(v) => Ok(Some(StoredEntry::decode(index, v.value())?)),
+            };
         }
+        let Some(bundle) = self.bundle(bundle_of(index))? else {
+            return Ok(None);
+        };
+        match bundle.record(index) {
+            None => Ok(None),
+            Some(rec) => Ok(Some(StoredEntry::decode(index, rec)?)),
+        }
+    }
+
+    /// The decoded bundle under `key`, if any (from the one-bundle cache
+    /// when it was the last one read).
+    fn bundle(&self, key: u64) -> Result<Option<Arc<EntryBundle>>, Error> {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = recent.as_ref().filter(|b| b.key() == key) {
+            return Ok(Some(Arc::clone(b)));
+        }
+        let Some(v) = self.entries.get(key).map_err(storage)? else {
+            return Ok(None);
+        };
+        let b = Arc::new(EntryBundle::decode(key, v.value())?);
+        *recent = Some(Arc::clone(&b));
+        Ok(Some(b))
+    }
+
+    /// Every stored record from entry `start` on, in index order: (index,
+    /// chain hash ‖ leaf bytes). Each bundle is decoded once. A read error
+    /// or a bundle that does not decode ends the iteration with its error.
+    pub fn records_from(&self, start: u64) -> Result<Records, Error> {
+        let from = if self.bundled {
+            bundle_of(start)
+        } else {
+            start
+        };
+        Ok(Records {
+            range: self.entries.range(from..).map_err(storage)?,
+            bundled: self.bundled,
+            start,
+            pending: Vec::new().into_iter(),
+            failed: false,
+        })
     }
 
     /// The stored hash at a stored hash index, if any.
@@ -490,11 +707,13 @@ impl Snapshot {
 
     /// The largest entry index present, if any.
     pub fn last_entry_index(&self) -> Result<Option<u64>, Error> {
-        Ok(self
-            .entries
-            .last()
-            .map_err(storage)?
-            .map(|(k, _)| k.value()))
+        let Some((k, v)) = self.entries.last().map_err(storage)? else {
+            return Ok(None);
+        };
+        if !self.bundled {
+            return Ok(Some(k.value()));
+        }
+        Ok(EntryBundle::decode(k.value(), v.value())?.last_index())
     }
 
     /// The largest stored hash index present, if any.
@@ -537,6 +756,55 @@ impl Snapshot {
                 })
             })
             .collect()
+    }
+}
+
+/// Stored records in index order ([`Snapshot::records_from`]).
+pub struct Records {
+    range: redb::Range<'static, u64, &'static [u8]>,
+    bundled: bool,
+    start: u64,
+    pending: std::vec::IntoIter<(u64, Vec<u8>)>,
+    failed: bool,
+}
+
+impl Iterator for Records {
+    type Item = Result<(u64, Vec<u8>), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.pending.next() {
+                return Some(Ok(r));
+            }
+            if self.failed {
+                return None;
+            }
+            let (k, v) = match self.range.next()? {
+                Ok(kv) => kv,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(storage(e)));
+                }
+            };
+            if !self.bundled {
+                return Some(Ok((k.value(), v.value().to_vec())));
+            }
+            match EntryBundle::decode(k.value(), v.value()) {
+                Ok(b) => {
+                    let start = self.start;
+                    self.pending = b
+                        .records()
+                        .filter(|(i, _)| *i >= start)
+                        .map(|(i, r)| (i, r.to_vec()))
+                        .collect::<Vec<_>>()
+                        .into_iter();
+                }
+                Err(c) => {
+                    self.failed = true;
+                    return Some(Err(c.into()));
+                }
+            }
+        }
     }
 }
 

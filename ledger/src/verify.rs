@@ -135,20 +135,20 @@ type RawChunk = Result<Vec<(u64, Vec<u8>)>, Error>;
 /// Reads the entries from `start` in chunks and sends them on; stops at the
 /// first storage error (sent as the last item) or when the receiver is gone.
 fn read_stage(snap: &Snapshot, start: u64, tx: crossbeam_channel::Sender<RawChunk>) {
-    let entries = match snap.entries.range(start..) {
+    let records = match snap.records_from(start) {
         Ok(r) => r,
         Err(e) => {
-            let _ = tx.send(Err(storage(e)));
+            let _ = tx.send(Err(e));
             return;
         }
     };
     let mut chunk = Vec::with_capacity(CHUNK);
-    for item in entries {
+    for item in records {
         match item {
-            Ok((k, v)) => chunk.push((k.value(), v.value().to_vec())),
+            Ok(record) => chunk.push(record),
             Err(e) => {
                 let _ = tx.send(Ok(std::mem::take(&mut chunk)));
-                let _ = tx.send(Err(storage(e)));
+                let _ = tx.send(Err(e));
                 return;
             }
         }

@@ -10,7 +10,8 @@ pub mod world;
 
 use std::path::{Path, PathBuf};
 
-use ledger::store::{Head, DB_FILE, ENTRIES, HASHES, META};
+use ledger::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
+use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, HASHES, META};
 use ledger::{Config, Hash, Ledger};
 use redb::{Database, ReadableDatabase};
 
@@ -44,9 +45,49 @@ impl RawDisk {
 
     /// The stored record (chain ‖ leaf) at `index`.
     pub fn entry_record(&self, index: u64) -> Option<Vec<u8>> {
+        self.bundle(bundle_of(index))?
+            .record(index)
+            .map(|r| r.to_vec())
+    }
+
+    /// The decoded entry bundle under `key`, if any.
+    pub fn bundle(&self, key: u64) -> Option<EntryBundle> {
         let txn = self.db.begin_read().expect("read");
-        let t = txn.open_table(ENTRIES).expect("table");
-        t.get(index).expect("get").map(|v| v.value().to_vec())
+        let t = txn.open_table(ENTRY_BUNDLES).expect("table");
+        t.get(key)
+            .expect("get")
+            .map(|v| EntryBundle::decode(key, v.value()).expect("bundle decodes"))
+    }
+
+    /// Replaces the stored value of bundle `key` with `value`, as is.
+    pub fn put_bundle_value(&self, key: u64, value: &[u8]) {
+        self.write(|txn| {
+            let mut t = txn.open_table(ENTRY_BUNDLES).expect("table");
+            t.insert(key, value).expect("insert");
+        });
+    }
+
+    /// Rewrites the bundle holding `index` with its records passed through
+    /// `edit` (a list of (index, chain ‖ leaf) in stored order), removing
+    /// the bundle when none is left.
+    fn edit_bundle(&self, index: u64, edit: impl FnOnce(&mut Vec<(u64, Vec<u8>)>)) {
+        let key = bundle_of(index);
+        let mut records: Vec<(u64, Vec<u8>)> = self
+            .bundle(key)
+            .map(|b| b.records().map(|(i, r)| (i, r.to_vec())).collect())
+            .unwrap_or_default();
+        edit(&mut records);
+        self.write(|txn| {
+            let mut t = txn.open_table(ENTRY_BUNDLES).expect("table");
+            if records.is_empty() {
+                t.remove(key).expect("remove");
+            } else {
+                let b =
+                    EntryBundle::from_records(key, records.iter().map(|(i, r)| (*i, r.as_slice())));
+                t.insert(key, b.encode().expect("encode").as_slice())
+                    .expect("insert");
+            }
+        });
     }
 
     pub fn head(&self) -> Head {
@@ -70,9 +111,12 @@ impl RawDisk {
 
     /// Replaces the stored record of `index` with `record` (chain ‖ leaf).
     pub fn put_entry_record(&self, index: u64, record: &[u8]) {
-        self.write(|txn| {
-            let mut t = txn.open_table(ENTRIES).expect("table");
-            t.insert(index, record).expect("insert");
+        self.edit_bundle(index, |records| {
+            match records.iter().position(|(i, _)| *i >= index) {
+                Some(p) if records[p].0 == index => records[p].1 = record.to_vec(),
+                Some(p) => records.insert(p, (index, record.to_vec())),
+                None => records.push((index, record.to_vec())),
+            }
         });
     }
 
@@ -98,18 +142,16 @@ impl RawDisk {
     }
 
     pub fn delete_entry(&self, index: u64) {
-        self.write(|txn| {
-            let mut t = txn.open_table(ENTRIES).expect("table");
-            t.remove(index).expect("remove");
-        });
+        self.edit_bundle(index, |records| records.retain(|(i, _)| *i != index));
     }
 
     /// Removes entries `from..` and their stored hashes, leaving the head.
     pub fn truncate_from(&self, from: u64) {
         let first_hash = ledger::merkle::stored_hash_index(0, from);
+        self.edit_bundle(from, |records| records.retain(|(i, _)| *i < from));
         self.write(|txn| {
-            let mut t = txn.open_table(ENTRIES).expect("table");
-            t.retain(|k, _| k < from).expect("retain");
+            let mut t = txn.open_table(ENTRY_BUNDLES).expect("table");
+            t.retain(|k, _| k * BUNDLE_SIZE < from).expect("retain");
             let mut h = txn.open_table(HASHES).expect("table");
             h.retain(|k, _| k < first_hash).expect("retain");
         });

@@ -223,3 +223,34 @@ fn truncated_data_file_is_a_typed_error_not_a_panic() {
     assert!(Ledger::open(dir.path(), Config::default()).is_err());
     assert!(verify_dir(dir.path(), &mut |_, _| {}).is_err());
 }
+
+#[test]
+fn garbled_entry_bundle_is_malformed_at_its_first_index() {
+    let dir = fresh();
+    // Bundle 2 holds entries 32..48; its compressed frame is cut short.
+    let raw = RawDisk::open(dir.path());
+    let mut value = raw.bundle(2).expect("bundle 2").encode().expect("encode");
+    value.truncate(value.len() - 4);
+    raw.put_bundle_value(2, &value);
+    drop(raw);
+    let c = verify_err(dir.path());
+    assert_eq!((c.index, c.kind), (32, CorruptionKind::Malformed));
+    let log = Ledger::open(dir.path(), Config::default()).expect("open");
+    assert!(
+        matches!(log.entry(40), Err(Error::Corrupt(c)) if (c.index, c.kind) == (32, CorruptionKind::Malformed))
+    );
+}
+
+#[test]
+fn entry_bundle_claiming_a_huge_decoded_size_is_refused_before_allocating() {
+    let dir = fresh();
+    let raw = RawDisk::open(dir.path());
+    let value = raw.bundle(1).expect("bundle 1").encode().expect("encode");
+    let mut bomb = vec![ledger::entry_bundle::CODEC_ZSTD];
+    bomb.extend_from_slice(&u32::MAX.to_be_bytes());
+    bomb.extend_from_slice(&value[5..]);
+    raw.put_bundle_value(1, &bomb);
+    drop(raw);
+    let c = verify_err(dir.path());
+    assert_eq!((c.index, c.kind), (16, CorruptionKind::Malformed));
+}
