@@ -44,6 +44,9 @@ pub struct AppState {
     pub verify_detail: Mutex<String>,
     inflight: tokio::sync::Semaphore,
     checkpoint_cache: Mutex<(u64, String)>,
+    /// The head size at the last complete save of derived state
+    /// (`u64::MAX` before the first).
+    saved_at: AtomicU64,
     request_counter: AtomicU64,
     request_prefix: String,
 }
@@ -106,6 +109,7 @@ impl AppState {
             ),
             inflight,
             checkpoint_cache: Mutex::new((u64::MAX, String::new())),
+            saved_at: AtomicU64::new(u64::MAX),
             request_counter: AtomicU64::new(0),
             request_prefix: format!("{:08x}", rand::random::<u32>()),
         })
@@ -143,17 +147,37 @@ impl AppState {
 
     /// Saves the derived state that makes the next start fast: the
     /// projection checkpoint and the event-state snapshot. Both are
-    /// rebuildable from the log and never hashed into it.
-    pub fn save_derived(&self) {
+    /// rebuildable from the log and never hashed into it. Skipped when the
+    /// log has not grown since the last complete save: both are encoded
+    /// whole, which at 10M entries is seconds of work and gigabytes of
+    /// writes (bench/README.md). Returns whether it saved.
+    pub fn save_derived(&self) -> bool {
+        let size = self.events.ledger().head().size;
+        if self.saved_at.load(Ordering::SeqCst) == size {
+            return false;
+        }
+        let mut complete = true;
         {
             let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
             if let Err(e) = p.save(self.events.ledger()) {
                 tracing::warn!(error = %e, "could not save the projection checkpoint");
+                complete = false;
             }
         }
-        if let Err(e) = self.events.save_state() {
-            tracing::warn!(error = %e, "could not save the event-state snapshot");
+        match self.events.save_state() {
+            Ok(Some(_)) => {}
+            Ok(None) => complete = false,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not save the event-state snapshot");
+                complete = false;
+            }
         }
+        if complete {
+            // The size read before saving: if the head moved meanwhile,
+            // the next save runs again.
+            self.saved_at.store(size, Ordering::SeqCst);
+        }
+        true
     }
 }
 

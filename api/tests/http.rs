@@ -538,3 +538,18 @@ fn concurrent_writers_32_by_500() {
         .expect("an earlier checkpoint is consistent with the latest");
     }
 }
+
+/// The periodic save of derived state (projection checkpoint, event-state
+/// snapshot) is whole-state work; an idle server must not repeat it.
+#[test]
+fn derived_state_is_saved_again_only_after_the_log_grows() {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    let mut p = s.poster(&c);
+    p.enrol("harness", Role::Harness).expect("enrol");
+    assert!(s.state.save_derived(), "the first save runs");
+    assert!(!s.state.save_derived(), "nothing new: skipped");
+    p.enrol("curator-a", Role::Curator).expect("enrol");
+    assert!(s.state.save_derived(), "the log grew: saved");
+    assert!(!s.state.save_derived());
+}

@@ -498,6 +498,16 @@ fn proof_load(
     Ok((inc, con, rate))
 }
 
+/// Reserves `n` envelope numbers in the sidecar before they are used, so
+/// that a run that fails part-way (an append whose answer was lost still
+/// lands in the log) never signs a different envelope under a used id.
+fn reserve(dir: &Path, side: &mut Sidecar, n: usize) -> anyhow::Result<u64> {
+    let first = side.next_event;
+    side.next_event += n as u64;
+    write_sidecar(dir, side)?;
+    Ok(first)
+}
+
 /// Projection reads, each after one new score (so each answer folds new
 /// evidence in).
 fn projection_load(
@@ -505,15 +515,15 @@ fn projection_load(
     vkey: &str,
     p: &Prepared,
     side: &mut Sidecar,
+    first: u64,
     n: usize,
 ) -> anyhow::Result<(u64, Vec<u64>)> {
     let client = Client::new(base, None);
     let mut lat = Vec::with_capacity(n);
     let mut scores = 0;
     let mut checker = api::check::ReceiptChecker::new(vkey);
-    for _ in 0..n {
-        let (env, _) = p.event(0, side.next_event, 0);
-        side.next_event += 1;
+    for k in 0..n as u64 {
+        let (env, _) = p.event(0, first + k, 0);
         let r = client.post_json("/v1/events", &env)?;
         if r.status != 201 {
             bail!("score refused ({}): {}", r.status, r.text());
@@ -557,9 +567,9 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
         ledger::events::Clock::now_micros(&clock),
     )?;
     let mut lat = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (env, _) = p.event(0, side.next_event, 0);
-        side.next_event += 1;
+    let first = reserve(&cfg.dir, &mut side, n)?;
+    for k in 0..n as u64 {
+        let (env, _) = p.event(0, first + k, 0);
         events
             .append(&env)
             .map_err(|e| anyhow!("score refused: {e:?}"))?;
@@ -619,8 +629,15 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
 
         let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
         let p = prepared(&cfg.dir, &side)?;
-        let (scores, mut lat) =
-            projection_load(&server.base, &vkey, &p, &mut side, cfg.projection_requests)?;
+        let first = reserve(&cfg.dir, &mut side, cfg.projection_requests)?;
+        let (scores, mut lat) = projection_load(
+            &server.base,
+            &vkey,
+            &p,
+            &mut side,
+            first,
+            cfg.projection_requests,
+        )?;
         write_sidecar(&cfg.dir, &side)?;
         rep.projection_scores = scores;
         rep.projection_p50_us = pct(&mut lat, 0.5);
