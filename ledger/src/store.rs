@@ -355,28 +355,21 @@ impl Store {
                 let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
                 // Whole bundles only: a transaction stops at a bundle
                 // boundary, so no bundle is split across two of them.
-                let mut current: Option<EntryBundle> = None;
+                let mut writer = BundleWriter::default();
                 let mut resume = None;
                 for (copied, item) in entries.range(next..).map_err(storage)?.enumerate() {
                     let (k, v) = item.map_err(storage)?;
                     let index = k.value();
                     let key = bundle_of(index);
-                    if current.as_ref().is_some_and(|b| b.key() != key) {
-                        if copied as u64 >= MIGRATE_CHUNK {
-                            resume = Some(key * BUNDLE_SIZE);
-                            break;
-                        }
-                        if let Some(b) = current.take() {
-                            put_bundle(&mut bundles, &b)?;
-                        }
+                    if copied as u64 >= MIGRATE_CHUNK && writer.key().is_some_and(|k| k != key) {
+                        resume = Some(key * BUNDLE_SIZE);
+                        break;
                     }
-                    current
-                        .get_or_insert_with(|| EntryBundle::empty(key))
+                    writer
+                        .bundle(&mut bundles, key, |_| Ok(EntryBundle::empty(key)))?
                         .push_record(index, &[v.value()]);
                 }
-                if let Some(b) = current.take() {
-                    put_bundle(&mut bundles, &b)?;
-                }
+                writer.finish(&mut bundles)?;
                 done = resume.is_none();
                 drop(entries);
                 if done {
@@ -474,7 +467,7 @@ impl Store {
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;
             let mut meta = txn.open_table(META).map_err(storage)?;
             let mut by_leaf = txn.open_table(LEAF_INDEX).map_err(storage)?;
-            let mut current: Option<EntryBundle> = None;
+            let mut writer = BundleWriter::default();
             for row in rows {
                 if let Some(leaf_hash) = row.hashes.first() {
                     if by_leaf.get(leaf_hash.0).map_err(storage)?.is_none() {
@@ -482,39 +475,29 @@ impl Store {
                     }
                 }
                 let key = bundle_of(row.index);
-                if current.as_ref().is_some_and(|b| b.key() != key) {
-                    if let Some(b) = current.take() {
-                        put_bundle(&mut bundles, &b)?;
-                    }
-                }
-                let bundle = match current.as_mut() {
-                    Some(b) => b,
-                    None => {
-                        let b = if row.index % BUNDLE_SIZE == 0 {
-                            EntryBundle::empty(key)
-                        } else {
-                            let v = bundles.get(key).map_err(storage)?.ok_or_else(|| {
-                                Corruption::new(
-                                    key * BUNDLE_SIZE,
-                                    CorruptionKind::MissingEntry,
-                                    "the bundle the head is in is absent",
-                                )
-                            })?;
-                            EntryBundle::decode(key, v.value())?
-                        };
-                        current.insert(b)
-                    }
-                };
-                bundle.push(row.index, &row.chain.0, row.leaf);
+                writer
+                    .bundle(&mut bundles, key, |t| {
+                        if row.index % BUNDLE_SIZE == 0 {
+                            return Ok(EntryBundle::empty(key));
+                        }
+                        // The head is inside this bundle: extend what is stored.
+                        let v = t.get(key).map_err(storage)?.ok_or_else(|| {
+                            Corruption::new(
+                                key * BUNDLE_SIZE,
+                                CorruptionKind::MissingEntry,
+                                "the bundle the head is in is absent",
+                            )
+                        })?;
+                        Ok(EntryBundle::decode(key, v.value())?)
+                    })?
+                    .push(row.index, &row.chain.0, row.leaf);
                 for (k, h) in row.hashes.iter().enumerate() {
                     hashes
                         .insert(row.first_hash_index + k as u64, h.0)
                         .map_err(storage)?;
                 }
             }
-            if let Some(b) = current.take() {
-                put_bundle(&mut bundles, &b)?;
-            }
+            writer.finish(&mut bundles)?;
             meta.insert(HEAD_KEY, new_head.encode().as_slice())
                 .map_err(storage)?;
         }
@@ -522,10 +505,45 @@ impl Store {
     }
 }
 
-fn put_bundle(t: &mut redb::Table<'_, u64, &[u8]>, b: &EntryBundle) -> Result<(), Error> {
-    let value = b.encode().map_err(|e| storage(redb::StorageError::Io(e)))?;
-    t.insert(b.key(), value.as_slice()).map_err(storage)?;
-    Ok(())
+type BundleTable<'t> = redb::Table<'t, u64, &'static [u8]>;
+
+/// Gathers records into bundles in index order and writes each bundle
+/// once, when a record for the next bundle arrives or at the end: the step
+/// the commit and the migration share.
+#[derive(Default)]
+struct BundleWriter {
+    current: Option<EntryBundle>,
+}
+
+impl BundleWriter {
+    /// The key of the bundle being gathered, if any.
+    fn key(&self) -> Option<u64> {
+        self.current.as_ref().map(|b| b.key())
+    }
+
+    /// The bundle `key` to add records to. When it is not the one being
+    /// gathered, that one is written and `start` makes the new one.
+    fn bundle(
+        &mut self,
+        t: &mut BundleTable<'_>,
+        key: u64,
+        start: impl FnOnce(&BundleTable<'_>) -> Result<EntryBundle, Error>,
+    ) -> Result<&mut EntryBundle, Error> {
+        if self.key() != Some(key) {
+            self.finish(t)?;
+            self.current = Some(start(t)?);
+        }
+        Ok(self.current.get_or_insert_with(|| EntryBundle::empty(key)))
+    }
+
+    /// Writes the bundle being gathered, if any.
+    fn finish(&mut self, t: &mut BundleTable<'_>) -> Result<(), Error> {
+        if let Some(b) = self.current.take() {
+            let value = b.encode().map_err(|e| storage(redb::StorageError::Io(e)))?;
+            t.insert(b.key(), value.as_slice()).map_err(storage)?;
+        }
+        Ok(())
+    }
 }
 
 fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u32, Error> {
@@ -628,7 +646,7 @@ impl Snapshot {
             bundled,
             recent: Mutex::new(None),
             hashes: txn.open_table(HASHES).map_err(storage)?,
-            meta: txn.open_table(META).map_err(storage)?,
+            meta,
             leaf_index: txn.open_table(LEAF_INDEX).map_err(storage)?,
             aux: txn.open_table(AUX).map_err(storage)?,
         })
