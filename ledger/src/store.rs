@@ -170,7 +170,7 @@ impl redb::StorageBackend for BoxedBackend {
 
 /// The log's storage: one redb database in the data directory.
 pub struct Store {
-    db: Database,
+    db: ClosingDb,
     path: PathBuf,
     /// Opened read-only over [`crate::overlay::Overlay`] while storage fails.
     fallback: bool,
@@ -238,7 +238,7 @@ impl Store {
 
     fn new(db: Database, path: PathBuf, fallback: bool) -> Store {
         Store {
-            db,
+            db: ClosingDb(Some(db)),
             path,
             fallback,
             lease: std::sync::Arc::new(()),
@@ -556,6 +556,42 @@ fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result
         .try_into()
         .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?;
     Ok(u32::from_be_bytes(bytes))
+}
+
+/// The database, closed under [`guarded`]'s rule: redb's `Drop` commits
+/// its allocator state, and on a tampered file that can panic ("index out
+/// of bounds" in the page bitmap, found by `api/tests/tamper_trials.rs`).
+/// A tampered data file must never crash the process, so the close is
+/// caught and logged.
+struct ClosingDb(Option<Database>);
+
+impl std::ops::Deref for ClosingDb {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        match &self.0 {
+            Some(db) => db,
+            // Taken only in `drop`.
+            None => unreachable!("database used after close"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for ClosingDb {
+    fn deref_mut(&mut self) -> &mut Database {
+        match &mut self.0 {
+            Some(db) => db,
+            None => unreachable!("database used after close"),
+        }
+    }
+}
+
+impl Drop for ClosingDb {
+    fn drop(&mut self) {
+        let db = self.0.take();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db))).is_err() {
+            tracing::error!("the storage engine panicked while closing the data file; it is likely damaged (run `ledger verify`)");
+        }
+    }
 }
 
 /// Runs `f`, turning a panic inside the storage engine into a typed
