@@ -115,19 +115,48 @@ pub trait Sequencer: Send + 'static {
 
     /// The batch was not committed; restore state to match `log`.
     fn failed(&mut self, log: &LogView<'_>);
+
+    /// Whether this sequencer names entries by key ([`EntryKey`]). A keyed
+    /// ledger keeps the key index complete: opening a log whose index is
+    /// behind (written by a build without it) first indexes the missing
+    /// entries with [`Sequencer::key_of`].
+    const KEYED: bool = false;
+
+    /// The key of a committed leaf, as [`Sequenced::Append`] gave it.
+    fn key_of(_leaf: &[u8]) -> Option<EntryKey> {
+        None
+    }
+}
+
+/// A name a sequencer gives an entry (the event log: its envelope id) and a
+/// digest of its content, recorded in the key index in the transaction that
+/// commits the entry. The index is derived data: a reader checks each answer
+/// against the entry it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryKey {
+    pub name: String,
+    pub digest: [u8; 32],
 }
 
 /// A [`Sequencer`]'s decision for one input.
 pub enum Sequenced<A, R> {
-    /// Append `leaf` as the next entry.
-    Append { leaf: Vec<u8>, accepted: A },
+    /// Append `leaf` as the next entry, indexed under `key` if any.
+    Append {
+        leaf: Vec<u8>,
+        accepted: A,
+        key: Option<EntryKey>,
+    },
     /// Already in the log at `index`: acknowledge it again, append nothing.
     Existing { index: u64, accepted: A },
     /// Refuse it, appending nothing.
     Reject(R),
     /// Refuse it, and append `leaf` as the durable record of the refusal. The
     /// refusal is returned only after that record is committed.
-    RefuseRecorded { leaf: Vec<u8>, rejected: R },
+    RefuseRecorded {
+        leaf: Vec<u8>,
+        rejected: R,
+        key: Option<EntryKey>,
+    },
 }
 
 /// The pass-through sequencer: every input is a leaf, appended as is.
@@ -145,7 +174,11 @@ impl Sequencer for Raw {
         _: u64,
         _: &LogView<'_>,
     ) -> Sequenced<(), Self::Rejected> {
-        Sequenced::Append { leaf, accepted: () }
+        Sequenced::Append {
+            leaf,
+            accepted: (),
+            key: None,
+        }
     }
 
     fn failed(&mut self, _: &LogView<'_>) {}
@@ -161,6 +194,21 @@ impl<'a> LogView<'a> {
     /// A view of `snap` as of `head`.
     pub fn new(snap: &'a Snapshot, head: Head) -> Self {
         LogView { snap, head }
+    }
+
+    /// Whether the key index covers every committed entry. A keyed ledger
+    /// makes it so on open; `false` means a lookup could miss a key.
+    pub fn keys_complete(&self) -> Result<bool, Error> {
+        Ok(self.snap.keys_through()? >= self.head.size)
+    }
+
+    /// The index and content digest recorded for an entry key, if any and
+    /// committed. Derived data: check it against [`LogView::entry`].
+    pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
+        Ok(self
+            .snap
+            .entry_key(name)?
+            .filter(|(index, _)| *index < self.head.size))
     }
 
     /// The committed head (entries of the batch being sequenced are not in it).
@@ -359,6 +407,13 @@ impl<S: Sequencer> Ledger<S> {
             let snap = store.snapshot()?;
             let head = snap.head()?;
             let frontier = self_check(&snap, &head)?;
+            let snap = if S::KEYED && snap.keys_through()? < head.size {
+                drop(snap);
+                index_keys::<S>(&store, head.size)?;
+                store.snapshot()?
+            } else {
+                snap
+            };
             let sequencer = make(&LogView { snap: &snap, head })?;
             Ok((head, frontier, sequencer))
         })?;
@@ -453,6 +508,18 @@ impl<S: Sequencer> Ledger<S> {
                 let e = checked_entry(&snap, i)?;
                 Ok((e.leaf_hash == *leaf_hash).then_some(e))
             }
+            _ => Ok(None),
+        }
+    }
+
+    /// The committed entry the key index names for `name`, with the digest
+    /// recorded for it (checked read; the caller checks that the entry
+    /// carries that key, see [`Sequencer::key_of`]).
+    pub fn find_key(&self, name: &str) -> Result<Option<(Entry, [u8; 32])>, Error> {
+        let size = self.head().size;
+        let snap = self.shared.store()?.snapshot()?;
+        match snap.entry_key(name)? {
+            Some((i, digest)) if i < size => Ok(Some((checked_entry(&snap, i)?, digest))),
             _ => Ok(None),
         }
     }
@@ -927,6 +994,52 @@ fn commit_loop<S: Sequencer>(
     }
 }
 
+/// Entries indexed per transaction when catching the key index up.
+const KEY_CHUNK: u64 = 65_536;
+
+/// Catches the key index up to `size` from where it stops, reading stored
+/// records in order: [`KEY_CHUNK`] entries per durable transaction, so a
+/// crash resumes where it stopped. Runs before the committer starts.
+fn index_keys<S: Sequencer>(store: &Store, size: u64) -> Result<(), Error> {
+    let started = Instant::now();
+    let mut from = store.snapshot()?.keys_through()?;
+    tracing::info!(
+        from,
+        to = size,
+        "indexing entry keys (a log written by a build without the key index)"
+    );
+    while from < size {
+        let to = (from + KEY_CHUNK).min(size);
+        let snap = store.snapshot()?;
+        let mut keys = Vec::with_capacity((to - from) as usize);
+        for rec in snap.records_from(from)? {
+            let (index, rec) = rec?;
+            if index >= to {
+                break;
+            }
+            let entry = crate::store::StoredEntry::decode(index, &rec)?;
+            if let Some(k) = S::key_of(&entry.leaf) {
+                keys.push((k.name, index, k.digest));
+            }
+        }
+        if !store.put_keys(from, to, &keys)? {
+            return Err(Corruption::new(
+                from,
+                CorruptionKind::Malformed,
+                "keys_through moved while the key index was being caught up",
+            )
+            .into());
+        }
+        tracing::info!(through = to, of = size, "indexed entry keys");
+        from = to;
+    }
+    tracing::info!(
+        seconds = started.elapsed().as_secs_f64(),
+        "entry key index complete"
+    );
+    Ok(())
+}
+
 /// What happens to one request once its batch is committed.
 enum Outcome<A, R> {
     Appended { at: usize, accepted: A },
@@ -945,13 +1058,19 @@ fn run_batch<S: Sequencer>(
 ) {
     let saved = (frontier.clone(), *head);
     let mut leaves: Vec<Vec<u8>> = Vec::new();
+    let mut keys: Vec<Option<EntryKey>> = Vec::new();
     let mut outcomes = Vec::with_capacity(batch.len());
     let mut replies = Vec::with_capacity(batch.len());
     for req in batch {
         let next = frontier.size() + leaves.len() as u64;
         let outcome = match sequencer.sequence(req.input, next, view) {
-            Sequenced::Append { leaf, accepted } => {
+            Sequenced::Append {
+                leaf,
+                accepted,
+                key,
+            } => {
                 leaves.push(leaf);
+                keys.push(key);
                 Outcome::Appended {
                     at: leaves.len() - 1,
                     accepted,
@@ -959,8 +1078,13 @@ fn run_batch<S: Sequencer>(
             }
             Sequenced::Existing { index, accepted } => Outcome::Existing { index, accepted },
             Sequenced::Reject(r) => Outcome::Rejected(r),
-            Sequenced::RefuseRecorded { leaf, rejected } => {
+            Sequenced::RefuseRecorded {
+                leaf,
+                rejected,
+                key,
+            } => {
                 leaves.push(leaf);
+                keys.push(key);
                 Outcome::RefusedRecorded {
                     at: leaves.len() - 1,
                     rejected,
@@ -978,7 +1102,7 @@ fn run_batch<S: Sequencer>(
     } else {
         let mut rows = Vec::with_capacity(leaves.len());
         let mut chain = head.chain;
-        for leaf in &leaves {
+        for (leaf, key) in leaves.iter().zip(&keys) {
             let index = frontier.size();
             let lh = leaf_hash(leaf);
             let hashes = frontier.push(lh);
@@ -989,6 +1113,7 @@ fn run_batch<S: Sequencer>(
                 chain,
                 first_hash_index: stored_hash_index(0, index),
                 hashes,
+                key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
             });
             acks.push((lh, chain));
         }

@@ -24,6 +24,8 @@
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
 //! | `leaf_index` | leaf hash (32) | first index with that leaf hash (derived, checked on use) |
+//! | `entry_keys` | an entry's key (UTF-8; the event log: its envelope id) | first index with that key (u64) ‖ content digest (32) (derived, checked on use) |
+//! | `meta` | `"keys_through"` | u64 BE: `entry_keys` holds the key of every entry below this size |
 //! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
@@ -60,6 +62,12 @@ pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// proofs by leaf hash. Not trusted: every answer is checked against the
 /// entry it names.
 pub const LEAF_INDEX: TableDefinition<[u8; 32], u64> = TableDefinition::new("leaf_index");
+/// `entry key → (first index, content digest)`: the key a sequencer names
+/// an entry by ([`crate::EntryKey`]; the event log uses the envelope id), so
+/// that a repeated submission is found without holding every key in memory.
+/// Written in the transaction that commits the entry. Derived and not
+/// trusted: a sequencer checks every answer against the entry it names.
+pub const ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> = TableDefinition::new("entry_keys");
 /// Derived state saved by layers above the log (projection checkpoints).
 /// Never hashed, never part of the log; always rebuildable from it.
 pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
@@ -79,6 +87,10 @@ const MIGRATE_KEY: &str = "migrate_v2_next";
 /// Version-1 entries copied per migration transaction.
 const MIGRATE_CHUNK: u64 = 16_384;
 const HEAD_LEN: usize = 8 + 32 + 32;
+/// `entry_keys` is complete below this size (u64 BE). A commit advances it
+/// only from the size the commit starts at, so a file written by a build
+/// without `entry_keys` stays behind until [`Store::put_keys`] catches up.
+const KEYS_THROUGH_KEY: &str = "keys_through";
 
 /// The committed head of the log: its size, RFC 6962 root and last chain hash.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -127,6 +139,8 @@ pub(crate) struct Row<'a> {
     /// The stored hashes this append writes, from `stored_hash_index(0, index)`.
     pub first_hash_index: u64,
     pub hashes: Vec<Hash>,
+    /// The entry's key and content digest, if its sequencer names it.
+    pub key: Option<(&'a str, [u8; 32])>,
 }
 
 /// Opens a storage backend for the data file at the given path.
@@ -299,10 +313,13 @@ impl Store {
                 meta.insert(HEAD_KEY, Head::EMPTY.encode().as_slice())
                     .map_err(storage)?;
                 txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
+                meta.insert(KEYS_THROUGH_KEY, 0u64.to_be_bytes().as_slice())
+                    .map_err(storage)?;
             }
             txn.open_table(HASHES).map_err(storage)?;
             txn.open_table(AUX).map_err(storage)?;
             txn.open_table(LEAF_INDEX).map_err(storage)?;
+            txn.open_table(ENTRY_KEYS).map_err(storage)?;
         }
         if fresh || self.needs_aux()? {
             txn.commit().map_err(storage)?;
@@ -402,7 +419,43 @@ impl Store {
 
     fn needs_aux(&self) -> Result<bool, Error> {
         let txn = self.db.begin_read().map_err(storage)?;
-        Ok(txn.open_table(AUX).is_err() || txn.open_table(LEAF_INDEX).is_err())
+        Ok(txn.open_table(AUX).is_err()
+            || txn.open_table(LEAF_INDEX).is_err()
+            || txn.open_table(ENTRY_KEYS).is_err())
+    }
+
+    /// Records the keys of entries `from..to` (`(key, index, digest)`; a key
+    /// already present keeps its first index) and moves `keys_through` from
+    /// `from` to `to`, in one durable transaction. Returns `false`, writing
+    /// nothing, when `keys_through` is not at `from`.
+    pub(crate) fn put_keys(
+        &self,
+        from: u64,
+        to: u64,
+        keys: &[(String, u64, [u8; 32])],
+    ) -> Result<bool, Error> {
+        self.refuse_if_fallback()?;
+        let mut txn = self.db.begin_write().map_err(storage)?;
+        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            if read_keys_through(&meta)? != from {
+                drop(meta);
+                txn.abort().map_err(storage)?;
+                return Ok(false);
+            }
+            let mut t = txn.open_table(ENTRY_KEYS).map_err(storage)?;
+            for (name, index, digest) in keys {
+                if t.get(name.as_str()).map_err(storage)?.is_none() {
+                    t.insert(name.as_str(), (*index, *digest))
+                        .map_err(storage)?;
+                }
+            }
+            meta.insert(KEYS_THROUGH_KEY, to.to_be_bytes().as_slice())
+                .map_err(storage)?;
+        }
+        txn.commit().map_err(storage)?;
+        Ok(true)
     }
 
     /// Saves derived state under `name`, durably, in its own transaction.
@@ -467,8 +520,12 @@ impl Store {
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;
             let mut meta = txn.open_table(META).map_err(storage)?;
             let mut by_leaf = txn.open_table(LEAF_INDEX).map_err(storage)?;
+            let mut keys = txn.open_table(ENTRY_KEYS).map_err(storage)?;
             let mut writer = BundleWriter::default();
             for row in rows {
+                if let Some((name, digest)) = row.key {
+                    keys.insert(name, (row.index, digest)).map_err(storage)?;
+                }
                 if let Some(leaf_hash) = row.hashes.first() {
                     if by_leaf.get(leaf_hash.0).map_err(storage)?.is_none() {
                         by_leaf.insert(leaf_hash.0, row.index).map_err(storage)?;
@@ -498,6 +555,11 @@ impl Store {
                 }
             }
             writer.finish(&mut bundles)?;
+            let old_size = new_head.size - rows.len() as u64;
+            if read_keys_through(&meta)? == old_size {
+                meta.insert(KEYS_THROUGH_KEY, new_head.size.to_be_bytes().as_slice())
+                    .map_err(storage)?;
+            }
             meta.insert(HEAD_KEY, new_head.encode().as_slice())
                 .map_err(storage)?;
         }
@@ -556,6 +618,16 @@ fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result
         .try_into()
         .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?;
     Ok(u32::from_be_bytes(bytes))
+}
+
+/// `keys_through`, 0 when absent (a file no keyed build has written).
+fn read_keys_through(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64, Error> {
+    match meta.get(KEYS_THROUGH_KEY).map_err(storage)? {
+        None => Ok(0),
+        Some(v) => Ok(u64::from_be_bytes(v.value().try_into().map_err(|_| {
+            Corruption::new(0, CorruptionKind::Malformed, "keys_through")
+        })?)),
+    }
 }
 
 /// The database, closed under [`guarded`]'s rule: redb's `Drop` commits
@@ -638,6 +710,8 @@ pub struct Snapshot {
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
     pub(crate) leaf_index: ReadOnlyTable<[u8; 32], u64>,
     pub(crate) aux: ReadOnlyTable<&'static str, &'static [u8]>,
+    /// Absent in a file only a build without it has opened for writing.
+    entry_keys: Option<ReadOnlyTable<&'static str, (u64, [u8; 32])>>,
     _lease: std::sync::Arc<()>,
 }
 
@@ -685,7 +759,30 @@ impl Snapshot {
             meta,
             leaf_index: txn.open_table(LEAF_INDEX).map_err(storage)?,
             aux: txn.open_table(AUX).map_err(storage)?,
+            entry_keys: match txn.open_table(ENTRY_KEYS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage(e)),
+            },
         })
+    }
+
+    /// The size below which `entry_keys` holds every entry's key (0 when
+    /// it has never been written).
+    pub fn keys_through(&self) -> Result<u64, Error> {
+        if self.entry_keys.is_none() {
+            return Ok(0);
+        }
+        read_keys_through(&self.meta)
+    }
+
+    /// The first index and content digest recorded for an entry key, if
+    /// any. Derived: check the answer against the entry it names.
+    pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
+        let Some(t) = &self.entry_keys else {
+            return Ok(None);
+        };
+        Ok(t.get(name).map_err(storage)?.map(|v| v.value()))
     }
 
     /// The committed head record.

@@ -11,7 +11,7 @@ pub mod world;
 use std::path::{Path, PathBuf};
 
 use ledger::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
-use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, HASHES, META};
+use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, ENTRY_KEYS, HASHES, META};
 use ledger::{Config, Hash, Ledger};
 use redb::{Database, ReadableDatabase};
 
@@ -154,6 +154,41 @@ impl RawDisk {
             t.retain(|k, _| k * BUNDLE_SIZE < from).expect("retain");
             let mut h = txn.open_table(HASHES).expect("table");
             h.retain(|k, _| k < first_hash).expect("retain");
+        });
+    }
+
+    /// The key index's row for `name`: (first index, content digest).
+    pub fn entry_key(&self, name: &str) -> Option<(u64, [u8; 32])> {
+        let txn = self.db.begin_read().expect("read");
+        let t = txn.open_table(ENTRY_KEYS).ok()?;
+        t.get(name).expect("get").map(|v| v.value())
+    }
+
+    /// Writes the key index's row for `name`.
+    pub fn put_entry_key(&self, name: &str, index: u64, digest: [u8; 32]) {
+        self.write(|txn| {
+            let mut t = txn.open_table(ENTRY_KEYS).expect("table");
+            t.insert(name, (index, digest)).expect("insert");
+        });
+    }
+
+    /// Removes the key index's rows for entries `from..` and sets
+    /// `keys_through` to `from`: a file whose index stopped there. With
+    /// `from == 0` the table itself is removed, as in a file written by a
+    /// build without it.
+    pub fn rewind_entry_keys(&self, from: u64) {
+        self.write(|txn| {
+            if from == 0 {
+                txn.delete_table(ENTRY_KEYS).expect("delete");
+                let mut m = txn.open_table(META).expect("table");
+                m.remove("keys_through").expect("remove");
+                return;
+            }
+            let mut t = txn.open_table(ENTRY_KEYS).expect("table");
+            t.retain(|_, (i, _)| i < from).expect("retain");
+            let mut m = txn.open_table(META).expect("table");
+            m.insert("keys_through", from.to_be_bytes().as_slice())
+                .expect("insert");
         });
     }
 

@@ -97,7 +97,7 @@ fn state_snapshot_sealed_under_another_key_is_ignored() {
 fn state_snapshot_round_trips_every_map() {
     let (w, _) = world_with_snapshot();
     let s = w.log.state();
-    assert!(!s.ids.is_empty() && !s.cases.is_empty() && !s.runs.is_empty());
+    assert!(!s.principals.is_empty() && !s.cases.is_empty() && !s.runs.is_empty());
     let back = ledger::events::State::decode_snapshot(&s.encode_snapshot()).expect("decode");
     assert_eq!(back, s);
     let bytes = s.encode_snapshot();

@@ -265,11 +265,57 @@ pub struct EventSequencer {
     ledger_key_id: String,
     /// Set when state could not be rebuilt after a failed commit.
     broken: bool,
+    /// Ids sequenced since the last commit: not in the key index yet.
+    pending: HashMap<String, (u64, [u8; 32])>,
+}
+
+/// The key index names an entry by its envelope id and payload digest.
+fn envelope_key(d: &Decoded) -> crate::EntryKey {
+    crate::EntryKey {
+        name: d.payload.id.clone(),
+        digest: d.payload_digest,
+    }
 }
 
 impl EventSequencer {
     fn now(&self) -> i64 {
         self.clock.now_micros().max(self.state.last_sequenced_at)
+    }
+
+    /// The index and payload digest of the entry with envelope id `id`:
+    /// earlier in this batch, or committed. A committed answer comes from
+    /// the key index and is checked against the entry it names; an index
+    /// that is behind the log, unreadable or wrong refuses the write rather
+    /// than risk accepting a reused id.
+    fn find(&self, id: &str, log: &LogView<'_>) -> Result<Option<(u64, [u8; 32])>, Rejection> {
+        if let Some(&hit) = self.pending.get(id) {
+            return Ok(Some(hit));
+        }
+        let unavailable = |why: &dyn std::fmt::Display| {
+            tracing::error!(error = %why, id, "cannot look up an envelope id; refusing the write");
+            Rejection::new(
+                RejectCode::LedgerUnavailable,
+                "",
+                "the ledger cannot check envelope ids against its log; run `ledger verify`",
+            )
+        };
+        match log.keys_complete() {
+            Ok(true) => {}
+            Ok(false) => return Err(unavailable(&"the envelope id index is behind the log")),
+            Err(e) => return Err(unavailable(&e)),
+        }
+        let Some((index, digest)) = log.entry_key(id).map_err(|e| unavailable(&e))? else {
+            return Ok(None);
+        };
+        let entry = log.entry(index).map_err(|e| unavailable(&e))?;
+        match super::envelope::decode_logged_leaf(&entry.leaf) {
+            Ok((d, _)) if d.payload.id == id && d.payload_digest == digest => {
+                Ok(Some((index, digest)))
+            }
+            _ => Err(unavailable(&format_args!(
+                "the envelope id index names entry {index}, which does not carry that id and digest"
+            ))),
+        }
     }
 
     fn blocked(
@@ -292,9 +338,11 @@ impl EventSequencer {
             "apply-blocked-{}",
             &hex::encode(blake3::hash(d.payload.id.as_bytes()).as_bytes())[..32]
         );
-        if self.state.ids.contains_key(&id) {
+        match self.find(&id, log) {
             // This request was refused and recorded before.
-            return Sequenced::Reject(refusal);
+            Ok(Some(_)) => return Sequenced::Reject(refusal),
+            Ok(None) => {}
+            Err(r) => return Sequenced::Reject(r),
         }
         let payload = Payload {
             schema: SCHEMA_VERSION,
@@ -318,9 +366,13 @@ impl EventSequencer {
             return Sequenced::Reject(refusal);
         }
         self.state.apply(&record, next, at);
+        let key = envelope_key(&record);
+        self.pending
+            .insert(key.name.clone(), (next, record.payload_digest));
         Sequenced::RefuseRecorded {
             leaf: record.leaf_bytes(at),
             rejected: refusal,
+            key: Some(key),
         }
     }
 }
@@ -349,7 +401,11 @@ impl Sequencer for EventSequencer {
             kind: d.payload.event.kind(),
             sequenced_at: at,
         };
-        if let Some(&(index, digest)) = self.state.ids.get(&d.payload.id) {
+        let found = match self.find(&d.payload.id, log) {
+            Ok(found) => found,
+            Err(r) => return Sequenced::Reject(r),
+        };
+        if let Some((index, digest)) = found {
             return if digest == d.payload_digest {
                 Sequenced::Existing {
                     index,
@@ -377,13 +433,30 @@ impl Sequencer for EventSequencer {
                 self.keys.insert(key_id(&k), k);
             }
         }
+        let key = envelope_key(&d);
+        self.pending
+            .insert(key.name.clone(), (next, d.payload_digest));
         Sequenced::Append {
             leaf: d.leaf_bytes(at),
             accepted: accepted(at),
+            key: Some(key),
         }
     }
 
+    fn committed(&mut self) {
+        self.pending.clear();
+    }
+
+    const KEYED: bool = true;
+
+    fn key_of(leaf: &[u8]) -> Option<crate::EntryKey> {
+        super::envelope::decode_logged_leaf(leaf)
+            .ok()
+            .map(|(d, _)| envelope_key(&d))
+    }
+
     fn failed(&mut self, log: &LogView<'_>) {
+        self.pending.clear();
         match rebuild_state(log, &snapshot_mac_key(&self.ledger_key), false) {
             Ok((s, _)) => {
                 self.keys.reset(&s);
@@ -478,6 +551,7 @@ impl EventLog {
                 ledger_key_id: key_id(&ledger_key.verifying_key()),
                 ledger_key,
                 broken,
+                pending: HashMap::new(),
             })
         })?;
         let replay_error = replay_error
@@ -560,10 +634,28 @@ impl EventLog {
         self.ledger.append_input(sub)
     }
 
-    /// The index of the entry with envelope id `id`, if any.
+    /// The index of the committed entry with envelope id `id`, if any: the
+    /// key index's answer, checked against the entry it names (an answer
+    /// that does not check out is logged and treated as absent).
     pub fn find_id(&self, id: &str) -> Option<u64> {
-        self.ledger
-            .inspect(|s| s.state.ids.get(id).map(|(i, _)| *i))
+        let (entry, digest) = match self.ledger.find_key(id) {
+            Ok(found) => found?,
+            Err(e) => {
+                tracing::warn!(error = %e, id, "cannot look up an envelope id");
+                return None;
+            }
+        };
+        match super::envelope::decode_logged_leaf(&entry.leaf) {
+            Ok((d, _)) if d.payload.id == id && d.payload_digest == digest => Some(entry.index),
+            _ => {
+                tracing::warn!(
+                    id,
+                    index = entry.index,
+                    "the envelope id index names an entry without that id"
+                );
+                None
+            }
+        }
     }
 
     /// Registered task classes and their current tiers (committed state),

@@ -119,11 +119,6 @@ pub struct State {
     pub invocations: BTreeMap<String, InvocationState>,
     pub capabilities: BTreeMap<String, CapabilityState>,
     pub recommendations: BTreeMap<u64, RecommendationState>,
-    /// Envelope id → (index, BLAKE3 of the payload). Kept out of the JSON
-    /// part of a snapshot ([`State::encode_snapshot`]): it is the one map
-    /// that grows with every event, so it is written as compact records.
-    #[serde(skip)]
-    pub ids: BTreeMap<String, (u64, [u8; 32])>,
     pub size: u64,
     /// The latest sequencing time (µs, UTC); sequencing never goes back.
     pub last_sequenced_at: i64,
@@ -986,7 +981,6 @@ impl State {
     /// Folds an accepted event, appended at `index` and sequenced at `at`.
     pub fn apply(&mut self, d: &Decoded, index: u64, at: i64) {
         let p = &d.payload;
-        self.ids.insert(p.id.clone(), (index, d.payload_digest));
         self.size = index + 1;
         self.last_sequenced_at = self.last_sequenced_at.max(at);
         match &p.event {
@@ -1168,44 +1162,23 @@ impl State {
         Ok(self)
     }
 
-    /// The state as bytes: `u32` BE length ‖ JSON of everything but the id
-    /// map ‖ one record per id (`u16` BE length ‖ id ‖ `u64` BE index ‖
-    /// 32-byte payload digest). Derived data, never hashed into the log.
+    /// The state as bytes: `u32` BE length ‖ JSON. Derived data, never
+    /// hashed into the log. Envelope ids are not part of it: they are in the
+    /// log's key index, written with each entry.
     pub fn encode_snapshot(&self) -> Vec<u8> {
         let json = serde_json::to_vec(self).unwrap_or_default();
-        let mut out = Vec::with_capacity(json.len() + 4 + self.ids.len() * 80);
+        let mut out = Vec::with_capacity(json.len() + 4);
         out.extend_from_slice(&(json.len() as u32).to_be_bytes());
         out.extend_from_slice(&json);
-        for (id, (index, digest)) in &self.ids {
-            out.extend_from_slice(&(id.len() as u16).to_be_bytes());
-            out.extend_from_slice(id.as_bytes());
-            out.extend_from_slice(&index.to_be_bytes());
-            out.extend_from_slice(digest);
-        }
         out
     }
 
     /// Parses [`State::encode_snapshot`]'s bytes; `None` when malformed.
+    /// Bytes after the JSON (the id records earlier builds wrote there) are
+    /// ignored.
     pub fn decode_snapshot(b: &[u8]) -> Option<State> {
-        fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-            if b.len() < n {
-                return None;
-            }
-            let (head, rest) = b.split_at(n);
-            *b = rest;
-            Some(head)
-        }
-        let mut b = b;
-        let len = u32::from_be_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
-        let mut state: State = serde_json::from_slice(take(&mut b, len)?).ok()?;
-        while !b.is_empty() {
-            let n = u16::from_be_bytes(take(&mut b, 2)?.try_into().ok()?) as usize;
-            let id = std::str::from_utf8(take(&mut b, n)?).ok()?.to_owned();
-            let index = u64::from_be_bytes(take(&mut b, 8)?.try_into().ok()?);
-            let digest: [u8; 32] = take(&mut b, 32)?.try_into().ok()?;
-            state.ids.insert(id, (index, digest));
-        }
-        Some(state)
+        let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        serde_json::from_slice(b.get(4..4usize.checked_add(len)?)?).ok()
     }
 
     /// Folds one logged leaf, re-checking it.

@@ -1,0 +1,141 @@
+//! Envelope ids live in the log's key index (`entry_keys`), written in the
+//! transaction that commits each entry. A log written before the index
+//! existed, or whose index stopped partway, is indexed on open before any
+//! write; an index row that does not match the entry it names is never
+//! trusted.
+
+use std::sync::Arc;
+
+use ledger::events::model::*;
+use ledger::events::{EventLog, ManualClock, RejectCode};
+use tests::world::*;
+use tests::RawDisk;
+
+fn reopen(dir: &std::path::Path) -> EventLog {
+    EventLog::open(
+        dir,
+        ledger::Config::default(),
+        key("ledger"),
+        Arc::new(ManualClock::new(T0)),
+    )
+    .expect("reopen")
+}
+
+/// A world with `n` scores, and the envelopes and indexes of all of them.
+fn scored(n: usize) -> (World, Vec<(Vec<u8>, Payload, u64)>) {
+    let mut w = World::new();
+    let mut posted = Vec::new();
+    for i in 0..n {
+        let p = w.payload(
+            "harness",
+            Event::ScoreRecorded(score(&format!("case-{}", i % 3 + 1), 0.8)),
+        );
+        let env = ledger::events::sign_envelope(&key("harness"), &p);
+        let r = w.append(&env).expect("score");
+        posted.push((env, p, r.appended.index));
+    }
+    (w, posted)
+}
+
+/// Re-posting every envelope is acknowledged at its index and appends
+/// nothing; a different envelope under a logged id is refused.
+fn ids_hold(log: &EventLog, posted: &[(Vec<u8>, Payload, u64)]) {
+    let size = log.ledger().head().size;
+    for (env, p, index) in posted {
+        let again = log.append(env).expect("re-post");
+        assert!(again.existing, "entry {index} was appended twice");
+        assert_eq!(again.appended.index, *index);
+        assert_eq!(log.find_id(&p.id), Some(*index));
+    }
+    let (_, p, _) = &posted[0];
+    let mut other = p.clone();
+    other.event = Event::ScoreRecorded(score("case-1", 0.1));
+    let r = log.append(&ledger::events::sign_envelope(&key("harness"), &other));
+    assert_eq!(expect_code(r, RejectCode::EnvelopeIdReused).field, "id");
+    assert_eq!(
+        log.ledger().head().size,
+        size,
+        "a refused write was appended"
+    );
+}
+
+#[test]
+fn ids_are_indexed_as_entries_commit_and_survive_a_restart() {
+    let (w, posted) = scored(5);
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let disk = RawDisk::open(&dir);
+    for (env, p, index) in &posted {
+        let (at, digest) = disk.entry_key(&p.id).expect("indexed at commit");
+        assert_eq!(at, *index);
+        let d = ledger::events::decode_envelope(env).expect("decode");
+        assert_eq!(digest, d.payload_digest);
+    }
+    drop(disk);
+    ids_hold(&reopen(&dir), &posted);
+}
+
+#[test]
+fn log_written_without_the_id_index_is_indexed_on_open() {
+    let (w, posted) = scored(5);
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    // As a file the previous build wrote: no `entry_keys`, no `keys_through`.
+    RawDisk::open(&dir).rewind_entry_keys(0);
+    ids_hold(&reopen(&dir), &posted);
+}
+
+#[test]
+fn id_index_that_stopped_partway_is_caught_up_from_there() {
+    let (w, posted) = scored(6);
+    let dir = w.dir.path().to_owned();
+    let mid = posted[2].2;
+    drop(w.log);
+    let disk = RawDisk::open(&dir);
+    disk.rewind_entry_keys(mid);
+    assert!(disk.entry_key(&posted[4].1.id).is_none());
+    drop(disk);
+    let log = reopen(&dir);
+    ids_hold(&log, &posted);
+    drop(log);
+    assert_eq!(
+        RawDisk::open(&dir)
+            .entry_key(&posted[4].1.id)
+            .map(|(i, _)| i),
+        Some(posted[4].2)
+    );
+}
+
+#[test]
+fn attack_forged_id_index_row_is_refused_not_trusted() {
+    // Someone with write access to the data file points a logged id at a
+    // different entry, hoping the ledger acknowledges a re-post there.
+    let (w, posted) = scored(3);
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let disk = RawDisk::open(&dir);
+    let (_, digest) = disk.entry_key(&posted[0].1.id).expect("indexed");
+    disk.put_entry_key(&posted[0].1.id, posted[1].2, digest);
+    drop(disk);
+    let log = reopen(&dir);
+    let size = log.ledger().head().size;
+    let r = log.append(&posted[0].0);
+    expect_code(r, RejectCode::LedgerUnavailable);
+    assert_eq!(log.ledger().head().size, size, "nothing may be appended");
+    assert_eq!(log.find_id(&posted[0].1.id), None);
+}
+
+#[test]
+fn same_envelope_twice_in_one_batch_is_appended_once() {
+    let mut w = World::new();
+    let env = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.8)));
+    let size = w.size();
+    // Queued back to back, both are usually sequenced in one batch, before
+    // the first is in the key index: the batch's own ids must be consulted.
+    let a = w.log.submit(&env).expect("submit");
+    let b = w.log.submit(&env).expect("submit");
+    let (a, b) = (a.wait().expect("first"), b.wait().expect("second"));
+    assert_eq!(a.appended.index, b.appended.index);
+    assert!(a.existing != b.existing);
+    assert_eq!(w.size(), size + 1);
+}
