@@ -14,7 +14,7 @@ use crate::fold::{Projection, ProjectionError, Settings, TaskClassView, ViewCach
 /// The `aux` name projection checkpoints are saved under. The version moves
 /// when the projection's saved form changes; an older checkpoint is then
 /// simply not found, and the projection is rebuilt from the log once.
-pub const AUX_KEY: &str = "projection/v2";
+pub const AUX_KEY: &str = "projection/v3";
 /// Entries read per batch while catching up.
 const CHUNK: u64 = 4096;
 

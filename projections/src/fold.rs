@@ -55,19 +55,31 @@ pub enum ProjectionError {
     OutOfOrder { want: u64, got: u64 },
 }
 
+/// One score, as much of it as a window's sums need: the projection keeps
+/// one of these per score, so it is kept small (40 bytes). What a view
+/// reports about a case's score is in [`Newest`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct ScoreObs {
-    index: u64,
-    leaf_hash: [u8; 32],
-    case_id: String,
     at: i64,
-    score: f64,
-    passed: bool,
     cost: f64,
+    /// The case's number in [`Projection::case_names`].
+    case: u32,
     eligible: bool,
     block: u32,
     warn: u32,
     info: u32,
+}
+
+/// The newest eligible (microvm) score of one case in one class. A window
+/// is a suffix of the log, so this is the case's latest eligible score in
+/// any window that holds an eligible score of the case.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Newest {
+    index: u64,
+    leaf_hash: [u8; 32],
+    at: i64,
+    score: f64,
+    passed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,7 +88,11 @@ struct ClassFold {
     silver: TierRule,
     gold: TierRule,
     pending_proposals: BTreeSet<String>,
+    /// The index of the registration this fold started at.
+    registered: u64,
     scores: Vec<ScoreObs>,
+    /// By case number.
+    newest: BTreeMap<u32, Newest>,
     runs: Vec<(i64, String, Isolation)>,
 }
 
@@ -100,6 +116,9 @@ pub struct Projection {
     /// Active cases by task class, then curation class: what `cases` says,
     /// kept as counts so that a view need not scan every case.
     active: BTreeMap<String, BTreeMap<String, usize>>,
+    /// Every case id a score named, numbered in order of first appearance.
+    case_names: Vec<String>,
+    case_numbers: BTreeMap<String, u32>,
 }
 
 /// Statistics over a set of latest-per-case scores.
@@ -188,7 +207,7 @@ pub fn bootstrap_seed(task_class: &str) -> u64 {
 }
 
 fn stats(
-    scores: &[&ScoreObs],
+    scores: &[&Newest],
     settings: &Settings,
     seed: u64,
     boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
@@ -255,17 +274,16 @@ struct WindowAgg {
     window_seconds: i64,
     first: usize,
     end: usize,
-    /// The log index of the score at `end - 1`: a class whose scores were
-    /// replaced (re-registered) no longer matches.
-    last_index: Option<u64>,
+    /// The class registration the totals are for: a class whose scores
+    /// were replaced (re-registered) no longer matches.
+    registered: u64,
     /// The costs of the window's scores, in log order (summed in that order,
     /// as `view` does).
     costs: std::collections::VecDeque<f64>,
-    /// Latest eligible score per case (any case; filtered by activity when
-    /// answering), as a position in `scores`.
-    latest: BTreeMap<String, usize>,
-    /// Failure counts of eligible scores per case: block, warn, info.
-    fails: std::collections::HashMap<String, [u64; 3]>,
+    /// Per case number with eligible scores in the window (any case;
+    /// filtered by activity when answering): how many, and their failure
+    /// counts (block, warn, info).
+    cases: std::collections::HashMap<u32, (u64, [u64; 3])>,
     shared: Failures,
     shared_scores: usize,
     /// The last two bootstrap inputs and their intervals.
@@ -273,15 +291,14 @@ struct WindowAgg {
 }
 
 impl WindowAgg {
-    fn new(window_seconds: i64, first: usize) -> WindowAgg {
+    fn new(window_seconds: i64, registered: u64, first: usize) -> WindowAgg {
         WindowAgg {
             window_seconds,
             first,
             end: first,
-            last_index: None,
+            registered,
             costs: Default::default(),
-            latest: BTreeMap::new(),
-            fails: Default::default(),
+            cases: Default::default(),
             shared: Failures::default(),
             shared_scores: 0,
             memo: Vec::new(),
@@ -291,12 +308,8 @@ impl WindowAgg {
     /// Whether these totals can be moved forward to a window starting at
     /// `first` in `class`.
     fn fits(&self, class: &ClassFold, window_seconds: i64, first: usize) -> bool {
-        let same_scores = match self.last_index {
-            None => self.end == self.first,
-            Some(i) => self.end >= 1 && class.scores.get(self.end - 1).map(|s| s.index) == Some(i),
-        };
         self.window_seconds == window_seconds
-            && same_scores
+            && self.registered == class.registered
             && class.scores.len() >= self.end
             && first >= self.first
     }
@@ -306,15 +319,15 @@ impl WindowAgg {
         if first >= self.end {
             // Everything folded so far has left the window.
             let keep = std::mem::take(&mut self.memo);
-            *self = WindowAgg::new(self.window_seconds, first);
+            *self = WindowAgg::new(self.window_seconds, self.registered, first);
             self.memo = keep;
         }
         for pos in self.end..class.scores.len() {
             let s = &class.scores[pos];
             self.costs.push_back(s.cost);
             if s.eligible {
-                self.latest.insert(s.case_id.clone(), pos);
-                let f = self.fails.entry(s.case_id.clone()).or_default();
+                let (n, f) = self.cases.entry(s.case).or_default();
+                *n += 1;
                 f[0] += u64::from(s.block);
                 f[1] += u64::from(s.warn);
                 f[2] += u64::from(s.info);
@@ -328,15 +341,13 @@ impl WindowAgg {
             let s = &class.scores[pos];
             self.costs.pop_front();
             if s.eligible {
-                if self.latest.get(&s.case_id) == Some(&pos) {
-                    self.latest.remove(&s.case_id);
-                }
-                if let Some(f) = self.fails.get_mut(&s.case_id) {
+                if let Some((n, f)) = self.cases.get_mut(&s.case) {
+                    *n -= 1;
                     f[0] -= u64::from(s.block);
                     f[1] -= u64::from(s.warn);
                     f[2] -= u64::from(s.info);
-                    if !self.latest.contains_key(&s.case_id) && *f == [0; 3] {
-                        self.fails.remove(&s.case_id);
+                    if *n == 0 {
+                        self.cases.remove(&s.case);
                     }
                 }
             } else {
@@ -345,8 +356,6 @@ impl WindowAgg {
             }
         }
         self.first = first.max(self.first);
-        // An empty window holds nothing that could go stale.
-        self.last_index = (self.end > self.first).then(|| class.scores[self.end - 1].index);
     }
 }
 
@@ -401,7 +410,9 @@ impl Projection {
                         silver: silver.clone(),
                         gold: gold.clone(),
                         pending_proposals: BTreeSet::new(),
+                        registered: index,
                         scores: Vec::new(),
+                        newest: BTreeMap::new(),
                         runs: Vec::new(),
                     },
                 );
@@ -473,7 +484,11 @@ impl Projection {
                     .get(&e.run_id)
                     .map(|r| r.1)
                     .unwrap_or(Isolation::SharedKernel);
-                if let Some(c) = self.classes.get_mut(&e.task_class) {
+                if self.classes.contains_key(&e.task_class) {
+                    let case = self.case_number(&e.case_id);
+                    let Some(c) = self.classes.get_mut(&e.task_class) else {
+                        return Ok(());
+                    };
                     let sev = |s: &str| {
                         e.score
                             .failure_modes
@@ -481,24 +496,68 @@ impl Projection {
                             .filter(|f| f.severity == s)
                             .count() as u32
                     };
+                    let eligible = isolation == Isolation::Microvm;
                     c.scores.push(ScoreObs {
-                        index,
-                        leaf_hash: leaf_hash.0,
-                        case_id: e.case_id.clone(),
                         at,
-                        score: e.score.score,
-                        passed: e.score.passed,
                         cost: e.score.cost_usd,
-                        eligible: isolation == Isolation::Microvm,
+                        case,
+                        eligible,
                         block: sev("block"),
                         warn: sev("warn"),
                         info: sev("info"),
                     });
+                    if eligible {
+                        c.newest.insert(
+                            case,
+                            Newest {
+                                index,
+                                leaf_hash: leaf_hash.0,
+                                at,
+                                score: e.score.score,
+                                passed: e.score.passed,
+                            },
+                        );
+                    }
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// The number of case id `id`, numbering it if it is new.
+    fn case_number(&mut self, id: &str) -> u32 {
+        if let Some(&n) = self.case_numbers.get(id) {
+            return n;
+        }
+        let n = self.case_names.len() as u32;
+        self.case_names.push(id.to_owned());
+        self.case_numbers.insert(id.to_owned(), n);
+        n
+    }
+
+    /// The id of case number `n`.
+    fn case_name(&self, n: u32) -> &str {
+        self.case_names.get(n as usize).map_or("", String::as_str)
+    }
+
+    /// The newest eligible score of each case number in `cases` that is
+    /// active in `task_class`, in case-id order.
+    fn latest<'a>(
+        &'a self,
+        class: &'a ClassFold,
+        task_class: &str,
+        cases: impl Iterator<Item = u32>,
+    ) -> Vec<(&'a str, &'a Newest)> {
+        let mut latest: Vec<(&str, &Newest)> = cases
+            .filter_map(|n| {
+                let name = self.case_name(n);
+                self.active_case(name, task_class)?;
+                Some((name, class.newest.get(&n)?))
+            })
+            .collect();
+        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        latest
     }
 
     /// Records `case` under `id`, keeping the active counts in step.
@@ -583,7 +642,7 @@ impl Projection {
     ) -> Result<TaskClassView, ProjectionError> {
         let (class, start, first) = self.window(task_class, now, settings, size, root)?;
         let window = &class.scores[first..];
-        let mut latest: BTreeMap<&str, &ScoreObs> = BTreeMap::new();
+        let mut scored = BTreeSet::new();
         let mut w = WindowTotals::default();
         for s in window {
             w.cost += s.cost;
@@ -592,13 +651,16 @@ impl Projection {
                 w.shared.add(s, 1);
                 continue;
             }
-            if self.active_case(&s.case_id, task_class).is_some() {
+            if self
+                .active_case(self.case_name(s.case), task_class)
+                .is_some()
+            {
                 w.failures.add(s, 1);
-                latest.insert(&s.case_id, s);
+                scored.insert(s.case);
             }
         }
         w.scores = window.len();
-        let latest: Vec<&ScoreObs> = latest.into_values().collect();
+        let latest = self.latest(class, task_class, scored.into_iter());
         let mut boot = |x: &[f64], seed| bca(x, settings.confidence, settings.resamples, seed);
         Ok(self.assemble(
             class, task_class, now, start, settings, size, root, latest, w, &mut boot,
@@ -626,9 +688,9 @@ impl Projection {
         let agg = cache
             .classes
             .entry(task_class.to_owned())
-            .or_insert_with(|| WindowAgg::new(settings.window_seconds, first));
+            .or_insert_with(|| WindowAgg::new(settings.window_seconds, class.registered, first));
         if !agg.fits(class, settings.window_seconds, first) {
-            *agg = WindowAgg::new(settings.window_seconds, first);
+            *agg = WindowAgg::new(settings.window_seconds, class.registered, first);
         }
         agg.advance(class, first);
         let mut w = WindowTotals {
@@ -638,16 +700,14 @@ impl Projection {
             shared: agg.shared.clone(),
             failures: Failures::default(),
         };
-        let mut latest = Vec::with_capacity(agg.latest.len());
-        for (case, &pos) in &agg.latest {
-            if self.active_case(case, task_class).is_some() {
-                latest.push(&class.scores[pos]);
-                if let Some(f) = agg.fails.get(case) {
-                    w.failures.block += f[0];
-                    w.failures.warn += f[1];
-                    w.failures.info += f[2];
-                }
+        let latest = self.latest(class, task_class, agg.cases.keys().copied());
+        for (&n, (_, f)) in &agg.cases {
+            if self.active_case(self.case_name(n), task_class).is_none() {
+                continue;
             }
+            w.failures.block += f[0];
+            w.failures.warn += f[1];
+            w.failures.info += f[2];
         }
         let memo = &mut agg.memo;
         let mut boot = |x: &[f64], seed| {
@@ -679,22 +739,24 @@ impl Projection {
         settings: &Settings,
         size: u64,
         root: &Hash,
-        latest: Vec<&ScoreObs>,
+        latest: Vec<(&str, &Newest)>,
         w: WindowTotals,
         boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
     ) -> TaskClassView {
         let by_class = self.active.get(task_class).cloned().unwrap_or_default();
         let active_held_out = by_class.get(HELD_OUT).copied().unwrap_or(0);
-        let held: Vec<&ScoreObs> = latest
+        let held: Vec<(&str, &Newest)> = latest
             .iter()
-            .filter(|s| {
-                self.active_case(&s.case_id, task_class)
+            .filter(|(case, _)| {
+                self.active_case(case, task_class)
                     .is_some_and(|c| c.curation_class == HELD_OUT)
             })
             .copied()
             .collect();
         let seed = bootstrap_seed(task_class);
-        let held_stats = stats(&held, settings, seed, boot);
+        let held_scores: Vec<&Newest> = held.iter().map(|(_, s)| *s).collect();
+        let all_scores: Vec<&Newest> = latest.iter().map(|(_, s)| *s).collect();
+        let held_stats = stats(&held_scores, settings, seed, boot);
         let input = RuleInput {
             active_held_out,
             scored_held_out: held.len(),
@@ -721,7 +783,7 @@ impl Projection {
             scores_in_window: w.scores,
             shared_kernel_scores_in_window: w.shared_scores,
             held_out: held_stats,
-            all_cases: stats(&latest, settings, seed, boot),
+            all_cases: stats(&all_scores, settings, seed, boot),
             failures: w.failures,
             shared_kernel_failures: w.shared,
             cost_usd_in_window: w.cost,
@@ -732,10 +794,10 @@ impl Projection {
             }),
             evidence: held
                 .iter()
-                .map(|s| Evidence {
+                .map(|(case, s)| Evidence {
                     index: s.index,
                     leaf_hash: hex::encode(s.leaf_hash),
-                    case_id: s.case_id.clone(),
+                    case_id: (*case).to_owned(),
                     score: s.score,
                 })
                 .collect(),

@@ -28,6 +28,7 @@ fn sigkill_during_concurrent_appends_loses_no_acknowledged_write() {
             .spawn()
             .expect("spawn crash-writer");
         let stdout = child.stdout.take().expect("stdout");
+        let (opened, is_open) = std::sync::mpsc::channel();
         // Only newline-terminated lines count: a line cut by the kill is dropped.
         let reader = std::thread::spawn(move || {
             let mut r = BufReader::new(stdout);
@@ -36,11 +37,17 @@ fn sigkill_during_concurrent_appends_loses_no_acknowledged_write() {
             while r.read_until(b'\n', &mut buf).unwrap_or(0) > 0 {
                 if buf.last() == Some(&b'\n') {
                     lines.push(String::from_utf8_lossy(&buf[..buf.len() - 1]).into_owned());
+                    if lines.len() == 1 {
+                        let _ = opened.send(());
+                    }
                 }
                 buf.clear();
             }
             lines
         });
+        // The kill lands while appends run, not while a loaded machine is
+        // still starting the child: wait for it to open the log first.
+        let _ = is_open.recv_timeout(Duration::from_secs(60));
         std::thread::sleep(Duration::from_millis(rng.random_range(30..250)));
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
