@@ -541,25 +541,6 @@ impl Projection {
         self.case_names.get(n as usize).map_or("", String::as_str)
     }
 
-    /// The newest eligible score of each case number in `cases` that is
-    /// active in `task_class`, in case-id order.
-    fn latest<'a>(
-        &'a self,
-        class: &'a ClassFold,
-        task_class: &str,
-        cases: impl Iterator<Item = u32>,
-    ) -> Vec<(&'a str, &'a Newest)> {
-        let mut latest: Vec<(&str, &Newest)> = cases
-            .filter_map(|n| {
-                let name = self.case_name(n);
-                self.active_case(name, task_class)?;
-                Some((name, class.newest.get(&n)?))
-            })
-            .collect();
-        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        latest
-    }
-
     /// Records `case` under `id`, keeping the active counts in step.
     fn set_case(&mut self, id: String, case: CaseFold) {
         if let Some(old) = self.cases.get(&id) {
@@ -660,7 +641,12 @@ impl Projection {
             }
         }
         w.scores = window.len();
-        let latest = self.latest(class, task_class, scored.into_iter());
+        // Scored in the window, so their newest eligible score is in it.
+        let mut latest: Vec<(&str, &Newest)> = scored
+            .into_iter()
+            .filter_map(|n| Some((self.case_name(n), class.newest.get(&n)?)))
+            .collect();
+        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut boot = |x: &[f64], seed| bca(x, settings.confidence, settings.resamples, seed);
         Ok(self.assemble(
             class, task_class, now, start, settings, size, root, latest, w, &mut boot,
@@ -700,15 +686,20 @@ impl Projection {
             shared: agg.shared.clone(),
             failures: Failures::default(),
         };
-        let latest = self.latest(class, task_class, agg.cases.keys().copied());
+        let mut latest = Vec::with_capacity(agg.cases.len());
         for (&n, (_, f)) in &agg.cases {
-            if self.active_case(self.case_name(n), task_class).is_none() {
+            let name = self.case_name(n);
+            if self.active_case(name, task_class).is_none() {
                 continue;
             }
             w.failures.block += f[0];
             w.failures.warn += f[1];
             w.failures.info += f[2];
+            if let Some(newest) = class.newest.get(&n) {
+                latest.push((name, newest));
+            }
         }
+        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let memo = &mut agg.memo;
         let mut boot = |x: &[f64], seed| {
             let key = (settings.confidence.to_bits(), settings.resamples, seed);
