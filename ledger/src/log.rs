@@ -188,18 +188,31 @@ impl Sequencer for Raw {
 pub struct LogView<'a> {
     snap: &'a Snapshot,
     head: Head,
+    /// `keys_through`, read once per view (a view lasts one batch).
+    keys_through: std::cell::OnceCell<u64>,
 }
 
 impl<'a> LogView<'a> {
     /// A view of `snap` as of `head`.
     pub fn new(snap: &'a Snapshot, head: Head) -> Self {
-        LogView { snap, head }
+        LogView {
+            snap,
+            head,
+            keys_through: std::cell::OnceCell::new(),
+        }
     }
 
     /// Whether the key index covers every committed entry. A keyed ledger
     /// makes it so on open; `false` means a lookup could miss a key.
     pub fn keys_complete(&self) -> Result<bool, Error> {
-        Ok(self.snap.keys_through()? >= self.head.size)
+        let through = match self.keys_through.get() {
+            Some(&t) => t,
+            None => {
+                let t = self.snap.keys_through()?;
+                *self.keys_through.get_or_init(|| t)
+            }
+        };
+        Ok(through >= self.head.size)
     }
 
     /// The index and content digest recorded for an entry key, if any and
@@ -414,7 +427,7 @@ impl<S: Sequencer> Ledger<S> {
             } else {
                 snap
             };
-            let sequencer = make(&LogView { snap: &snap, head })?;
+            let sequencer = make(&LogView::new(&snap, head))?;
             Ok((head, frontier, sequencer))
         })?;
         tracing::info!(size = head.size, root = %hex32(&head.root), "ledger opened");
@@ -733,10 +746,7 @@ fn recover<S: Sequencer>(
             *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
             shared.watch.send_replace(h);
             match shared.store().and_then(|s| s.snapshot()) {
-                Ok(snap) => sequencer.failed(&LogView {
-                    snap: &snap,
-                    head: h,
-                }),
+                Ok(snap) => sequencer.failed(&LogView::new(&snap, h)),
                 Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
             }
             tracing::info!(size = h.size, "storage reopened after a failed commit");
@@ -988,7 +998,7 @@ fn commit_loop<S: Sequencer>(
                 continue;
             }
         };
-        let view = LogView { snap: &snap, head };
+        let view = LogView::new(&snap, head);
         let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
         run_batch(shared, &view, batch, &mut frontier, &mut head, &mut guard);
     }

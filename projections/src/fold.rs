@@ -118,6 +118,8 @@ pub struct Projection {
     active: BTreeMap<String, BTreeMap<String, usize>>,
     /// Every case id a score named, numbered in order of first appearance.
     case_names: Vec<String>,
+    /// `case_names` inverted; not saved, rebuilt by [`Projection::from_bytes`].
+    #[serde(skip)]
     case_numbers: BTreeMap<String, u32>,
 }
 
@@ -808,6 +810,11 @@ impl Projection {
 
     /// Reads bytes written by [`Projection::to_bytes`].
     pub fn from_bytes(b: &[u8]) -> Option<Projection> {
-        postcard::from_bytes(b).ok()
+        let mut p: Projection = postcard::from_bytes(b).ok()?;
+        p.case_numbers = (0u32..)
+            .zip(&p.case_names)
+            .map(|(n, id)| (id.clone(), n))
+            .collect();
+        Some(p)
     }
 }

@@ -277,6 +277,12 @@ fn envelope_key(d: &Decoded) -> crate::EntryKey {
     }
 }
 
+/// Whether logged `leaf` is the entry the key index says it is: its
+/// envelope id is `id` and its payload digest `digest`.
+fn carries(leaf: &[u8], id: &str, digest: &[u8; 32]) -> bool {
+    EventSequencer::key_of(leaf).is_some_and(|k| k.name == id && k.digest == *digest)
+}
+
 impl EventSequencer {
     fn now(&self) -> i64 {
         self.clock.now_micros().max(self.state.last_sequenced_at)
@@ -308,13 +314,12 @@ impl EventSequencer {
             return Ok(None);
         };
         let entry = log.entry(index).map_err(|e| unavailable(&e))?;
-        match super::envelope::decode_logged_leaf(&entry.leaf) {
-            Ok((d, _)) if d.payload.id == id && d.payload_digest == digest => {
-                Ok(Some((index, digest)))
-            }
-            _ => Err(unavailable(&format_args!(
+        if carries(&entry.leaf, id, &digest) {
+            Ok(Some((index, digest)))
+        } else {
+            Err(unavailable(&format_args!(
                 "the envelope id index names entry {index}, which does not carry that id and digest"
-            ))),
+            )))
         }
     }
 
@@ -645,17 +650,15 @@ impl EventLog {
                 return None;
             }
         };
-        match super::envelope::decode_logged_leaf(&entry.leaf) {
-            Ok((d, _)) if d.payload.id == id && d.payload_digest == digest => Some(entry.index),
-            _ => {
-                tracing::warn!(
-                    id,
-                    index = entry.index,
-                    "the envelope id index names an entry without that id"
-                );
-                None
-            }
+        if carries(&entry.leaf, id, &digest) {
+            return Some(entry.index);
         }
+        tracing::warn!(
+            id,
+            index = entry.index,
+            "the envelope id index names an entry without that id"
+        );
+        None
     }
 
     /// Registered task classes and their current tiers (committed state),
