@@ -20,6 +20,16 @@ pub fn node_hash(left: Hash, right: Hash) -> Hash {
     tlog_tiles::node_hash(left, right)
 }
 
+/// Lowercase hex of 32 bytes (a hash or a digest), as JSON answers write it.
+pub fn hex32(b: &[u8; 32]) -> String {
+    let mut buf = [0u8; 64];
+    // 32 bytes always fill exactly 64 ASCII digits: neither step fails.
+    match hex::encode_to_slice(b, &mut buf) {
+        Ok(()) => String::from_utf8(buf.to_vec()).unwrap_or_else(|_| hex::encode(b)),
+        Err(_) => hex::encode(b),
+    }
+}
+
 /// BLAKE3 content digest of the leaf bytes (unkeyed, 32-byte output).
 pub fn content_digest(leaf: &[u8]) -> [u8; 32] {
     *blake3::hash(leaf).as_bytes()
@@ -50,6 +60,16 @@ mod tests {
     #[test]
     fn empty_root_is_sha256_of_nothing() {
         assert_eq!(EMPTY_ROOT.0, <[u8; 32]>::from(Sha256::digest(b"")));
+    }
+
+    #[test]
+    fn hex32_is_lowercase_and_matches_the_hex_crate() {
+        let mut b = [0u8; 32];
+        for (i, v) in b.iter_mut().enumerate() {
+            *v = (i as u8).wrapping_mul(37).wrapping_add(0xa5);
+        }
+        assert_eq!(hex32(&b), hex::encode(b));
+        assert_eq!(&hex32(&[0xab; 32])[..4], "abab");
     }
 
     #[test]

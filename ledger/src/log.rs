@@ -1237,5 +1237,5 @@ fn existing_appended<R>(
 }
 
 pub(crate) fn hex32(h: &Hash) -> String {
-    h.0.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hash::hex32(&h.0)
 }

@@ -10,7 +10,7 @@ use ledger::Hash;
 use serde::{Deserialize, Serialize};
 
 use crate::rules::{self, RuleInput};
-use crate::stats::{bca, wilson, Interval};
+use crate::stats::{bca, bca_reusing, wilson, Interval, KeptDraws};
 
 /// Projection settings. Part of every answer, so a reader knows what was
 /// computed.
@@ -227,6 +227,9 @@ fn stats(
     }
 }
 
+/// An active case's name, its fold and its newest eligible score.
+type Latest<'a> = (&'a str, &'a CaseFold, &'a Newest);
+
 /// The curation class whose scores are promotion evidence.
 const HELD_OUT: &str = "held-out";
 
@@ -265,6 +268,9 @@ struct WindowTotals {
 #[derive(Debug, Clone, Default)]
 pub struct ViewCache {
     classes: std::collections::HashMap<String, WindowAgg>,
+    /// The bootstrap draws of recent views: a view after one new score
+    /// reuses them (`stats::bca_reusing`).
+    draws: KeptDraws,
 }
 
 type BootMemo = Vec<((u64, usize, u64), Vec<f64>, Option<Interval>)>;
@@ -644,9 +650,13 @@ impl Projection {
         }
         w.scores = window.len();
         // Scored in the window, so their newest eligible score is in it.
-        let mut latest: Vec<(&str, &Newest)> = scored
+        let mut latest: Vec<Latest> = scored
             .into_iter()
-            .filter_map(|n| Some((self.case_name(n), class.newest.get(&n)?)))
+            .filter_map(|n| {
+                let name = self.case_name(n);
+                let case = self.active_case(name, task_class)?;
+                Some((name, case, class.newest.get(&n)?))
+            })
             .collect();
         latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut boot = |x: &[f64], seed| bca(x, settings.confidence, settings.resamples, seed);
@@ -673,8 +683,8 @@ impl Projection {
         root: &Hash,
     ) -> Result<TaskClassView, ProjectionError> {
         let (class, start, first) = self.window(task_class, now, settings, size, root)?;
-        let agg = cache
-            .classes
+        let ViewCache { classes, draws } = cache;
+        let agg = classes
             .entry(task_class.to_owned())
             .or_insert_with(|| WindowAgg::new(settings.window_seconds, class.registered, first));
         if !agg.fits(class, settings.window_seconds, first) {
@@ -691,14 +701,14 @@ impl Projection {
         let mut latest = Vec::with_capacity(agg.cases.len());
         for (&n, (_, f)) in &agg.cases {
             let name = self.case_name(n);
-            if self.active_case(name, task_class).is_none() {
+            let Some(case) = self.active_case(name, task_class) else {
                 continue;
-            }
+            };
             w.failures.block += f[0];
             w.failures.warn += f[1];
             w.failures.info += f[2];
             if let Some(newest) = class.newest.get(&n) {
-                latest.push((name, newest));
+                latest.push((name, case, newest));
             }
         }
         latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -708,7 +718,7 @@ impl Projection {
             if let Some((_, _, ci)) = memo.iter().find(|(k, xs, _)| *k == key && same_bits(xs, x)) {
                 return *ci;
             }
-            let ci = bca(x, settings.confidence, settings.resamples, seed);
+            let ci = bca_reusing(x, settings.confidence, settings.resamples, seed, draws);
             if memo.len() >= 2 {
                 memo.remove(0);
             }
@@ -732,23 +742,20 @@ impl Projection {
         settings: &Settings,
         size: u64,
         root: &Hash,
-        latest: Vec<(&str, &Newest)>,
+        latest: Vec<Latest>,
         w: WindowTotals,
         boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
     ) -> TaskClassView {
         let by_class = self.active.get(task_class).cloned().unwrap_or_default();
         let active_held_out = by_class.get(HELD_OUT).copied().unwrap_or(0);
-        let held: Vec<(&str, &Newest)> = latest
+        let held: Vec<Latest> = latest
             .iter()
-            .filter(|(case, _)| {
-                self.active_case(case, task_class)
-                    .is_some_and(|c| c.curation_class == HELD_OUT)
-            })
+            .filter(|(_, case, _)| case.curation_class == HELD_OUT)
             .copied()
             .collect();
         let seed = bootstrap_seed(task_class);
-        let held_scores: Vec<&Newest> = held.iter().map(|(_, s)| *s).collect();
-        let all_scores: Vec<&Newest> = latest.iter().map(|(_, s)| *s).collect();
+        let held_scores: Vec<&Newest> = held.iter().map(|(_, _, s)| *s).collect();
+        let all_scores: Vec<&Newest> = latest.iter().map(|(_, _, s)| *s).collect();
         let held_stats = stats(&held_scores, settings, seed, boot);
         let input = RuleInput {
             active_held_out,
@@ -787,9 +794,9 @@ impl Projection {
             }),
             evidence: held
                 .iter()
-                .map(|(case, s)| Evidence {
+                .map(|(case, _, s)| Evidence {
                     index: s.index,
-                    leaf_hash: hex::encode(s.leaf_hash),
+                    leaf_hash: ledger::hash::hex32(&s.leaf_hash),
                     case_id: (*case).to_owned(),
                     score: s.score,
                 })

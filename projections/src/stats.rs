@@ -82,7 +82,12 @@ fn mix(mut z: u64) -> u64 {
 /// Resamples computed side by side. Each resample is one serial chain of
 /// floating-point additions (4 cycles each); interleaving independent
 /// resamples lets the CPU overlap them.
-const LANES: usize = 4;
+const LANES: usize = 8;
+
+/// SplitMix64's state after `draws` draws from `seed`: `seed + draws·γ`.
+fn state_at(seed: u64, draws: u64) -> u64 {
+    seed.wrapping_add(draws.wrapping_mul(GAMMA))
+}
 
 /// The bootstrap means: resample `r` is the mean of `x[i]` for the draws
 /// `r·n .. (r+1)·n` of `SplitMix64::new(seed)`, each `below(n)`, summed in
@@ -95,12 +100,11 @@ fn resample_means(x: &[f64], resamples: usize, seed: u64) -> Vec<f64> {
     let nf = n as f64;
     let scale = n as u128;
     let mut boot = Vec::with_capacity(resamples);
-    let state_at = |draws: u64| seed.wrapping_add(draws.wrapping_mul(GAMMA));
     let mut r = 0;
     while r + LANES <= resamples {
         let mut state = [0u64; LANES];
         for (l, st) in state.iter_mut().enumerate() {
-            *st = state_at(((r + l) as u64).wrapping_mul(n as u64));
+            *st = state_at(seed, ((r + l) as u64).wrapping_mul(n as u64));
         }
         let mut sum = [0.0f64; LANES];
         for _ in 0..n {
@@ -112,7 +116,7 @@ fn resample_means(x: &[f64], resamples: usize, seed: u64) -> Vec<f64> {
         boot.extend(sum.iter().map(|s| s / nf));
         r += LANES;
     }
-    let mut rng = SplitMix64::new(state_at((r as u64).wrapping_mul(n as u64)));
+    let mut rng = SplitMix64::new(state_at(seed, (r as u64).wrapping_mul(n as u64)));
     for _ in r..resamples {
         let mut s = 0.0;
         for _ in 0..n {
@@ -121,6 +125,102 @@ fn resample_means(x: &[f64], resamples: usize, seed: u64) -> Vec<f64> {
         boot.push(s / nf);
     }
     boot
+}
+
+/// The draws of one bootstrap (`n` values, `resamples` resamples, `seed`),
+/// kept so that the next interval over the same number of values reuses
+/// them instead of drawing again. A recommendation after one new score
+/// changes one value, not the draws, so an incremental view spends its
+/// time adding, not generating.
+///
+/// The indices are stored lane by lane (`LANES` resamples side by side,
+/// draw by draw), so [`Draws::means`] reads them in order. Each resample
+/// still adds its values in draw order: the means are bit for bit those of
+/// [`bca`]'s own draws.
+#[derive(Debug, Clone)]
+pub struct Draws {
+    n: usize,
+    resamples: usize,
+    seed: u64,
+    /// `ceil(resamples / LANES)` groups of `n × LANES` indices; the lanes
+    /// past `resamples` in the last group draw index 0 and are discarded.
+    idx: Vec<u16>,
+}
+
+impl Draws {
+    /// The largest number of values an index fits (`u16`).
+    pub const MAX_VALUES: usize = 1 << 16;
+
+    /// Draws for `n` values, or `None` when `n` is 0 or above
+    /// [`Draws::MAX_VALUES`].
+    pub fn new(n: usize, resamples: usize, seed: u64) -> Option<Draws> {
+        if n == 0 || n > Self::MAX_VALUES {
+            return None;
+        }
+        let groups = resamples.div_ceil(LANES);
+        let mut idx = Vec::with_capacity(groups * n * LANES);
+        let scale = n as u128;
+        for g in 0..groups {
+            let mut state = [0u64; LANES];
+            for (l, st) in state.iter_mut().enumerate() {
+                *st = state_at(seed, ((g * LANES + l) as u64).wrapping_mul(n as u64));
+            }
+            let live = (resamples - g * LANES).min(LANES);
+            for _ in 0..n {
+                for (l, st) in state.iter_mut().enumerate() {
+                    *st = st.wrapping_add(GAMMA);
+                    let i = ((u128::from(mix(*st)) * scale) >> 64) as u16;
+                    idx.push(if l < live { i } else { 0 });
+                }
+            }
+        }
+        Some(Draws {
+            n,
+            resamples,
+            seed,
+            idx,
+        })
+    }
+
+    /// How many indices are held (2 bytes each).
+    pub fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    /// Whether no indices are held (never, for a value of this type).
+    pub fn is_empty(&self) -> bool {
+        self.idx.is_empty()
+    }
+
+    /// Whether these are the draws for `n` values, `resamples`, `seed`.
+    pub fn fits(&self, n: usize, resamples: usize, seed: u64) -> bool {
+        self.n == n && self.resamples == resamples && self.seed == seed
+    }
+
+    /// The bootstrap means of `x` (which must have `n` values).
+    fn means(&self, x: &[f64]) -> Vec<f64> {
+        let n = self.n;
+        debug_assert_eq!(x.len(), n);
+        let nf = n as f64;
+        // Any u16 indexes this table, so the additions need no bounds checks.
+        let mut table: Box<[f64; Self::MAX_VALUES]> = vec![0.0; Self::MAX_VALUES]
+            .into_boxed_slice()
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("the length is MAX_VALUES"));
+        table[..n].copy_from_slice(x);
+        let mut boot = Vec::with_capacity(self.resamples);
+        for group in self.idx.chunks_exact(n * LANES) {
+            let mut sum = [0.0f64; LANES];
+            for draw in group.as_chunks::<LANES>().0 {
+                for l in 0..LANES {
+                    sum[l] += table[usize::from(draw[l])];
+                }
+            }
+            let live = (self.resamples - boot.len()).min(LANES);
+            boot.extend(sum[..live].iter().map(|s| s / nf));
+        }
+        boot
+    }
 }
 
 fn mean(x: &[f64]) -> f64 {
@@ -143,6 +243,89 @@ fn percentile_sorted(sorted: &[f64], q: f64) -> f64 {
 /// - n = 0: `None` (no data, no interval);
 /// - n = 1, or all values equal: the degenerate interval `[x, x]`.
 pub fn bca(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<Interval> {
+    bca_from(x, confidence, resamples, |x| {
+        resample_means(x, resamples, seed)
+    })
+}
+
+/// [`bca`] with its draws kept in `kept`: reused when the same number of
+/// values, resamples and seed come again; made and kept otherwise, when
+/// there is room. The interval is bit for bit [`bca`]'s.
+pub fn bca_reusing(
+    x: &[f64],
+    confidence: f64,
+    resamples: usize,
+    seed: u64,
+    kept: &mut KeptDraws,
+) -> Option<Interval> {
+    bca_from(x, confidence, resamples, |x| {
+        match kept.get(x.len(), resamples, seed) {
+            Some(d) => d.means(x),
+            None => resample_means(x, resamples, seed),
+        }
+    })
+}
+
+/// The draws of recent bootstraps, most recently used last, within a budget
+/// of indices (2 bytes each). A bootstrap larger than the budget, or over
+/// more than [`Draws::MAX_VALUES`] values, is drawn afresh each time.
+#[derive(Debug, Clone)]
+pub struct KeptDraws {
+    held: Vec<Draws>,
+    budget: usize,
+}
+
+impl Default for KeptDraws {
+    /// 16 Mi indices: 32 MB, the draws of eight 1,000-value bootstraps of
+    /// 2,000 resamples.
+    fn default() -> Self {
+        KeptDraws::new(16 << 20)
+    }
+}
+
+impl KeptDraws {
+    /// Room for `budget` indices.
+    pub fn new(budget: usize) -> KeptDraws {
+        KeptDraws {
+            held: Vec::new(),
+            budget,
+        }
+    }
+
+    /// How many indices are held.
+    pub fn held(&self) -> usize {
+        self.held.iter().map(Draws::len).sum()
+    }
+
+    /// The draws for `n` values, `resamples`, `seed`: those kept, or new
+    /// ones kept now (the least recently used make room); `None` when they
+    /// would not fit the budget.
+    fn get(&mut self, n: usize, resamples: usize, seed: u64) -> Option<&Draws> {
+        if let Some(at) = self.held.iter().position(|d| d.fits(n, resamples, seed)) {
+            let d = self.held.remove(at);
+            self.held.push(d);
+        } else {
+            let groups = resamples.div_ceil(LANES);
+            let size = groups.saturating_mul(LANES).saturating_mul(n);
+            if size > self.budget {
+                return None;
+            }
+            let d = Draws::new(n, resamples, seed)?;
+            while self.held() + size > self.budget {
+                self.held.remove(0);
+            }
+            self.held.push(d);
+        }
+        self.held.last()
+    }
+}
+
+fn bca_from(
+    x: &[f64],
+    confidence: f64,
+    resamples: usize,
+    means: impl FnOnce(&[f64]) -> Vec<f64>,
+) -> Option<Interval> {
     let n = x.len();
     if n == 0 {
         return None;
@@ -154,7 +337,7 @@ pub fn bca(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<In
             high: theta,
         });
     }
-    let mut boot = resample_means(x, resamples, seed);
+    let mut boot = means(x);
     // Bias correction: the share of resamples below the estimate (ties half).
     let below = boot.iter().filter(|b| **b < theta).count() as f64;
     let equal = boot.iter().filter(|b| **b == theta).count() as f64;
@@ -229,19 +412,75 @@ mod tests {
                 .collect();
             for resamples in [0usize, 1, 7, 8, 9, 23, 2000] {
                 for seed in [0u64, 1, u64::MAX, 0x1234_5678_9abc_def0] {
-                    let fast = resample_means(&x, resamples, seed);
                     let slow = resample_means_serial(&x, resamples, seed);
-                    assert_eq!(fast.len(), slow.len());
-                    for (a, b) in fast.iter().zip(&slow) {
-                        assert_eq!(
-                            a.to_bits(),
-                            b.to_bits(),
-                            "n {n} resamples {resamples} seed {seed}"
-                        );
+                    let kept = Draws::new(n, resamples, seed).expect("n fits u16");
+                    assert!(kept.fits(n, resamples, seed));
+                    for fast in [resample_means(&x, resamples, seed), kept.means(&x)] {
+                        assert_eq!(fast.len(), slow.len());
+                        for (a, b) in fast.iter().zip(&slow) {
+                            assert_eq!(
+                                a.to_bits(),
+                                b.to_bits(),
+                                "n {n} resamples {resamples} seed {seed}"
+                            );
+                        }
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn kept_draws_give_the_same_interval_and_stay_within_budget() {
+        let mut g = SplitMix64::new(11);
+        let mut x: Vec<f64> = (0..300)
+            .map(|_| (g.next_u64() % 1001) as f64 / 1e3)
+            .collect();
+        // Room for two sets of draws of 300 × 2,000.
+        let mut kept = KeptDraws::new(2 * 300 * 2000);
+        for round in 0..3 {
+            // One value changes, as after a new score for one case.
+            x[round * 7] = 0.123 * round as f64;
+            let a = bca(&x, 0.95, 2000, 5);
+            assert_eq!(
+                a,
+                bca_reusing(&x, 0.95, 2000, 5, &mut kept),
+                "round {round}"
+            );
+            assert_eq!(kept.held(), 300 * 2000);
+        }
+        // A second seed fits beside the first; a third evicts the oldest.
+        assert_eq!(
+            bca(&x, 0.95, 2000, 6),
+            bca_reusing(&x, 0.95, 2000, 6, &mut kept)
+        );
+        assert_eq!(kept.held(), 2 * 300 * 2000);
+        assert_eq!(
+            bca(&x, 0.95, 2000, 5),
+            bca_reusing(&x, 0.95, 2000, 5, &mut kept)
+        );
+        assert_eq!(
+            bca(&x, 0.95, 2000, 7),
+            bca_reusing(&x, 0.95, 2000, 7, &mut kept)
+        );
+        assert_eq!(kept.held(), 2 * 300 * 2000);
+        assert!(
+            kept.held.iter().any(|d| d.fits(300, 2000, 5)),
+            "5 was used last-but-one"
+        );
+        assert!(
+            !kept.held.iter().any(|d| d.fits(300, 2000, 6)),
+            "6 was evicted"
+        );
+        // Too large for the budget: drawn afresh, nothing evicted.
+        x.extend_from_slice(&x.clone());
+        assert_eq!(
+            bca(&x, 0.95, 2000, 5),
+            bca_reusing(&x, 0.95, 2000, 5, &mut kept)
+        );
+        assert_eq!(kept.held(), 2 * 300 * 2000);
+        assert!(Draws::new(Draws::MAX_VALUES + 1, 1, 0).is_none());
+        assert!(Draws::new(0, 1, 0).is_none());
     }
 
     #[test]
