@@ -122,6 +122,11 @@ pub fn verify_dir_from(
 const CHUNK: usize = 512;
 /// Chunks in flight between two stages of the pipeline.
 const IN_FLIGHT: usize = 8;
+/// Hashing workers. The leaf hashes (SHA-256 and BLAKE3 over every leaf's
+/// bytes) are most of a walk's work; two workers let it use both cores of
+/// the machine the targets are set for, with the reader and the in-order
+/// check beside them.
+const HASHERS: usize = 2;
 
 /// One entry as the hashing stage hands it on: its index and, when its
 /// record decodes, its stored chain hash, its RFC 6962 leaf hash and its
@@ -132,13 +137,21 @@ type HashedEntry = (u64, Result<(Hash, Hash, [u8; 32]), Corruption>);
 /// the storage error that ended the read.
 type RawChunk = Result<Vec<(u64, Vec<u8>)>, Error>;
 
-/// Reads the entries from `start` in chunks and sends them on; stops at the
-/// first storage error (sent as the last item) or when the receiver is gone.
-fn read_stage(snap: &Snapshot, start: u64, tx: crossbeam_channel::Sender<RawChunk>) {
+/// Reads the entries from `start` in chunks and deals them to the hashing
+/// workers in turn (chunk `k` to worker `k mod n`); stops at the first
+/// storage error (sent, in turn, as the last item) or when a receiver is
+/// gone.
+fn read_stage(snap: &Snapshot, start: u64, txs: Vec<crossbeam_channel::Sender<RawChunk>>) {
+    let mut turn = 0;
+    let mut send = |item: RawChunk| {
+        let sent = txs[turn % txs.len()].send(item).is_ok();
+        turn += 1;
+        sent
+    };
     let records = match snap.records_from(start) {
         Ok(r) => r,
         Err(e) => {
-            let _ = tx.send(Err(e));
+            send(Err(e));
             return;
         }
     };
@@ -147,20 +160,19 @@ fn read_stage(snap: &Snapshot, start: u64, tx: crossbeam_channel::Sender<RawChun
         match item {
             Ok(record) => chunk.push(record),
             Err(e) => {
-                let _ = tx.send(Ok(std::mem::take(&mut chunk)));
-                let _ = tx.send(Err(e));
+                if send(Ok(std::mem::take(&mut chunk))) {
+                    send(Err(e));
+                }
                 return;
             }
         }
         if chunk.len() == CHUNK
-            && tx
-                .send(Ok(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK))))
-                .is_err()
+            && !send(Ok(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK))))
         {
             return;
         }
     }
-    let _ = tx.send(Ok(chunk));
+    send(Ok(chunk));
 }
 
 /// Hashes each entry's leaf (the work that depends on nothing but the leaf)
@@ -191,8 +203,8 @@ fn hash_stage(
     }
 }
 
-/// Walks every entry from `start`: a reader and a hashing thread run ahead
-/// of this one, which checks, in index order, the index sequence, every
+/// Walks every entry from `start`: a reader and [`HASHERS`] hashing threads
+/// run ahead of this one, which checks, in index order, the index sequence, every
 /// stored hash the entry's append wrote, and the chain; the first failure is
 /// the one reported, as in a sequential walk. Returns once the last entry is
 /// checked or at the first failure (dropping its receiver stops the other
@@ -209,12 +221,26 @@ fn walk(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified, Error> {
     std::thread::scope(|s| {
-        let (read_tx, read_rx) = crossbeam_channel::bounded(IN_FLIGHT);
-        let (hash_tx, hash_rx) = crossbeam_channel::bounded(IN_FLIGHT);
-        s.spawn(move || read_stage(snap, start, read_tx));
-        s.spawn(move || hash_stage(read_rx, hash_tx));
+        let mut to_hash = Vec::with_capacity(HASHERS);
+        let mut hashed = Vec::with_capacity(HASHERS);
+        for _ in 0..HASHERS {
+            let (read_tx, read_rx) = crossbeam_channel::bounded(IN_FLIGHT);
+            let (hash_tx, hash_rx) = crossbeam_channel::bounded(IN_FLIGHT);
+            s.spawn(move || hash_stage(read_rx, hash_tx));
+            to_hash.push(read_tx);
+            hashed.push(hash_rx);
+        }
+        s.spawn(move || read_stage(snap, start, to_hash));
+        // Collect from the workers in the order the chunks were dealt; the
+        // walk ends when the worker whose turn it is has nothing more.
+        let mut turn = 0;
+        let in_order = std::iter::from_fn(move || {
+            let next = hashed[turn % HASHERS].recv().ok();
+            turn += 1;
+            next
+        });
         check_stage(
-            snap, hash_rx, size, head_root, head_chain, start, frontier, chain, progress,
+            snap, in_order, size, head_root, head_chain, start, frontier, chain, progress,
         )
     })
 }
@@ -222,7 +248,7 @@ fn walk(
 #[allow(clippy::too_many_arguments)]
 fn check_stage(
     snap: &Snapshot,
-    hashed: crossbeam_channel::Receiver<Result<Vec<HashedEntry>, Error>>,
+    hashed: impl Iterator<Item = Result<Vec<HashedEntry>, Error>>,
     size: u64,
     head_root: Hash,
     head_chain: Hash,

@@ -254,3 +254,32 @@ fn entry_bundle_claiming_a_huge_decoded_size_is_refused_before_allocating() {
     let c = verify_err(dir.path());
     assert_eq!((c.index, c.kind), (16, CorruptionKind::Malformed));
 }
+
+/// The full walk hashes chunks of 512 entries on two threads (chunks dealt
+/// in turn). Damage in a later chunk handled by the other thread must not be
+/// reported before earlier damage, and a storage error (a garbled bundle)
+/// in a later chunk must not hide an earlier changed entry.
+#[test]
+fn damage_in_several_chunks_of_the_parallel_walk_is_named_at_the_lowest_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_log(dir.path(), 1_300);
+    let raw = RawDisk::open(dir.path());
+    // Chunk 2 (entries 1024..1300, first hasher): a changed entry.
+    raw.set_leaf(1_100, b"{\"entry\":1100,\"score\":1.000}");
+    drop(raw);
+    let c = verify_err(dir.path());
+    assert_eq!((c.index, c.kind), (1_100, CorruptionKind::Leaf));
+    // Chunk 1 (512..1024, second hasher): a changed entry, named first.
+    RawDisk::open(dir.path()).set_leaf(700, b"{\"entry\":700,\"score\":1.000}");
+    let c = verify_err(dir.path());
+    assert_eq!((c.index, c.kind), (700, CorruptionKind::Leaf));
+    // A garbled bundle in chunk 2 (entries 1040..1056) stops the reader;
+    // the changed entry at 700 is still the one named.
+    let raw = RawDisk::open(dir.path());
+    let mut value = raw.bundle(65).expect("bundle 65").encode().expect("encode");
+    value.truncate(value.len() - 4);
+    raw.put_bundle_value(65, &value);
+    drop(raw);
+    let c = verify_err(dir.path());
+    assert_eq!((c.index, c.kind), (700, CorruptionKind::Leaf));
+}
