@@ -32,10 +32,40 @@ pub const VERIFY_RUNNING: i64 = -1;
 pub const VERIFY_FAILED: i64 = 0;
 pub const VERIFY_OK: i64 = 1;
 
+/// Whether the projection has been loaded: unset while loading, then
+/// `true` (loaded) or `false` (it cannot be: numbers are withheld).
+#[derive(Default)]
+struct ProjectionReady {
+    state: Mutex<Option<bool>>,
+    changed: std::sync::Condvar,
+}
+
+impl ProjectionReady {
+    fn set(&self, loaded: bool) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded);
+        self.changed.notify_all();
+    }
+
+    /// Waits until the load has ended; whether it loaded.
+    fn wait(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(loaded) = *st {
+                return loaded;
+            }
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
 /// Everything a request handler needs.
 pub struct AppState {
     pub events: EventLog,
     pub projector: Mutex<Projector>,
+    /// Whether `projector` holds the loaded projection (see
+    /// [`start_verify`]); until then it is an empty placeholder that is
+    /// never answered from or saved.
+    projection_ready: ProjectionReady,
     pub log_key: LogKey,
     pub clock: Arc<dyn Clock>,
     pub config: ServeConfig,
@@ -71,30 +101,24 @@ impl AppState {
             window_seconds: i64::from(config.window_days) * 24 * 3600,
             ..Settings::default()
         };
-        let (projector, damage) = match events.replay_error() {
+        // The projection is loaded in the background by `start_verify`
+        // (its checkpoint is decoded whole: about 1 s at 10M entries), so
+        // the server listens, takes writes and serves proofs meanwhile.
+        // Numbers wait for it as they wait for the verify.
+        let damage = events.replay_error().map(str::to_owned);
+        let projector = Projector::empty(settings);
+        let projection_ready = ProjectionReady::default();
+        if damage.is_some() {
             // Damage the state snapshot let the open skip (an entry before
             // the snapshot) surfaces here or in the background verify; either
             // way the server starts, serves checked reads, and never numbers.
-            None => match Projector::open(events.ledger(), settings.clone()) {
-                Ok(p) => (p, None),
-                Err(
-                    e @ (projections::driver::DriverError::Ledger(ledger::Error::Corrupt(_))
-                    | projections::driver::DriverError::Projection(_)),
-                ) => {
-                    tracing::error!(error = %e, "the projection cannot be rebuilt; refusing projections");
-                    (
-                        Projector::empty(settings),
-                        Some(format!("the projection cannot be rebuilt: {e}")),
-                    )
-                }
-                Err(e) => return Err(e.into()),
-            },
-            Some(e) => (Projector::empty(settings), Some(e.to_owned())),
-        };
+            projection_ready.set(false);
+        }
         let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
         Ok(AppState {
             events,
             projector: Mutex::new(projector),
+            projection_ready,
             log_key,
             clock,
             config,
@@ -157,7 +181,10 @@ impl AppState {
             return false;
         }
         let mut complete = true;
-        {
+        if !self.projection_ready.wait() {
+            // Never overwrite a good checkpoint with the placeholder.
+            complete = false;
+        } else {
             let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
             if let Err(e) = p.save(self.events.ledger()) {
                 tracing::warn!(error = %e, "could not save the projection checkpoint");
@@ -181,38 +208,82 @@ impl AppState {
     }
 }
 
-/// Runs the full verify of the log in the background; projections are
-/// withheld (503 `log_verifying`) until it passes, and for good (503
-/// `log_unverified`) if it fails.
+/// Loads the projection (`Projector::open`: its checkpoint if it matches
+/// the log, else a rebuild) into `state.projector`. A projection that
+/// cannot be loaded withholds numbers (verify status failed, with the
+/// reason); returns whether it loaded.
+fn load_projection(state: &AppState) -> bool {
+    let started = Instant::now();
+    let settings = state
+        .projector
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .settings()
+        .clone();
+    match Projector::open(state.events.ledger(), settings) {
+        Ok(p) => {
+            *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = p;
+            state.projection_ready.set(true);
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "projection loaded"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the projection cannot be loaded; refusing projections");
+            *state
+                .verify_detail
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) =
+                format!("the projection cannot be loaded: {e}");
+            state.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+            state.projection_ready.set(false);
+            false
+        }
+    }
+}
+
+/// Loads the projection, then runs the full verify of the log, in the
+/// background; projections are withheld (503 `log_verifying`) until both
+/// have passed, and for good (503 `log_unverified`) if either fails.
 pub fn start_verify(state: &Shared) {
     if state.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED {
         return;
     }
-    let state = Arc::clone(state);
-    std::thread::Builder::new()
+    let st = Arc::clone(state);
+    let spawned = std::thread::Builder::new()
         .name("ledger-verify".into())
         .spawn(move || {
+            if !load_projection(&st) {
+                return;
+            }
             let started = Instant::now();
-            match state.events.ledger().verify_full(&mut |_, _| {}) {
+            match st.events.ledger().verify_full(&mut |_, _| {}) {
                 Ok(v) => {
                     tracing::info!(
                         size = v.size,
                         elapsed_ms = started.elapsed().as_millis() as u64,
                         "log verified"
                     );
-                    state.verify_status.store(VERIFY_OK, Ordering::SeqCst);
+                    st.verify_status.store(VERIFY_OK, Ordering::SeqCst);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "log verification FAILED; projections withheld");
-                    *state
-                        .verify_detail
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner()) = e.to_string();
-                    state.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+                    *st.verify_detail.lock().unwrap_or_else(|p| p.into_inner()) = e.to_string();
+                    st.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
                 }
             }
-        })
-        .ok();
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the verify thread; refusing projections");
+        *state
+            .verify_detail
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = format!("cannot start the verify thread: {e}");
+        state.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+        state.projection_ready.set(false);
+    }
 }
 
 /// The verifier keys anchors may be signed with: the current log key and
@@ -1145,7 +1216,7 @@ pub async fn run(
                 tick.tick().await;
                 let st = Arc::clone(&state);
                 let _ = tokio::task::spawn_blocking(move || {
-                    {
+                    if st.projection_ready.wait() {
                         let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
                         let _ = p.catch_up(st.events.ledger());
                     }

@@ -81,6 +81,11 @@ impl Projector {
         Ok(p)
     }
 
+    /// The settings views are computed with.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// A projector that has folded nothing (for a log that cannot be read).
     pub fn empty(settings: Settings) -> Projector {
         Projector {
