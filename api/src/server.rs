@@ -349,7 +349,7 @@ pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
 }
 
 fn hexh(h: &Hash) -> String {
-    hex::encode(h.0)
+    ledger::hash::hex32(&h.0)
 }
 
 fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {
