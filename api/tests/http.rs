@@ -553,3 +553,39 @@ fn derived_state_is_saved_again_only_after_the_log_grows() {
     assert!(s.state.save_derived(), "the log grew: saved");
     assert!(!s.state.save_derived());
 }
+
+/// The projection is loaded in the background on start, with the verify:
+/// a restarted server takes a write before it is ready, and once ready
+/// answers from its saved projection with that write folded in.
+#[test]
+fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projection_is_loaded() {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    seed(&s, &c);
+    s.wait_verified();
+    let path = format!("/v1/task-classes/{TASK_CLASS}");
+    let before: ProjectionResponse = c.get_json(&path).expect("projection");
+    assert_eq!(before.view["scores_in_window"], 3);
+    let key_text = std::fs::read_to_string(s.path().join("log.key")).expect("key");
+    let operator = s.operator.clone();
+    // Stopping saves the projection checkpoint the restart loads.
+    let dir = s.stop();
+    let s = TestServer::start_on(
+        dir,
+        anchors::LogKey::from_private(&key_text).expect("key"),
+        operator,
+        |_| {},
+    );
+    let c = s.client();
+    s.poster(&c)
+        .post("harness", Event::ScoreRecorded(score("case-1", 0.5)))
+        .expect("a write is taken whether or not the projection is loaded");
+    s.wait_verified();
+    let after: ProjectionResponse = c.get_json(&path).expect("projection");
+    assert_eq!(after.view["scores_in_window"], 4);
+    assert_eq!(
+        after.view["tree_size"].as_u64(),
+        before.view["tree_size"].as_u64().map(|n| n + 1)
+    );
+    check_projection(&after, &s.vkey).expect("bundle verifies");
+}
