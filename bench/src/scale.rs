@@ -85,6 +85,9 @@ pub struct SizeReport {
     pub warm_inclusion_p99_us: u64,
     pub warm_consistency_p99_us: u64,
     pub warm_proofs_per_s: f64,
+    /// The server process's CPU time (user + system) per proof in the
+    /// first round: what the server alone spends, clients excluded.
+    pub server_cpu_us_per_proof: f64,
     pub proofs_verified: u64,
     pub verify_seconds: f64,
     pub verify_entries_per_s: f64,
@@ -113,7 +116,7 @@ impl SizeReport {
             format!("{lo:.0}–{hi:.0}")
         };
         format!(
-            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs",
+            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; the server's CPU {:.0} µs per proof\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs",
             self.entries,
             self.build_seconds,
             self.build_events_per_s,
@@ -129,6 +132,7 @@ impl SizeReport {
             self.consistency_p50_us,
             self.consistency_p99_us,
             self.proofs_per_s,
+            self.server_cpu_us_per_proof,
             self.warm_inclusion_p99_us,
             self.warm_consistency_p99_us,
             self.warm_proofs_per_s,
@@ -382,6 +386,21 @@ impl Server {
         Ok((server, healthz, readyz))
     }
 
+    /// CPU time the server process has used, user and system
+    /// (`/proc/<pid>/stat` fields 14 and 15, in clock ticks of 1/100 s).
+    fn cpu_seconds(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                // Fields after the command name, which is in parentheses.
+                let rest = &s[s.rfind(')')? + 2..];
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+                Some(ticks as f64 / 100.0)
+            })
+            .unwrap_or(0.0)
+    }
+
     fn status_kb(&self, field: &str) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .ok()
@@ -624,7 +643,10 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         if k + 1 < cfg.repeats.max(1) {
             continue;
         }
+        let cpu_before = server.cpu_seconds();
         let (mut inc, mut con, rate) = proof_load(&server.base, &vkey, cfg.clients, cfg.proofs)?;
+        rep.server_cpu_us_per_proof =
+            (server.cpu_seconds() - cpu_before) * 1e6 / (inc.len() + con.len()).max(1) as f64;
         rep.inclusion_p50_us = pct(&mut inc, 0.5);
         rep.inclusion_p99_us = pct(&mut inc, 0.99);
         rep.consistency_p50_us = pct(&mut con, 0.5);
