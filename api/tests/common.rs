@@ -83,9 +83,11 @@ impl TestServer {
         s
     }
 
+    /// Waits up to 30 s (a loaded 2-core CI machine runs many servers at
+    /// once) for `/healthz`.
     pub fn wait_ready(&self) {
         let c = self.client();
-        for _ in 0..500 {
+        for _ in 0..3000 {
             if let Ok(r) = c.get("/healthz") {
                 if r.status == 200 {
                     return;
@@ -96,9 +98,11 @@ impl TestServer {
         panic!("server did not start");
     }
 
+    /// Waits up to 30 s for `/readyz`: the projection loaded and the
+    /// startup verify passed.
     pub fn wait_verified(&self) {
         let c = self.client();
-        for _ in 0..500 {
+        for _ in 0..3000 {
             if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
                 return;
             }

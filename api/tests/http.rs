@@ -380,7 +380,7 @@ fn a_log_that_fails_verification_serves_no_numbers() {
     );
     let c = s.client();
     let mut code = None;
-    for _ in 0..500 {
+    for _ in 0..3000 {
         let r = c.get(&format!("/v1/task-classes/{TASK_CLASS}")).expect("r");
         code = r.code();
         if code.as_deref() == Some("log_unverified") {
