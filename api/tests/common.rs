@@ -123,6 +123,21 @@ impl TestServer {
         self.dir.path().to_path_buf()
     }
 
+    /// Stops the server (which saves its derived state), runs `between` on
+    /// the closed data directory, and serves it again with the same keys.
+    pub fn restart(self, between: impl FnOnce(&std::path::Path)) -> TestServer {
+        let key_text = std::fs::read_to_string(self.path().join("log.key")).expect("key");
+        let operator = self.operator.clone();
+        let dir = self.stop();
+        between(dir.path());
+        TestServer::start_on(
+            dir,
+            anchors::LogKey::from_private(&key_text).expect("key"),
+            operator,
+            |_| {},
+        )
+    }
+
     /// Stops the server and returns its data directory.
     pub fn stop(mut self) -> tempfile::TempDir {
         if let Some(tx) = self.stop.take() {

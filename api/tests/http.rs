@@ -363,21 +363,8 @@ fn a_log_that_fails_verification_serves_no_numbers() {
     let c = s.client();
     seed(&s, &c);
     s.wait_verified();
-    let (vkey_dir, key_text) = (
-        s.path(),
-        std::fs::read_to_string(s.path().join("log.key")).expect("key"),
-    );
-    let operator = s.operator.clone();
-    let dir = s.stop();
-    assert_eq!(dir.path(), vkey_dir);
     // An attacker edits a middle entry on disk.
-    tests::RawDisk::open(dir.path()).set_leaf(5, b"{\"forged\":true}");
-    let s = TestServer::start_on(
-        dir,
-        anchors::LogKey::from_private(&key_text).expect("key"),
-        operator,
-        |_| {},
-    );
+    let s = s.restart(|dir| tests::RawDisk::open(dir).set_leaf(5, b"{\"forged\":true}"));
     let c = s.client();
     let mut code = None;
     for _ in 0..3000 {
@@ -566,16 +553,8 @@ fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projecti
     let path = format!("/v1/task-classes/{TASK_CLASS}");
     let before: ProjectionResponse = c.get_json(&path).expect("projection");
     assert_eq!(before.view["scores_in_window"], 3);
-    let key_text = std::fs::read_to_string(s.path().join("log.key")).expect("key");
-    let operator = s.operator.clone();
     // Stopping saves the projection checkpoint the restart loads.
-    let dir = s.stop();
-    let s = TestServer::start_on(
-        dir,
-        anchors::LogKey::from_private(&key_text).expect("key"),
-        operator,
-        |_| {},
-    );
+    let s = s.restart(|_| {});
     let c = s.client();
     s.poster(&c)
         .post("harness", Event::ScoreRecorded(score("case-1", 0.5)))
