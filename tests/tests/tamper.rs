@@ -32,6 +32,14 @@ fn open_err(dir: &std::path::Path) -> Corruption {
     }
 }
 
+/// Cuts the last 4 bytes off bundle `key`'s stored value (its zstd frame).
+fn cut_bundle_short(dir: &std::path::Path, key: u64) {
+    let raw = RawDisk::open(dir);
+    let mut value = raw.bundle(key).expect("bundle").encode().expect("encode");
+    value.truncate(value.len() - 4);
+    raw.put_bundle_value(key, &value);
+}
+
 fn flipped(h: Hash) -> Hash {
     let mut x = h;
     x.0[0] ^= 1;
@@ -228,11 +236,7 @@ fn truncated_data_file_is_a_typed_error_not_a_panic() {
 fn garbled_entry_bundle_is_malformed_at_its_first_index() {
     let dir = fresh();
     // Bundle 2 holds entries 32..48; its compressed frame is cut short.
-    let raw = RawDisk::open(dir.path());
-    let mut value = raw.bundle(2).expect("bundle 2").encode().expect("encode");
-    value.truncate(value.len() - 4);
-    raw.put_bundle_value(2, &value);
-    drop(raw);
+    cut_bundle_short(dir.path(), 2);
     let c = verify_err(dir.path());
     assert_eq!((c.index, c.kind), (32, CorruptionKind::Malformed));
     let log = Ledger::open(dir.path(), Config::default()).expect("open");
@@ -275,11 +279,7 @@ fn damage_in_several_chunks_of_the_parallel_walk_is_named_at_the_lowest_index() 
     assert_eq!((c.index, c.kind), (700, CorruptionKind::Leaf));
     // A garbled bundle in chunk 2 (entries 1040..1056) stops the reader;
     // the changed entry at 700 is still the one named.
-    let raw = RawDisk::open(dir.path());
-    let mut value = raw.bundle(65).expect("bundle 65").encode().expect("encode");
-    value.truncate(value.len() - 4);
-    raw.put_bundle_value(65, &value);
-    drop(raw);
+    cut_bundle_short(dir.path(), 65);
     let c = verify_err(dir.path());
     assert_eq!((c.index, c.kind), (700, CorruptionKind::Leaf));
 }
