@@ -156,6 +156,13 @@ impl AppState {
         Ok(note)
     }
 
+    /// Marks the log unverified for good, with `detail` as the reason:
+    /// numbers are withheld (503 `log_unverified`).
+    fn withhold_numbers(&self, detail: String) {
+        *self.verify_detail.lock().unwrap_or_else(|p| p.into_inner()) = detail;
+        self.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+    }
+
     fn require_verified(&self) -> Result<(), ApiError> {
         match self.verify_status.load(Ordering::SeqCst) {
             VERIFY_OK => Ok(()),
@@ -232,12 +239,7 @@ fn load_projection(state: &AppState) -> bool {
         }
         Err(e) => {
             tracing::error!(error = %e, "the projection cannot be loaded; refusing projections");
-            *state
-                .verify_detail
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) =
-                format!("the projection cannot be loaded: {e}");
-            state.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+            state.withhold_numbers(format!("the projection cannot be loaded: {e}"));
             state.projection_ready.set(false);
             false
         }
@@ -270,18 +272,13 @@ pub fn start_verify(state: &Shared) {
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "log verification FAILED; projections withheld");
-                    *st.verify_detail.lock().unwrap_or_else(|p| p.into_inner()) = e.to_string();
-                    st.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+                    st.withhold_numbers(e.to_string());
                 }
             }
         });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the verify thread; refusing projections");
-        *state
-            .verify_detail
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = format!("cannot start the verify thread: {e}");
-        state.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+        state.withhold_numbers(format!("cannot start the verify thread: {e}"));
         state.projection_ready.set(false);
     }
 }

@@ -158,7 +158,7 @@ impl Draws {
             return None;
         }
         let groups = resamples.div_ceil(LANES);
-        let mut idx = Vec::with_capacity(groups * n * LANES);
+        let mut idx = Vec::with_capacity(Self::size(n, resamples));
         let scale = n as u128;
         for g in 0..groups {
             let mut state = [0u64; LANES];
@@ -180,6 +180,15 @@ impl Draws {
             seed,
             idx,
         })
+    }
+
+    /// How many indices the draws for `n` values and `resamples` hold:
+    /// whole groups of `LANES` resamples.
+    fn size(n: usize, resamples: usize) -> usize {
+        resamples
+            .div_ceil(LANES)
+            .saturating_mul(LANES)
+            .saturating_mul(n)
     }
 
     /// How many indices are held (2 bytes each).
@@ -305,8 +314,7 @@ impl KeptDraws {
             let d = self.held.remove(at);
             self.held.push(d);
         } else {
-            let groups = resamples.div_ceil(LANES);
-            let size = groups.saturating_mul(LANES).saturating_mul(n);
+            let size = Draws::size(n, resamples);
             if size > self.budget {
                 return None;
             }
