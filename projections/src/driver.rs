@@ -9,12 +9,42 @@ use ledger::events::model::{
 use ledger::events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
 
-use crate::fold::{Projection, ProjectionError, Settings, TaskClassView, ViewCache};
+use crate::fold::{
+    EachEntry, Entries, Projection, ProjectionError, Settings, TaskClassView, ViewCache,
+};
+
+/// A view reads back from the log, through its checked read, the scores
+/// that leave its window.
+impl<S: Sequencer> Entries for Ledger<S> {
+    fn each_entry(
+        &self,
+        start: u64,
+        end: u64,
+        each: &mut EachEntry<'_>,
+    ) -> Result<(), ProjectionError> {
+        let entries = self
+            .entries(start, end)
+            .map_err(|e| ProjectionError::Read {
+                index: start,
+                reason: e.to_string(),
+            })?;
+        if entries.len() as u64 != end.saturating_sub(start) {
+            return Err(ProjectionError::Read {
+                index: start + entries.len() as u64,
+                reason: format!("the log holds {} entries", self.head().size),
+            });
+        }
+        for e in &entries {
+            each(e.index, &e.leaf)?;
+        }
+        Ok(())
+    }
+}
 
 /// The `aux` name projection checkpoints are saved under. The version moves
 /// when the projection's saved form changes; an older checkpoint is then
 /// simply not found, and the projection is rebuilt from the log once.
-pub const AUX_KEY: &str = "projection/v3";
+pub const AUX_KEY: &str = "projection/v4";
 /// Entries read per batch while catching up.
 const CHUNK: u64 = 4096;
 
@@ -150,6 +180,7 @@ impl Projector {
         let head = log.head();
         Ok(self.projection.view_cached(
             &mut self.cache,
+            log,
             task_class,
             now,
             &self.settings,
@@ -204,9 +235,14 @@ pub fn recommend(
                 let root = events.ledger().root_at(size)?;
                 let past =
                     Projector::rebuild_to(events.ledger(), projector.settings.clone(), size)?;
-                let view =
-                    past.projection
-                        .view(&req.task_class, at, &past.settings, size, &root)?;
+                let view = past.projection.view(
+                    events.ledger(),
+                    &req.task_class,
+                    at,
+                    &past.settings,
+                    size,
+                    &root,
+                )?;
                 let head = events.ledger().head();
                 return Ok(Recommended {
                     view,

@@ -1,16 +1,19 @@
 //! The fold: `(Projection, entry) → Projection`, with no clock, no storage and
 //! no I/O. [`Projection::view`] answers for one task class at a time the
-//! caller supplies, and only at the checkpoint the fold has reached.
+//! caller supplies, and only at the checkpoint the fold has reached; it reads
+//! old entries only through the caller's [`Entries`].
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ledger::events::model::{CaseSource, Event, Isolation, RuleOutcome, Tier, TierRule};
+use ledger::events::model::{
+    CaseSource, Event, Isolation, RuleOutcome, ScoreRecorded, Tier, TierRule,
+};
 use ledger::merkle::Frontier;
 use ledger::Hash;
 use serde::{Deserialize, Serialize};
 
 use crate::rules::{self, RuleInput};
-use crate::stats::{bca, bca_reusing, wilson, Interval, KeptDraws};
+use crate::stats::{bca, bca_reusing, wilson, ExactSum, Interval, KeptDraws};
 
 /// Projection settings. Part of every answer, so a reader knows what was
 /// computed.
@@ -53,14 +56,34 @@ pub enum ProjectionError {
     Undecodable { index: u64, reason: String },
     #[error("entry {got} arrived while the fold expected entry {want}")]
     OutOfOrder { want: u64, got: u64 },
+    /// An entry a view had to read back (one leaving or re-entering the
+    /// window) could not be read from the log.
+    #[error("entry {index} could not be read back: {reason}")]
+    Read { index: u64, reason: String },
 }
 
-/// One score, as much of it as a window's sums need: the projection keeps
-/// one of these per score, so it is kept small (40 bytes). What a view
-/// reports about a case's score is in [`Newest`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What [`Entries::each_entry`] calls for each entry: its index and leaf.
+pub type EachEntry<'a> = dyn FnMut(u64, &[u8]) -> Result<(), ProjectionError> + 'a;
+
+/// Read access to the log a projection folded. A projection keeps sums over
+/// its window, not every score; a view reads back from the log the scores
+/// that leave (or re-enter) the window as time moves.
+pub trait Entries {
+    /// Calls `each(index, leaf)` for entries `start..end`, in order. The
+    /// leaves must be the log's own, checked against its stored hashes.
+    fn each_entry(
+        &self,
+        start: u64,
+        end: u64,
+        each: &mut EachEntry<'_>,
+    ) -> Result<(), ProjectionError>;
+}
+
+/// One score, as much of it as a window's sums need. Not kept: it is
+/// derived from the entry when the score enters the window and again when
+/// it leaves ([`Projection::counted`]).
+#[derive(Debug, Clone, PartialEq)]
 struct ScoreObs {
-    at: i64,
     cost: f64,
     /// The case's number in [`Projection::case_names`].
     case: u32,
@@ -90,7 +113,8 @@ struct ClassFold {
     pending_proposals: BTreeSet<String>,
     /// The index of the registration this fold started at.
     registered: u64,
-    scores: Vec<ScoreObs>,
+    /// Sums over the class's scores in the log range `window.lo..size`.
+    window: WindowSums,
     /// By case number.
     newest: BTreeMap<u32, Newest>,
     runs: Vec<(i64, String, Isolation)>,
@@ -112,7 +136,12 @@ pub struct Projection {
     classes: BTreeMap<String, ClassFold>,
     cases: BTreeMap<String, CaseFold>,
     proposals: BTreeMap<String, (String, String, String)>,
-    runs: BTreeMap<String, (String, Isolation)>,
+    /// Runs by id: task class, isolation, and the index of the entry that
+    /// started the run (a score counts as isolated only if its run started
+    /// before it).
+    runs: BTreeMap<String, (String, Isolation, u64)>,
+    /// Where the window's sums start in the log (see [`Cursor`]).
+    window: Cursor,
     /// Active cases by task class, then curation class: what `cases` says,
     /// kept as counts so that a view need not scan every case.
     active: BTreeMap<String, BTreeMap<String, usize>>,
@@ -243,7 +272,7 @@ impl Failures {
             if sign > 0 {
                 *total += u64::from(n);
             } else {
-                *total -= u64::from(n);
+                *total = total.saturating_sub(u64::from(n));
             }
         };
         apply(&mut self.block, s.block);
@@ -263,11 +292,13 @@ struct WindowTotals {
     failures: Failures,
 }
 
-/// Running window totals per task class, for [`Projection::view_cached`].
-/// Not part of the projection: it is rebuilt from it on demand.
+/// What [`Projection::view_cached`] keeps between views, beyond the
+/// projection's own window sums: the bootstrap's draws and its last
+/// answers. Not part of the projection, and rebuilt on demand.
 #[derive(Debug, Clone, Default)]
 pub struct ViewCache {
-    classes: std::collections::HashMap<String, WindowAgg>,
+    /// The last two bootstrap inputs and their intervals, per task class.
+    memos: std::collections::HashMap<String, BootMemo>,
     /// The bootstrap draws of recent views: a view after one new score
     /// reuses them (`stats::bca_reusing`).
     draws: KeptDraws,
@@ -275,97 +306,67 @@ pub struct ViewCache {
 
 type BootMemo = Vec<((u64, usize, u64), Vec<f64>, Option<Interval>)>;
 
-/// One class's window: the scores at positions `first..end` of its
-/// `scores`, folded.
-#[derive(Debug, Clone)]
-struct WindowAgg {
-    window_seconds: i64,
-    first: usize,
-    end: usize,
-    /// The class registration the totals are for: a class whose scores
-    /// were replaced (re-registered) no longer matches.
-    registered: u64,
-    /// The costs of the window's scores, in log order (summed in that order,
-    /// as `view` does).
-    costs: std::collections::VecDeque<f64>,
-    /// Per case number with eligible scores in the window (any case;
-    /// filtered by activity when answering): how many, and their failure
-    /// counts (block, warn, info).
-    cases: std::collections::HashMap<u32, (u64, [u64; 3])>,
+/// Eligible scores of one case in the window: how many, and their failures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct CaseSums {
+    scores: u64,
+    failures: Failures,
+}
+
+/// Sums over one class's scores in a range of the log. Scores enter when
+/// they are folded or when the range grows back, and leave when the window
+/// passes them; every sum is exact, so a range reached by moving gives
+/// the same bits as one summed afresh.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct WindowSums {
+    cost: ExactSum,
+    scores: u64,
+    shared_scores: u64,
     shared: Failures,
-    shared_scores: usize,
-    /// The last two bootstrap inputs and their intervals.
-    memo: BootMemo,
+    /// By case number, every case with eligible scores in the range (active
+    /// or not: activity is checked when answering).
+    cases: BTreeMap<u32, CaseSums>,
 }
 
-impl WindowAgg {
-    fn new(window_seconds: i64, registered: u64, first: usize) -> WindowAgg {
-        WindowAgg {
-            window_seconds,
-            first,
-            end: first,
-            registered,
-            costs: Default::default(),
-            cases: Default::default(),
-            shared: Failures::default(),
-            shared_scores: 0,
-            memo: Vec::new(),
-        }
-    }
-
-    /// Whether these totals can be moved forward to a window starting at
-    /// `first` in `class`.
-    fn fits(&self, class: &ClassFold, window_seconds: i64, first: usize) -> bool {
-        self.window_seconds == window_seconds
-            && self.registered == class.registered
-            && class.scores.len() >= self.end
-            && first >= self.first
-    }
-
-    /// Folds in the scores after `end` and drops those before `first`.
-    fn advance(&mut self, class: &ClassFold, first: usize) {
-        if first >= self.end {
-            // Everything folded so far has left the window.
-            let keep = std::mem::take(&mut self.memo);
-            *self = WindowAgg::new(self.window_seconds, self.registered, first);
-            self.memo = keep;
-        }
-        for pos in self.end..class.scores.len() {
-            let s = &class.scores[pos];
-            self.costs.push_back(s.cost);
-            if s.eligible {
-                let (n, f) = self.cases.entry(s.case).or_default();
-                *n += 1;
-                f[0] += u64::from(s.block);
-                f[1] += u64::from(s.warn);
-                f[2] += u64::from(s.info);
+impl WindowSums {
+    fn change(&mut self, s: &ScoreObs, sign: i8) {
+        self.cost.change(s.cost, sign);
+        let count = |n: &mut u64| {
+            if sign > 0 {
+                *n += 1
             } else {
-                self.shared_scores += 1;
-                self.shared.add(s, 1);
+                *n = n.saturating_sub(1)
             }
-        }
-        self.end = class.scores.len();
-        for pos in self.first..first {
-            let s = &class.scores[pos];
-            self.costs.pop_front();
-            if s.eligible {
-                if let Some((n, f)) = self.cases.get_mut(&s.case) {
-                    *n -= 1;
-                    f[0] -= u64::from(s.block);
-                    f[1] -= u64::from(s.warn);
-                    f[2] -= u64::from(s.info);
-                    if *n == 0 {
-                        self.cases.remove(&s.case);
-                    }
-                }
-            } else {
-                self.shared_scores -= 1;
-                self.shared.add(s, -1);
+        };
+        count(&mut self.scores);
+        if s.eligible {
+            let c = self.cases.entry(s.case).or_default();
+            count(&mut c.scores);
+            c.failures.add(s, sign);
+            if c.scores == 0 {
+                self.cases.remove(&s.case);
             }
+        } else {
+            count(&mut self.shared_scores);
+            self.shared.add(s, sign);
         }
-        self.first = first.max(self.first);
     }
 }
+
+/// The start of the log range the classes' [`WindowSums`] cover: `lo`, with
+/// the sequencing times of entry `lo` and of entry `lo - 1` when they exist,
+/// so that a view can tell without reading the log whether the window still
+/// starts there. Sequencing time never decreases along the log, so every
+/// window is a suffix of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Cursor {
+    lo: u64,
+    lo_at: Option<i64>,
+    before_at: Option<i64>,
+}
+
+/// Entries read per call while a window moves.
+const READ_CHUNK: u64 = 1024;
 
 impl Projection {
     /// The number of entries folded.
@@ -403,6 +404,9 @@ impl Projection {
         );
         f.push(leaf_hash);
         self.frontier = f.nodes().iter().map(|(l, h)| (*l, h.0)).collect();
+        if self.window.lo == index {
+            self.window.lo_at = Some(at);
+        }
         self.size += 1;
         match d.payload.event {
             Event::TaskClassRegistered(e) => {
@@ -419,7 +423,7 @@ impl Projection {
                         gold: gold.clone(),
                         pending_proposals: BTreeSet::new(),
                         registered: index,
-                        scores: Vec::new(),
+                        window: WindowSums::default(),
                         newest: BTreeMap::new(),
                         runs: Vec::new(),
                     },
@@ -483,54 +487,75 @@ impl Projection {
                 if let Some(c) = self.classes.get_mut(&e.task_class) {
                     c.runs.push((at, e.run_id.clone(), e.isolation_class));
                 }
+                // The log refuses a second start of a run; were one there,
+                // the first would stand.
                 self.runs
-                    .insert(e.run_id, (e.task_class, e.isolation_class));
+                    .entry(e.run_id)
+                    .or_insert((e.task_class, e.isolation_class, index));
             }
             Event::ScoreRecorded(e) => {
-                let isolation = self
-                    .runs
-                    .get(&e.run_id)
-                    .map(|r| r.1)
-                    .unwrap_or(Isolation::SharedKernel);
-                if self.classes.contains_key(&e.task_class) {
-                    let case = self.case_number(&e.case_id);
-                    let Some(c) = self.classes.get_mut(&e.task_class) else {
-                        return Ok(());
-                    };
-                    let sev = |s: &str| {
-                        e.score
-                            .failure_modes
-                            .iter()
-                            .filter(|f| f.severity == s)
-                            .count() as u32
-                    };
-                    let eligible = isolation == Isolation::Microvm;
-                    c.scores.push(ScoreObs {
-                        at,
-                        cost: e.score.cost_usd,
-                        case,
-                        eligible,
-                        block: sev("block"),
-                        warn: sev("warn"),
-                        info: sev("info"),
-                    });
-                    if eligible {
-                        c.newest.insert(
-                            case,
-                            Newest {
-                                index,
-                                leaf_hash: leaf_hash.0,
-                                at,
-                                score: e.score.score,
-                                passed: e.score.passed,
-                            },
-                        );
+                if let Some(c) = self.classes.get(&e.task_class) {
+                    if c.registered < index {
+                        let case = self.case_number(&e.case_id);
+                        let obs = self.observe(index, &e, case);
+                        let Some(c) = self.classes.get_mut(&e.task_class) else {
+                            return Ok(());
+                        };
+                        c.window.change(&obs, 1);
+                        if obs.eligible {
+                            c.newest.insert(
+                                case,
+                                Newest {
+                                    index,
+                                    leaf_hash: leaf_hash.0,
+                                    at,
+                                    score: e.score.score,
+                                    passed: e.score.passed,
+                                },
+                            );
+                        }
                     }
                 }
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// What the window's sums take from score `e` at `index` of case number
+    /// `case`. Depends only on the entry and on entries before it, so it is
+    /// the same when the score enters the window and when it leaves.
+    fn observe(&self, index: u64, e: &ScoreRecorded, case: u32) -> ScoreObs {
+        let eligible = self
+            .runs
+            .get(&e.run_id)
+            .is_some_and(|r| r.2 < index && r.1 == Isolation::Microvm);
+        let sev = |s: &str| {
+            e.score
+                .failure_modes
+                .iter()
+                .filter(|f| f.severity == s)
+                .count() as u32
+        };
+        ScoreObs {
+            cost: e.score.cost_usd,
+            case,
+            eligible,
+            block: sev("block"),
+            warn: sev("warn"),
+            info: sev("info"),
+        }
+    }
+
+    /// The class a score at `index` counts for, and what it counts: `None`
+    /// unless the class was registered (most recently) before it.
+    fn counted(&self, index: u64, e: &ScoreRecorded) -> Option<ScoreObs> {
+        let class = self.classes.get(&e.task_class)?;
+        if class.registered >= index {
+            return None;
+        }
+        let case = *self.case_numbers.get(&e.case_id)?;
+        Some(self.observe(index, e, case))
     }
 
     /// The number of case id `id`, numbering it if it is new.
@@ -582,9 +607,8 @@ impl Projection {
         self.classes.keys().map(String::as_str)
     }
 
-    /// For a view at the checkpoint `(size, root)`: the class, the window's
-    /// start (µs), and the position of its first score. Sequencing time never
-    /// decreases along the log, so the window is a suffix of the scores.
+    /// For a view at the checkpoint `(size, root)`: the class and the
+    /// window's start (µs).
     fn window(
         &self,
         task_class: &str,
@@ -592,7 +616,7 @@ impl Projection {
         settings: &Settings,
         size: u64,
         root: &Hash,
-    ) -> Result<(&ClassFold, i64, usize), ProjectionError> {
+    ) -> Result<(&ClassFold, i64), ProjectionError> {
         let have_root = self.root();
         if self.size != size || have_root != *root {
             return Err(ProjectionError::Unverified {
@@ -607,8 +631,7 @@ impl Projection {
             .get(task_class)
             .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))?;
         let start = now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000));
-        let first = class.scores.partition_point(|s| s.at < start);
-        Ok((class, start, first))
+        Ok((class, start))
     }
 
     /// The active case `id`, if it belongs to `task_class`.
@@ -618,101 +641,187 @@ impl Projection {
             .filter(|c| c.active && c.task_class == task_class)
     }
 
+    /// Calls `each` for every entry of `start..end` that is a score, with
+    /// its index.
+    fn each_score(
+        src: &dyn Entries,
+        start: u64,
+        end: u64,
+        each: &mut dyn FnMut(u64, &ScoreRecorded),
+    ) -> Result<(), ProjectionError> {
+        let mut at = start;
+        while at < end {
+            let stop = end.min(at + READ_CHUNK);
+            src.each_entry(at, stop, &mut |index, leaf| {
+                let (d, _) = ledger::events::decode_logged_leaf(leaf).map_err(|r| {
+                    ProjectionError::Undecodable {
+                        index,
+                        reason: r.to_string(),
+                    }
+                })?;
+                if let Event::ScoreRecorded(e) = &d.payload.event {
+                    each(index, e);
+                }
+                Ok(())
+            })?;
+            at = stop;
+        }
+        Ok(())
+    }
+
+    /// The sequencing time of entry `index`.
+    fn sequenced_at(src: &dyn Entries, index: u64) -> Result<i64, ProjectionError> {
+        let mut found = None;
+        src.each_entry(index, index + 1, &mut |i, leaf| {
+            let (_, at) = ledger::events::decode_logged_leaf(leaf).map_err(|r| {
+                ProjectionError::Undecodable {
+                    index: i,
+                    reason: r.to_string(),
+                }
+            })?;
+            found = Some(at);
+            Ok(())
+        })?;
+        found.ok_or_else(|| ProjectionError::Read {
+            index,
+            reason: "the log returned no entry".to_owned(),
+        })
+    }
+
+    /// The first index in `lo..hi` whose entry was sequenced at or after
+    /// `start`, or `hi`: a binary search that reads O(log n) entries.
+    fn first_at_or_after(
+        src: &dyn Entries,
+        mut lo: u64,
+        mut hi: u64,
+        start: i64,
+    ) -> Result<u64, ProjectionError> {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if Self::sequenced_at(src, mid)? < start {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// Moves the classes' window sums to the window starting at `start`
+    /// (µs): no reads when it still starts at the same entry; otherwise a
+    /// binary search for its first entry, then the scores between the old
+    /// and the new start leave (or re-enter) the sums. When more than half
+    /// of the sums would leave, they are summed afresh from the new start
+    /// instead, whichever reads fewer entries.
+    fn move_window(&mut self, src: &dyn Entries, start: i64) -> Result<(), ProjectionError> {
+        let size = self.size;
+        let Cursor {
+            lo,
+            lo_at,
+            before_at,
+        } = self.window.clone();
+        let starts_at_lo = lo >= size || lo_at.is_some_and(|t| t >= start);
+        let nothing_before = lo == 0 || before_at.is_some_and(|t| t < start);
+        if starts_at_lo && nothing_before {
+            return Ok(());
+        }
+        let new_lo = if !starts_at_lo {
+            Self::first_at_or_after(src, lo.saturating_add(1).min(size), size, start)?
+        } else {
+            Self::first_at_or_after(src, 0, lo.saturating_sub(1), start)?
+        };
+        let (range, sign) = if new_lo > lo {
+            if new_lo - lo <= size - new_lo {
+                ((lo, new_lo), -1)
+            } else {
+                for c in self.classes.values_mut() {
+                    c.window = WindowSums::default();
+                }
+                ((new_lo, size), 1)
+            }
+        } else {
+            ((new_lo, lo), 1)
+        };
+        let mut changes = Vec::new();
+        Self::each_score(src, range.0, range.1, &mut |index, e| {
+            if let Some(obs) = self.counted(index, e) {
+                changes.push((e.task_class.clone(), obs));
+            }
+        })?;
+        for (task_class, obs) in changes {
+            if let Some(c) = self.classes.get_mut(&task_class) {
+                c.window.change(&obs, sign);
+            }
+        }
+        self.window = Cursor {
+            lo: new_lo,
+            lo_at: if new_lo < size {
+                Some(Self::sequenced_at(src, new_lo)?)
+            } else {
+                None
+            },
+            before_at: if new_lo > 0 {
+                Some(Self::sequenced_at(src, new_lo - 1)?)
+            } else {
+                None
+            },
+        };
+        Ok(())
+    }
+
     /// The answer for `task_class` at `now` (µs, UTC), only if the fold is at
-    /// exactly the checkpoint `(size, root)`. This scans the window; it is
-    /// the definition [`Projection::view_cached`] is tested against.
+    /// exactly the checkpoint `(size, root)`. This reads the whole window
+    /// back from `src` and sums it afresh; it is the definition
+    /// [`Projection::view_cached`] is tested against.
+    #[allow(clippy::too_many_arguments)]
     pub fn view(
         &self,
+        src: &dyn Entries,
         task_class: &str,
         now: i64,
         settings: &Settings,
         size: u64,
         root: &Hash,
     ) -> Result<TaskClassView, ProjectionError> {
-        let (class, start, first) = self.window(task_class, now, settings, size, root)?;
-        let window = &class.scores[first..];
-        let mut scored = BTreeSet::new();
-        let mut w = WindowTotals::default();
-        for s in window {
-            w.cost += s.cost;
-            if !s.eligible {
-                w.shared_scores += 1;
-                w.shared.add(s, 1);
-                continue;
+        let (class, start) = self.window(task_class, now, settings, size, root)?;
+        let first = Self::first_at_or_after(src, 0, size, start)?;
+        let mut sums = WindowSums::default();
+        Self::each_score(src, first, size, &mut |index, e| {
+            if e.task_class == task_class {
+                if let Some(obs) = self.counted(index, e) {
+                    sums.change(&obs, 1);
+                }
             }
-            if self
-                .active_case(self.case_name(s.case), task_class)
-                .is_some()
-            {
-                w.failures.add(s, 1);
-                scored.insert(s.case);
-            }
-        }
-        w.scores = window.len();
-        // Scored in the window, so their newest eligible score is in it.
-        let mut latest: Vec<Latest> = scored
-            .into_iter()
-            .filter_map(|n| {
-                let name = self.case_name(n);
-                let case = self.active_case(name, task_class)?;
-                Some((name, case, class.newest.get(&n)?))
-            })
-            .collect();
-        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        })?;
         let mut boot = |x: &[f64], seed| bca(x, settings.confidence, settings.resamples, seed);
-        Ok(self.assemble(
-            class, task_class, now, start, settings, size, root, latest, w, &mut boot,
+        Ok(self.answer(
+            class, task_class, now, start, settings, size, root, &sums, &mut boot,
         ))
     }
 
-    /// [`Projection::view`], answered from running per-class window totals
-    /// kept in `cache`: the work is the scores added and expired since the
-    /// cache last answered for this class, plus the statistics over the
-    /// latest score of each case. Bit for bit the same answer as `view`.
+    /// [`Projection::view`], answered from the window sums the projection
+    /// keeps: the work is the scores that left the window since the last
+    /// view (read back from `src`), plus the statistics over the latest
+    /// score of each case. Bit for bit the same answer as `view`.
     ///
     /// `cache` must only ever be used with this projection as it grows (the
-    /// driver keeps one per projector); a cache that no longer fits the
-    /// class's scores, or a window that moved back, starts over.
+    /// driver keeps one per projector).
+    #[allow(clippy::too_many_arguments)]
     pub fn view_cached(
-        &self,
+        &mut self,
         cache: &mut ViewCache,
+        src: &dyn Entries,
         task_class: &str,
         now: i64,
         settings: &Settings,
         size: u64,
         root: &Hash,
     ) -> Result<TaskClassView, ProjectionError> {
-        let (class, start, first) = self.window(task_class, now, settings, size, root)?;
-        let ViewCache { classes, draws } = cache;
-        let agg = classes
-            .entry(task_class.to_owned())
-            .or_insert_with(|| WindowAgg::new(settings.window_seconds, class.registered, first));
-        if !agg.fits(class, settings.window_seconds, first) {
-            *agg = WindowAgg::new(settings.window_seconds, class.registered, first);
-        }
-        agg.advance(class, first);
-        let mut w = WindowTotals {
-            cost: agg.costs.iter().fold(0.0, |sum, c| sum + c),
-            scores: agg.end - agg.first,
-            shared_scores: agg.shared_scores,
-            shared: agg.shared.clone(),
-            failures: Failures::default(),
-        };
-        let mut latest = Vec::with_capacity(agg.cases.len());
-        for (&n, (_, f)) in &agg.cases {
-            let name = self.case_name(n);
-            let Some(case) = self.active_case(name, task_class) else {
-                continue;
-            };
-            w.failures.block += f[0];
-            w.failures.warn += f[1];
-            w.failures.info += f[2];
-            if let Some(newest) = class.newest.get(&n) {
-                latest.push((name, case, newest));
-            }
-        }
-        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let memo = &mut agg.memo;
+        let (_, start) = self.window(task_class, now, settings, size, root)?;
+        self.move_window(src, start)?;
+        let (class, _) = self.window(task_class, now, settings, size, root)?;
+        let ViewCache { memos, draws } = cache;
+        let memo = memos.entry(task_class.to_owned()).or_default();
         let mut boot = |x: &[f64], seed| {
             let key = (settings.confidence.to_bits(), settings.resamples, seed);
             if let Some((_, _, ci)) = memo.iter().find(|(k, xs, _)| *k == key && same_bits(xs, x)) {
@@ -725,9 +834,59 @@ impl Projection {
             memo.push((key, x.to_vec(), ci));
             ci
         };
-        Ok(self.assemble(
-            class, task_class, now, start, settings, size, root, latest, w, &mut boot,
+        Ok(self.answer(
+            class,
+            task_class,
+            now,
+            start,
+            settings,
+            size,
+            root,
+            &class.window,
+            &mut boot,
         ))
+    }
+
+    /// The view from a class's window sums: the window's totals, and the
+    /// latest score of each active case scored in it.
+    #[allow(clippy::too_many_arguments)]
+    fn answer(
+        &self,
+        class: &ClassFold,
+        task_class: &str,
+        now: i64,
+        start: i64,
+        settings: &Settings,
+        size: u64,
+        root: &Hash,
+        sums: &WindowSums,
+        boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
+    ) -> TaskClassView {
+        let mut w = WindowTotals {
+            cost: sums.cost.value(),
+            scores: sums.scores as usize,
+            shared_scores: sums.shared_scores as usize,
+            shared: sums.shared.clone(),
+            failures: Failures::default(),
+        };
+        let mut latest = Vec::with_capacity(sums.cases.len());
+        for (&n, c) in &sums.cases {
+            let name = self.case_name(n);
+            let Some(case) = self.active_case(name, task_class) else {
+                continue;
+            };
+            w.failures.block += c.failures.block;
+            w.failures.warn += c.failures.warn;
+            w.failures.info += c.failures.info;
+            // Scored in the window, so its newest eligible score is in it.
+            if let Some(newest) = class.newest.get(&n) {
+                latest.push((name, case, newest));
+            }
+        }
+        latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        self.assemble(
+            class, task_class, now, start, settings, size, root, latest, w, boot,
+        )
     }
 
     /// The view from the window's totals and its latest score per active

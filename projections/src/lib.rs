@@ -3,7 +3,10 @@
 //! A [`Projection`] is a pure fold over the log's entries: `apply(index,
 //! leaf)` takes one entry; nothing here reads a clock, touches storage or
 //! speaks HTTP. Time is an argument of [`Projection::view`], and so is the
-//! checkpoint the answer must be computed at; a fold that is not at exactly
+//! checkpoint the answer must be computed at, and the log's entries
+//! ([`fold::Entries`]): the fold keeps sums over its window, not every
+//! score, and a view reads back from the caller's log the scores that leave
+//! the window; a fold that is not at exactly
 //! that checkpoint (size and root) refuses to answer ([`ProjectionError::Unverified`]).
 //!
 //! - [`fold`]: the state and the per-task-class view (MISSION.md §5).

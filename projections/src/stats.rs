@@ -375,6 +375,92 @@ fn bca_from(
     })
 }
 
+/// An exact running sum that costs can also leave: Shewchuk's
+/// non-overlapping partials, rounded once when read with the final step of
+/// Python's `math.fsum`. The value is the exact sum of what is in it,
+/// correctly rounded, whatever order terms arrived and left in. That is
+/// what lets a window's cost move in both directions along the log and
+/// still equal, bit for bit, a fresh sum over the window.
+///
+/// A term of magnitude 2^960 or more (or not finite) is counted instead of
+/// added, and the value is infinite while one is in the sum; every other
+/// sum of up to 2^64 terms stays finite.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExactSum {
+    /// Non-overlapping, in increasing magnitude, none zero.
+    partials: Vec<f64>,
+    huge: u64,
+}
+
+/// 2^960: terms at least this large are counted in [`ExactSum::huge`].
+const HUGE_TERM: f64 = f64::from_bits(0x7BF0_0000_0000_0000);
+
+impl ExactSum {
+    /// Adds `x` (`sign` > 0) or takes it away (`sign` < 0).
+    pub fn change(&mut self, x: f64, sign: i8) {
+        if !x.is_finite() || x.abs() >= HUGE_TERM {
+            if sign > 0 {
+                self.huge += 1;
+            } else {
+                self.huge = self.huge.saturating_sub(1);
+            }
+            return;
+        }
+        let mut x = if sign > 0 { x } else { -x };
+        let mut kept = 0;
+        for j in 0..self.partials.len() {
+            let mut y = self.partials[j];
+            if x.abs() < y.abs() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            let hi = x + y;
+            let lo = y - (hi - x);
+            if lo != 0.0 {
+                self.partials[kept] = lo;
+                kept += 1;
+            }
+            x = hi;
+        }
+        self.partials.truncate(kept);
+        if x != 0.0 {
+            self.partials.push(x);
+        }
+    }
+
+    /// The sum, correctly rounded to the nearest f64 (ties to even).
+    pub fn value(&self) -> f64 {
+        if self.huge > 0 {
+            return f64::INFINITY;
+        }
+        let p = &self.partials;
+        let Some(mut n) = p.len().checked_sub(1) else {
+            return 0.0;
+        };
+        let mut hi = p[n];
+        let mut lo = 0.0;
+        while n > 0 {
+            let x = hi;
+            n -= 1;
+            let y = p[n];
+            hi = x + y;
+            lo = y - (hi - x);
+            if lo != 0.0 {
+                break;
+            }
+        }
+        // Half-way between two f64s, with more below in the same
+        // direction: round away from the tie.
+        if n > 0 && ((lo < 0.0 && p[n - 1] < 0.0) || (lo > 0.0 && p[n - 1] > 0.0)) {
+            let y = lo * 2.0;
+            let x = hi + y;
+            if y == x - hi {
+                hi = x;
+            }
+        }
+        hi
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,5 +600,77 @@ mod tests {
             bca(&x, 0.95, 500, 7),
             "deterministic"
         );
+    }
+
+    #[test]
+    fn exact_sum_is_correctly_rounded_like_python_fsum() {
+        let sum = |xs: &[f64]| {
+            let mut s = ExactSum::default();
+            for &x in xs {
+                s.change(x, 1);
+            }
+            s.value()
+        };
+        // Python: math.fsum(...) for each of these.
+        assert_eq!(sum(&[0.1; 10]), 1.0);
+        assert_eq!(sum(&[1e-16, 1.0, 1e16]), 1.0000000000000002e16);
+        assert_eq!(
+            sum(&[1e100, 1.0, -1e100, 1e-100, 1e50, -1.0, -1e50]),
+            1e-100
+        );
+        assert_eq!(sum(&[0.1, 0.2]), 0.30000000000000004);
+        assert_eq!(sum(&[0.1, 0.2, 0.3]), 0.6);
+        assert_eq!(sum(&[]), 0.0);
+        assert_eq!(
+            sum(&[2.0f64.powi(53), 1.0, 2.0f64.powi(-80)]),
+            2.0f64.powi(53) + 2.0
+        );
+    }
+
+    #[test]
+    fn exact_sum_after_terms_leave_equals_a_fresh_sum_of_what_is_left() {
+        let mut r = SplitMix64::new(7);
+        for round in 0..200 {
+            let n = 1 + r.below(60);
+            let xs: Vec<f64> = (0..n)
+                .map(|_| match r.below(4) {
+                    0 => r.below(1000) as f64 / 997.0,
+                    1 => (r.below(1 << 20) as f64) * 1e9,
+                    2 => r.below(7) as f64 * 1e-12,
+                    _ => r.below(100) as f64 / 10.0,
+                })
+                .collect();
+            let mut moving = ExactSum::default();
+            for &x in &xs {
+                moving.change(x, 1);
+            }
+            let cut = r.below(n + 1);
+            // Remove a prefix, in reverse order of arrival.
+            for &x in xs[..cut].iter().rev() {
+                moving.change(x, -1);
+            }
+            let mut fresh = ExactSum::default();
+            for &x in xs[cut..].iter().rev() {
+                fresh.change(x, 1);
+            }
+            assert_eq!(
+                moving.value().to_bits(),
+                fresh.value().to_bits(),
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    fn exact_sum_counts_huge_terms_instead_of_overflowing() {
+        let mut s = ExactSum::default();
+        s.change(1.5, 1);
+        s.change(f64::MAX, 1);
+        s.change(f64::MAX, 1);
+        assert_eq!(s.value(), f64::INFINITY);
+        s.change(f64::MAX, -1);
+        s.change(f64::MAX, -1);
+        assert_eq!(s.value(), 1.5);
+        assert_eq!(HUGE_TERM, 2.0f64.powi(960));
     }
 }

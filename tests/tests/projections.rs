@@ -5,7 +5,7 @@ use ledger::events::envelope::tier_change_statement;
 use ledger::events::model::*;
 use ledger::events::{cosign, Clock as _, RejectCode as C};
 use projections::driver::{recommend, Projector};
-use projections::{ProjectionError, Settings};
+use projections::{Projection, ProjectionError, Settings};
 use tests::world::*;
 
 const DAY: i64 = 24 * 3600 * 1_000_000;
@@ -122,6 +122,7 @@ fn a_projection_not_at_the_checkpoint_answers_with_an_error_not_a_number() {
     let err = p
         .projection()
         .view(
+            w.log.ledger(),
             TASK_CLASS,
             w.clock.now_micros(),
             &p.settings,
@@ -133,6 +134,7 @@ fn a_projection_not_at_the_checkpoint_answers_with_an_error_not_a_number() {
     let err = p
         .projection()
         .view(
+            w.log.ledger(),
             TASK_CLASS,
             w.clock.now_micros(),
             &p.settings,
@@ -232,11 +234,25 @@ fn incremental_and_rebuilt_projections_are_byte_identical_at_every_checkpoint() 
         for tc in [TASK_CLASS, "second-class"] {
             let a = incremental
                 .projection()
-                .view(tc, now, &incremental.settings, head.size, &head.root)
+                .view(
+                    w.log.ledger(),
+                    tc,
+                    now,
+                    &incremental.settings,
+                    head.size,
+                    &head.root,
+                )
                 .expect("a");
             let b = rebuilt
                 .projection()
-                .view(tc, now, &rebuilt.settings, head.size, &head.root)
+                .view(
+                    w.log.ledger(),
+                    tc,
+                    now,
+                    &rebuilt.settings,
+                    head.size,
+                    &head.root,
+                )
                 .expect("b");
             assert_eq!(
                 serde_json::to_vec(&a).expect("json"),
@@ -552,6 +568,7 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
     let mut rng = projections::stats::SplitMix64::new(20261122);
     let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
     let mut cache = projections::fold::ViewCache::default();
+    let mut inc = Projection::default();
     let settings = [
         Settings {
             resamples: 199,
@@ -621,11 +638,25 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
         let now = w.clock.now_micros() - if rng.below(8) == 0 { DAY } else { 0 };
         let full = p
             .projection()
-            .view(TASK_CLASS, now, set, head.size, &head.root)
+            .view(w.log.ledger(), TASK_CLASS, now, set, head.size, &head.root)
             .expect("full view");
-        let incremental = p
-            .projection()
-            .view_cached(&mut cache, TASK_CLASS, now, set, head.size, &head.root)
+        for e in w.log.ledger().entries(inc.size(), head.size).expect("read") {
+            inc.apply(e.index, &e.leaf).expect("apply");
+        }
+        if rng.below(10) == 0 {
+            // A restart: the window's sums and cursor come back from bytes.
+            inc = Projection::from_bytes(&inc.to_bytes()).expect("reload");
+        }
+        let incremental = inc
+            .view_cached(
+                &mut cache,
+                w.log.ledger(),
+                TASK_CLASS,
+                now,
+                set,
+                head.size,
+                &head.root,
+            )
             .expect("incremental view");
         assert_eq!(incremental, full, "step {step}");
         compared += 1;
@@ -637,6 +668,7 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
     let v = p
         .projection()
         .view(
+            w.log.ledger(),
             TASK_CLASS,
             w.clock.now_micros(),
             &settings[1],
