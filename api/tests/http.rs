@@ -351,8 +351,16 @@ fn every_api_error_code_is_a_problem_document() {
     let busy = TestServer::start(|c| c.max_concurrent_requests = 1);
     let mut hold = TcpStream::connect(busy.addr).expect("connect");
     hold.write_all(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{").expect("write");
-    std::thread::sleep(std::time::Duration::from_millis(100));
-    let r = busy.client().get("/v1/log").expect("r");
+    // The slot is taken once the server has read the held request's
+    // headers; on a loaded machine that can take a while, so ask until then.
+    let mut r = busy.client().get("/v1/log").expect("r");
+    for _ in 0..300 {
+        if r.status == 503 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        r = busy.client().get("/v1/log").expect("r");
+    }
     problem(&r, 503, "overloaded");
     drop(hold);
 }
