@@ -43,7 +43,7 @@ use redb::{
     ReadableTableMetadata, TableDefinition,
 };
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
 use crate::error::{storage, Corruption, CorruptionKind, Error};
@@ -191,6 +191,59 @@ pub struct Store {
     /// Held by every [`Snapshot`]: how the log knows when the last reader of
     /// a fallback view is gone (see [`Store::readers`]).
     lease: std::sync::Arc<()>,
+    /// Upper-level tree hashes already read, shared by every snapshot.
+    upper: Arc<UpperHashes>,
+}
+
+/// The tree's upper-level stored hashes, kept in memory once read. A proof
+/// at 10M entries reads about 24 stored hashes, one per level; all but the
+/// lowest few are shared by many proofs, so keeping them saves most of a
+/// proof's B-tree lookups. A stored hash is written once and never changes,
+/// so a kept one is always the one in the file.
+///
+/// Bounded: at most [`UPPER_CAP`] hashes of level `min_level` or above
+/// (never level 0, the leaf hashes). When full, it is emptied and
+/// `min_level` moves up one, so it settles on the levels that fit: all of
+/// them above the leaves at 100k entries, level 7 and above at 10M.
+#[derive(Debug)]
+pub(crate) struct UpperHashes {
+    kept: std::sync::RwLock<(u8, std::collections::HashMap<u64, [u8; 32]>)>,
+}
+
+/// The most hashes [`UpperHashes`] keeps (about 12 MB).
+const UPPER_CAP: usize = 1 << 18;
+
+impl UpperHashes {
+    fn new() -> Self {
+        UpperHashes {
+            kept: std::sync::RwLock::new((1, std::collections::HashMap::new())),
+        }
+    }
+
+    /// The kept hash at `index` (of tree level `level`), or whether it
+    /// should be kept once read (`Err(true)`).
+    fn get(&self, index: u64, level: u8) -> Result<[u8; 32], bool> {
+        let kept = self.kept.read().unwrap_or_else(|p| p.into_inner());
+        if level == 0 || level < kept.0 {
+            return Err(false);
+        }
+        kept.1.get(&index).copied().ok_or(true)
+    }
+
+    fn keep(&self, index: u64, level: u8, hash: [u8; 32]) {
+        let mut kept = self.kept.write().unwrap_or_else(|p| p.into_inner());
+        if level < kept.0 {
+            return;
+        }
+        if kept.1.len() >= UPPER_CAP {
+            kept.1.clear();
+            kept.0 = kept.0.saturating_add(1);
+            if level < kept.0 {
+                return;
+            }
+        }
+        kept.1.insert(index, hash);
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -256,6 +309,7 @@ impl Store {
             path,
             fallback,
             lease: std::sync::Arc::new(()),
+            upper: Arc::new(UpperHashes::new()),
         }
     }
 
@@ -503,7 +557,11 @@ impl Store {
     /// A consistent read snapshot.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         let txn = self.db.begin_read().map_err(storage)?;
-        Snapshot::new(txn, std::sync::Arc::clone(&self.lease))
+        Snapshot::new(
+            txn,
+            std::sync::Arc::clone(&self.lease),
+            Arc::clone(&self.upper),
+        )
     }
 
     /// Writes `rows` and `new_head` in one durable transaction. The caller
@@ -699,8 +757,11 @@ fn builder() -> redb::Builder {
 
 /// A consistent, read-only view of the log.
 pub struct Snapshot {
+    txn: ReadTransaction,
     /// `entry_bundles` (format 2) or `entries` (format 1, before migration).
-    entries: ReadOnlyTable<u64, &'static [u8]>,
+    /// Opened on first use, as are the other tables but `meta` and
+    /// `hashes`: a proof needs only those two.
+    entries: OnceLock<ReadOnlyTable<u64, &'static [u8]>>,
     /// Whether `entries` holds bundles.
     bundled: bool,
     /// The last bundle decoded, so that reading entries in order decodes
@@ -708,11 +769,24 @@ pub struct Snapshot {
     recent: Mutex<Option<Arc<EntryBundle>>>,
     pub(crate) hashes: ReadOnlyTable<u64, [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
-    pub(crate) leaf_index: ReadOnlyTable<[u8; 32], u64>,
-    pub(crate) aux: ReadOnlyTable<&'static str, &'static [u8]>,
+    leaf_index: OnceLock<ReadOnlyTable<[u8; 32], u64>>,
+    aux: OnceLock<ReadOnlyTable<&'static str, &'static [u8]>>,
     /// Absent in a file only a build without it has opened for writing.
-    entry_keys: Option<ReadOnlyTable<&'static str, (u64, [u8; 32])>>,
+    entry_keys: OnceLock<Option<KeysTable>>,
+    upper: Arc<UpperHashes>,
     _lease: std::sync::Arc<()>,
+}
+
+/// The `entry_keys` table, as a snapshot reads it.
+type KeysTable = ReadOnlyTable<&'static str, (u64, [u8; 32])>;
+
+/// The value in `cell`, opening it with `open` the first time.
+fn opened<T>(cell: &OnceLock<T>, open: impl FnOnce() -> Result<T, Error>) -> Result<&T, Error> {
+    if let Some(t) = cell.get() {
+        return Ok(t);
+    }
+    let t = open()?;
+    Ok(cell.get_or_init(|| t))
 }
 
 /// An entry as stored: its chain hash and its leaf bytes.
@@ -741,36 +815,52 @@ impl StoredEntry {
 }
 
 impl Snapshot {
-    fn new(txn: ReadTransaction, lease: std::sync::Arc<()>) -> Result<Snapshot, Error> {
+    fn new(
+        txn: ReadTransaction,
+        lease: std::sync::Arc<()>,
+        upper: Arc<UpperHashes>,
+    ) -> Result<Snapshot, Error> {
         let meta = txn.open_table(META).map_err(storage)?;
         let bundled = read_format(&meta)? >= 2;
-        let entries = if bundled {
-            txn.open_table(ENTRY_BUNDLES)
-        } else {
-            txn.open_table(ENTRIES)
-        }
-        .map_err(storage)?;
         Ok(Snapshot {
             _lease: lease,
-            entries,
+            entries: OnceLock::new(),
             bundled,
             recent: Mutex::new(None),
             hashes: txn.open_table(HASHES).map_err(storage)?,
             meta,
-            leaf_index: txn.open_table(LEAF_INDEX).map_err(storage)?,
-            aux: txn.open_table(AUX).map_err(storage)?,
-            entry_keys: match txn.open_table(ENTRY_KEYS) {
-                Ok(t) => Some(t),
-                Err(redb::TableError::TableDoesNotExist(_)) => None,
-                Err(e) => return Err(storage(e)),
-            },
+            leaf_index: OnceLock::new(),
+            aux: OnceLock::new(),
+            entry_keys: OnceLock::new(),
+            upper,
+            txn,
         })
+    }
+
+    fn entries(&self) -> Result<&ReadOnlyTable<u64, &'static [u8]>, Error> {
+        opened(&self.entries, || {
+            if self.bundled {
+                self.txn.open_table(ENTRY_BUNDLES)
+            } else {
+                self.txn.open_table(ENTRIES)
+            }
+            .map_err(storage)
+        })
+    }
+
+    fn entry_keys(&self) -> Result<Option<&KeysTable>, Error> {
+        opened(&self.entry_keys, || match self.txn.open_table(ENTRY_KEYS) {
+            Ok(t) => Ok(Some(t)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(storage(e)),
+        })
+        .map(Option::as_ref)
     }
 
     /// The size below which `entry_keys` holds every entry's key (0 when
     /// it has never been written).
     pub fn keys_through(&self) -> Result<u64, Error> {
-        if self.entry_keys.is_none() {
+        if self.entry_keys()?.is_none() {
             return Ok(0);
         }
         read_keys_through(&self.meta)
@@ -779,7 +869,7 @@ impl Snapshot {
     /// The first index and content digest recorded for an entry key, if
     /// any. Derived: check the answer against the entry it names.
     pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
-        let Some(t) = &self.entry_keys else {
+        let Some(t) = self.entry_keys()? else {
             return Ok(None);
         };
         Ok(t.get(name).map_err(storage)?.map(|v| v.value()))
@@ -800,7 +890,7 @@ impl Snapshot {
     /// [`crate::Ledger::entry`] for the checked read.
     pub fn entry(&self, index: u64) -> Result<Option<StoredEntry>, Error> {
         if !self.bundled {
-            return match self.entries.get(index).map_err(storage)? {
+            return match self.entries()?.get(index).map_err(storage)? {
                 None => Ok(None),
                 Some(v) => Ok(Some(StoredEntry::decode(index, v.value())?)),
             };
@@ -821,7 +911,7 @@ impl Snapshot {
         if let Some(b) = recent.as_ref().filter(|b| b.key() == key) {
             return Ok(Some(Arc::clone(b)));
         }
-        let Some(v) = self.entries.get(key).map_err(storage)? else {
+        let Some(v) = self.entries()?.get(key).map_err(storage)? else {
             return Ok(None);
         };
         let b = Arc::new(EntryBundle::decode(key, v.value())?);
@@ -839,7 +929,7 @@ impl Snapshot {
             start
         };
         Ok(Records {
-            range: self.entries.range(from..).map_err(storage)?,
+            range: self.entries()?.range(from..).map_err(storage)?,
             bundled: self.bundled,
             start,
             pending: Vec::new().into_iter(),
@@ -849,16 +939,25 @@ impl Snapshot {
 
     /// The stored hash at a stored hash index, if any.
     pub fn hash(&self, stored_index: u64) -> Result<Option<Hash>, Error> {
-        Ok(self
+        let (level, _) = crate::merkle::split_stored_hash_index(stored_index);
+        let keep = match self.upper.get(stored_index, level) {
+            Ok(h) => return Ok(Some(Hash(h))),
+            Err(keep) => keep,
+        };
+        let found = self
             .hashes
             .get(stored_index)
             .map_err(storage)?
-            .map(|v| Hash(v.value())))
+            .map(|v| v.value());
+        if let (true, Some(h)) = (keep, found) {
+            self.upper.keep(stored_index, level, h);
+        }
+        Ok(found.map(Hash))
     }
 
     /// The largest entry index present, if any.
     pub fn last_entry_index(&self) -> Result<Option<u64>, Error> {
-        let Some((k, v)) = self.entries.last().map_err(storage)? else {
+        let Some((k, v)) = self.entries()?.last().map_err(storage)? else {
             return Ok(None);
         };
         if !self.bundled {
@@ -875,20 +974,22 @@ impl Snapshot {
     /// Derived state saved under `name` (see [`Store::put_aux`]), as of this
     /// snapshot.
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        Ok(self
-            .aux
-            .get(name)
-            .map_err(storage)?
-            .map(|v| v.value().to_vec()))
+        Ok(
+            opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?
+                .get(name)
+                .map_err(storage)?
+                .map(|v| v.value().to_vec()),
+        )
     }
 
     /// The first index recorded for `leaf_hash` in the derived lookup.
     pub fn index_of_leaf(&self, leaf_hash: &Hash) -> Result<Option<u64>, Error> {
-        Ok(self
-            .leaf_index
-            .get(leaf_hash.0)
-            .map_err(storage)?
-            .map(|v| v.value()))
+        Ok(opened(&self.leaf_index, || {
+            self.txn.open_table(LEAF_INDEX).map_err(storage)
+        })?
+        .get(leaf_hash.0)
+        .map_err(storage)?
+        .map(|v| v.value()))
     }
 
     /// Reads the stored hashes at `indexes`; a missing one is
@@ -987,5 +1088,35 @@ impl tlog_tiles::HashReader for Reader<'_> {
             *self.err.borrow_mut() = Some(e);
             tlog_tiles::Error::IndexesNotInTree
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upper_hashes_never_keep_leaf_hashes_and_move_up_a_level_when_full() {
+        let upper = UpperHashes::new();
+        let level_1 = |n: u64| crate::merkle::stored_hash_index(1, n);
+        assert_eq!(
+            upper.get(crate::merkle::stored_hash_index(0, 5), 0),
+            Err(false)
+        );
+        assert_eq!(upper.get(level_1(5), 1), Err(true));
+        for n in 0..UPPER_CAP as u64 {
+            upper.keep(level_1(n), 1, [n as u8; 32]);
+        }
+        assert_eq!(upper.get(level_1(7), 1), Ok([7; 32]));
+        // Full: the next one empties it and raises the lowest kept level.
+        upper.keep(crate::merkle::stored_hash_index(2, 0), 2, [9; 32]);
+        assert_eq!(upper.get(level_1(7), 1), Err(false));
+        assert_eq!(
+            upper.get(crate::merkle::stored_hash_index(2, 0), 2),
+            Ok([9; 32])
+        );
+        upper.keep(level_1(8), 1, [8; 32]);
+        assert_eq!(upper.get(level_1(8), 1), Err(false));
+        assert!(upper.kept.read().map(|k| k.1.len() == 1).unwrap_or(false));
     }
 }
