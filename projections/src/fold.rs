@@ -848,7 +848,8 @@ impl Projection {
     }
 
     /// The view from a class's window sums: the window's totals, and the
-    /// latest score of each active case scored in it.
+    /// latest score of each active case scored in it (in case-id order);
+    /// `boot` computes a BCa interval.
     #[allow(clippy::too_many_arguments)]
     fn answer(
         &self,
@@ -884,27 +885,6 @@ impl Projection {
             }
         }
         latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        self.assemble(
-            class, task_class, now, start, settings, size, root, latest, w, boot,
-        )
-    }
-
-    /// The view from the window's totals and its latest score per active
-    /// case (in case-id order); `boot` computes a BCa interval.
-    #[allow(clippy::too_many_arguments)]
-    fn assemble(
-        &self,
-        class: &ClassFold,
-        task_class: &str,
-        now: i64,
-        start: i64,
-        settings: &Settings,
-        size: u64,
-        root: &Hash,
-        latest: Vec<Latest>,
-        w: WindowTotals,
-        boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
-    ) -> TaskClassView {
         let by_class = self.active.get(task_class).cloned().unwrap_or_default();
         let active_held_out = by_class.get(HELD_OUT).copied().unwrap_or(0);
         let held: Vec<Latest> = latest
