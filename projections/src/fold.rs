@@ -819,7 +819,11 @@ impl Projection {
     ) -> Result<TaskClassView, ProjectionError> {
         let (_, start) = self.window(task_class, now, settings, size, root)?;
         self.move_window(src, start)?;
-        let (class, _) = self.window(task_class, now, settings, size, root)?;
+        // Checked above; moving the window neither adds nor removes classes.
+        let class = self
+            .classes
+            .get(task_class)
+            .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))?;
         let ViewCache { memos, draws } = cache;
         let memo = memos.entry(task_class.to_owned()).or_default();
         let mut boot = |x: &[f64], seed| {
