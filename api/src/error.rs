@@ -4,11 +4,11 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use ledger::events::{RejectCode, Rejection};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// An RFC 9457 problem document.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Problem {
     /// `urn:evidence-ledger:problem:<code>`.
     #[serde(rename = "type")]
@@ -257,11 +257,13 @@ impl From<projections::driver::DriverError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem document this error is answered with (internal details
+    /// are logged here and never put in it).
+    pub fn problem(&self) -> Problem {
         let status = self.status();
         let code = self.code();
-        let (detail, field, recorded_index) = match &self {
+        let (detail, field, recorded_index) = match self {
             ApiError::Rejected {
                 rejection,
                 recorded,
@@ -278,13 +280,12 @@ impl IntoResponse for ApiError {
             | ApiError::LogCorrupt(d)
             | ApiError::StorageUnavailable(d)
             | ApiError::Internal(d) => {
-                // Internal details are logged here and never sent.
                 tracing::error!(code = %code, detail = %d, "serving an error");
                 (api_detail(&code), None, None)
             }
             _ => (api_detail(&code), None, None),
         };
-        let problem = Problem {
+        Problem {
             kind: format!("urn:evidence-ledger:problem:{code}"),
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
@@ -292,7 +293,14 @@ impl IntoResponse for ApiError {
             code,
             field,
             recorded_index,
-        };
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let problem = self.problem();
         let body = serde_json::to_vec(&problem).unwrap_or_default();
         let mut resp = (status, body).into_response();
         resp.extensions_mut()

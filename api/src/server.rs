@@ -563,11 +563,27 @@ fn receipt(
     r: &ledger::Receipt<ledger::events::Accepted>,
 ) -> Result<WriteReceipt, ApiError> {
     let a = &r.appended;
-    let log = state.events.ledger();
-    let proof = log.inclusion_proof(a.index, a.tree_size)?;
+    let proof = state
+        .events
+        .ledger()
+        .inclusion_proof(a.index, a.tree_size)?;
+    let checkpoint = state.checkpoint(a.tree_size, &a.root)?;
+    receipt_at(state, r, (a.tree_size, &a.root), &proof, checkpoint)
+}
+
+/// The receipt of `r` proven in the tree `(size, root)`, which holds it:
+/// `proof` is the inclusion proof there and `checkpoint` the signed note.
+fn receipt_at(
+    state: &AppState,
+    r: &ledger::Receipt<ledger::events::Accepted>,
+    (tree_size, root): (u64, &Hash),
+    proof: &[Hash],
+    checkpoint: String,
+) -> Result<WriteReceipt, ApiError> {
+    let a = &r.appended;
     // A re-post is acknowledged with the original entry's sequencing time.
     let sequenced_at = if r.existing {
-        let e = log.entry(a.index)?;
+        let e = state.events.ledger().entry(a.index)?;
         ledger::events::decode_leaf(&e.leaf)
             .map(|(_, at)| at)
             .map_err(|why| {
@@ -583,10 +599,10 @@ fn receipt(
         index: a.index,
         leaf_hash: hexh(&a.leaf_hash),
         chain_hash: hexh(&a.chain_hash),
-        tree_size: a.tree_size,
-        root: hexh(&a.root),
+        tree_size,
+        root: hexh(root),
         inclusion_proof: proof.iter().map(hexh).collect(),
-        checkpoint: state.checkpoint(a.tree_size, &a.root)?,
+        checkpoint,
         id: r.accepted.id.clone(),
         kind: r.accepted.kind.as_str().to_owned(),
         existing: r.existing,
@@ -651,6 +667,146 @@ pub async fn post_event(
         StatusCode::CREATED
     };
     Ok((status, Json(rc)).into_response())
+}
+
+/// The most envelopes one `POST /v1/events/batch` takes.
+pub const MAX_BATCH: usize = 1000;
+
+/// One envelope's outcome in a batch: what `POST /v1/events` would have
+/// answered for it alone.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchItem {
+    /// 201 (appended), 200 (already in the log) or the refusal's status.
+    pub status: u16,
+    /// The write receipt, when `status` is 201 or 200.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<WriteReceipt>,
+    /// Why the envelope was refused, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<Problem>,
+}
+
+/// The answer to a batch of envelopes.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BatchResponse {
+    /// One result per posted envelope, in the order posted.
+    pub results: Vec<BatchItem>,
+    /// How many envelopes were appended by this request (status 201).
+    pub appended: u64,
+    /// The tree size every receipt of this answer is proven in (its
+    /// checkpoint); 0 when no envelope was acknowledged.
+    pub tree_size: u64,
+}
+
+/// The body of `POST /v1/events/batch`: a JSON array of 1 to 1,000 items,
+/// each a DSSE envelope as `POST /v1/events` takes it (`EnvelopeBody`).
+/// Each item is judged alone: one that is not an envelope is refused in its
+/// own result (400 `malformed_envelope`) and the others still go in.
+#[derive(ToSchema)]
+#[schema(value_type = Vec<serde_json::Value>, min_items = 1, max_items = 1000)]
+pub struct BatchBody(pub Vec<serde_json::Value>);
+
+/// `POST /v1/events/batch`: many signed events in one request.
+#[utoipa::path(post, path = "/v1/events/batch", tag = "writes", request_body(content = BatchBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "One result per envelope, in order: a receipt (201 or 200) or a problem document. Every receipt is proven in the same checkpoint", body = BatchResponse),
+        (status = 400, description = "The body is not a JSON array of 1 to 1,000 items (nothing appended)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Overloaded or timed out; see Retry-After", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_events_batch(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    let body = json_body(&headers, body)?;
+    let items: Vec<Box<serde_json::value::RawValue>> = serde_json::from_slice(&body)
+        .map_err(|_| ApiError::param("body", "must be a JSON array of DSSE envelopes"))?;
+    if items.is_empty() || items.len() > MAX_BATCH {
+        return Err(ApiError::param(
+            "body",
+            format!("must hold 1 to {MAX_BATCH} envelopes, not {}", items.len()),
+        ));
+    }
+    let started = Instant::now();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let st = Arc::clone(&state);
+    let pending = tokio::task::spawn_blocking(move || {
+        let raw: Vec<&[u8]> = items.iter().map(|i| i.get().as_bytes()).collect();
+        st.events.submit_many(&raw, threads)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("batch verification: {e}")))?;
+    let mut outcomes = Vec::with_capacity(pending.len());
+    for p in pending {
+        outcomes.push(match p {
+            Ok(p) => p.wait_async().await.map_err(ApiError::from),
+            Err(e) => Err(ApiError::from(e)),
+        });
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let st = Arc::clone(&state);
+    tokio::task::spawn_blocking(move || batch_answer(&st, outcomes, elapsed))
+        .await
+        .map_err(|e| ApiError::Internal(format!("batch receipts: {e}")))?
+        .map(Json)
+}
+
+/// Receipts for a batch's acknowledged envelopes, all proven in the largest
+/// tree any of them was acknowledged in, from one read snapshot and one
+/// signed checkpoint.
+fn batch_answer(
+    state: &AppState,
+    outcomes: Vec<Result<ledger::Receipt<ledger::events::Accepted>, ApiError>>,
+    elapsed: f64,
+) -> Result<BatchResponse, ApiError> {
+    let newest = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok())
+        .map(|r| (r.appended.tree_size, r.appended.root))
+        .max_by_key(|(size, _)| *size);
+    let (proofs, checkpoint) = match newest {
+        Some((size, root)) => {
+            let indices: Vec<u64> = outcomes
+                .iter()
+                .filter_map(|o| o.as_ref().ok())
+                .map(|r| r.appended.index)
+                .collect();
+            let proofs = state.events.ledger().inclusion_proofs(&indices, size)?;
+            (proofs, state.checkpoint(size, &root)?)
+        }
+        None => (Vec::new(), String::new()),
+    };
+    let mut proofs = proofs.into_iter();
+    let mut appended = 0;
+    let mut results = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        results.push(match o {
+            Ok(r) => {
+                let (size, root) = newest.unwrap_or_default();
+                let proof = proofs.next().unwrap_or_default();
+                state.metrics.append_latency.observe(elapsed);
+                let rc = receipt_at(state, &r, (size, &root), &proof, checkpoint.clone())?;
+                appended += u64::from(!r.existing);
+                BatchItem {
+                    status: if r.existing { 200 } else { 201 },
+                    receipt: Some(rc),
+                    problem: None,
+                }
+            }
+            Err(e) => BatchItem {
+                status: e.status().as_u16(),
+                receipt: None,
+                problem: Some(e.problem()),
+            },
+        });
+    }
+    Ok(BatchResponse {
+        results,
+        appended,
+        tree_size: newest.map_or(0, |(size, _)| size),
+    })
 }
 
 fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
@@ -1044,8 +1200,8 @@ pub async fn openapi_json() -> Response {
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Evidence Ledger", description = "A tamper-evident, RFC 6962 Merkle log of an evaluation harness's trust decisions. Errors are application/problem+json with a stable `code` (docs/reject_codes.md, docs/API.md)."),
-    paths(post_event, post_recommendation, get_entry, get_entries, get_entry_by_id, get_inclusion, get_consistency, get_checkpoint, get_key, get_log, get_task_classes, get_task_class, get_bundle, healthz, readyz, metrics, openapi_json),
-    components(schemas(Problem, WriteReceipt, EntryView, EntryPage, InclusionProof, ConsistencyProof, LogInfo, TaskClassSummary, EvidenceProof, ProjectionResponse, RecommendationResponse, EnvelopeBody, EnvelopeSig)),
+    paths(post_event, post_events_batch, post_recommendation, get_entry, get_entries, get_entry_by_id, get_inclusion, get_consistency, get_checkpoint, get_key, get_log, get_task_classes, get_task_class, get_bundle, healthz, readyz, metrics, openapi_json),
+    components(schemas(Problem, WriteReceipt, BatchBody, BatchItem, BatchResponse, EntryView, EntryPage, InclusionProof, ConsistencyProof, LogInfo, TaskClassSummary, EvidenceProof, ProjectionResponse, RecommendationResponse, EnvelopeBody, EnvelopeSig)),
     tags((name = "writes"), (name = "reads"), (name = "proofs"), (name = "projections"), (name = "operations"))
 )]
 pub struct ApiDoc;
@@ -1148,6 +1304,7 @@ pub fn router(state: Shared) -> Router {
     let limit = state.config.max_body_bytes;
     Router::new()
         .route("/v1/events", post(post_event))
+        .route("/v1/events/batch", post(post_events_batch))
         .route("/v1/recommendations", post(post_recommendation))
         .route("/v1/entries", get(get_entries))
         .route("/v1/entries/{index}", get(get_entry))

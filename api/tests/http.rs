@@ -45,6 +45,7 @@ fn every_route_answers_and_every_proof_verifies() {
     assert!(doc["openapi"].as_str().expect("version").starts_with("3.1"));
     for path in [
         "/v1/events",
+        "/v1/events/batch",
         "/v1/recommendations",
         "/v1/entries",
         "/v1/entries/{index}",
@@ -575,4 +576,112 @@ fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projecti
         before.view["tree_size"].as_u64().map(|n| n + 1)
     );
     check_projection(&after, &s.vkey).expect("bundle verifies");
+}
+
+/// `POST /v1/events/batch`: one result per envelope, in order, each what
+/// `POST /v1/events` would have answered; every receipt is for its own
+/// envelope and proven in the answer's one checkpoint. A body that is not a
+/// batch is refused whole, and nothing is appended.
+#[test]
+fn a_batch_is_answered_envelope_by_envelope_in_one_checkpoint() {
+    use api::server::BatchResponse;
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    seed(&s, &c);
+    let mut p = s.poster(&c);
+    let good = |p: &mut api::demo::Poster<'_>, id: &str| {
+        p.envelope("harness", Event::RunStarted(run(id, Isolation::Microvm)))
+    };
+    let first = good(&mut p, "run-a");
+    let unknown = p.envelope(
+        "stranger",
+        Event::RunFinished(RunFinished {
+            run_id: "run-x".into(),
+        }),
+    );
+    let items: Vec<Vec<u8>> = vec![
+        first.clone(),
+        unknown,
+        b"42".to_vec(),
+        first.clone(),
+        good(&mut p, "run-b"),
+    ];
+    let body = format!(
+        "[{}]",
+        items
+            .iter()
+            .map(|e| String::from_utf8(e.clone()).expect("utf8"))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let size_before = c.get_json::<LogInfo>("/v1/log").expect("log").tree_size;
+    let r = c
+        .post_json("/v1/events/batch", body.as_bytes())
+        .expect("batch");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let answer: BatchResponse = r.json().expect("batch answer");
+    let statuses: Vec<u16> = answer.results.iter().map(|i| i.status).collect();
+    assert_eq!(statuses, [201, 401, 400, 200, 201]);
+    assert_eq!(answer.appended, 2);
+    let codes: Vec<Option<&str>> = answer
+        .results
+        .iter()
+        .map(|i| i.problem.as_ref().map(|p| p.code.as_str()))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            None,
+            Some("unknown_signer"),
+            Some("malformed_envelope"),
+            None,
+            None
+        ]
+    );
+    let mut checker = api::check::ReceiptChecker::new(&s.vkey);
+    for (item, env) in answer.results.iter().zip(&items) {
+        if let Some(rc) = &item.receipt {
+            checker
+                .check(rc, Some(env))
+                .expect("each receipt is for its own envelope");
+            assert_eq!(
+                rc.tree_size, answer.tree_size,
+                "one checkpoint for the batch"
+            );
+        }
+    }
+    let receipts: Vec<&WriteReceipt> = answer
+        .results
+        .iter()
+        .filter_map(|i| i.receipt.as_ref())
+        .collect();
+    assert_eq!(
+        receipts[0].index, receipts[1].index,
+        "a repeat names the first entry"
+    );
+    assert!(receipts[1].existing);
+    assert_eq!(
+        receipts[2].index,
+        receipts[0].index + 1,
+        "appended in order"
+    );
+    assert_eq!(
+        c.get_json::<LogInfo>("/v1/log").expect("log").tree_size,
+        size_before + 2
+    );
+
+    // Refused whole: not an array, empty, too many, not JSON.
+    let many = format!("[{}]", vec!["{}"; api::server::MAX_BATCH + 1].join(","));
+    for bad in ["{}", "[]", many.as_str(), "[1,", "[{}] trailing"] {
+        problem(
+            &c.post_json("/v1/events/batch", bad.as_bytes()).expect("r"),
+            400,
+            "invalid_parameter",
+        );
+    }
+    assert_eq!(
+        c.get_json::<LogInfo>("/v1/log").expect("log").tree_size,
+        size_before + 2,
+        "a refused batch appends nothing"
+    );
 }

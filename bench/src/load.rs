@@ -43,6 +43,9 @@ pub struct LoadConfig {
     /// Envelopes signed ahead, over all clients, in closed loop (open loop
     /// signs `rate × duration`).
     pub presign: usize,
+    /// Envelopes per request: 1 posts each to `POST /v1/events`; more posts
+    /// them together to `POST /v1/events/batch`.
+    pub batch: usize,
 }
 
 impl Default for LoadConfig {
@@ -53,6 +56,7 @@ impl Default for LoadConfig {
             rate: 0.0,
             case_every: 10,
             presign: 300_000,
+            batch: 1,
         }
     }
 }
@@ -434,8 +438,9 @@ pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> Loa
     let report = Arc::new(Mutex::new(LoadReport::default()));
     let started = Instant::now();
     let deadline = started + cfg.duration;
-    let per_client_interval =
-        (cfg.rate > 0.0).then(|| Duration::from_secs_f64(cfg.clients as f64 / cfg.rate));
+    let batch = cfg.batch.max(1);
+    let per_client_interval = (cfg.rate > 0.0)
+        .then(|| Duration::from_secs_f64(cfg.clients as f64 * batch as f64 / cfg.rate));
     // One memory of verified checkpoint notes for all clients: a batch's
     // note is signature-checked once, not once per client that sees it.
     let checker = ReceiptChecker::new(vkey);
@@ -465,11 +470,19 @@ pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> Loa
                     } else {
                         Instant::now()
                     };
-                    let ev = mine.next().unwrap_or_else(|| {
-                        local.signed_inline += 1;
-                        plan(&prepared, &cfg, c, i)
-                    });
-                    post_one(&client, &checker, &ev, scheduled, &mut local);
+                    let mut next_event = |k: u64| {
+                        mine.next().unwrap_or_else(|| {
+                            local.signed_inline += 1;
+                            plan(&prepared, &cfg, c, i * batch as u64 + k)
+                        })
+                    };
+                    if batch == 1 {
+                        let ev = next_event(0);
+                        post_one(&client, &checker, &ev, scheduled, &mut local);
+                    } else {
+                        let evs: Vec<Planned> = (0..batch as u64).map(&mut next_event).collect();
+                        post_batch(&client, &checker, &evs, scheduled, &mut local);
+                    }
                     if let Some(iv) = per_client_interval {
                         next += iv;
                     }
@@ -489,6 +502,72 @@ pub fn run(base: &str, vkey: &str, prepared: &Prepared, cfg: &LoadConfig) -> Loa
         .unwrap_or_default();
     r.elapsed = started.elapsed();
     r
+}
+
+/// Posts `evs` as one batch and checks every result: each must be a
+/// receipt for its own envelope (errors are counted by code).
+fn post_batch(
+    client: &Client,
+    checker: &ReceiptChecker,
+    evs: &[Planned],
+    scheduled: Instant,
+    local: &mut LoadReport,
+) {
+    let mut body = Vec::with_capacity(evs.iter().map(|e| e.envelope.len() + 1).sum::<usize>() + 2);
+    body.push(b'[');
+    for (k, ev) in evs.iter().enumerate() {
+        if k > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&ev.envelope);
+    }
+    body.push(b']');
+    let mut fail = |code: String, n: u64| *local.errors_by_code.entry(code).or_default() += n;
+    let answer = match client.post_json("/v1/events/batch", &body) {
+        Ok(r) if r.status == 200 => r.json::<api::server::BatchResponse>(),
+        Ok(r) => {
+            fail(
+                r.code().unwrap_or_else(|| r.status.to_string()),
+                evs.len() as u64,
+            );
+            return;
+        }
+        Err(_) => {
+            fail("transport".into(), evs.len() as u64);
+            return;
+        }
+    };
+    let latency = scheduled.elapsed().as_micros() as u64;
+    let Ok(answer) = answer.map_err(|_| ()).and_then(|a| {
+        if a.results.len() == evs.len() {
+            Ok(a)
+        } else {
+            Err(())
+        }
+    }) else {
+        fail("proof_failed".into(), evs.len() as u64);
+        return;
+    };
+    for (item, ev) in answer.results.iter().zip(evs) {
+        match (&item.receipt, &item.problem) {
+            (Some(rc), _) if item.status == 201 => {
+                if checker.check_decoded(rc, Some(&ev.decoded)).is_err() {
+                    fail("proof_failed".into(), 1);
+                    continue;
+                }
+                local.latencies_us.push(latency);
+                local.acknowledged += 1;
+                local.proofs_checked += 1;
+                if ev.case {
+                    local.cases += 1;
+                } else {
+                    local.scores += 1;
+                }
+            }
+            (_, Some(p)) => fail(p.code.clone(), 1),
+            _ => fail(item.status.to_string(), 1),
+        }
+    }
 }
 
 fn post_one(

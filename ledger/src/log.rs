@@ -624,6 +624,21 @@ impl<S: Sequencer> Ledger<S> {
         tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))
     }
 
+    /// The RFC 6962 inclusion proofs of entries `indices` in the tree of
+    /// `size` entries, from one read snapshot (a batch of writes answered at
+    /// one checkpoint).
+    pub fn inclusion_proofs(&self, indices: &[u64], size: u64) -> Result<Vec<Vec<Hash>>, Error> {
+        if let Some(&index) = indices.iter().find(|&&i| i >= size) {
+            return Err(Error::IndexOutOfRange { index, size });
+        }
+        let snap = self.snapshot_below(size)?;
+        let r = Reader::new(&snap);
+        indices
+            .iter()
+            .map(|&index| tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e)))
+            .collect()
+    }
+
     /// What an inclusion-proof answer needs, from one read snapshot: the
     /// stored leaf hash of entry `index`, the root of the tree of `size`
     /// entries, and the RFC 6962 inclusion proof.

@@ -231,6 +231,11 @@ fn one_snapshot_proof_reads_equal_the_separate_reads() {
             assert_eq!(proof, log.inclusion_proof(index, size).expect("proof"));
             verify_inclusion(&leaf, index, size, &proof, &root).expect("verifies");
         }
+        let all: Vec<u64> = (0..size).rev().collect();
+        let proofs = log.inclusion_proofs(&all, size).expect("proofs");
+        for (index, proof) in all.iter().zip(proofs) {
+            assert_eq!(proof, log.inclusion_proof(*index, size).expect("proof"));
+        }
         for old in 0..=size {
             let (r1, r2, proof) = log.consistency_at(old, size).expect("consistency");
             assert_eq!(r1, log.root_at(old).expect("old root"));
@@ -240,6 +245,10 @@ fn one_snapshot_proof_reads_equal_the_separate_reads() {
     }
     assert!(matches!(
         log.inclusion_at(5, 5),
+        Err(Error::IndexOutOfRange { index: 5, size: 5 })
+    ));
+    assert!(matches!(
+        log.inclusion_proofs(&[0, 5, 1], 5),
         Err(Error::IndexOutOfRange { index: 5, size: 5 })
     ));
     assert!(matches!(

@@ -737,3 +737,94 @@ fn a_preverified_mark_under_another_key_does_not_pass_a_forged_cosignature() {
     assert_eq!(rej.code, C::CosignatureInvalid, "{rej}");
     assert_eq!(rej.field, "event.body.provenance.reviewed_by.signature");
 }
+
+/// A batch is decided envelope by envelope, in the order given, with its
+/// stateless checks spread over threads: a forged or malformed envelope in
+/// the middle is refused alone, a repeated one is acknowledged as the entry
+/// already made, and the rest are appended in order.
+#[test]
+fn a_batch_checked_on_many_threads_is_decided_in_order_like_single_posts() {
+    let mut w = World::new();
+    let before = w.size();
+    let mut envs = Vec::new();
+    for i in 0..100 {
+        let mut env = w.envelope(
+            "harness",
+            Event::RunStarted(run(&format!("run-b{i}"), Isolation::Microvm)),
+        );
+        if i % 10 == 3 {
+            // A forged signature: the payload is the signed one, the
+            // signature's first byte is not.
+            let s = String::from_utf8(env).expect("utf8");
+            let at = s.find("\"sig\":\"").expect("sig") + 7;
+            let flipped = if &s[at..at + 1] == "A" { "B" } else { "A" };
+            env = format!("{}{}{}", &s[..at], flipped, &s[at + 1..]).into_bytes();
+        }
+        if i % 10 == 7 {
+            env = b"{\"payload\":".to_vec();
+        }
+        envs.push(env);
+    }
+    let repeated = envs[1].clone();
+    envs.push(repeated);
+    let results: Vec<Posted> = w
+        .log
+        .submit_many(&envs, 4)
+        .into_iter()
+        .map(|p| p.and_then(|p| p.wait()))
+        .collect();
+    let mut next = before;
+    for (i, r) in results.into_iter().enumerate() {
+        match i {
+            100 => {
+                let r = r.expect("a repeated envelope is acknowledged");
+                assert!(r.existing);
+                assert_eq!(r.appended.index, before + 1);
+            }
+            _ if i % 10 == 3 => {
+                expect_code(r, C::SignatureInvalid);
+            }
+            _ if i % 10 == 7 => {
+                expect_code(r, C::MalformedEnvelope);
+            }
+            _ => {
+                let r = r.expect("a valid envelope is appended");
+                assert!(!r.existing);
+                assert_eq!(r.appended.index, next, "envelope {i} out of order");
+                next += 1;
+            }
+        }
+    }
+    assert_eq!(w.size(), before + 80);
+}
+
+/// Signers are looked up when an envelope is checked, before anything of
+/// its batch is committed: an envelope signed by a key that an earlier
+/// envelope of the same batch enrols is refused, and the enrolment stands.
+#[test]
+fn a_key_enrolled_in_a_batch_cannot_sign_later_in_that_batch() {
+    let mut w = World::new();
+    let before = w.size();
+    let enrol = w.envelope(
+        "operator",
+        Event::PrincipalEnrolled(PrincipalEnrolled {
+            public_key: ledger::events::envelope::public_key_b64(&key("newcomer").verifying_key()),
+            identity: "newcomer@example.org".into(),
+            roles: vec![Role::Harness],
+        }),
+    );
+    let signed = w.envelope(
+        "newcomer",
+        Event::RunStarted(run("run-new", Isolation::Microvm)),
+    );
+    let mut results = w.log.submit_many(&[enrol, signed.clone()], 2).into_iter();
+    let enrolled = results.next().expect("first").and_then(|p| p.wait());
+    assert_eq!(enrolled.expect("enrolment appended").appended.index, before);
+    expect_code(
+        results.next().expect("second").and_then(|p| p.wait()),
+        C::UnknownSigner,
+    );
+    assert_eq!(w.size(), before + 1);
+    w.append(&signed)
+        .expect("accepted once the enrolment is committed");
+}

@@ -44,6 +44,11 @@ struct Args {
     /// counts them.
     #[arg(long)]
     presign: Option<usize>,
+    /// Envelopes per request: 1 posts each to POST /v1/events; more posts
+    /// them together to POST /v1/events/batch (at most 1,000). Latency is
+    /// then each envelope's request's latency.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    batch: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,6 +59,7 @@ fn main() -> anyhow::Result<()> {
         rate: a.rate,
         case_every: a.case_every,
         presign: a.presign.unwrap_or(30_000 * a.seconds as usize),
+        batch: a.batch as usize,
     };
     let (_keep, rt, base, vkey, operator) = match &a.server {
         Some(s) => {

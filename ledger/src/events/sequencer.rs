@@ -628,6 +628,61 @@ impl EventLog {
         Ok(self.ledger.submit_input(sub)?)
     }
 
+    /// Verifies each of `envelopes` and queues the ones that pass, in the
+    /// order given; one result per envelope, in that order. The checks that
+    /// need no state (decoding, signatures, curator co-signatures) run on up
+    /// to `threads` threads for a batch large enough to be worth it; each
+    /// envelope is decided exactly as [`EventLog::submit`] decides it.
+    /// Entries other callers submit meanwhile may fall between these.
+    /// Signers are looked up among enrolled keys when each envelope is
+    /// checked, so an envelope signed by a key that an earlier envelope of
+    /// the same batch enrols is refused with `unknown_signer`.
+    pub fn submit_many<E: AsRef<[u8]> + Sync>(
+        &self,
+        envelopes: &[E],
+        threads: usize,
+    ) -> Vec<Result<PendingReceipt<EventSequencer>, AppendError<Rejection>>> {
+        /// Below this many envelopes per thread, one thread checks them all.
+        const PER_THREAD: usize = 16;
+        let threads = threads.clamp(1, envelopes.len().div_ceil(PER_THREAD).max(1));
+        let check = |chunk: &[E]| -> Vec<Result<Submission, Rejection>> {
+            chunk
+                .iter()
+                .map(|e| verify_submission(e.as_ref(), &self.keys))
+                .collect()
+        };
+        let checked: Vec<Result<Submission, Rejection>> = if threads == 1 {
+            check(envelopes)
+        } else {
+            let size = envelopes.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = envelopes
+                    .chunks(size)
+                    .skip(1)
+                    .map(|chunk| scope.spawn(move || check(chunk)))
+                    .collect();
+                let mut all = check(&envelopes[..size.min(envelopes.len())]);
+                for h in handles {
+                    match h.join() {
+                        Ok(part) => all.extend(part),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                }
+                all
+            })
+        };
+        checked
+            .into_iter()
+            .map(|sub| {
+                let sub = sub.map_err(|reason| AppendError::Rejected {
+                    reason,
+                    recorded: None,
+                })?;
+                Ok(self.ledger.submit_input(sub)?)
+            })
+            .collect()
+    }
+
     /// Verifies `envelope`, appends it, and blocks until it is durable or
     /// refused.
     pub fn append(&self, envelope: &[u8]) -> Result<Receipt<Accepted>, AppendError<Rejection>> {
