@@ -133,12 +133,30 @@ def post(server: str, vkey: str, key, kind: str, body: dict) -> dict:
     if status not in (200, 201):
         raise SystemExit(f"{kind} refused ({status}): {data.decode()}")
     r = json.loads(data)
+    size = check_receipt(r, vkey)
+    print(f"{kind:<24} -> entry {r['index']:>5}  tree {size:>5}  proof and checkpoint verified  ({elapsed:.1f} ms)")
+    return r
+
+
+def check_receipt(r: dict, vkey: str) -> int:
+    """Checks a write receipt's signed checkpoint and inclusion proof; returns the tree size."""
     _, size, root = open_checkpoint(r["checkpoint"], vkey)
     assert size == r["tree_size"] and root.hex() == r["root"], "receipt disagrees with its checkpoint"
     computed = root_from_inclusion(r["index"], size, bytes.fromhex(r["leaf_hash"]), [bytes.fromhex(h) for h in r["inclusion_proof"]])
     assert computed == root, "inclusion proof does not lead to the signed root"
-    print(f"{kind:<24} -> entry {r['index']:>5}  tree {size:>5}  proof and checkpoint verified  ({elapsed:.1f} ms)")
-    return r
+    return size
+
+
+def post_batch(server: str, vkey: str, envelopes: list) -> list:
+    """POST /v1/events/batch: one result per envelope, in order, every receipt in one checkpoint."""
+    status, data = http("POST", server + "/v1/events/batch", b"[" + b",".join(envelopes) + b"]")
+    assert status == 200, (status, data)
+    answer = json.loads(data)
+    assert len(answer["results"]) == len(envelopes), answer
+    for item in answer["results"]:
+        if "receipt" in item:
+            assert check_receipt(item["receipt"], vkey) == answer["tree_size"], "one checkpoint per batch"
+    return answer["results"]
 
 
 def main():
@@ -183,6 +201,22 @@ def main():
     assert status == 400 and problem["code"] == "invalid_digest", (status, problem)
     assert problem["field"] == "event.body.rubric_digest", problem
     print(f"{'rubric.updated (bad)':<24} -> refused {status} {problem['code']} on {problem['field']}")
+    # A batch: each envelope is judged alone, in order; the bad one is refused and the others go in.
+    runs = [envelope(harness, "run.started", {
+        "run_id": f"python-run-{suffix}-{i}",
+        "task_class": task_class,
+        "harness_version": "python example 1.0",
+        "rubric_digest": rubric,
+        "sandbox_image_digest": "sha256:" + hashlib.sha256(b"image").hexdigest(),
+        "isolation_class": "microvm",
+    }) for i in range(3)]
+    bad = envelope(operator, "rubric.updated", {"task_class": task_class, "rubric_digest": "md5:nope"})
+    results = post_batch(server, vkey, [runs[0], bad, runs[1], runs[2]])
+    assert [i["status"] for i in results] == [201, 400, 201, 201], results
+    assert results[1]["problem"]["code"] == "invalid_digest", results[1]
+    indices = [i["receipt"]["index"] for i in results if "receipt" in i]
+    assert indices == sorted(indices), "appended in the order posted"
+    print(f"{'batch of 4':<24} -> 3 appended, 1 refused (invalid_digest); every proof verified in one checkpoint")
     print("OK")
 
 
