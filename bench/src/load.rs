@@ -76,6 +76,19 @@ pub struct LoadReport {
 }
 
 impl LoadReport {
+    /// Counts one write whose receipt was checked, `latency_us` after it
+    /// was scheduled.
+    fn acknowledged(&mut self, latency_us: u64, case: bool) {
+        self.latencies_us.push(latency_us);
+        self.acknowledged += 1;
+        self.proofs_checked += 1;
+        if case {
+            self.cases += 1;
+        } else {
+            self.scores += 1;
+        }
+    }
+
     pub fn throughput(&self) -> f64 {
         self.acknowledged as f64 / self.elapsed.as_secs_f64()
     }
@@ -522,18 +535,21 @@ fn post_batch(
         body.extend_from_slice(&ev.envelope);
     }
     body.push(b']');
-    let mut fail = |code: String, n: u64| *local.errors_by_code.entry(code).or_default() += n;
+    let fail = |local: &mut LoadReport, code: String, n: u64| {
+        *local.errors_by_code.entry(code).or_default() += n
+    };
     let answer = match client.post_json("/v1/events/batch", &body) {
         Ok(r) if r.status == 200 => r.json::<api::server::BatchResponse>(),
         Ok(r) => {
             fail(
+                local,
                 r.code().unwrap_or_else(|| r.status.to_string()),
                 evs.len() as u64,
             );
             return;
         }
         Err(_) => {
-            fail("transport".into(), evs.len() as u64);
+            fail(local, "transport".into(), evs.len() as u64);
             return;
         }
     };
@@ -545,27 +561,20 @@ fn post_batch(
             Err(())
         }
     }) else {
-        fail("proof_failed".into(), evs.len() as u64);
+        fail(local, "proof_failed".into(), evs.len() as u64);
         return;
     };
     for (item, ev) in answer.results.iter().zip(evs) {
         match (&item.receipt, &item.problem) {
             (Some(rc), _) if item.status == 201 => {
                 if checker.check_decoded(rc, Some(&ev.decoded)).is_err() {
-                    fail("proof_failed".into(), 1);
+                    fail(local, "proof_failed".into(), 1);
                     continue;
                 }
-                local.latencies_us.push(latency);
-                local.acknowledged += 1;
-                local.proofs_checked += 1;
-                if ev.case {
-                    local.cases += 1;
-                } else {
-                    local.scores += 1;
-                }
+                local.acknowledged(latency, ev.case);
             }
-            (_, Some(p)) => fail(p.code.clone(), 1),
-            _ => fail(item.status.to_string(), 1),
+            (_, Some(p)) => fail(local, p.code.clone(), 1),
+            _ => fail(local, item.status.to_string(), 1),
         }
     }
 }
@@ -585,16 +594,7 @@ fn post_one(
                 .json::<api::server::WriteReceipt>()
                 .and_then(|rc| checker.check_decoded(&rc, Some(&ev.decoded)))
             {
-                Ok(()) => {
-                    local.latencies_us.push(latency);
-                    local.acknowledged += 1;
-                    local.proofs_checked += 1;
-                    if ev.case {
-                        local.cases += 1;
-                    } else {
-                        local.scores += 1;
-                    }
-                }
+                Ok(()) => local.acknowledged(latency, ev.case),
                 Err(_) => fail("proof_failed".into()),
             }
         }

@@ -628,6 +628,17 @@ impl<S: Sequencer> Ledger<S> {
     /// `size` entries, from one read snapshot (a batch of writes answered at
     /// one checkpoint).
     pub fn inclusion_proofs(&self, indices: &[u64], size: u64) -> Result<Vec<Vec<Hash>>, Error> {
+        self.each_proven(indices, size, |_, _, proof| Ok(proof))
+    }
+
+    /// `f(snapshot, index, proof)` for each of `indices`, with its RFC 6962
+    /// inclusion proof in the tree of `size` entries, from one snapshot.
+    fn each_proven<T>(
+        &self,
+        indices: &[u64],
+        size: u64,
+        mut f: impl FnMut(&Snapshot, u64, Vec<Hash>) -> Result<T, Error>,
+    ) -> Result<Vec<T>, Error> {
         if let Some(&index) = indices.iter().find(|&&i| i >= size) {
             return Err(Error::IndexOutOfRange { index, size });
         }
@@ -635,7 +646,10 @@ impl<S: Sequencer> Ledger<S> {
         let r = Reader::new(&snap);
         indices
             .iter()
-            .map(|&index| tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e)))
+            .map(|&index| {
+                let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+                f(&snap, index, proof)
+            })
             .collect()
     }
 
@@ -690,19 +704,9 @@ impl<S: Sequencer> Ledger<S> {
         indices: &[u64],
         size: u64,
     ) -> Result<Vec<(Entry, Vec<Hash>)>, Error> {
-        if let Some(&index) = indices.iter().find(|&&i| i >= size) {
-            return Err(Error::IndexOutOfRange { index, size });
-        }
-        let snap = self.snapshot_below(size)?;
-        let r = Reader::new(&snap);
-        indices
-            .iter()
-            .map(|&index| {
-                let entry = checked_entry(&snap, index)?;
-                let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
-                Ok((entry, proof))
-            })
-            .collect()
+        self.each_proven(indices, size, |snap, index, proof| {
+            Ok((checked_entry(snap, index)?, proof))
+        })
     }
 
     /// The RFC 6962 consistency proof from the tree of `old_size` to the tree
