@@ -129,6 +129,7 @@ fn every_command_has_help() {
         "verify-bundle",
         "enrol",
         "revoke",
+        "post",
     ] {
         let args: Vec<&str> = if cmd.is_empty() {
             vec!["--help"]
@@ -578,4 +579,115 @@ fn a_newer_data_format_is_refused_with_a_clear_message() {
             && err.contains(&format!("reads up to {}", ledger::store::FORMAT_VERSION)),
         "{err}"
     );
+}
+
+/// `ledger post`: envelopes from a file of lines and from a JSON array, in
+/// batches; every receipt checked against the trusted key, refusals listed
+/// with code and field, exit 1 when any envelope is refused, and a re-run
+/// acknowledges what is already in the log.
+#[test]
+fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
+    use ledger::events::model::Event;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    let out = run(&["init", "--data-dir", d]);
+    assert!(out.status.success());
+    let vkey = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("verifier key:"))
+        .expect("verifier key")
+        .trim()
+        .to_owned();
+    let operator = api::demo::read_signing_key(&data.join("operator.key")).expect("operator key");
+    let (mut server, base) = spawn_server(&["--data-dir", d]);
+    let client = api::client::Client::new(&base, None);
+    let mut p = api::demo::Poster::new(&client, vkey.clone(), operator);
+    let good: Vec<Vec<u8>> = (0..5)
+        .map(|i| {
+            p.envelope(
+                "operator",
+                Event::TaskClassRegistered(tests::world::task_class(&format!("cli-post-{i}"))),
+            )
+        })
+        .collect();
+    let text = |e: &[u8]| String::from_utf8(e.to_vec()).expect("utf8");
+    let lines = dir.path().join("envelopes.jsonl");
+    std::fs::write(
+        &lines,
+        format!(
+            "{}\n\n{}\n{{\"payload\": 1}}\n{}\n",
+            text(&good[0]),
+            text(&good[1]),
+            text(&good[2])
+        ),
+    )
+    .expect("write");
+    let lines = lines.to_str().expect("utf8");
+    let out = run(&[
+        "post", "--server", &base, "--key", &vkey, "--batch", "2", lines,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{lines}:4: refused 400 malformed_envelope")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("4 envelopes: 3 appended, 0 already in the log, 1 refused"),
+        "{stdout}"
+    );
+
+    let array = dir.path().join("envelopes.json");
+    std::fs::write(
+        &array,
+        format!(
+            "[{}]",
+            good.iter().map(|e| text(e)).collect::<Vec<_>>().join(",")
+        ),
+    )
+    .expect("write");
+    let out = run(&[
+        "post",
+        "--server",
+        &base,
+        "--key",
+        &vkey,
+        array.to_str().expect("utf8"),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("5 envelopes: 2 appended, 3 already in the log, 0 refused"),
+        "{stdout}"
+    );
+
+    // Receipts checked against another log's key do not verify: exit 1.
+    let other_key = dir.path().join("other.key");
+    let out = run(&[
+        "keygen",
+        "--name",
+        "other.example/log",
+        "--out",
+        other_key.to_str().expect("utf8"),
+    ]);
+    let other = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("verifier key:"))
+        .expect("verifier key")
+        .trim()
+        .to_owned();
+    let out = run(&[
+        "post",
+        "--server",
+        &base,
+        "--key",
+        &other,
+        array.to_str().expect("utf8"),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("the receipt does not verify"), "{stdout}");
+    let _ = server.kill();
+    let _ = server.wait();
 }
