@@ -113,6 +113,23 @@ impl Client {
         Ok(Reply { status, body })
     }
 
+    /// `POST /v1/events/batch` with `envelopes` (each one envelope's JSON
+    /// bytes, as `POST /v1/events` takes it) as one JSON array.
+    pub fn post_batch<'e>(
+        &self,
+        envelopes: impl IntoIterator<Item = &'e [u8]>,
+    ) -> anyhow::Result<Reply> {
+        let mut body = vec![b'['];
+        for (k, env) in envelopes.into_iter().enumerate() {
+            if k > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(env);
+        }
+        body.push(b']');
+        self.post_json("/v1/events/batch", &body)
+    }
+
     pub fn post_json(&self, path: &str, body: &[u8]) -> anyhow::Result<Reply> {
         let mut resp = self
             .agent

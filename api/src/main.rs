@@ -1155,16 +1155,7 @@ fn post_files(
         }
         let (chunk, later) = rest.split_at(n);
         rest = later;
-        let mut body = Vec::with_capacity(bytes);
-        body.push(b'[');
-        for (k, (_, env)) in chunk.iter().enumerate() {
-            if k > 0 {
-                body.push(b',');
-            }
-            body.extend_from_slice(env);
-        }
-        body.push(b']');
-        let r = client.post_json("/v1/events/batch", &body)?;
+        let r = client.post_batch(chunk.iter().map(|(_, env)| env.as_slice()))?;
         if r.status != 200 {
             bail!(
                 "the server refused a batch of {n} ({}): {} (re-running is safe)",

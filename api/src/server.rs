@@ -746,8 +746,11 @@ pub async fn post_events_batch(
         });
     }
     let elapsed = started.elapsed().as_secs_f64();
+    for _ in outcomes.iter().filter(|o| o.is_ok()) {
+        state.metrics.append_latency.observe(elapsed);
+    }
     let st = Arc::clone(&state);
-    tokio::task::spawn_blocking(move || batch_answer(&st, outcomes, elapsed))
+    tokio::task::spawn_blocking(move || batch_answer(&st, outcomes))
         .await
         .map_err(|e| ApiError::Internal(format!("batch receipts: {e}")))?
         .map(Json)
@@ -759,20 +762,19 @@ pub async fn post_events_batch(
 fn batch_answer(
     state: &AppState,
     outcomes: Vec<Result<ledger::Receipt<ledger::events::Accepted>, ApiError>>,
-    elapsed: f64,
 ) -> Result<BatchResponse, ApiError> {
-    let newest = outcomes
+    let acked: Vec<&ledger::Appended> = outcomes
         .iter()
         .filter_map(|o| o.as_ref().ok())
-        .map(|r| (r.appended.tree_size, r.appended.root))
+        .map(|r| &r.appended)
+        .collect();
+    let newest = acked
+        .iter()
+        .map(|a| (a.tree_size, a.root))
         .max_by_key(|(size, _)| *size);
     let (proofs, checkpoint) = match newest {
         Some((size, root)) => {
-            let indices: Vec<u64> = outcomes
-                .iter()
-                .filter_map(|o| o.as_ref().ok())
-                .map(|r| r.appended.index)
-                .collect();
+            let indices: Vec<u64> = acked.iter().map(|a| a.index).collect();
             let proofs = state.events.ledger().inclusion_proofs(&indices, size)?;
             (proofs, state.checkpoint(size, &root)?)
         }
@@ -786,7 +788,6 @@ fn batch_answer(
             Ok(r) => {
                 let (size, root) = newest.unwrap_or_default();
                 let proof = proofs.next().unwrap_or_default();
-                state.metrics.append_latency.observe(elapsed);
                 let rc = receipt_at(state, &r, (size, &root), &proof, checkpoint.clone())?;
                 appended += u64::from(!r.existing);
                 BatchItem {

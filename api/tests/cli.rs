@@ -12,6 +12,16 @@ fn run(args: &[&str]) -> std::process::Output {
     ledger().args(args).output().expect("run ledger")
 }
 
+/// The `verifier key:` line that `ledger init` and `ledger keygen` print.
+fn verifier_key(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("verifier key:"))
+        .expect("verifier key")
+        .trim()
+        .to_owned()
+}
+
 #[test]
 fn demo_loads_a_bench_and_every_proof_verifies() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -156,13 +166,7 @@ fn init_serve_and_the_auditor_commands_work_end_to_end() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let vkey = text
-        .lines()
-        .find_map(|l| l.strip_prefix("verifier key:"))
-        .expect("verifier key")
-        .trim()
-        .to_owned();
+    let vkey = verifier_key(&out);
     assert!(
         run(&["init", "--data-dir", d]).status.code() == Some(2),
         "re-init is refused"
@@ -593,12 +597,7 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
     let d = data.to_str().expect("utf8");
     let out = run(&["init", "--data-dir", d]);
     assert!(out.status.success());
-    let vkey = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("verifier key:"))
-        .expect("verifier key")
-        .trim()
-        .to_owned();
+    let vkey = verifier_key(&out);
     let operator = api::demo::read_signing_key(&data.join("operator.key")).expect("operator key");
     let (mut server, base) = spawn_server(&["--data-dir", d]);
     let client = api::client::Client::new(&base, None);
@@ -671,12 +670,7 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
         "--out",
         other_key.to_str().expect("utf8"),
     ]);
-    let other = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("verifier key:"))
-        .expect("verifier key")
-        .trim()
-        .to_owned();
+    let other = verifier_key(&out);
     let out = run(&[
         "post",
         "--server",

@@ -526,19 +526,10 @@ fn post_batch(
     scheduled: Instant,
     local: &mut LoadReport,
 ) {
-    let mut body = Vec::with_capacity(evs.iter().map(|e| e.envelope.len() + 1).sum::<usize>() + 2);
-    body.push(b'[');
-    for (k, ev) in evs.iter().enumerate() {
-        if k > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(&ev.envelope);
-    }
-    body.push(b']');
     let fail = |local: &mut LoadReport, code: String, n: u64| {
         *local.errors_by_code.entry(code).or_default() += n
     };
-    let answer = match client.post_json("/v1/events/batch", &body) {
+    let answer = match client.post_batch(evs.iter().map(|e| e.envelope.as_slice())) {
         Ok(r) if r.status == 200 => r.json::<api::server::BatchResponse>(),
         Ok(r) => {
             fail(

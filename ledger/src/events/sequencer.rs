@@ -620,11 +620,18 @@ impl EventLog {
         &self,
         envelope: &[u8],
     ) -> Result<PendingReceipt<EventSequencer>, AppendError<Rejection>> {
-        let sub =
-            verify_submission(envelope, &self.keys).map_err(|reason| AppendError::Rejected {
-                reason,
-                recorded: None,
-            })?;
+        self.queue(verify_submission(envelope, &self.keys))
+    }
+
+    /// Queues a checked envelope, or passes on why it was refused.
+    fn queue(
+        &self,
+        checked: Result<Submission, Rejection>,
+    ) -> Result<PendingReceipt<EventSequencer>, AppendError<Rejection>> {
+        let sub = checked.map_err(|reason| AppendError::Rejected {
+            reason,
+            recorded: None,
+        })?;
         Ok(self.ledger.submit_input(sub)?)
     }
 
@@ -671,16 +678,7 @@ impl EventLog {
                 all
             })
         };
-        checked
-            .into_iter()
-            .map(|sub| {
-                let sub = sub.map_err(|reason| AppendError::Rejected {
-                    reason,
-                    recorded: None,
-                })?;
-                Ok(self.ledger.submit_input(sub)?)
-            })
-            .collect()
+        checked.into_iter().map(|c| self.queue(c)).collect()
     }
 
     /// Verifies `envelope`, appends it, and blocks until it is durable or
