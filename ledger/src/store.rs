@@ -201,130 +201,48 @@ pub struct Store {
 /// proof's B-tree lookups. A stored hash is written once and never changes,
 /// so a kept one is always the one in the file.
 ///
-/// Each kept level is a dense array indexed by the node's position in its
-/// level, so a lookup is an index, not a hash-map probe. A slot not yet
-/// read holds all zeros (a SHA-256 output of all zeros would only be read
-/// again from the file, never served wrong).
-///
-/// Bounded: at most [`UPPER_CAP`] slots over all kept levels, which are
-/// `lowest` and above (never level 0, the leaf hashes). When a level's
-/// array would take the total over the cap, the lowest kept level is
-/// dropped and `lowest` moves up one, so it settles on the levels that fit:
-/// all of them above the leaves at 100k entries, level 5 and above at 10M.
+/// Bounded: at most [`UPPER_CAP`] hashes of level `min_level` or above
+/// (never level 0, the leaf hashes). When full, it is emptied and
+/// `min_level` moves up one, so it settles on the levels that fit: all of
+/// them above the leaves at 100k entries, level 7 and above at 10M.
 #[derive(Debug)]
 pub(crate) struct UpperHashes {
-    kept: std::sync::RwLock<UpperLevels>,
+    kept: std::sync::RwLock<(u8, std::collections::HashMap<u64, [u8; 32]>)>,
 }
 
-#[derive(Debug)]
-struct UpperLevels {
-    /// The lowest level kept; never 0.
-    lowest: u8,
-    /// `by_level[l][n]`: the hash of node `n` of level `l`, or all zeros.
-    by_level: Vec<Vec<[u8; 32]>>,
-    /// Slots allocated over all levels.
-    slots: usize,
-}
-
-/// The most hash slots [`UpperHashes`] keeps (32 MB).
-const UPPER_CAP: usize = 1 << 20;
-
-/// A slot not yet read.
-const UNREAD: [u8; 32] = [0; 32];
+/// The most hashes [`UpperHashes`] keeps (about 12 MB).
+const UPPER_CAP: usize = 1 << 18;
 
 impl UpperHashes {
     fn new() -> Self {
         UpperHashes {
-            kept: std::sync::RwLock::new(UpperLevels {
-                lowest: 1,
-                by_level: Vec::new(),
-                slots: 0,
-            }),
+            kept: std::sync::RwLock::new((1, std::collections::HashMap::new())),
         }
-    }
-
-    /// Fills `out[k]` with the kept hash at `indexes[k]` where there is one;
-    /// returns whether any missing one should be kept once read.
-    fn lookup(&self, indexes: &[u64], out: &mut [Option<[u8; 32]>]) -> bool {
-        let kept = self.kept.read().unwrap_or_else(|p| p.into_inner());
-        let mut keepable = false;
-        for (&i, slot) in indexes.iter().zip(out.iter_mut()) {
-            let (level, n) = crate::merkle::split_stored_hash_index(i);
-            if level == 0 || level < kept.lowest {
-                continue;
-            }
-            match kept
-                .by_level
-                .get(usize::from(level))
-                .and_then(|v| v.get(usize::try_from(n).ok()?))
-            {
-                Some(h) if *h != UNREAD => *slot = Some(*h),
-                _ => keepable = true,
-            }
-        }
-        keepable
     }
 
     /// The kept hash at `index` (of tree level `level`), or whether it
     /// should be kept once read (`Err(true)`).
-    #[cfg(test)]
     fn get(&self, index: u64, level: u8) -> Result<[u8; 32], bool> {
-        debug_assert_eq!(crate::merkle::split_stored_hash_index(index).0, level);
-        let mut out = [None];
-        let keepable = self.lookup(&[index], &mut out);
-        out[0].ok_or(keepable)
-    }
-
-    /// Keeps the hashes `read` (stored index, hash) that belong to kept levels.
-    fn keep(&self, read: &[(u64, [u8; 32])]) {
-        let mut kept = self.kept.write().unwrap_or_else(|p| p.into_inner());
-        for &(i, hash) in read {
-            let (level, n) = crate::merkle::split_stored_hash_index(i);
-            let Ok(n) = usize::try_from(n) else { continue };
-            kept.keep(level, n, hash);
+        let kept = self.kept.read().unwrap_or_else(|p| p.into_inner());
+        if level == 0 || level < kept.0 {
+            return Err(false);
         }
+        kept.1.get(&index).copied().ok_or(true)
     }
-}
 
-impl UpperLevels {
-    fn keep(&mut self, level: u8, n: usize, hash: [u8; 32]) {
-        if level == 0 || level < self.lowest || hash == UNREAD {
+    fn keep(&self, index: u64, level: u8, hash: [u8; 32]) {
+        let mut kept = self.kept.write().unwrap_or_else(|p| p.into_inner());
+        if level < kept.0 {
             return;
         }
-        let l = usize::from(level);
-        if self.by_level.len() <= l {
-            self.by_level.resize_with(l + 1, Vec::new);
-        }
-        let len = self.by_level[l].len();
-        if n >= len {
-            // Grow by half again at least, so filling a level costs few copies.
-            let new_len = (n + 1).max(len + len / 2).max(256);
-            self.slots += new_len - len;
-            while self.slots > UPPER_CAP {
-                let low = usize::from(self.lowest);
-                if low == l {
-                    // This level alone is over the cap: keep only those above.
-                    self.slots -= new_len - len;
-                    self.drop_lowest();
-                    return;
-                }
-                self.drop_lowest();
+        if kept.1.len() >= UPPER_CAP {
+            kept.1.clear();
+            kept.0 = kept.0.saturating_add(1);
+            if level < kept.0 {
+                return;
             }
-            let v = &mut self.by_level[l];
-            v.reserve_exact(new_len - len);
-            v.resize(new_len, UNREAD);
         }
-        self.by_level[l][n] = hash;
-    }
-
-    /// Drops the lowest kept level and keeps from the one above.
-    fn drop_lowest(&mut self) {
-        let low = usize::from(self.lowest);
-        if let Some(v) = self.by_level.get_mut(low) {
-            self.slots -= v.len();
-            *v = Vec::new();
-        }
-        self.lowest = self.lowest.saturating_add(1);
+        kept.1.insert(index, hash);
     }
 }
 
@@ -1021,75 +939,20 @@ impl Snapshot {
 
     /// The stored hash at a stored hash index, if any.
     pub fn hash(&self, stored_index: u64) -> Result<Option<Hash>, Error> {
-        let mut out = [None];
-        self.read_hashes(&[stored_index], &mut out)?;
-        Ok(out[0].map(Hash))
-    }
-
-    /// Fills `out[k]` with the stored hash at `indexes[k]`, `None` where
-    /// absent: kept upper hashes first, under one lock, then the rest from
-    /// the file, indexes near each other in one range read (a proof's
-    /// lowest levels lie within a few hundred stored indexes).
-    fn read_hashes(&self, indexes: &[u64], out: &mut [Option<[u8; 32]>]) -> Result<(), Error> {
-        let keepable = self.upper.lookup(indexes, out);
-        let mut missing: Vec<u64> = indexes
-            .iter()
-            .zip(out.iter())
-            .filter(|(_, h)| h.is_none())
-            .map(|(&i, _)| i)
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
+        let (level, _) = crate::merkle::split_stored_hash_index(stored_index);
+        let keep = match self.upper.get(stored_index, level) {
+            Ok(h) => return Ok(Some(Hash(h))),
+            Err(keep) => keep,
+        };
+        let found = self
+            .hashes
+            .get(stored_index)
+            .map_err(storage)?
+            .map(|v| v.value());
+        if let (true, Some(h)) = (keep, found) {
+            self.upper.keep(stored_index, level, h);
         }
-        missing.sort_unstable();
-        missing.dedup();
-        let mut read: Vec<(u64, [u8; 32])> = Vec::with_capacity(missing.len());
-        let mut k = 0;
-        while k < missing.len() {
-            // A run of missing indexes no more than RANGE_GAP apart.
-            let mut end = k + 1;
-            while end < missing.len() && missing[end] - missing[end - 1] <= RANGE_GAP {
-                end += 1;
-            }
-            if end - k == 1 {
-                if let Some(v) = self.hashes.get(missing[k]).map_err(storage)? {
-                    read.push((missing[k], v.value()));
-                }
-            } else {
-                let want = &missing[k..end];
-                let mut w = 0;
-                for row in self
-                    .hashes
-                    .range(want[0]..=want[want.len() - 1])
-                    .map_err(storage)?
-                {
-                    let (key, v) = row.map_err(storage)?;
-                    let key = key.value();
-                    while w < want.len() && want[w] < key {
-                        w += 1;
-                    }
-                    if w == want.len() {
-                        break;
-                    }
-                    if want[w] == key {
-                        read.push((key, v.value()));
-                        w += 1;
-                    }
-                }
-            }
-            k = end;
-        }
-        for (&i, slot) in indexes.iter().zip(out.iter_mut()) {
-            if slot.is_none() {
-                if let Ok(p) = read.binary_search_by_key(&i, |r| r.0) {
-                    *slot = Some(read[p].1);
-                }
-            }
-        }
-        if keepable {
-            self.upper.keep(&read);
-        }
-        Ok(())
+        Ok(found.map(Hash))
     }
 
     /// The largest entry index present, if any.
@@ -1132,13 +995,10 @@ impl Snapshot {
     /// Reads the stored hashes at `indexes`; a missing one is
     /// [`CorruptionKind::MissingEntry`] naming the leaf that wrote it.
     pub fn hashes_at(&self, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
-        let mut out = vec![None; indexes.len()];
-        self.read_hashes(indexes, &mut out)?;
         indexes
             .iter()
-            .zip(out)
-            .map(|(&i, h)| {
-                h.map(Hash).ok_or_else(|| {
+            .map(|&i| {
+                self.hash(i)?.ok_or_else(|| {
                     Corruption::new(
                         crate::merkle::last_leaf_of_stored(i),
                         CorruptionKind::MissingEntry,
@@ -1150,9 +1010,6 @@ impl Snapshot {
             .collect()
     }
 }
-
-/// Missing stored hashes at most this far apart are read in one range.
-const RANGE_GAP: u64 = 64;
 
 /// Stored records in index order ([`Snapshot::records_from`]).
 pub struct Records {
@@ -1238,74 +1095,28 @@ impl tlog_tiles::HashReader for Reader<'_> {
 mod tests {
     use super::*;
 
-    fn h(n: u64) -> [u8; 32] {
-        let mut h = [1u8; 32];
-        h[..8].copy_from_slice(&n.to_le_bytes());
-        h
-    }
-
     #[test]
     fn upper_hashes_never_keep_leaf_hashes_and_move_up_a_level_when_full() {
         let upper = UpperHashes::new();
-        let at = crate::merkle::stored_hash_index;
-        assert_eq!(upper.get(at(0, 5), 0), Err(false));
-        assert_eq!(upper.get(at(1, 5), 1), Err(true));
-        upper.keep(&[(at(0, 5), h(5)), (at(1, 5), h(5)), (at(3, 2), h(2))]);
-        assert_eq!(upper.get(at(0, 5), 0), Err(false), "never a leaf hash");
-        assert_eq!(upper.get(at(1, 5), 1), Ok(h(5)));
-        assert_eq!(upper.get(at(3, 2), 3), Ok(h(2)));
-        assert_eq!(upper.get(at(1, 4), 1), Err(true), "a slot not yet read");
-        // Level 1 grows until, with level 3, it would pass the cap: level 1
-        // is dropped and level 2 becomes the lowest kept.
-        let n = (UPPER_CAP - 100) as u64;
-        upper.keep(&[(at(1, n), h(n))]);
-        assert_eq!(upper.get(at(1, n), 1), Err(false));
-        assert_eq!(upper.get(at(1, 5), 1), Err(false));
-        assert_eq!(upper.get(at(3, 2), 3), Ok(h(2)), "higher levels stay");
-        assert_eq!(upper.get(at(2, 7), 2), Err(true));
-        upper.keep(&[(at(1, 6), h(6)), (at(2, 7), h(7))]);
-        assert_eq!(upper.get(at(1, 6), 1), Err(false));
-        assert_eq!(upper.get(at(2, 7), 2), Ok(h(7)));
-        let kept = upper.kept.read().unwrap_or_else(|p| p.into_inner());
-        assert_eq!(kept.lowest, 2);
-        let slots: usize = kept.by_level.iter().map(Vec::len).sum();
-        assert_eq!(kept.slots, slots);
-        assert!(kept.slots <= UPPER_CAP);
-    }
-
-    #[test]
-    fn hashes_read_in_ranges_and_from_memory_are_the_stored_ones(
-    ) -> Result<(), Box<dyn std::error::Error>> {
-        let dir = tempfile::tempdir()?;
-        let store = Store::open(dir.path())?;
-        let count = crate::merkle::stored_hash_count(1000);
-        {
-            let mut txn = store.db.begin_write()?;
-            {
-                let mut t = txn.open_table(HASHES)?;
-                for i in 0..count {
-                    t.insert(i, h(i))?;
-                }
-            }
-            txn.set_durability(Durability::Immediate)?;
-            txn.commit()?;
+        let level_1 = |n: u64| crate::merkle::stored_hash_index(1, n);
+        assert_eq!(
+            upper.get(crate::merkle::stored_hash_index(0, 5), 0),
+            Err(false)
+        );
+        assert_eq!(upper.get(level_1(5), 1), Err(true));
+        for n in 0..UPPER_CAP as u64 {
+            upper.keep(level_1(n), 1, [n as u8; 32]);
         }
-        // Near and far, repeated, out of order, and past the end.
-        let want = [5, 900, 3, 4, 6, 60, 1500, 3, count - 1, 200, 201, count + 5];
-        for round in 0..3 {
-            let snap = store.snapshot()?;
-            let mut out = vec![None; want.len()];
-            snap.read_hashes(&want, &mut out)?;
-            for (&i, got) in want.iter().zip(&out) {
-                let expect = (i < count).then(|| h(i));
-                assert_eq!(*got, expect, "stored index {i}, round {round}");
-            }
-            assert_eq!(snap.hash(1500)?, Some(Hash(h(1500))));
-            assert!(matches!(
-                snap.hashes_at(&[4, count + 5]),
-                Err(Error::Corrupt(_))
-            ));
-        }
-        Ok(())
+        assert_eq!(upper.get(level_1(7), 1), Ok([7; 32]));
+        // Full: the next one empties it and raises the lowest kept level.
+        upper.keep(crate::merkle::stored_hash_index(2, 0), 2, [9; 32]);
+        assert_eq!(upper.get(level_1(7), 1), Err(false));
+        assert_eq!(
+            upper.get(crate::merkle::stored_hash_index(2, 0), 2),
+            Ok([9; 32])
+        );
+        upper.keep(level_1(8), 1, [8; 32]);
+        assert_eq!(upper.get(level_1(8), 1), Err(false));
+        assert!(upper.kept.read().map(|k| k.1.len() == 1).unwrap_or(false));
     }
 }
