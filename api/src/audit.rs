@@ -11,7 +11,6 @@
 //!
 //! On success the caller saves the new checkpoint as the next trusted one.
 
-use anyhow::Context as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ledger::merkle::{verify_consistency, verify_inclusion};
@@ -60,17 +59,6 @@ pub struct AuditReport {
     pub evidence_checked: usize,
 }
 
-fn h(s: &str) -> anyhow::Result<Hash> {
-    let v = hex::decode(s).context("not hex")?;
-    Ok(Hash(
-        v.try_into().map_err(|_| anyhow::anyhow!("not 32 bytes"))?,
-    ))
-}
-
-fn hs(v: &[String]) -> anyhow::Result<Vec<Hash>> {
-    v.iter().map(|x| h(x)).collect()
-}
-
 fn open(note: &[u8], keys: &[String]) -> Result<anchors::VerifiedCheckpoint, AuditFailure> {
     let mut last = String::from("no keys given");
     for k in keys {
@@ -109,7 +97,7 @@ fn consistent(client: &Client, old: (u64, Hash), new: (u64, Hash)) -> Result<(),
         .into());
     }
     let p: ConsistencyProof = r.json()?;
-    verify_consistency(s1, &r1, s2, &r2, &hs(&p.proof)?)
+    verify_consistency(s1, &r1, s2, &r2, &crate::check::proof(&p.proof)?)
         .map_err(|e| AuditFailure::Inconsistent(format!("size {s1} -> {s2}: {e}")))?;
     Ok(())
 }
@@ -169,8 +157,14 @@ pub fn audit(
             return Err(bad(format!("no inclusion proof: {}", r.text())).into());
         }
         let p: InclusionProof = r.json()?;
-        verify_inclusion(&lh, index, cp.size, &hs(&p.proof)?, &cp.root)
-            .map_err(|e| bad(format!("inclusion proof: {e}")))?;
+        verify_inclusion(
+            &lh,
+            index,
+            cp.size,
+            &crate::check::proof(&p.proof)?,
+            &cp.root,
+        )
+        .map_err(|e| bad(format!("inclusion proof: {e}")))?;
     }
     progress("spot-checking entries", n as u64, n as u64);
 

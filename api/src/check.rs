@@ -9,14 +9,15 @@ use ledger::Hash;
 
 use crate::server::{ProjectionResponse, WriteReceipt};
 
-fn hash(s: &str) -> anyhow::Result<Hash> {
-    let v = hex::decode(s).context("hash is not hex")?;
-    Ok(Hash(
-        v.try_into().map_err(|_| anyhow!("hash is not 32 bytes"))?,
-    ))
+/// A hash in a JSON answer: 64 hex digits.
+pub fn hash(s: &str) -> anyhow::Result<Hash> {
+    ledger::hash::parse_hex32(s)
+        .map(Hash)
+        .ok_or_else(|| anyhow!("hash is not 64 hex digits"))
 }
 
-fn proof(p: &[String]) -> anyhow::Result<Vec<Hash>> {
+/// A proof in a JSON answer: a list of hashes.
+pub fn proof(p: &[String]) -> anyhow::Result<Vec<Hash>> {
     p.iter().map(|h| hash(h)).collect()
 }
 

@@ -592,11 +592,9 @@ fn progress_bar(quiet: bool, what: &str) -> ProgressBar {
 }
 
 fn parse_hash(what: &str, s: &str) -> anyhow::Result<Hash> {
-    let bytes = hex::decode(s.trim()).with_context(|| format!("{what} must be hex"))?;
-    let arr: [u8; 32] = bytes
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("{what} must be 32 bytes (64 hex digits)"))?;
-    Ok(Hash(arr))
+    ledger::hash::parse_hex32(s.trim())
+        .map(Hash)
+        .ok_or_else(|| anyhow::anyhow!("{what} must be hex: 32 bytes, 64 hex digits"))
 }
 
 fn verify(a: VerifyArgs) -> anyhow::Result<()> {

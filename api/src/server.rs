@@ -350,11 +350,9 @@ fn hexh(h: &Hash) -> String {
 }
 
 fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {
-    let v = hex::decode(s).map_err(|_| ApiError::param(field, "must be 64 hex digits"))?;
-    let a: [u8; 32] = v
-        .try_into()
-        .map_err(|_| ApiError::param(field, "must be 64 hex digits"))?;
-    Ok(Hash(a))
+    ledger::hash::parse_hex32(s)
+        .map(Hash)
+        .ok_or_else(|| ApiError::param(field, "must be 64 hex digits"))
 }
 
 /// A successful write.

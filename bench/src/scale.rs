@@ -88,6 +88,13 @@ pub struct SizeReport {
     /// The server process's CPU time (user + system) per proof in the
     /// first round: what the server alone spends, clients excluded.
     pub server_cpu_us_per_proof: f64,
+    /// This process's CPU time per proof in the first round: what the
+    /// checking clients spend (HTTP, JSON, and verifying each proof).
+    pub client_cpu_us_per_proof: f64,
+    /// The same two figures in the second (warm) round. On a shared host
+    /// CPU per proof moves less than a rate does.
+    pub warm_server_cpu_us_per_proof: f64,
+    pub warm_client_cpu_us_per_proof: f64,
     pub proofs_verified: u64,
     pub verify_seconds: f64,
     pub verify_entries_per_s: f64,
@@ -116,7 +123,7 @@ impl SizeReport {
             format!("{lo:.0}–{hi:.0}")
         };
         format!(
-            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; the server's CPU {:.0} µs per proof\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs",
+            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; CPU per proof: the server {:.0} µs, the clients {:.0} µs\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; CPU per proof: the server {:.0} µs, the clients {:.0} µs; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs",
             self.entries,
             self.build_seconds,
             self.build_events_per_s,
@@ -133,9 +140,12 @@ impl SizeReport {
             self.consistency_p99_us,
             self.proofs_per_s,
             self.server_cpu_us_per_proof,
+            self.client_cpu_us_per_proof,
             self.warm_inclusion_p99_us,
             self.warm_consistency_p99_us,
             self.warm_proofs_per_s,
+            self.warm_server_cpu_us_per_proof,
+            self.warm_client_cpu_us_per_proof,
             self.proofs_verified,
             self.verify_seconds,
             self.verify_entries_per_s,
@@ -386,19 +396,9 @@ impl Server {
         Ok((server, healthz, readyz))
     }
 
-    /// CPU time the server process has used, user and system
-    /// (`/proc/<pid>/stat` fields 14 and 15, in clock ticks of 1/100 s).
+    /// CPU time the server process has used.
     fn cpu_seconds(&self) -> f64 {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .ok()
-            .and_then(|s| {
-                // Fields after the command name, which is in parentheses.
-                let rest = &s[s.rfind(')')? + 2..];
-                let f: Vec<&str> = rest.split_whitespace().collect();
-                let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-                Some(ticks as f64 / 100.0)
-            })
-            .unwrap_or(0.0)
+        cpu_seconds(self.child.id())
     }
 
     fn status_kb(&self, field: &str) -> u64 {
@@ -412,6 +412,50 @@ impl Server {
             })
             .unwrap_or(0)
     }
+}
+
+/// CPU time process `pid` has used, user and system (`/proc/<pid>/stat`
+/// fields 14 and 15, in clock ticks of 1/100 s).
+fn cpu_seconds(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name, which is in parentheses.
+            let rest = &s[s.rfind(')')? + 2..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// One round of the proof load: latencies in µs, the rate, and the CPU
+/// per proof of the server and of this process (the clients).
+struct ProofRound {
+    inclusion: Vec<u64>,
+    consistency: Vec<u64>,
+    rate: f64,
+    server_cpu_us: f64,
+    client_cpu_us: f64,
+}
+
+/// Runs [`proof_load`] and measures the CPU the server and this process
+/// spend on it.
+fn measured_proof_load(
+    server: &Server,
+    vkey: &str,
+    cfg: &ScaleConfig,
+) -> anyhow::Result<ProofRound> {
+    let (s0, c0) = (server.cpu_seconds(), cpu_seconds(std::process::id()));
+    let (inclusion, consistency, rate) = proof_load(&server.base, vkey, cfg.clients, cfg.proofs)?;
+    let n = (inclusion.len() + consistency.len()).max(1) as f64;
+    Ok(ProofRound {
+        server_cpu_us: (server.cpu_seconds() - s0) * 1e6 / n,
+        client_cpu_us: (cpu_seconds(std::process::id()) - c0) * 1e6 / n,
+        inclusion,
+        consistency,
+        rate,
+    })
 }
 
 /// A tiny deterministic generator for request parameters.
@@ -432,17 +476,6 @@ fn pct(v: &mut [u64], q: f64) -> u64 {
     }
     v.sort_unstable();
     v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
-fn hashes(v: &[String]) -> anyhow::Result<Vec<ledger::Hash>> {
-    v.iter()
-        .map(|h| {
-            let b = hex::decode(h)?;
-            Ok(ledger::Hash(
-                b.try_into().map_err(|_| anyhow!("hash length"))?,
-            ))
-        })
-        .collect()
 }
 
 /// Inclusion and consistency proofs through HTTP, each verified.
@@ -474,12 +507,12 @@ fn proof_load(
                             ))?;
                             inc.push(t.elapsed().as_micros() as u64);
                             let body: api::server::InclusionProof = r.json()?;
-                            let leaf = hashes(&[body.leaf_hash])?[0];
+                            let leaf = api::check::hash(&body.leaf_hash)?;
                             ledger::merkle::verify_inclusion(
                                 &leaf,
                                 index,
                                 size,
-                                &hashes(&body.proof)?,
+                                &api::check::proof(&body.proof)?,
                                 &root,
                             )
                             .map_err(|e| anyhow!("inclusion {index}: {e}"))?;
@@ -497,10 +530,10 @@ fn proof_load(
                             // tie it to the signed root, or it does not verify.
                             ledger::merkle::verify_consistency(
                                 old,
-                                &hashes(&[body.first_root])?[0],
+                                &api::check::hash(&body.first_root)?,
                                 size,
                                 &root,
-                                &hashes(&body.proof)?,
+                                &api::check::proof(&body.proof)?,
                             )
                             .map_err(|e| anyhow!("consistency {old}: {e}"))?;
                         }
@@ -643,10 +676,15 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         if k + 1 < cfg.repeats.max(1) {
             continue;
         }
-        let cpu_before = server.cpu_seconds();
-        let (mut inc, mut con, rate) = proof_load(&server.base, &vkey, cfg.clients, cfg.proofs)?;
-        rep.server_cpu_us_per_proof =
-            (server.cpu_seconds() - cpu_before) * 1e6 / (inc.len() + con.len()).max(1) as f64;
+        let ProofRound {
+            inclusion: mut inc,
+            consistency: mut con,
+            rate,
+            server_cpu_us,
+            client_cpu_us,
+        } = measured_proof_load(&server, &vkey, cfg)?;
+        rep.server_cpu_us_per_proof = server_cpu_us;
+        rep.client_cpu_us_per_proof = client_cpu_us;
         rep.inclusion_p50_us = pct(&mut inc, 0.5);
         rep.inclusion_p99_us = pct(&mut inc, 0.99);
         rep.consistency_p50_us = pct(&mut con, 0.5);
@@ -656,7 +694,15 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         // The same load again: the first round reads the hashes it needs
         // from a page cache that may not hold them yet (right after a
         // start, or after building the log); the second shows a warm one.
-        let (mut inc, mut con, rate) = proof_load(&server.base, &vkey, cfg.clients, cfg.proofs)?;
+        let ProofRound {
+            inclusion: mut inc,
+            consistency: mut con,
+            rate,
+            server_cpu_us,
+            client_cpu_us,
+        } = measured_proof_load(&server, &vkey, cfg)?;
+        rep.warm_server_cpu_us_per_proof = server_cpu_us;
+        rep.warm_client_cpu_us_per_proof = client_cpu_us;
         rep.warm_inclusion_p99_us = pct(&mut inc, 0.99);
         rep.warm_consistency_p99_us = pct(&mut con, 0.99);
         rep.warm_proofs_per_s = rate;

@@ -30,6 +30,16 @@ pub fn hex32(b: &[u8; 32]) -> String {
     }
 }
 
+/// The 32 bytes that 64 hex digits (either case) spell, or `None` for any
+/// other string. Decodes in place: a proof carries two dozen of these, and
+/// decoding each through a growing `Vec` cost a proof-checking client a
+/// tenth of its CPU (bench/README.md, eleventh session).
+pub fn parse_hex32(s: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(s, &mut out).ok()?;
+    Some(out)
+}
+
 /// BLAKE3 content digest of the leaf bytes (unkeyed, 32-byte output).
 pub fn content_digest(leaf: &[u8]) -> [u8; 32] {
     *blake3::hash(leaf).as_bytes()
@@ -70,6 +80,24 @@ mod tests {
         }
         assert_eq!(hex32(&b), hex::encode(b));
         assert_eq!(&hex32(&[0xab; 32])[..4], "abab");
+    }
+
+    #[test]
+    fn parse_hex32_takes_exactly_64_hex_digits_and_inverts_hex32() {
+        let b: [u8; 32] = std::array::from_fn(|i| (i as u8).wrapping_mul(53));
+        assert_eq!(parse_hex32(&hex32(&b)), Some(b));
+        assert_eq!(parse_hex32(&hex32(&b).to_uppercase()), Some(b));
+        let good = "ab".repeat(32);
+        for bad in [
+            "",
+            &good[..63],
+            &good[..62],
+            &format!("{good}ab"),
+            &format!("{}zz", &good[..62]),
+            &format!(" {}", &good[..63]),
+        ] {
+            assert_eq!(parse_hex32(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
