@@ -398,7 +398,7 @@ impl Server {
 
     /// CPU time the server process has used.
     fn cpu_seconds(&self) -> f64 {
-        cpu_seconds(self.child.id())
+        crate::cpu_seconds(self.child.id())
     }
 
     fn status_kb(&self, field: &str) -> u64 {
@@ -412,21 +412,6 @@ impl Server {
             })
             .unwrap_or(0)
     }
-}
-
-/// CPU time process `pid` has used, user and system (`/proc/<pid>/stat`
-/// fields 14 and 15, in clock ticks of 1/100 s).
-fn cpu_seconds(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // Fields after the command name, which is in parentheses.
-            let rest = &s[s.rfind(')')? + 2..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(ticks as f64 / 100.0)
-        })
-        .unwrap_or(0.0)
 }
 
 /// One round of the proof load: latencies in µs, the rate, and the CPU
@@ -446,12 +431,12 @@ fn measured_proof_load(
     vkey: &str,
     cfg: &ScaleConfig,
 ) -> anyhow::Result<ProofRound> {
-    let (s0, c0) = (server.cpu_seconds(), cpu_seconds(std::process::id()));
+    let (s0, c0) = (server.cpu_seconds(), crate::cpu_seconds(std::process::id()));
     let (inclusion, consistency, rate) = proof_load(&server.base, vkey, cfg.clients, cfg.proofs)?;
     let n = (inclusion.len() + consistency.len()).max(1) as f64;
     Ok(ProofRound {
         server_cpu_us: (server.cpu_seconds() - s0) * 1e6 / n,
-        client_cpu_us: (cpu_seconds(std::process::id()) - c0) * 1e6 / n,
+        client_cpu_us: (crate::cpu_seconds(std::process::id()) - c0) * 1e6 / n,
         inclusion,
         consistency,
         rate,

@@ -115,6 +115,9 @@ fn main() -> anyhow::Result<()> {
     let prepared = prepare(&client, &vkey, &operator, cfg.clients)?;
     let report = run(&base, &vkey, &prepared, &cfg);
     println!("{}", report.summary());
+    if rt.is_some() {
+        println!("(the server ran in this process: its CPU is in the figure per event)");
+    }
     drop(rt);
     if !report.errors_by_code.is_empty() {
         anyhow::bail!("errors: {:?}", report.errors_by_code);
