@@ -60,45 +60,51 @@ fn malformed(key: u64, why: impl Into<String>) -> Corruption {
     )
 }
 
-thread_local! {
-    /// One zstd decompression context per thread, made on first use. Making
-    /// one per bundle cost more than the decompression itself (a full
-    /// verify spent 10% of its time in `ZSTD_createDCtx`).
-    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
-}
+/// A zstd context kept per thread, made on first use.
+type Kept<T> = std::cell::RefCell<Option<T>>;
 
 thread_local! {
-    /// One zstd compression context per thread, for the same reason: a
-    /// fresh context per full bundle cost the committer an allocation of
-    /// its tables, and the page faults to touch them, on every 16 entries.
-    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+    /// Making a decompression context per bundle cost more than the
+    /// decompression itself (a full verify spent 10% of its time in
+    /// `ZSTD_createDCtx`).
+    static DECOMPRESSOR: Kept<zstd::bulk::Decompressor<'static>> = const { Kept::new(None) };
+    /// A fresh compression context per full bundle cost the committer an
+    /// allocation of its tables, and the page faults to touch them, on
+    /// every 16 entries.
+    static COMPRESSOR: Kept<zstd::bulk::Compressor<'static>> = const { Kept::new(None) };
+}
+
+/// `f` with this thread's context in `kept`, made by `make` on first use.
+fn with_kept<T: 'static, R>(
+    kept: &'static std::thread::LocalKey<Kept<T>>,
+    make: impl FnOnce() -> std::io::Result<T>,
+    f: impl FnOnce(&mut T) -> std::io::Result<R>,
+) -> std::io::Result<R> {
+    kept.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let ctx = match slot.as_mut() {
+            Some(c) => c,
+            None => slot.insert(make()?),
+        };
+        f(ctx)
+    })
 }
 
 /// Compresses `payload` into one zstd frame at [`ZSTD_LEVEL`] with this
 /// thread's context. The frame is the same as a fresh context's: a bulk
 /// compression starts a new frame with the context's parameters.
 fn compress(payload: &[u8]) -> std::io::Result<Vec<u8>> {
-    COMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let c = match slot.as_mut() {
-            Some(c) => c,
-            None => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL)?),
-        };
-        c.compress(payload)
-    })
+    with_kept(
+        &COMPRESSOR,
+        || zstd::bulk::Compressor::new(ZSTD_LEVEL),
+        |c| c.compress(payload),
+    )
 }
 
 /// Decompresses one zstd frame of at most `len` bytes with this thread's
 /// context.
 fn decompress(frame: &[u8], len: usize) -> std::io::Result<Vec<u8>> {
-    DECOMPRESSOR.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let d = match slot.as_mut() {
-            Some(d) => d,
-            None => slot.insert(zstd::bulk::Decompressor::new()?),
-        };
+    with_kept(&DECOMPRESSOR, zstd::bulk::Decompressor::new, |d| {
         d.decompress(frame, len)
     })
 }
