@@ -33,6 +33,7 @@ pub struct Metrics {
     /// Unix time of the newest anchor (published or found at startup).
     pub last_anchor: Gauge,
     data_file_bytes: Gauge,
+    requests_in_flight: Gauge,
 }
 
 impl Default for Metrics {
@@ -103,6 +104,12 @@ impl Metrics {
             "Size of the data file (ledger.redb)",
             data_file_bytes.clone(),
         );
+        let requests_in_flight = Gauge::default();
+        registry.register(
+            "http_requests_in_flight",
+            "Requests holding one of the max_concurrent_requests slots, this scrape included",
+            requests_in_flight.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             append_latency,
@@ -116,6 +123,7 @@ impl Metrics {
             read_only,
             last_anchor,
             data_file_bytes,
+            requests_in_flight,
         }
     }
 
@@ -143,6 +151,8 @@ impl Metrics {
             .set(stats.commit_failures.load(Ordering::Relaxed) as i64);
         self.read_only
             .set(i64::from(stats.read_only.load(Ordering::Relaxed)));
+        self.requests_in_flight
+            .set(state.requests_in_flight() as i64);
         if let Ok(m) = std::fs::metadata(log.path()) {
             self.data_file_bytes.set(m.len() as i64);
         }

@@ -84,6 +84,15 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
+    /// Requests now holding one of the `max_concurrent_requests` slots
+    /// (the health, readiness and metrics routes take one too).
+    pub fn requests_in_flight(&self) -> usize {
+        self.config
+            .max_concurrent_requests
+            .max(1)
+            .saturating_sub(self.inflight.available_permits())
+    }
+
     /// Opens the data directory's event log with the log key and starts
     /// nothing; see [`start_verify`] and [`router`].
     pub fn open(

@@ -33,7 +33,9 @@ fn every_route_answers_and_every_proof_verifies() {
     let _ = c.get("/v1/entries/999999");
     let m = c.get("/metrics").expect("metrics").text();
     assert!(
-        m.contains("ledger_tree_size") && m.contains("ledger_append_latency_seconds"),
+        m.contains("ledger_tree_size")
+            && m.contains("ledger_append_latency_seconds")
+            && m.contains("ledger_http_requests_in_flight 1"),
         "{m}"
     );
     assert!(
@@ -363,19 +365,23 @@ fn every_api_error_code_is_a_problem_document() {
     drop(stalled);
 
     // Overloaded: one slot, held by a client that never finishes its body.
+    // Probe only once the held request has the slot: a probe sent earlier
+    // can take the slot first and leave the held request the 503.
     let busy = TestServer::start(|c| c.max_concurrent_requests = 1);
     let mut hold = TcpStream::connect(busy.addr).expect("connect");
     hold.write_all(b"POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{").expect("write");
-    // The slot is taken once the server has read the held request's
-    // headers; on a loaded machine that can take a while, so ask until then.
-    let mut r = busy.client().get("/v1/log").expect("r");
-    for _ in 0..300 {
-        if r.status == 503 {
+    for _ in 0..3000 {
+        if busy.state.requests_in_flight() == 1 {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        r = busy.client().get("/v1/log").expect("r");
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
+    assert_eq!(
+        busy.state.requests_in_flight(),
+        1,
+        "the held request never took the slot"
+    );
+    let r = busy.client().get("/v1/log").expect("r");
     problem(&r, 503, "overloaded");
     drop(hold);
 }
