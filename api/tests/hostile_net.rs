@@ -49,7 +49,9 @@ fn a_connection_flood_leaves_the_server_healthy() {
     }
     let c = s.client();
     let mut ok = false;
-    for _ in 0..100 {
+    // Up to 30 s, as for startup: a loaded 2-core CI machine is slow to
+    // close 2,000 connections, and that is not what this test is about.
+    for _ in 0..1500 {
         if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
             ok = true;
             break;
