@@ -25,10 +25,10 @@ pub struct Metrics {
     errors: Family<CodeLabel, Counter>,
     tree_size: Gauge,
     verify_status: Gauge,
-    appends: Gauge,
-    batches: Gauge,
+    appends: Counter,
+    batches: Counter,
     last_batch: Gauge,
-    commit_failures: Gauge,
+    commit_failures: Counter,
     read_only: Gauge,
     /// Unix time of the newest anchor (published or found at startup).
     pub last_anchor: Gauge,
@@ -47,14 +47,10 @@ impl Metrics {
         let mut registry = Registry::with_prefix("ledger");
         let append_latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         let errors = Family::<CodeLabel, Counter>::default();
-        let (tree_size, verify_status, appends, batches, last_batch, commit_failures) = (
-            Gauge::default(),
-            Gauge::default(),
-            Gauge::default(),
-            Gauge::default(),
-            Gauge::default(),
-            Gauge::default(),
-        );
+        let (tree_size, verify_status, last_batch) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        let (appends, batches, commit_failures) =
+            (Counter::default(), Counter::default(), Counter::default());
         registry.register(
             "append_latency_seconds",
             "Time from a write's arrival to its durable acknowledgement",
@@ -141,14 +137,8 @@ impl Metrics {
         self.tree_size.set(log.head().size as i64);
         self.verify_status
             .set(state.verify_status.load(Ordering::SeqCst));
-        self.appends
-            .set(stats.appends.load(Ordering::Relaxed) as i64);
-        self.batches
-            .set(stats.batches.load(Ordering::Relaxed) as i64);
         self.last_batch
             .set(stats.last_batch_size.load(Ordering::Relaxed) as i64);
-        self.commit_failures
-            .set(stats.commit_failures.load(Ordering::Relaxed) as i64);
         self.read_only
             .set(i64::from(stats.read_only.load(Ordering::Relaxed)));
         self.requests_in_flight
@@ -158,6 +148,15 @@ impl Metrics {
         }
         let mut out = String::new();
         let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        // The counters follow the log's own, which only grow; under the
+        // registry's lock, so two scrapes never add the same steps twice.
+        for (counter, now) in [
+            (&self.appends, &stats.appends),
+            (&self.batches, &stats.batches),
+            (&self.commit_failures, &stats.commit_failures),
+        ] {
+            counter.inc_by(now.load(Ordering::Relaxed).saturating_sub(counter.get()));
+        }
         let _ = encode(&mut out, &reg);
         out
     }

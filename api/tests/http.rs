@@ -35,7 +35,10 @@ fn every_route_answers_and_every_proof_verifies() {
     assert!(
         m.contains("ledger_tree_size")
             && m.contains("ledger_append_latency_seconds")
-            && m.contains("ledger_http_requests_in_flight 1"),
+            && m.contains("ledger_http_requests_in_flight 1")
+            && m.contains("# TYPE ledger_appends counter")
+            && m.contains("ledger_appends_total ")
+            && m.contains("ledger_commit_batches_total "),
         "{m}"
     );
     assert!(
