@@ -21,23 +21,25 @@ pub fn node_hash(left: Hash, right: Hash) -> Hash {
 }
 
 /// Lowercase hex of 32 bytes (a hash or a digest), as JSON answers write it.
+/// A proof answer writes two dozen of these (see [`parse_hex32`] on why
+/// this uses `const-hex`).
 pub fn hex32(b: &[u8; 32]) -> String {
-    let mut buf = [0u8; 64];
-    // 32 bytes always fill exactly 64 ASCII digits: neither step fails.
-    match hex::encode_to_slice(b, &mut buf) {
-        Ok(()) => String::from_utf8(buf.to_vec()).unwrap_or_else(|_| hex::encode(b)),
-        Err(_) => hex::encode(b),
-    }
+    const_hex::Buffer::<32>::new().format(b).to_owned()
 }
 
 /// The 32 bytes that 64 hex digits (either case) spell, or `None` for any
-/// other string. Decodes in place: a proof carries two dozen of these, and
-/// decoding each through a growing `Vec` took 13% of a proof-checking
-/// client's profile samples (bench/README.md, eleventh session).
+/// other string. A proof carries two dozen of these. The `hex` crate's
+/// decoder branches on every digit, and at random digits the branches
+/// mispredict: it was 12% of a proof-checking client's profile samples
+/// (bench/README.md, twelfth session). `const-hex` decodes without them.
+/// It also takes a `0x` prefix, which this format never writes: the length
+/// check first refuses one (`0x` and 62 digits is 64 characters, and then
+/// too few digits).
 pub fn parse_hex32(s: &str) -> Option<[u8; 32]> {
-    let mut out = [0u8; 32];
-    hex::decode_to_slice(s, &mut out).ok()?;
-    Some(out)
+    if s.len() != 64 {
+        return None;
+    }
+    const_hex::decode_to_array(s).ok()
 }
 
 /// BLAKE3 content digest of the leaf bytes (unkeyed, 32-byte output).
@@ -95,8 +97,28 @@ mod tests {
             &format!("{good}ab"),
             &format!("{}zz", &good[..62]),
             &format!(" {}", &good[..63]),
+            &format!("0x{}", &good[..62]),
+            &format!("0X{}", &good[..62]),
+            &format!("0x{good}"),
         ] {
             assert_eq!(parse_hex32(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// `const-hex` accepts exactly what the `hex` crate accepts: 64
+        /// digits of either case, and nothing with one stray character
+        /// (a letter past f, `x`, a space) anywhere or a length off 64.
+        #[test]
+        fn parse_hex32_agrees_with_the_hex_crate(
+            good in "[0-9a-fA-F]{64}",
+            odd in "[0-9a-fA-F]{0,40}[g-zG-Z x]?[0-9a-fA-F]{0,40}",
+        ) {
+            for s in [good, odd] {
+                let mut want = [0u8; 32];
+                let want = hex::decode_to_slice(&s, &mut want).ok().map(|()| want);
+                proptest::prop_assert_eq!(parse_hex32(&s), want, "{:?}", s);
+            }
         }
     }
 
