@@ -338,9 +338,6 @@ impl State {
                     "not base64 of 64 bytes",
                 )
             })?;
-            let key = VerifyingKey::from_bytes(&p.public_key).map_err(|_| {
-                Rejection::new(C::CosignerUnknown, body(field), "stored key is invalid")
-            })?;
             let already = statement_digest.is_some_and(|statement_digest| {
                 preverified.contains(&Preverified {
                     public_key: p.public_key,
@@ -349,6 +346,11 @@ impl State {
                 })
             });
             if !already {
+                // Decompressing the key is a field square root: on the
+                // serial path, paid only when the signature is checked here.
+                let key = VerifyingKey::from_bytes(&p.public_key).map_err(|_| {
+                    Rejection::new(C::CosignerUnknown, body(field), "stored key is invalid")
+                })?;
                 key.verify_strict(statement, &Signature::from_bytes(&sig))
                     .map_err(|_| {
                         Rejection::new(
