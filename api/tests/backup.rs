@@ -45,12 +45,7 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
     let size = api::backup::backup(&c, &file, &mut |_, _| {}).expect("backup");
     // On a loaded machine the writer may not have landed a write since the
     // backup's checkpoint yet: let it, for up to 30 s, before stopping it.
-    for _ in 0..3000 {
-        if s.state.events.ledger().head().size > size {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    common::within_30s(|| s.state.events.ledger().head().size > size);
     stop.store(true, Ordering::SeqCst);
     let written = writer.join().expect("writer");
     assert!(written > 0, "the backup ran under load");

@@ -15,6 +15,19 @@ use ledger::events::envelope::{case_provenance_statement, format_micros};
 use ledger::events::model::*;
 use tests::world::{case_digest, run, score, task_class, CASSETTE, T0, TASK_CLASS};
 
+/// Whether `cond` comes true within 30 s, asked every 10 ms: the bound for
+/// anything these tests wait on, since a loaded 2-core CI machine runs many
+/// servers at once.
+pub fn within_30s(mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..3000 {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    cond()
+}
+
 pub struct TestServer {
     pub base: String,
     pub addr: SocketAddr,
@@ -83,32 +96,25 @@ impl TestServer {
         s
     }
 
-    /// Waits up to 30 s (a loaded 2-core CI machine runs many servers at
-    /// once) for `/healthz`.
+    /// Waits up to 30 s for `/healthz`.
     pub fn wait_ready(&self) {
         let c = self.client();
-        for _ in 0..3000 {
-            if let Ok(r) = c.get("/healthz") {
-                if r.status == 200 {
-                    return;
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("server did not start");
+        assert!(
+            within_30s(|| c.get("/healthz").map(|r| r.status).unwrap_or(0) == 200),
+            "server did not start"
+        );
     }
 
-    /// Waits up to 30 s for `/readyz`: the projection loaded and the
-    /// startup verify passed.
-    pub fn wait_verified(&self) {
+    /// Whether `/readyz` answers 200 (the projection loaded and the startup
+    /// verify passed) within 30 s.
+    pub fn verified_within_30s(&self) -> bool {
         let c = self.client();
-        for _ in 0..3000 {
-            if c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("server never became ready");
+        within_30s(|| c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200)
+    }
+
+    /// Waits up to 30 s for `/readyz`.
+    pub fn wait_verified(&self) {
+        assert!(self.verified_within_30s(), "server never became ready");
     }
 
     pub fn client(&self) -> Client {
