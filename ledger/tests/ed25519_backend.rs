@@ -49,7 +49,11 @@ fn rfc8032_vectors_verify_and_a_flipped_bit_does_not() {
         for bit in [0, 255, 256, 511] {
             let mut bad = sig;
             bad[bit / 8] ^= 1 << (bit % 8);
-            assert!(!strict(&pk, &msg, &bad), "TEST {} with bit {bit} flipped", i + 1);
+            assert!(
+                !strict(&pk, &msg, &bad),
+                "TEST {} with bit {bit} flipped",
+                i + 1
+            );
         }
     }
 }
@@ -80,6 +84,9 @@ fn many_honest_signatures_verify_and_none_verifies_under_another_message() {
         let sig = key.sign(msg.as_bytes()).to_bytes();
         let pk = key.verifying_key().to_bytes();
         assert!(strict(&pk, msg.as_bytes(), &sig), "signature {n}");
-        assert!(!strict(&pk, format!("{msg}.").as_bytes(), &sig), "signature {n}, other message");
+        assert!(
+            !strict(&pk, format!("{msg}.").as_bytes(), &sig),
+            "signature {n}, other message"
+        );
     }
 }
