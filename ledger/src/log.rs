@@ -643,7 +643,11 @@ impl<S: Sequencer> Ledger<S> {
             return Err(Error::IndexOutOfRange { index, size });
         }
         let snap = self.snapshot_below(size)?;
-        let r = Reader::new(&snap);
+        let r = if indices.len() > 1 {
+            Reader::memoized(&snap)
+        } else {
+            Reader::new(&snap)
+        };
         indices
             .iter()
             .map(|&index| {

@@ -1064,6 +1064,10 @@ impl Iterator for Records {
 pub(crate) struct Reader<'a> {
     pub snap: &'a Snapshot,
     pub err: std::cell::RefCell<Option<Error>>,
+    /// Hashes already read, for a reader that serves many proofs in one
+    /// tree: proofs of nearby entries share most of their upper nodes and
+    /// the whole right edge of the tree.
+    memo: Option<std::cell::RefCell<std::collections::HashMap<u64, Hash>>>,
 }
 
 impl<'a> Reader<'a> {
@@ -1071,6 +1075,16 @@ impl<'a> Reader<'a> {
         Reader {
             snap,
             err: std::cell::RefCell::new(None),
+            memo: None,
+        }
+    }
+
+    /// A reader that remembers every hash it reads, for many proofs from one
+    /// snapshot (a snapshot never changes, so neither does a stored hash).
+    pub fn memoized(snap: &'a Snapshot) -> Self {
+        Reader {
+            memo: Some(Default::default()),
+            ..Reader::new(snap)
         }
     }
 
@@ -1084,7 +1098,21 @@ impl<'a> Reader<'a> {
 
 impl tlog_tiles::HashReader for Reader<'_> {
     fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
-        self.snap.hashes_at(indexes).map_err(|e| {
+        let read = match &self.memo {
+            None => self.snap.hashes_at(indexes),
+            Some(memo) => indexes
+                .iter()
+                .map(|&i| {
+                    if let Some(h) = memo.borrow().get(&i) {
+                        return Ok(*h);
+                    }
+                    let h = self.snap.hashes_at(&[i])?[0];
+                    memo.borrow_mut().insert(i, h);
+                    Ok(h)
+                })
+                .collect(),
+        };
+        read.map_err(|e| {
             *self.err.borrow_mut() = Some(e);
             tlog_tiles::Error::IndexesNotInTree
         })
