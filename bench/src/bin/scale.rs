@@ -9,6 +9,13 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+/// The ledger server's allocator (api/src/main.rs), here too: for the
+/// in-process server, and so that the client's share of the two cores is
+/// not spent in glibc's malloc.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "scale",
