@@ -579,16 +579,37 @@ impl Store {
             let mut meta = txn.open_table(META).map_err(storage)?;
             let mut by_leaf = txn.open_table(LEAF_INDEX).map_err(storage)?;
             let mut keys = txn.open_table(ENTRY_KEYS).map_err(storage)?;
+            // The two indexes with random keys are written in key order
+            // (a stable sort, so rows with one key keep their order): each
+            // insert then goes down the pages the one before it touched.
+            let mut named: Vec<(&str, u64, [u8; 32])> = rows
+                .iter()
+                .filter_map(|r| r.key.map(|(name, digest)| (name, r.index, digest)))
+                .collect();
+            named.sort_by(|a, b| a.0.cmp(b.0));
+            for (name, index, digest) in named {
+                keys.insert(name, (index, digest)).map_err(storage)?;
+            }
+            let mut leaves: Vec<(&[u8; 32], u64)> = rows
+                .iter()
+                .filter_map(|r| r.hashes.first().map(|h| (&h.0, r.index)))
+                .collect();
+            leaves.sort_by(|a, b| a.0.cmp(b.0));
+            for (leaf_hash, index) in leaves {
+                // A leaf hash keeps the first index it was stored at. Equal
+                // leaves are rare (the leaf carries its sequencing time), so
+                // insert, and put the first back if there was one, rather
+                // than look up every leaf before inserting it.
+                let first = by_leaf
+                    .insert(leaf_hash, index)
+                    .map_err(storage)?
+                    .map(|g| g.value());
+                if let Some(first) = first {
+                    by_leaf.insert(leaf_hash, first).map_err(storage)?;
+                }
+            }
             let mut writer = BundleWriter::default();
             for row in rows {
-                if let Some((name, digest)) = row.key {
-                    keys.insert(name, (row.index, digest)).map_err(storage)?;
-                }
-                if let Some(leaf_hash) = row.hashes.first() {
-                    if by_leaf.get(leaf_hash.0).map_err(storage)?.is_none() {
-                        by_leaf.insert(leaf_hash.0, row.index).map_err(storage)?;
-                    }
-                }
                 let key = bundle_of(row.index);
                 writer
                     .bundle(&mut bundles, key, |t| {

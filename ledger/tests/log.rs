@@ -260,3 +260,39 @@ fn one_snapshot_proof_reads_equal_the_separate_reads() {
         Err(Error::InvalidSize { .. })
     ));
 }
+
+#[test]
+fn find_leaf_names_the_first_entry_with_that_leaf_within_and_across_batches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let leaves: Vec<Vec<u8>> = ["a", "b", "a", "c", "b"]
+        .iter()
+        .map(|s| format!("leaf {s}").into_bytes())
+        .collect();
+    {
+        let log = open(dir.path());
+        // Submitted before any is waited for: the committer takes them as
+        // one batch when it can, so repeats fall inside one commit.
+        let pending: Vec<_> = leaves
+            .iter()
+            .map(|l| log.submit(l.clone()).expect("submit"))
+            .collect();
+        for p in pending {
+            p.wait().expect("append");
+        }
+        log.append(leaves[0].clone()).expect("append again");
+        log.append(leaves[3].clone()).expect("append again");
+    }
+    let log = open(dir.path());
+    for (leaf, first) in [(&leaves[0], 0), (&leaves[1], 1), (&leaves[3], 3)] {
+        let e = log
+            .find_leaf(&ledger::leaf_hash(leaf))
+            .expect("lookup")
+            .expect("found");
+        assert_eq!(e.index, first);
+        assert_eq!(&e.leaf, leaf);
+    }
+    assert!(log
+        .find_leaf(&ledger::leaf_hash(b"leaf d"))
+        .expect("lookup")
+        .is_none());
+}
