@@ -140,6 +140,13 @@ pub struct Decoded {
     /// Co-signatures already verified before queueing, outside the
     /// committer (see [`Preverified`]); empty when decoded.
     pub preverified: Vec<Preverified>,
+    /// The envelope's `payload` and `sig` text as posted. The decoder takes
+    /// only canonical base64 (padding as the encoder writes it, no stray
+    /// bits), so this is exactly the encoding of `payload_bytes` and
+    /// `signature`, and [`Decoded::leaf_bytes`] copies it instead of
+    /// encoding again.
+    payload_b64: String,
+    sig_b64: String,
 }
 
 /// A co-signature that verified with `public_key` over the statement whose
@@ -198,17 +205,17 @@ impl Decoded {
         // {"envelope": envelope_value(), "sequenced_at": …, "v": LEAF_VERSION},
         // written directly (keys in canonical order); a unit test checks it
         // against the generic encoder.
-        let payload = B64.encode(&self.payload_bytes);
-        let mut out = String::with_capacity(payload.len() + 320);
-        out.push_str("{\"envelope\":{\"payload\":");
-        canonical::write_str(&mut out, &payload);
-        out.push_str(",\"payloadType\":");
+        // Base64 text needs no escaping in a JSON string.
+        let mut out = String::with_capacity(self.payload_b64.len() + 320);
+        out.push_str("{\"envelope\":{\"payload\":\"");
+        out.push_str(&self.payload_b64);
+        out.push_str("\",\"payloadType\":");
         canonical::write_str(&mut out, PAYLOAD_TYPE);
         out.push_str(",\"signatures\":[{\"keyid\":");
         canonical::write_str(&mut out, &self.keyid);
-        out.push_str(",\"sig\":");
-        canonical::write_str(&mut out, &B64.encode(self.signature.to_bytes()));
-        out.push_str("}]},\"sequenced_at\":");
+        out.push_str(",\"sig\":\"");
+        out.push_str(&self.sig_b64);
+        out.push_str("\"}]},\"sequenced_at\":");
         canonical::write_str(&mut out, &format_micros(sequenced_at));
         out.push_str(",\"v\":");
         out.push_str(&LEAF_VERSION.to_string());
@@ -310,6 +317,8 @@ fn decode_envelope_as(bytes: &[u8], check: Check) -> Result<Decoded, Rejection> 
         keyid: sig.keyid.clone(),
         signature: Signature::from_bytes(&sig_bytes),
         preverified: Vec::new(),
+        sig_b64: sig.sig.clone(),
+        payload_b64: env.payload,
     })
 }
 
@@ -380,9 +389,7 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
         #[serde(borrow)]
         event: RawEvent<'a>,
     }
-    let raw: RawPayload<'_> =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(bytes))
-            .map_err(|e| typed_error(e, ""))?;
+    let raw: RawPayload<'_> = deserialize_naming_path(bytes, "")?;
     let kind = raw.event.kind;
     let body = raw.event.body;
     macro_rules! by_kind {
@@ -391,10 +398,7 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
             $(
                 if found.is_none() {
                     if super::model::Kind::$variant.as_str() == kind {
-                        let b = serde_path_to_error::deserialize(
-                            &mut serde_json::Deserializer::from_str(body.get()),
-                        )
-                        .map_err(|e| typed_error(e, "event.body"))?;
+                        let b = deserialize_naming_path(body.get().as_bytes(), "event.body")?;
                         found = Some(Event::$variant(b));
                     }
                 }
@@ -443,6 +447,32 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
         issued_at: raw.issued_at,
         event,
     })
+}
+
+/// Deserializes a `T` from the JSON value at the start of `bytes`. Only a
+/// failure pays for tracking the path to the field at fault: it parses
+/// again under `serde_path_to_error`, which fails the same way, naming where.
+fn deserialize_naming_path<'de, T: Deserialize<'de>>(
+    bytes: &'de [u8],
+    prefix: &str,
+) -> Result<T, Rejection> {
+    match T::deserialize(&mut serde_json::Deserializer::from_slice(bytes)) {
+        Ok(t) => Ok(t),
+        Err(plain) => {
+            match serde_path_to_error::deserialize::<_, T>(
+                &mut serde_json::Deserializer::from_slice(bytes),
+            ) {
+                Err(e) => Err(typed_error(e, prefix)),
+                // Not reached: the same input fails the same way. Should it
+                // pass, the first failure still refuses, without a path.
+                Ok(_) => Err(Rejection::new(
+                    RejectCode::InvalidValue,
+                    prefix,
+                    plain.to_string(),
+                )),
+            }
+        }
+    }
 }
 
 fn typed_error(e: serde_path_to_error::Error<serde_json::Error>, prefix: &str) -> Rejection {
@@ -600,6 +630,37 @@ mod tests {
                     d.leaf_bytes_generic(at),
                     "id {id:?} at {at}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn non_canonical_base64_does_not_decode() {
+        // `QQ==` is the encoding of `A`: stray bits, missing or extra
+        // padding are refused, so a posted text is the only encoding of
+        // what it decodes to, and the leaf copies it (`leaf_bytes`).
+        assert_eq!(B64.decode("QQ==").ok(), Some(b"A".to_vec()));
+        for bad in ["QR==", "QQ", "QQ=", "QQ===", "QUI", "QUJ="] {
+            assert!(B64.decode(bad).is_err(), "{bad}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any base64 the decoder takes is the encoding of what it decodes
+        /// to: one character of a true encoding changed, anywhere.
+        #[test]
+        fn base64_that_decodes_is_the_encoding_of_its_bytes(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..48),
+            at in proptest::prelude::any::<usize>(),
+            ch in "[A-Za-z0-9+/=]",
+        ) {
+            let mut text = B64.encode(&bytes);
+            if !text.is_empty() {
+                let i = at % text.len();
+                text.replace_range(i..=i, &ch);
+            }
+            if let Ok(back) = B64.decode(&text) {
+                proptest::prop_assert_eq!(B64.encode(back), text);
             }
         }
     }
