@@ -728,23 +728,32 @@ pub async fn post_events_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<BatchResponse>, ApiError> {
     let body = json_body(&headers, body)?;
-    let items: Vec<Box<serde_json::value::RawValue>> = serde_json::from_slice(&body)
-        .map_err(|_| ApiError::param("body", "must be a JSON array of DSSE envelopes"))?;
-    if items.is_empty() || items.len() > MAX_BATCH {
-        return Err(ApiError::param(
-            "body",
-            format!("must hold 1 to {MAX_BATCH} envelopes, not {}", items.len()),
-        ));
-    }
     let started = Instant::now();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // One batch's checks are split across the cores only while the server
+    // has no more requests than cores in hand; when it has, they are
+    // already busy with other requests, and splitting would only add threads.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if state.requests_in_flight() > cores {
+        1
+    } else {
+        cores
+    };
     let st = Arc::clone(&state);
+    // Parsed on the blocking thread, into envelopes borrowed from the body.
     let pending = tokio::task::spawn_blocking(move || {
+        let items: Vec<&serde_json::value::RawValue> = serde_json::from_slice(&body)
+            .map_err(|_| ApiError::param("body", "must be a JSON array of DSSE envelopes"))?;
+        if items.is_empty() || items.len() > MAX_BATCH {
+            return Err(ApiError::param(
+                "body",
+                format!("must hold 1 to {MAX_BATCH} envelopes, not {}", items.len()),
+            ));
+        }
         let raw: Vec<&[u8]> = items.iter().map(|i| i.get().as_bytes()).collect();
-        st.events.submit_many(&raw, threads)
+        Ok(st.events.submit_many(&raw, threads))
     })
     .await
-    .map_err(|e| ApiError::Internal(format!("batch verification: {e}")))?;
+    .map_err(|e| ApiError::Internal(format!("batch verification: {e}")))??;
     let mut outcomes = Vec::with_capacity(pending.len());
     for p in pending {
         outcomes.push(match p {
