@@ -9,6 +9,9 @@
 //! mixed-order points, non-canonical encodings, S out of range), of which
 //! `verify_strict` accepts exactly one. The expected answers were produced
 //! under all three backends, which agreed (`ledger/testdata/ed25519_edge_cases.json`).
+//!
+//! The ledger's own `verify_strict` (`ledger::events::ed25519`, one square
+//! root fewer) is held to ed25519-dalek's answer on every case here.
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde_json::Value;
@@ -25,11 +28,21 @@ fn message(v: &Value) -> Vec<u8> {
     hex::decode(v["message"].as_str().expect("hex string")).expect("hex")
 }
 
-/// `verify_strict` as the ledger calls it: a key that does not decode is a
-/// refusal, like a signature that does not verify.
+/// `verify_strict` as the ledger calls it (`ledger::events::ed25519`): a key
+/// that does not decode is a refusal, like a signature that does not verify.
+/// Every answer is also held to ed25519-dalek's own `verify_strict`.
 fn strict(pub_key: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
-    VerifyingKey::from_bytes(pub_key)
-        .is_ok_and(|k| k.verify_strict(msg, &Signature::from_bytes(sig)).is_ok())
+    let Ok(key) = VerifyingKey::from_bytes(pub_key) else {
+        return false;
+    };
+    let sig = Signature::from_bytes(sig);
+    let ours = ledger::events::ed25519::verify_strict(&key, msg, &sig);
+    assert_eq!(
+        ours,
+        key.verify_strict(msg, &sig).is_ok(),
+        "the ledger's verify_strict and ed25519-dalek's disagree"
+    );
+    ours
 }
 
 fn vectors() -> Value {
@@ -88,5 +101,33 @@ fn many_honest_signatures_verify_and_none_verifies_under_another_message() {
             !strict(&pk, format!("{msg}.").as_bytes(), &sig),
             "signature {n}, other message"
         );
+    }
+}
+
+proptest::proptest! {
+    /// Signatures with bytes changed anywhere (`R`, `s`), a byte of the key
+    /// changed, or `R` replaced by a point of small order: the ledger's
+    /// `verify_strict` and ed25519-dalek's agree (checked inside `strict`).
+    #[test]
+    fn the_ledgers_verify_strict_agrees_with_ed25519_dalek(
+        seed in proptest::prelude::any::<[u8; 32]>(),
+        msg in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        flip_at in 0usize..96,
+        flip in 0u8..=255,
+        small_r in 0usize..9,
+    ) {
+        let key = SigningKey::from_bytes(&seed);
+        let mut sig = key.sign(&msg).to_bytes();
+        let mut pk = key.verifying_key().to_bytes();
+        if small_r < 8 {
+            let r = curve25519_dalek::constants::EIGHT_TORSION[small_r].compress().to_bytes();
+            sig[..32].copy_from_slice(&r);
+        }
+        if flip_at < 64 {
+            sig[flip_at] ^= flip;
+        } else {
+            pk[flip_at - 64] ^= flip;
+        }
+        let _ = strict(&pk, &msg, &sig);
     }
 }

@@ -164,14 +164,19 @@ pub struct Preverified {
 impl Decoded {
     /// Verifies the envelope signature with `key` (strict Ed25519).
     pub fn verify(&self, key: &VerifyingKey) -> Result<(), Rejection> {
-        key.verify_strict(&pae(PAYLOAD_TYPE, &self.payload_bytes), &self.signature)
-            .or_else(|_| {
-                reject(
-                    RejectCode::SignatureInvalid,
-                    "signatures[0].sig",
-                    "signature does not verify for the signer's key",
-                )
-            })
+        if super::ed25519::verify_strict(
+            key,
+            &pae(PAYLOAD_TYPE, &self.payload_bytes),
+            &self.signature,
+        ) {
+            Ok(())
+        } else {
+            reject(
+                RejectCode::SignatureInvalid,
+                "signatures[0].sig",
+                "signature does not verify for the signer's key",
+            )
+        }
     }
 
     /// The envelope in its canonical JSON form.

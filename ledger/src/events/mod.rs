@@ -4,6 +4,7 @@
 //! docs/EVENTS.md documents every event, who may write it and its rules.
 
 pub mod canonical;
+pub mod ed25519;
 pub mod envelope;
 pub mod model;
 pub mod reject;

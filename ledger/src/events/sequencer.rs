@@ -151,10 +151,7 @@ fn preverify_cosignatures(d: &mut Decoded, keys: &KeyCache) {
         let Some(signature) = super::state::signature_bytes(&cs.signature) else {
             continue;
         };
-        if key
-            .verify_strict(&statement, &Signature::from_bytes(&signature))
-            .is_ok()
-        {
+        if super::ed25519::verify_strict(&key, &statement, &Signature::from_bytes(&signature)) {
             d.preverified.push(super::envelope::Preverified {
                 public_key: key.to_bytes(),
                 signature,

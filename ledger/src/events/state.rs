@@ -351,14 +351,13 @@ impl State {
                 let key = VerifyingKey::from_bytes(&p.public_key).map_err(|_| {
                     Rejection::new(C::CosignerUnknown, body(field), "stored key is invalid")
                 })?;
-                key.verify_strict(statement, &Signature::from_bytes(&sig))
-                    .map_err(|_| {
-                        Rejection::new(
-                            C::CosignatureInvalid,
-                            body(&format!("{field}.signature")),
-                            "does not verify over the statement",
-                        )
-                    })?;
+                if !super::ed25519::verify_strict(&key, statement, &Signature::from_bytes(&sig)) {
+                    return Err(Rejection::new(
+                        C::CosignatureInvalid,
+                        body(&format!("{field}.signature")),
+                        "does not verify over the statement",
+                    ));
+                }
             }
             identities.push((cs.key_id.clone(), p.identity.clone()));
         }
