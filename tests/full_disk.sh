@@ -75,7 +75,8 @@ for index, leaf_hash in acked.items():
     assert pe.root_from_inclusion(index, size, bytes.fromhex(leaf_hash), proof) == root, index
 metrics = pe.http("GET", server + "/metrics")[1].decode()
 read_only = [l for l in metrics.splitlines() if l.startswith("ledger_storage_read_only")]
-print(f"during the fault: all {len(acked)} entries and proofs served and verified ({read_only[0] if read_only else 'no gauge'})")
+assert read_only == ["ledger_storage_read_only 1"], ("the read-only gauge during the fault", read_only)
+print(f"during the fault: all {len(acked)} entries and proofs served and verified ({read_only[0]})")
 # Space returns.
 subprocess.run(["mount", "-o", "remount,size=64m", mnt], check=True)
 for _ in range(200):

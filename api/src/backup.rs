@@ -168,9 +168,57 @@ pub fn restore(
         );
     }
 
+    // Everything is rebuilt and proven in a scratch directory beside the
+    // destination; only a log that passed every check is renamed into
+    // place. A refused restore leaves no log behind.
     std::fs::create_dir_all(data_dir)?;
+    let scratch = tempfile::Builder::new()
+        .prefix(".restoring-")
+        .tempdir_in(data_dir)
+        .with_context(|| format!("creating a scratch directory in {}", data_dir.display()))?;
+    rebuild(
+        scratch.path(),
+        lines,
+        &cp,
+        &key,
+        &reachable,
+        &trusted,
+        progress,
+    )?;
+    let db = ledger::store::DB_FILE;
+    std::fs::rename(scratch.path().join(db), data_dir.join(db))
+        .with_context(|| format!("moving the proven log into {}", data_dir.display()))?;
+    if let Ok(d) = std::fs::File::open(data_dir) {
+        d.sync_all()
+            .with_context(|| format!("syncing {}", data_dir.display()))?;
+    }
+    drop(scratch);
+    let dest = data_dir.join("log.key");
+    if std::fs::canonicalize(key_file).ok() != std::fs::canonicalize(&dest).ok() {
+        crate::init::write_secret(&dest, key.private_key().as_str())?;
+    }
+    Ok(Restored {
+        size: cp.size,
+        anchors_checked: reachable.len(),
+        behind,
+    })
+}
+
+/// Replays the backup's entries into a new log in `dir` and proves it: the
+/// size and root equal the backup's signed checkpoint (a refusal names
+/// which differs), the log is consistent with every anchor it reaches, and
+/// every event replays under the rules.
+fn rebuild(
+    dir: &Path,
+    lines: impl Iterator<Item = std::io::Result<String>>,
+    cp: &anchors::VerifiedCheckpoint,
+    key: &anchors::LogKey,
+    reachable: &[anchors::Anchor],
+    trusted: &[String],
+    progress: &mut dyn FnMut(u64, u64),
+) -> anyhow::Result<()> {
     {
-        let log = ledger::Ledger::open(data_dir, ledger::Config::default())?;
+        let log = ledger::Ledger::open(dir, ledger::Config::default())?;
         let mut pending = Vec::new();
         let mut expected = 0;
         for line in lines {
@@ -191,31 +239,31 @@ pub fn restore(
             p.wait()?;
         }
         let head = log.head();
-        if head.size != cp.size || head.root != cp.root {
+        if head.size != cp.size {
             bail!(
-                "the restored log (size {}) does not match the backup's checkpoint (size {})",
+                "the backup holds {} entries, but its signed checkpoint covers {}",
                 head.size,
                 cp.size
             );
         }
-        anchors::check_anchors(&log, &reachable, &trusted, key.origin())?;
+        if head.root != cp.root {
+            bail!(
+                "the backup's entries hash to root {} at size {}, but its signed checkpoint says {}: an entry was changed",
+                ledger::hash::hex32(&head.root.0),
+                head.size,
+                ledger::hash::hex32(&cp.root.0)
+            );
+        }
+        anchors::check_anchors(&log, reachable, trusted, key.origin())?;
         progress(cp.size, cp.size);
-    }
-    let dest = data_dir.join("log.key");
-    if std::fs::canonicalize(key_file).ok() != std::fs::canonicalize(&dest).ok() {
-        crate::init::write_secret(&dest, key.private_key().as_str())?;
     }
     // Every event must replay under the rules.
     ledger::events::EventLog::open(
-        data_dir,
+        dir,
         ledger::Config::default(),
         key.event_signing_key(),
         std::sync::Arc::new(ledger::events::SystemClock),
     )
     .context("the restored events do not replay")?;
-    Ok(Restored {
-        size: cp.size,
-        anchors_checked: reachable.len(),
-        behind,
-    })
+    Ok(())
 }

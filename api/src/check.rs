@@ -115,8 +115,11 @@ impl ReceiptChecker {
 
 /// Checks a projection's proof bundle: the checkpoint is signed by `vkey`;
 /// every evidence leaf re-hashes to its leaf hash and is included at its
-/// index under the checkpoint's root; and the evidence is exactly the set the
-/// projection says it used. Returns the number of evidence entries checked.
+/// index under the checkpoint's root; the evidence is exactly the set the
+/// projection says it used; and the held-out statistics, recomputed from
+/// the evidence leaves alone with the stated settings and seed
+/// ([`projections::evidence`]), equal the ones stated. Returns the number
+/// of evidence entries checked.
 pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<usize> {
     let cp =
         anchors::open_checkpoint(p.checkpoint.as_bytes(), vkey).context("checkpoint signature")?;
@@ -159,6 +162,38 @@ pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<us
         verify_inclusion(&lh, e.index, cp.size, &proof(&e.proof)?, &cp.root)
             .map_err(|err| anyhow!("evidence {}: {err}", e.index))?;
     }
+    // Recompute what the evidence implies (the same check the server runs
+    // before it signs a recommendation).
+    let task_class = p.view["task_class"].as_str().unwrap_or_default();
+    let settings: projections::Settings =
+        serde_json::from_value(p.view["settings"].clone()).context("settings")?;
+    let leaves = p
+        .evidence
+        .iter()
+        .map(|e| B64.decode(&e.leaf).context("evidence leaf is not base64"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cited: Vec<projections::evidence::Cited<'_>> = p
+        .evidence
+        .iter()
+        .zip(&leaves)
+        .map(|(e, leaf)| projections::evidence::Cited {
+            index: e.index,
+            leaf,
+            case_id: None,
+        })
+        .collect();
+    let recomputed = projections::evidence::held_out_from_evidence(
+        task_class,
+        &cited,
+        &settings,
+        &projections::evidence::Window {
+            start_micros: p.view["window_start_micros"].as_i64(),
+        },
+    )?;
+    let stated: projections::fold::ScoreStats = serde_json::from_value(p.view["held_out"].clone())
+        .context("the stated held-out statistics")?;
+    projections::evidence::check_stated(&stated, &recomputed)
+        .context("the stated held-out statistics do not follow from the evidence")?;
     Ok(p.evidence.len())
 }
 
@@ -195,10 +230,9 @@ pub struct BundleSummary {
 /// Verifies an offline proof bundle with no server:
 /// 1. the file is exactly canonical JSON (so no byte can change unnoticed);
 /// 2. the attestation is signed by a trusted key and names the body's hash;
-/// 3. the checkpoint is signed, and every evidence leaf re-hashes and is
-///    included under its root ([`check_projection`]);
-/// 4. the held-out statistics are recomputed from the evidence leaves with
-///    the bundle's settings and seed, and equal the ones stated.
+/// 3. the checkpoint is signed, every evidence leaf re-hashes and is
+///    included under its root, and the held-out statistics recomputed from
+///    the evidence leaves equal the ones stated ([`check_projection`]).
 pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSummary> {
     use ledger::events::canonical;
     let value = canonical::parse_strict(bytes).map_err(|e| anyhow!("not strict JSON: {e:?}"))?;
@@ -243,39 +277,7 @@ pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSumm
     let p: ProjectionResponse = serde_json::from_value(canonical::to_json(body))
         .context("the body is not a projection response")?;
     let n = check_projection(&p, &key)?;
-    // Recompute what the evidence implies.
     let task_class = p.view["task_class"].as_str().unwrap_or_default().to_owned();
-    let settings: projections::Settings =
-        serde_json::from_value(p.view["settings"].clone()).context("settings")?;
-    let mut scores = Vec::new();
-    let mut passed = 0u64;
-    for e in &p.evidence {
-        let leaf = B64.decode(&e.leaf)?;
-        let (d, _) =
-            ledger::events::decode_leaf(&leaf).map_err(|r| anyhow!("evidence {}: {r}", e.index))?;
-        let ledger::events::Event::ScoreRecorded(s) = d.payload.event else {
-            bail!("evidence {} is not a score", e.index)
-        };
-        if s.task_class != task_class {
-            bail!("evidence {} is a score of another task class", e.index);
-        }
-        passed += u64::from(s.score.passed);
-        scores.push(s.score.score);
-    }
-    let held = &p.view["held_out"];
-    let seed = projections::fold::bootstrap_seed(&task_class);
-    let mean = (!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64);
-    let ci = projections::stats::bca(&scores, settings.confidence, settings.resamples, seed);
-    let wilson = projections::stats::wilson(passed, scores.len() as u64, settings.confidence);
-    let stated = |k: &str| held.get(k).cloned().unwrap_or(serde_json::Value::Null);
-    if stated("cases").as_u64() != Some(scores.len() as u64)
-        || stated("mean").as_f64() != mean
-        || stated("passed").as_u64() != Some(passed)
-        || serde_json::to_value(ci)? != stated("mean_ci")
-        || serde_json::to_value(wilson)? != stated("pass_rate_ci")
-    {
-        bail!("the stated held-out statistics do not follow from the evidence");
-    }
     Ok(BundleSummary {
         task_class,
         tree_size: p.tree_size,

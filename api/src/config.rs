@@ -23,6 +23,13 @@ pub struct ServeConfig {
     pub max_body_bytes: usize,
     /// Per-request time limit, milliseconds. Env: LEDGER_REQUEST_TIMEOUT_MS.
     pub request_timeout_ms: u64,
+    /// A request's headers must arrive within this many milliseconds, or the
+    /// connection is closed (slow-loris clients). Env: LEDGER_HEADER_READ_TIMEOUT_MS.
+    pub header_read_timeout_ms: u64,
+    /// A connection with nothing read or written for this many seconds is
+    /// closed (never less than the request time limit plus one second).
+    /// Env: LEDGER_IDLE_TIMEOUT_SECS.
+    pub idle_timeout_secs: u64,
     /// Requests handled at once; more get 503 + Retry-After. Env: LEDGER_MAX_CONCURRENT_REQUESTS.
     pub max_concurrent_requests: usize,
     /// Projection window in days. Env: LEDGER_WINDOW_DAYS.
@@ -47,6 +54,8 @@ impl Default for ServeConfig {
             read_token: None,
             max_body_bytes: 1 << 20,
             request_timeout_ms: 10_000,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_secs: 60,
             max_concurrent_requests: 1024,
             window_days: 30,
             projection_save_secs: 60,

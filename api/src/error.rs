@@ -73,6 +73,14 @@ pub const API_CODES: &[(&str, &str)] = &[
         "Storage disagrees with itself; the server refuses to serve this read.",
     ),
     (
+        "derived_state_mismatch",
+        "Derived state (a projection) does not match the log; nothing was signed. See ops/runbooks/derived-state-mismatch.md.",
+    ),
+    (
+        "writes_halted",
+        "The server can no longer sequence writes; it is not ready. See its log.",
+    ),
+    (
         "internal",
         "An unexpected server error (details are in the server's log).",
     ),
@@ -111,6 +119,11 @@ pub enum ApiError {
     LogVerifying,
     LogUnverified(String),
     LogCorrupt(String),
+    /// Derived state disagrees with the log (a projection checkpoint, or
+    /// numbers that do not follow from their evidence): nothing is signed.
+    DerivedStateMismatch(String),
+    /// The committer has stopped: no write can be sequenced.
+    WritesHalted(String),
     StorageUnavailable(String),
     Internal(String),
 }
@@ -138,6 +151,8 @@ impl ApiError {
             ApiError::LogVerifying => "log_verifying",
             ApiError::LogUnverified(_) => "log_unverified",
             ApiError::LogCorrupt(_) => "log_corrupt",
+            ApiError::DerivedStateMismatch(_) => "derived_state_mismatch",
+            ApiError::WritesHalted(_) => "writes_halted",
             ApiError::StorageUnavailable(_) => "storage_unavailable",
             ApiError::Internal(_) => "internal",
         }
@@ -158,6 +173,8 @@ impl ApiError {
             | ApiError::LogVerifying
             | ApiError::LogUnverified(_)
             | ApiError::LogCorrupt(_)
+            | ApiError::DerivedStateMismatch(_)
+            | ApiError::WritesHalted(_)
             | ApiError::StorageUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -253,6 +270,7 @@ impl From<projections::driver::DriverError> for ApiError {
                 ApiError::LogUnverified(p.to_string())
             }
             D::Projection(p) => ApiError::LogCorrupt(p.to_string()),
+            D::Mismatch(m) => ApiError::DerivedStateMismatch(m.to_string()),
         }
     }
 }
@@ -278,6 +296,8 @@ impl ApiError {
             }
             ApiError::LogUnverified(d)
             | ApiError::LogCorrupt(d)
+            | ApiError::DerivedStateMismatch(d)
+            | ApiError::WritesHalted(d)
             | ApiError::StorageUnavailable(d)
             | ApiError::Internal(d) => {
                 tracing::error!(code = %code, detail = %d, "serving an error");

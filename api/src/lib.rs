@@ -14,5 +14,6 @@ pub mod config;
 pub mod demo;
 pub mod error;
 pub mod init;
+pub mod listen;
 pub mod metrics;
 pub mod server;

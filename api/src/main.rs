@@ -274,6 +274,10 @@ struct ServeArgs {
     max_body_bytes: Option<usize>,
     #[arg(long, env = "LEDGER_REQUEST_TIMEOUT_MS")]
     request_timeout_ms: Option<u64>,
+    #[arg(long, env = "LEDGER_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    #[arg(long, env = "LEDGER_IDLE_TIMEOUT_SECS")]
+    idle_timeout_secs: Option<u64>,
     #[arg(long, env = "LEDGER_MAX_CONCURRENT_REQUESTS")]
     max_concurrent_requests: Option<usize>,
     #[arg(long, env = "LEDGER_WINDOW_DAYS")]
@@ -520,6 +524,10 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         read_token: a.read_token.or(file.read_token),
         max_body_bytes: a.max_body_bytes.unwrap_or(file.max_body_bytes),
         request_timeout_ms: a.request_timeout_ms.unwrap_or(file.request_timeout_ms),
+        header_read_timeout_ms: a
+            .header_read_timeout_ms
+            .unwrap_or(file.header_read_timeout_ms),
+        idle_timeout_secs: a.idle_timeout_secs.unwrap_or(file.idle_timeout_secs),
         max_concurrent_requests: a
             .max_concurrent_requests
             .unwrap_or(file.max_concurrent_requests),
@@ -636,7 +644,10 @@ fn verify(a: VerifyArgs) -> anyhow::Result<()> {
             &parse_hash("--trusted-root", root)?,
             &mut progress,
         ),
-        _ => ledger::verify_dir(&dir, &mut progress),
+        _ => ledger::verify_dir(&dir, &mut progress).and_then(|v| {
+            ledger::verify_dir_indexes::<ledger::events::EventSequencer>(&dir, &mut progress)
+                .map(|_| v)
+        }),
     };
     pb.finish_and_clear();
     if let (Ok(_), Some(anchor_dir)) = (&result, &a.anchors) {

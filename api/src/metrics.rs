@@ -34,6 +34,8 @@ pub struct Metrics {
     pub last_anchor: Gauge,
     data_file_bytes: Gauge,
     requests_in_flight: Gauge,
+    anchor_failures: Counter,
+    derived_mismatches: Counter,
 }
 
 impl Default for Metrics {
@@ -106,6 +108,17 @@ impl Metrics {
             "Requests holding one of the max_concurrent_requests slots, this scrape included",
             requests_in_flight.clone(),
         );
+        let (anchor_failures, derived_mismatches) = (Counter::default(), Counter::default());
+        registry.register(
+            "anchor_failures",
+            "Anchor checks that failed at startup and anchors that could not be published",
+            anchor_failures.clone(),
+        );
+        registry.register(
+            "derived_state_mismatches",
+            "Saved derived state (projection or event-state snapshot) found not to match the log",
+            derived_mismatches.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             append_latency,
@@ -120,7 +133,19 @@ impl Metrics {
             last_anchor,
             data_file_bytes,
             requests_in_flight,
+            anchor_failures,
+            derived_mismatches,
         }
+    }
+
+    /// An anchor check failed, or an anchor could not be published.
+    pub fn count_anchor_failure(&self) {
+        self.anchor_failures.inc();
+    }
+
+    /// Saved derived state did not match the log it was derived from.
+    pub fn count_derived_mismatch(&self) {
+        self.derived_mismatches.inc();
     }
 
     pub fn count_error(&self, code: &str) {

@@ -67,6 +67,8 @@ pub struct AppState {
     /// never answered from or saved.
     projection_ready: ProjectionReady,
     pub log_key: LogKey,
+    /// Seals the saved projection checkpoint ([`projections::driver::seal_key`]).
+    projection_key: [u8; 32],
     pub clock: Arc<dyn Clock>,
     pub config: ServeConfig,
     pub metrics: Metrics,
@@ -77,6 +79,9 @@ pub struct AppState {
     /// The head size at the last complete save of derived state
     /// (`u64::MAX` before the first).
     saved_at: AtomicU64,
+    /// The head size right after the last anchor was published (or found
+    /// at startup); `u64::MAX` before one.
+    anchored_at: AtomicU64,
     request_counter: AtomicU64,
     request_prefix: String,
 }
@@ -114,6 +119,9 @@ impl AppState {
         // (its checkpoint is decoded whole: about 1 s at 10M entries), so
         // the server listens, takes writes and serves proofs meanwhile.
         // Numbers wait for it as they wait for the verify.
+        events
+            .check_ledger_key()
+            .map_err(|e| anyhow::anyhow!("refusing to serve: {e}"))?;
         let damage = events.replay_error().map(str::to_owned);
         let projector = Projector::empty(settings);
         let projection_ready = ProjectionReady::default();
@@ -124,14 +132,21 @@ impl AppState {
             projection_ready.set(false);
         }
         let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
+        let metrics = Metrics::new();
+        if let Some(why) = events.snapshot_refused() {
+            metrics.count_derived_mismatch();
+            tracing::error!(reason = %why, "derived state does not match the log");
+        }
+        let projection_key = projections::driver::seal_key(&log_key.event_signing_key());
         Ok(AppState {
             events,
             projector: Mutex::new(projector),
             projection_ready,
+            projection_key,
             log_key,
             clock,
             config,
-            metrics: Metrics::new(),
+            metrics,
             verify_status: AtomicI64::new(if damage.is_some() {
                 VERIFY_FAILED
             } else {
@@ -143,6 +158,7 @@ impl AppState {
             inflight,
             checkpoint_cache: Mutex::new((u64::MAX, String::new())),
             saved_at: AtomicU64::new(u64::MAX),
+            anchored_at: AtomicU64::new(u64::MAX),
             request_counter: AtomicU64::new(0),
             request_prefix: format!("{:08x}", rand::random::<u32>()),
         })
@@ -170,6 +186,35 @@ impl AppState {
     fn withhold_numbers(&self, detail: String) {
         *self.verify_detail.lock().unwrap_or_else(|p| p.into_inner()) = detail;
         self.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+    }
+
+    /// Refuses what must never come from a log whose startup check failed:
+    /// proofs and checkpoints (built from stored hashes the check found
+    /// wrong) and writes (which would extend it). Checked reads of entries
+    /// are still served: each is re-hashed against its stored leaf hash.
+    fn refuse_if_failed(&self) -> Result<(), ApiError> {
+        if self.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED {
+            return Err(ApiError::LogUnverified(
+                self.verify_detail
+                    .lock()
+                    .map(|d| d.clone())
+                    .unwrap_or_default(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses writes once the committer has stopped (it never should: a
+    /// storage panic inside a batch is caught there), so that a halt is
+    /// an answer that says so, not a queue that never drains.
+    fn refuse_if_halted(&self) -> Result<(), ApiError> {
+        if self.events.ledger().committer_running() {
+            Ok(())
+        } else {
+            Err(ApiError::WritesHalted(
+                "the committer thread has stopped; restart the server".into(),
+            ))
+        }
     }
 
     fn require_verified(&self) -> Result<(), ApiError> {
@@ -202,7 +247,7 @@ impl AppState {
             complete = false;
         } else {
             let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
-            if let Err(e) = p.save(self.events.ledger()) {
+            if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
                 tracing::warn!(error = %e, "could not save the projection checkpoint");
                 complete = false;
             }
@@ -224,40 +269,112 @@ impl AppState {
     }
 }
 
-/// Loads the projection (`Projector::open`: its checkpoint if it matches
-/// the log, else a rebuild) into `state.projector`. A projection that
-/// cannot be loaded withholds numbers (verify status failed, with the
-/// reason); returns whether it loaded.
-fn load_projection(state: &AppState) -> bool {
+/// Loads the projection into `state.projector` without trusting anything
+/// derived: the saved checkpoint is opened only if its seal verifies and
+/// the log has its root, and even then a projection rebuilt from the first
+/// entry must answer every task class the same way
+/// ([`Projector::confirm`]); the rebuilt projection is the one kept. A
+/// refused or disagreeing checkpoint is counted
+/// (`ledger_derived_state_mismatches_total`) and logged as an error.
+fn load_projection(state: &AppState) -> Result<(), String> {
     let started = Instant::now();
+    let log = state.events.ledger();
     let settings = state
         .projector
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .settings()
         .clone();
-    match Projector::open(state.events.ledger(), settings) {
-        Ok(p) => {
-            *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = p;
-            state.projection_ready.set(true);
-            tracing::info!(
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "projection loaded"
-            );
-            true
+    let (mut opened, resumed) = Projector::open(log, settings.clone(), &state.projection_key)
+        .map_err(|e| format!("the projection cannot be loaded: {e}"))?;
+    let kept = match resumed {
+        projections::driver::Resumed::At(size) => {
+            let mut rebuilt = Projector::rebuild(log, settings)
+                .map_err(|e| format!("the projection cannot be rebuilt: {e}"))?;
+            match opened.confirm(&mut rebuilt, log, state.clock.now_micros()) {
+                Ok(()) => tracing::info!(size, "the saved projection agrees with the log"),
+                Err(projections::driver::DriverError::Mismatch(m)) => {
+                    state.metrics.count_derived_mismatch();
+                    tracing::error!(error = %m, "derived state does not match the log; serving the projection rebuilt from the log");
+                }
+                Err(e) => return Err(format!("the projection cannot be checked: {e}")),
+            }
+            rebuilt
         }
-        Err(e) => {
-            tracing::error!(error = %e, "the projection cannot be loaded; refusing projections");
-            state.withhold_numbers(format!("the projection cannot be loaded: {e}"));
+        projections::driver::Resumed::Refused(m) => {
+            state.metrics.count_derived_mismatch();
+            tracing::error!(error = %m, "derived state does not match the log; the projection was rebuilt from the log");
+            opened
+        }
+        projections::driver::Resumed::Nothing => opened,
+    };
+    *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "projection loaded"
+    );
+    Ok(())
+}
+
+/// The full verify of the log, then the check against every anchor.
+fn verify_log(state: &AppState) -> Result<(), String> {
+    let started = Instant::now();
+    let v = state
+        .events
+        .ledger()
+        .verify_full(&mut |_, _| {})
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        size = v.size,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "log verified"
+    );
+    let n = check_anchors(state).map_err(|e| {
+        state.metrics.count_anchor_failure();
+        format!("anchors: {e}")
+    })?;
+    tracing::info!(anchors = n, "the log is consistent with every anchor");
+    Ok(())
+}
+
+/// The startup check, before any number is served or signed: the full
+/// verify of the log and its anchors on this thread, and the projection
+/// loaded ([`load_projection`]) on a second one. Projections are withheld
+/// (503 `log_verifying`) until both have passed, and for good (503
+/// `log_unverified`, with the reason) if either fails.
+pub fn startup_check(state: &AppState) {
+    let (verified, loaded) = std::thread::scope(|s| {
+        let loading = std::thread::Builder::new()
+            .name("ledger-projection".into())
+            .spawn_scoped(s, || load_projection(state));
+        let verified = verify_log(state);
+        let loaded = match loading {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err("loading the projection panicked".into())),
+            Err(e) => Err(format!("cannot start the projection thread: {e}")),
+        };
+        (verified, loaded)
+    });
+    match (verified, loaded) {
+        (Ok(()), Ok(())) => {
+            state.projection_ready.set(true);
+            state.verify_status.store(VERIFY_OK, Ordering::SeqCst);
+        }
+        (Err(e), _) => {
+            tracing::error!(error = %e, "log verification FAILED; numbers and proofs withheld");
+            state.withhold_numbers(e);
             state.projection_ready.set(false);
-            false
+        }
+        (Ok(()), Err(e)) => {
+            tracing::error!(error = %e, "the projection cannot be loaded; numbers withheld");
+            state.withhold_numbers(e);
+            state.projection_ready.set(false);
         }
     }
 }
 
-/// Loads the projection, then runs the full verify of the log, in the
-/// background; projections are withheld (503 `log_verifying`) until both
-/// have passed, and for good (503 `log_unverified`) if either fails.
+/// Runs [`startup_check`] in the background.
 pub fn start_verify(state: &Shared) {
     if state.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED {
         return;
@@ -265,26 +382,7 @@ pub fn start_verify(state: &Shared) {
     let st = Arc::clone(state);
     let spawned = std::thread::Builder::new()
         .name("ledger-verify".into())
-        .spawn(move || {
-            if !load_projection(&st) {
-                return;
-            }
-            let started = Instant::now();
-            match st.events.ledger().verify_full(&mut |_, _| {}) {
-                Ok(v) => {
-                    tracing::info!(
-                        size = v.size,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "log verified"
-                    );
-                    st.verify_status.store(VERIFY_OK, Ordering::SeqCst);
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "log verification FAILED; projections withheld");
-                    st.withhold_numbers(e.to_string());
-                }
-            }
-        });
+        .spawn(move || startup_check(&st));
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the verify thread; refusing projections");
         state.withhold_numbers(format!("cannot start the verify thread: {e}"));
@@ -300,19 +398,57 @@ pub fn trusted_keys(state: &AppState) -> Vec<String> {
     keys
 }
 
-/// Checks the log against every anchor in the anchors directory; returns
-/// how many were checked.
+/// The log at one head: the anchor check reads size and root once, so a
+/// write landing meanwhile cannot pair one head's size with another's root.
+struct AtHead<'a> {
+    log: &'a ledger::Ledger<ledger::events::EventSequencer>,
+    head: ledger::Head,
+}
+
+impl anchors::LogAccess for AtHead<'_> {
+    fn size(&self) -> u64 {
+        self.head.size
+    }
+    fn root(&self) -> Hash {
+        self.head.root
+    }
+    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String> {
+        self.log
+            .consistency_proof(old, new)
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Checks the log against every anchor in the anchors directory (each
+/// signed by a trusted key, and the head an extension of it); returns how
+/// many were checked. Sets `ledger_last_anchor_timestamp_seconds` from the
+/// newest anchor file. Run by the startup check, before the server is
+/// ready.
 pub fn check_anchors(state: &AppState) -> Result<usize, String> {
-    let anchors =
-        anchors::anchor::read_dir(&state.config.anchors_path()).map_err(|e| e.to_string())?;
-    anchors::check_anchors(
-        state.events.ledger(),
-        &anchors,
-        &trusted_keys(state),
-        state.log_key.origin(),
-    )
-    .map(|v| v.len())
-    .map_err(|e| e.to_string())
+    let dir = state.config.anchors_path();
+    let found = anchors::anchor::read_dir(&dir).map_err(|e| e.to_string())?;
+    let log = state.events.ledger();
+    let at = AtHead {
+        log,
+        head: log.head(),
+    };
+    let checked = anchors::check_anchors(&at, &found, &trusted_keys(state), state.log_key.origin())
+        .map_err(|e| e.to_string())?;
+    if let (Some(newest), Some(cp)) = (found.last(), checked.last()) {
+        let modified = std::fs::metadata(dir.join(&newest.name))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        if let Some(t) = modified {
+            state.metrics.last_anchor.set(t.as_secs() as i64);
+        }
+        // The log was already anchored here: an idle log is not anchored
+        // again (the anchor's own `anchor.published` entry follows it).
+        if at.head.size <= cp.size + 1 {
+            state.anchored_at.store(at.head.size, Ordering::SeqCst);
+        }
+    }
+    Ok(checked.len())
 }
 
 /// Signs a checkpoint at the head, publishes it to the anchors directory,
@@ -351,7 +487,23 @@ pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
         .append(&ledger::events::sign_envelope(&key, &payload))
         .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
     state.metrics.last_anchor.set(now.div_euclid(1_000_000));
+    state
+        .anchored_at
+        .store(state.events.ledger().head().size, Ordering::SeqCst);
     Ok(location)
+}
+
+/// One tick of the anchor schedule: publishes an anchor when the log is
+/// verified (never anchor a log that failed its check) and has grown since
+/// the last anchor. Returns where it went, if it published.
+pub fn anchor_tick(state: &AppState) -> anyhow::Result<Option<String>> {
+    if state.verify_status.load(Ordering::SeqCst) != VERIFY_OK {
+        return Ok(None);
+    }
+    if state.events.ledger().head().size == state.anchored_at.load(Ordering::SeqCst) {
+        return Ok(None);
+    }
+    publish_anchor(state).map(Some)
 }
 
 fn hexh(h: &Hash) -> String {
@@ -660,6 +812,8 @@ pub async fn post_event(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = json_body(&headers, body)?;
+    state.refuse_if_failed()?;
+    state.refuse_if_halted()?;
     let started = Instant::now();
     let pending = state.events.submit(&body)?;
     let r = pending.wait_async().await?;
@@ -728,6 +882,8 @@ pub async fn post_events_batch(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<BatchResponse>, ApiError> {
     let body = json_body(&headers, body)?;
+    state.refuse_if_failed()?;
+    state.refuse_if_halted()?;
     let started = Instant::now();
     // One batch's checks are split across the cores only while the server
     // has no more requests than cores in hand; when it has, they are
@@ -917,6 +1073,7 @@ pub async fn get_inclusion(
     q: Result<Query<InclusionQuery>, QueryRejection>,
 ) -> Result<Json<InclusionProof>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
+    state.refuse_if_failed()?;
     let log = state.events.ledger();
     let head = log.head();
     let tree_size = num("tree_size", &q.tree_size)?.unwrap_or(head.size);
@@ -975,6 +1132,7 @@ pub async fn get_consistency(
     q: Result<Query<ConsistencyQuery>, QueryRejection>,
 ) -> Result<Json<ConsistencyProof>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
+    state.refuse_if_failed()?;
     let log = state.events.ledger();
     let head = log.head();
     let second = num("second", &q.second)?.unwrap_or(head.size);
@@ -1002,6 +1160,7 @@ pub async fn get_consistency(
 /// `GET /checkpoint`: the latest C2SP checkpoint in a signed note (text/plain).
 #[utoipa::path(get, path = "/checkpoint", tag = "proofs", responses((status = 200, content_type = "text/plain", body = String, description = "C2SP tlog-checkpoint in a signed note")))]
 pub async fn get_checkpoint(State(state): State<Shared>) -> Result<Response, ApiError> {
+    state.refuse_if_failed()?;
     let head = state.events.ledger().head();
     let note = state.checkpoint(head.size, &head.root)?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note).into_response())
@@ -1187,6 +1346,7 @@ pub async fn healthz() -> &'static str {
 /// `GET /readyz`: ready when the log has been verified.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "verified and serving"), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(State(state): State<Shared>) -> Result<&'static str, ApiError> {
+    state.refuse_if_halted()?;
     state.require_verified().map(|()| "ready\n")
 }
 
@@ -1348,6 +1508,28 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
+/// Warns when the log key file can be read by anyone but its owner: the
+/// key signs checkpoints, and whoever reads it can sign a rewritten log.
+pub fn warn_if_exposed(path: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if let Ok(m) = std::fs::metadata(path) {
+            let mode = m.permissions().mode() & 0o777;
+            if mode & 0o077 != 0 {
+                tracing::warn!(
+                    path = %path.display(),
+                    mode = format!("{mode:o}"),
+                    "the log key file can be read by other users; run `chmod 600` on it"
+                );
+                return true;
+            }
+        }
+    }
+    let _ = path;
+    false
+}
+
 /// Opens the data directory and serves until `shutdown` resolves.
 pub async fn serve(
     config: ServeConfig,
@@ -1361,6 +1543,7 @@ pub async fn serve(
             config.data_dir.display()
         )
     })?;
+    warn_if_exposed(&key_path);
     let log_key = LogKey::from_private(&key_text)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let state = Arc::new(AppState::open(config, log_key, Arc::new(SystemClock))?);
@@ -1397,16 +1580,39 @@ pub async fn run(
             }
         })
     };
-    use axum::serve::ListenerExt as _;
-    // Small request/response exchanges: without TCP_NODELAY, delayed ACKs
-    // add ~40 ms to every write.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
+    let anchorer = (state.config.anchor_interval_secs > 0).then(|| {
+        let state = Arc::clone(&state);
+        let every = Duration::from_secs(state.config.anchor_interval_secs);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let st = Arc::clone(&state);
+                match tokio::task::spawn_blocking(move || anchor_tick(&st)).await {
+                    Ok(Ok(Some(at))) => tracing::info!(location = %at, "anchor published"),
+                    Ok(Ok(None)) => {}
+                    Ok(Err(e)) => {
+                        state.metrics.count_anchor_failure();
+                        tracing::error!(error = %e, "could not publish an anchor");
+                    }
+                    Err(e) => tracing::error!(error = %e, "the anchor task failed"),
+                }
+            }
+        })
     });
-    axum::serve(listener, router(Arc::clone(&state)))
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let request = Duration::from_millis(state.config.request_timeout_ms);
+    let limits = crate::listen::Limits {
+        header_read_timeout: Duration::from_millis(state.config.header_read_timeout_ms.max(1)),
+        // Never close a connection whose request is still within its time.
+        idle_timeout: Duration::from_secs(state.config.idle_timeout_secs.max(1))
+            .max(request + Duration::from_secs(1)),
+    };
+    crate::listen::serve(listener, router(Arc::clone(&state)), limits, shutdown).await?;
     saver.abort();
+    if let Some(a) = anchorer {
+        a.abort();
+    }
     state.save_derived();
     Ok(())
 }

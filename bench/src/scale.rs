@@ -229,7 +229,7 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     }
     let head = events.ledger().head().size;
     if head >= target {
-        save_derived(&events)?;
+        save_derived(&events, &key)?;
         write_sidecar(dir, &side)?;
         return Ok((started.elapsed().as_secs_f64(), appended));
     }
@@ -288,7 +288,7 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     side.next_event = first + todo.div_ceil(WORKERS as u64) + 1;
     appended += n;
     // What a running server saves periodically and on shutdown.
-    save_derived(&events)?;
+    save_derived(&events, &key)?;
     drop(events);
     write_sidecar(dir, &side)?;
     Ok((started.elapsed().as_secs_f64(), appended))
@@ -296,11 +296,14 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
 
 /// Saves the event-state snapshot and the projection checkpoint, as a
 /// running server does every `projection_save_secs` and on shutdown.
-fn save_derived(events: &EventLog) -> anyhow::Result<()> {
+fn save_derived(events: &EventLog, key: &anchors::LogKey) -> anyhow::Result<()> {
     events.save_state()?;
     let settings = projections::fold::Settings::default();
-    let projector = projections::driver::Projector::open(events.ledger(), settings)?;
-    projector.save(events.ledger())?;
+    let projector = projections::driver::Projector::rebuild(events.ledger(), settings)?;
+    projector.save(
+        events.ledger(),
+        &projections::driver::seal_key(&key.event_signing_key()),
+    )?;
     Ok(())
 }
 
@@ -602,7 +605,11 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
         Arc::new(SystemClock),
     )?;
     let settings = projections::fold::Settings::default();
-    let mut projector = projections::driver::Projector::open(events.ledger(), settings)?;
+    let (mut projector, _) = projections::driver::Projector::open(
+        events.ledger(),
+        settings,
+        &projections::driver::seal_key(&key.event_signing_key()),
+    )?;
     let clock = SystemClock;
     // The first view builds the running totals; every later one is incremental.
     projector.view_at_head(
@@ -635,7 +642,10 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
         }
     }
     events.save_state()?;
-    projector.save(events.ledger())?;
+    projector.save(
+        events.ledger(),
+        &projections::driver::seal_key(&key.event_signing_key()),
+    )?;
     drop(events);
     write_sidecar(&cfg.dir, &side)?;
     Ok(lat)

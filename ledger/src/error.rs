@@ -18,6 +18,10 @@ pub enum CorruptionKind {
     ExtraEntry,
     /// A stored record or the head record has the wrong length or layout.
     Malformed,
+    /// A derived lookup table (leaf hash or envelope id to index) disagrees
+    /// with the entries: a row is missing, points at the wrong entry, or
+    /// names nothing.
+    Index,
 }
 
 impl std::fmt::Display for CorruptionKind {
@@ -29,6 +33,7 @@ impl std::fmt::Display for CorruptionKind {
             CorruptionKind::MissingEntry => "missing entry",
             CorruptionKind::ExtraEntry => "extra entry",
             CorruptionKind::Malformed => "malformed record",
+            CorruptionKind::Index => "lookup index mismatch",
         })
     }
 }

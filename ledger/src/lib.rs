@@ -38,6 +38,7 @@ pub mod hash;
 mod log;
 pub mod merkle;
 mod overlay;
+pub mod sealed;
 pub mod store;
 pub mod verify;
 
@@ -48,4 +49,6 @@ pub use log::{
     Raw, Receipt, Sequenced, Sequencer, Stats,
 };
 pub use store::Head;
-pub use verify::{verify_dir, verify_dir_from, Verified};
+pub use verify::{
+    verify_dir, verify_dir_from, verify_dir_indexes, verify_indexes, IndexesVerified, Verified,
+};

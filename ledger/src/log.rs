@@ -450,7 +450,20 @@ impl<S: Sequencer> Ledger<S> {
             let sequencer = Arc::clone(&sequencer);
             std::thread::Builder::new()
                 .name("ledger-committer".into())
-                .spawn(move || commit_loop(&shared, &rx, &config, frontier, head, &sequencer))
+                .spawn(move || {
+                    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        commit_loop(&shared, &rx, &config, frontier, head, &sequencer)
+                    }));
+                    if ran.is_err() {
+                        // Never expected (a batch's storage work is caught in
+                        // the loop), but if it happens the halt is counted and
+                        // said, and `committer_running` turns false.
+                        shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
+                        tracing::error!(
+                            "the committer thread panicked; writes are halted until restart"
+                        );
+                    }
+                })
                 .map_err(|e| crate::error::storage(redb::StorageError::Io(e)))?
         };
         Ok(Ledger {
@@ -507,6 +520,13 @@ impl<S: Sequencer> Ledger<S> {
         &self.shared.stats
     }
 
+    /// Whether the committer thread is still running. It stops only when
+    /// the log is dropped, or (never expected) when it panicked outside a
+    /// batch; a server that sees `false` is not ready and refuses writes.
+    pub fn committer_running(&self) -> bool {
+        self.committer.as_ref().is_some_and(|h| !h.is_finished())
+    }
+
     /// The path of the data file.
     pub fn path(&self) -> &Path {
         self.shared.path()
@@ -514,48 +534,62 @@ impl<S: Sequencer> Ledger<S> {
 
     /// The entry whose leaf hash is `leaf_hash`, if any (checked).
     pub fn find_leaf(&self, leaf_hash: &Hash) -> Result<Option<Entry>, Error> {
-        let size = self.head().size;
-        let snap = self.shared.store()?.snapshot()?;
-        match snap.index_of_leaf(leaf_hash)? {
-            Some(i) if i < size => {
-                let e = checked_entry(&snap, i)?;
-                Ok((e.leaf_hash == *leaf_hash).then_some(e))
+        crate::store::guarded("looking up a leaf hash", || {
+            let size = self.head().size;
+            let snap = self.shared.store()?.snapshot()?;
+            match snap.index_of_leaf(leaf_hash)? {
+                Some(i) if i < size => {
+                    let e = checked_entry(&snap, i)?;
+                    Ok((e.leaf_hash == *leaf_hash).then_some(e))
+                }
+                _ => Ok(None),
             }
-            _ => Ok(None),
-        }
+        })
     }
 
     /// The committed entry the key index names for `name`, with the digest
     /// recorded for it (checked read; the caller checks that the entry
     /// carries that key, see [`Sequencer::key_of`]).
     pub fn find_key(&self, name: &str) -> Result<Option<(Entry, [u8; 32])>, Error> {
-        let size = self.head().size;
-        let snap = self.shared.store()?.snapshot()?;
-        match snap.entry_key(name)? {
-            Some((i, digest)) if i < size => Ok(Some((checked_entry(&snap, i)?, digest))),
-            _ => Ok(None),
-        }
+        crate::store::guarded("looking up an envelope id", || {
+            let size = self.head().size;
+            let snap = self.shared.store()?.snapshot()?;
+            match snap.entry_key(name)? {
+                Some((i, digest)) if i < size => Ok(Some((checked_entry(&snap, i)?, digest))),
+                _ => Ok(None),
+            }
+        })
     }
 
     /// Full verify of the committed log, in process (the running server's
-    /// self-audit): every leaf, chain link, stored hash and the head.
+    /// self-audit): every leaf, chain link, stored hash and the head, then
+    /// the derived lookup tables against the entries
+    /// ([`crate::verify::verify_indexes`]).
     pub fn verify_full(
         &self,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<crate::Verified, Error> {
-        let snap = self.shared.store()?.snapshot()?;
-        crate::verify::verify_snapshot(&snap, progress)
+        crate::store::guarded("verifying the log", || {
+            let snap = self.shared.store()?.snapshot()?;
+            let v = crate::verify::verify_snapshot(&snap, progress)?;
+            crate::verify::verify_indexes(&snap, v.size, &S::key_of, progress)?;
+            Ok(v)
+        })
     }
 
     /// Saves derived state (for example a projection checkpoint) under
     /// `name`. It is not part of the log and is never hashed.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        self.shared.store()?.put_aux(name, bytes)
+        crate::store::guarded("saving derived state", || {
+            self.shared.store()?.put_aux(name, bytes)
+        })
     }
 
     /// Derived state saved under `name`.
     pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        self.shared.store()?.get_aux(name)
+        crate::store::guarded("reading derived state", || {
+            self.shared.store()?.get_aux(name)
+        })
     }
 
     /// A read snapshot of the committed log.
@@ -577,51 +611,61 @@ impl<S: Sequencer> Ledger<S> {
     /// The entry at `index`, with its bytes checked against the stored leaf
     /// hash. A mismatch is [`Error::Corrupt`], never silently served.
     pub fn entry(&self, index: u64) -> Result<Entry, Error> {
-        let size = self.head().size;
-        if index >= size {
-            return Err(Error::IndexOutOfRange { index, size });
-        }
-        let snap = self.shared.store()?.snapshot()?;
-        checked_entry(&snap, index)
+        crate::store::guarded("reading an entry", || {
+            let size = self.head().size;
+            if index >= size {
+                return Err(Error::IndexOutOfRange { index, size });
+            }
+            let snap = self.shared.store()?.snapshot()?;
+            checked_entry(&snap, index)
+        })
     }
 
     /// Entries `start..end` (clamped to the head), each checked.
     pub fn entries(&self, start: u64, end: u64) -> Result<Vec<Entry>, Error> {
-        let size = self.head().size;
-        let end = end.min(size);
-        if start >= end {
-            return Ok(Vec::new());
-        }
-        let snap = self.shared.store()?.snapshot()?;
-        (start..end).map(|i| checked_entry(&snap, i)).collect()
+        crate::store::guarded("reading entries", || {
+            let size = self.head().size;
+            let end = end.min(size);
+            if start >= end {
+                return Ok(Vec::new());
+            }
+            let snap = self.shared.store()?.snapshot()?;
+            (start..end).map(|i| checked_entry(&snap, i)).collect()
+        })
     }
 
     /// The stored RFC 6962 leaf hash of entry `index`.
     pub fn leaf_hash(&self, index: u64) -> Result<Hash, Error> {
-        let size = self.head().size;
-        if index >= size {
-            return Err(Error::IndexOutOfRange { index, size });
-        }
-        let snap = self.shared.store()?.snapshot()?;
-        Ok(snap.hashes_at(&[stored_hash_index(0, index)])?[0])
+        crate::store::guarded("reading a leaf hash", || {
+            let size = self.head().size;
+            if index >= size {
+                return Err(Error::IndexOutOfRange { index, size });
+            }
+            let snap = self.shared.store()?.snapshot()?;
+            Ok(snap.hashes_at(&[stored_hash_index(0, index)])?[0])
+        })
     }
 
     /// The RFC 6962 root of the tree of the first `size` entries.
     pub fn root_at(&self, size: u64) -> Result<Hash, Error> {
-        let snap = self.snapshot_below(size)?;
-        let r = Reader::new(&snap);
-        tlog_tiles::tree_hash(size, &r).map_err(|e| r.take_err(e))
+        crate::store::guarded("computing a root", || {
+            let snap = self.snapshot_below(size)?;
+            let r = Reader::new(&snap);
+            tlog_tiles::tree_hash(size, &r).map_err(|e| r.take_err(e))
+        })
     }
 
     /// The RFC 6962 inclusion proof of entry `index` in the tree of `size`
     /// entries, nearest sibling first.
     pub fn inclusion_proof(&self, index: u64, size: u64) -> Result<Vec<Hash>, Error> {
-        if index >= size {
-            return Err(Error::IndexOutOfRange { index, size });
-        }
-        let snap = self.snapshot_below(size)?;
-        let r = Reader::new(&snap);
-        tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))
+        crate::store::guarded("building an inclusion proof", || {
+            if index >= size {
+                return Err(Error::IndexOutOfRange { index, size });
+            }
+            let snap = self.snapshot_below(size)?;
+            let r = Reader::new(&snap);
+            tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))
+        })
     }
 
     /// The RFC 6962 inclusion proofs of entries `indices` in the tree of
@@ -639,38 +683,43 @@ impl<S: Sequencer> Ledger<S> {
         size: u64,
         mut f: impl FnMut(&Snapshot, u64, Vec<Hash>) -> Result<T, Error>,
     ) -> Result<Vec<T>, Error> {
-        if let Some(&index) = indices.iter().find(|&&i| i >= size) {
-            return Err(Error::IndexOutOfRange { index, size });
-        }
-        let snap = self.snapshot_below(size)?;
-        let r = if indices.len() > 1 {
-            Reader::memoized(&snap)
-        } else {
-            Reader::new(&snap)
-        };
-        indices
-            .iter()
-            .map(|&index| {
-                let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
-                f(&snap, index, proof)
-            })
-            .collect()
+        crate::store::guarded("building inclusion proofs", || {
+            if let Some(&index) = indices.iter().find(|&&i| i >= size) {
+                return Err(Error::IndexOutOfRange { index, size });
+            }
+            let snap = self.snapshot_below(size)?;
+            let r = if indices.len() > 1 {
+                Reader::memoized(&snap)
+            } else {
+                Reader::new(&snap)
+            };
+            indices
+                .iter()
+                .map(|&index| {
+                    let proof =
+                        tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+                    f(&snap, index, proof)
+                })
+                .collect()
+        })
     }
 
     /// What an inclusion-proof answer needs, from one read snapshot: the
     /// stored leaf hash of entry `index`, the root of the tree of `size`
     /// entries, and the RFC 6962 inclusion proof.
     pub fn inclusion_at(&self, index: u64, size: u64) -> Result<(Hash, Hash, Vec<Hash>), Error> {
-        if index >= size {
-            return Err(Error::IndexOutOfRange { index, size });
-        }
-        let head = self.head();
-        let snap = self.snapshot_below(size)?;
-        let r = Reader::new(&snap);
-        let leaf = snap.hashes_at(&[stored_hash_index(0, index)])?[0];
-        let root = root_in(&r, size, &head)?;
-        let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
-        Ok((leaf, root, proof))
+        crate::store::guarded("building an inclusion proof", || {
+            if index >= size {
+                return Err(Error::IndexOutOfRange { index, size });
+            }
+            let head = self.head();
+            let snap = self.snapshot_below(size)?;
+            let r = Reader::new(&snap);
+            let leaf = snap.hashes_at(&[stored_hash_index(0, index)])?[0];
+            let root = root_in(&r, size, &head)?;
+            let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+            Ok((leaf, root, proof))
+        })
     }
 
     /// What a consistency-proof answer needs, from one read snapshot: the
@@ -681,23 +730,25 @@ impl<S: Sequencer> Ledger<S> {
         old_size: u64,
         new_size: u64,
     ) -> Result<(Hash, Hash, Vec<Hash>), Error> {
-        if old_size > new_size {
-            return Err(Error::InvalidSize {
-                size: old_size,
-                rule: "old size must not exceed new size",
-            });
-        }
-        let head = self.head();
-        let snap = self.snapshot_below(new_size)?;
-        let r = Reader::new(&snap);
-        let old_root = root_in(&r, old_size, &head)?;
-        let new_root = root_in(&r, new_size, &head)?;
-        let proof = if old_size == 0 || old_size == new_size {
-            Vec::new()
-        } else {
-            tlog_tiles::prove_tree(new_size, old_size, &r).map_err(|e| r.take_err(e))?
-        };
-        Ok((old_root, new_root, proof))
+        crate::store::guarded("building a consistency proof", || {
+            if old_size > new_size {
+                return Err(Error::InvalidSize {
+                    size: old_size,
+                    rule: "old size must not exceed new size",
+                });
+            }
+            let head = self.head();
+            let snap = self.snapshot_below(new_size)?;
+            let r = Reader::new(&snap);
+            let old_root = root_in(&r, old_size, &head)?;
+            let new_root = root_in(&r, new_size, &head)?;
+            let proof = if old_size == 0 || old_size == new_size {
+                Vec::new()
+            } else {
+                tlog_tiles::prove_tree(new_size, old_size, &r).map_err(|e| r.take_err(e))?
+            };
+            Ok((old_root, new_root, proof))
+        })
     }
 
     /// Entries `indices`, each checked, with its RFC 6962 inclusion proof in
@@ -716,18 +767,20 @@ impl<S: Sequencer> Ledger<S> {
     /// The RFC 6962 consistency proof from the tree of `old_size` to the tree
     /// of `new_size` entries. Empty when `old_size` is 0 or equals `new_size`.
     pub fn consistency_proof(&self, old_size: u64, new_size: u64) -> Result<Vec<Hash>, Error> {
-        if old_size > new_size {
-            return Err(Error::InvalidSize {
-                size: old_size,
-                rule: "old size must not exceed new size",
-            });
-        }
-        let snap = self.snapshot_below(new_size)?;
-        if old_size == 0 || old_size == new_size {
-            return Ok(Vec::new());
-        }
-        let r = Reader::new(&snap);
-        tlog_tiles::prove_tree(new_size, old_size, &r).map_err(|e| r.take_err(e))
+        crate::store::guarded("building a consistency proof", || {
+            if old_size > new_size {
+                return Err(Error::InvalidSize {
+                    size: old_size,
+                    rule: "old size must not exceed new size",
+                });
+            }
+            let snap = self.snapshot_below(new_size)?;
+            if old_size == 0 || old_size == new_size {
+                return Ok(Vec::new());
+            }
+            let r = Reader::new(&snap);
+            tlog_tiles::prove_tree(new_size, old_size, &r).map_err(|e| r.take_err(e))
+        })
     }
 }
 
@@ -1008,7 +1061,9 @@ fn commit_loop<S: Sequencer>(
             .is_none_or(|s| s.is_fallback());
         let recovered = if degraded {
             let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
-            recover(shared, &mut frontier, &mut head, &mut *guard)
+            crate::store::guarded("recovering", || {
+                recover(shared, &mut frontier, &mut head, &mut *guard)
+            })
         } else {
             Ok(())
         };
@@ -1021,9 +1076,37 @@ fn commit_loop<S: Sequencer>(
                 continue;
             }
         };
-        let view = LogView::new(&snap, head);
+        let (inputs, mut replies): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|r| (r.input, Some(r.reply))).unzip();
         let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
-        run_batch(shared, &view, batch, &mut frontier, &mut head, &mut guard);
+        let ran = crate::store::guarded("appending", || {
+            let view = LogView::new(&snap, head);
+            run_batch(
+                shared,
+                &view,
+                inputs,
+                &mut replies,
+                &mut frontier,
+                &mut head,
+                &mut *guard,
+            );
+            Ok(())
+        });
+        drop(snap);
+        if let Err(e) = ran {
+            // The storage engine panicked (a damaged page, say). Nothing of
+            // the batch is acknowledged; the committer lives on, reloads the
+            // durable head and rebuilds the sequencer from the committed log,
+            // exactly as after a failed commit.
+            tracing::error!(error = %e, batch = replies.len(), "the storage engine failed during a batch; batch not acknowledged");
+            shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
+            let _ = crate::store::guarded("recovering", || {
+                recover(shared, &mut frontier, &mut head, &mut *guard)
+            });
+            for reply in replies.iter_mut().filter_map(Option::take) {
+                let _ = reply.send(Err(AppendError::Ledger(e.clone())));
+            }
+        }
     }
 }
 
@@ -1084,7 +1167,8 @@ enum Outcome<A, R> {
 fn run_batch<S: Sequencer>(
     shared: &Shared,
     view: &LogView<'_>,
-    batch: Vec<Request<S>>,
+    inputs: Vec<S::Input>,
+    replies: &mut [Option<Reply<S>>],
     frontier: &mut Frontier,
     head: &mut Head,
     sequencer: &mut S,
@@ -1092,11 +1176,10 @@ fn run_batch<S: Sequencer>(
     let saved = (frontier.clone(), *head);
     let mut leaves: Vec<Vec<u8>> = Vec::new();
     let mut keys: Vec<Option<EntryKey>> = Vec::new();
-    let mut outcomes = Vec::with_capacity(batch.len());
-    let mut replies = Vec::with_capacity(batch.len());
-    for req in batch {
+    let mut outcomes = Vec::with_capacity(inputs.len());
+    for input in inputs {
         let next = frontier.size() + leaves.len() as u64;
-        let outcome = match sequencer.sequence(req.input, next, view) {
+        let outcome = match sequencer.sequence(input, next, view) {
             Sequenced::Append {
                 leaf,
                 accepted,
@@ -1125,7 +1208,6 @@ fn run_batch<S: Sequencer>(
             }
         };
         outcomes.push(outcome);
-        replies.push(req.reply);
     }
 
     let first_index = frontier.size();
@@ -1167,6 +1249,7 @@ fn run_batch<S: Sequencer>(
         Ok(()) => {
             sequencer.committed();
             if !leaves.is_empty() {
+                shared.stats.read_only.store(false, Ordering::Relaxed);
                 *shared.head.write().unwrap_or_else(|p| p.into_inner()) = *head;
                 shared.watch.send_replace(*head);
                 let n = leaves.len() as u64;
@@ -1181,7 +1264,10 @@ fn run_batch<S: Sequencer>(
                 tree_size: head.size,
                 root: head.root,
             };
-            for (outcome, reply) in outcomes.into_iter().zip(replies) {
+            for (outcome, reply) in outcomes
+                .into_iter()
+                .zip(replies.iter_mut().filter_map(Option::take))
+            {
                 let msg = match outcome {
                     Outcome::Appended { at, accepted } => Ok(Receipt {
                         appended: appended_at(at),
@@ -1215,7 +1301,14 @@ fn run_batch<S: Sequencer>(
             (*frontier, *head) = saved;
             // On failure a read-only view serves reads; the next batch retries.
             let _ = recover(shared, frontier, head, sequencer);
-            for (outcome, reply) in outcomes.into_iter().zip(replies) {
+            // Storage refused this write even if the file reopened (a full
+            // disk reopens fine and still refuses): writes are refused
+            // until one commits again.
+            shared.stats.read_only.store(true, Ordering::Relaxed);
+            for (outcome, reply) in outcomes
+                .into_iter()
+                .zip(replies.iter_mut().filter_map(Option::take))
+            {
                 let msg = match outcome {
                     // A refusal that needed no record stands regardless.
                     Outcome::Rejected(reason) => Err(AppendError::Rejected {

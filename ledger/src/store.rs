@@ -1003,6 +1003,25 @@ impl Snapshot {
         )
     }
 
+    /// Rows in the leaf-hash lookup table.
+    pub fn leaf_index_len(&self) -> Result<u64, Error> {
+        use redb::ReadableTableMetadata as _;
+        opened(&self.leaf_index, || {
+            self.txn.open_table(LEAF_INDEX).map_err(storage)
+        })?
+        .len()
+        .map_err(storage)
+    }
+
+    /// Rows in the entry-key (envelope id) lookup table; 0 when absent.
+    pub fn entry_keys_len(&self) -> Result<u64, Error> {
+        use redb::ReadableTableMetadata as _;
+        match self.entry_keys()? {
+            Some(t) => t.len().map_err(storage),
+            None => Ok(0),
+        }
+    }
+
     /// The first index recorded for `leaf_hash` in the derived lookup.
     pub fn index_of_leaf(&self, leaf_hash: &Hash) -> Result<Option<u64>, Error> {
         Ok(opened(&self.leaf_index, || {

@@ -63,6 +63,133 @@ pub fn verify_snapshot(
     )
 }
 
+/// What [`verify_indexes`] checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexesVerified {
+    /// Rows of the leaf-hash lookup (one per distinct leaf hash).
+    pub leaf_rows: u64,
+    /// Rows of the entry-key (envelope id) lookup.
+    pub key_rows: u64,
+}
+
+/// Checks the derived lookup tables against the entries of the first
+/// `size` entries, which a full verify has already proven:
+/// - every entry's leaf hash has a row naming it, or an earlier entry with
+///   the same leaf hash; the leaf-hash table has exactly one row per
+///   distinct leaf hash (so no row names anything else);
+/// - every entry below the key index's coverage that carries a key
+///   (`key_of`: an envelope id and payload digest) has a row naming that
+///   entry and digest; the key table has exactly that many rows.
+///
+/// A disagreement is [`CorruptionKind::Index`] at the first entry it
+/// concerns (or at `size` for a surplus row). Lookups answer "which entry
+/// has this id or leaf hash?"; a wrong answer would make an existing entry
+/// look absent (answered 404, or appended a second time) or a new one look
+/// taken.
+pub fn verify_indexes(
+    snap: &Snapshot,
+    size: u64,
+    key_of: &dyn Fn(&[u8]) -> Option<crate::EntryKey>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<IndexesVerified, Error> {
+    let bad = |index: u64, what: String| -> Error {
+        Corruption::new(index, CorruptionKind::Index, what).into()
+    };
+    let keyed_below = snap.keys_through()?.min(size);
+    let (mut distinct, mut keyed) = (0u64, 0u64);
+    let mut next = 0u64;
+    for rec in snap.records_from(0)? {
+        let (index, rec) = rec?;
+        if index >= size {
+            break;
+        }
+        if index != next {
+            return Err(Corruption::new(next, CorruptionKind::MissingEntry, "entry absent").into());
+        }
+        next += 1;
+        let entry = StoredEntry::decode(index, &rec)?;
+        let lh = leaf_hash(&entry.leaf);
+        match snap.index_of_leaf(&lh)? {
+            None => return Err(bad(index, "no leaf-hash lookup row for this entry".into())),
+            Some(i) if i == index => distinct += 1,
+            Some(i) if i < index => {
+                let earlier = snap.hashes_at(&[stored_hash_index(0, i)])?[0];
+                if earlier != lh {
+                    return Err(bad(
+                        index,
+                        format!("the leaf-hash lookup names entry {i}, which has another leaf"),
+                    ));
+                }
+            }
+            Some(i) => {
+                return Err(bad(
+                    index,
+                    format!("the leaf-hash lookup names the later entry {i}"),
+                ))
+            }
+        }
+        if index < keyed_below {
+            if let Some(k) = key_of(&entry.leaf) {
+                match snap.entry_key(&k.name)? {
+                    Some((i, digest)) if i == index && digest == k.digest => keyed += 1,
+                    Some((i, _)) if i != index => {
+                        return Err(bad(
+                            index,
+                            format!("the id lookup names entry {i} for this entry's id"),
+                        ))
+                    }
+                    Some(_) => {
+                        return Err(bad(
+                            index,
+                            "the id lookup holds another payload digest for this entry".into(),
+                        ))
+                    }
+                    None => return Err(bad(index, "no id lookup row for this entry".into())),
+                }
+            }
+        }
+        if index % PROGRESS_EVERY == 0 {
+            progress(index, size);
+        }
+    }
+    if next < size {
+        return Err(Corruption::new(next, CorruptionKind::MissingEntry, "entry absent").into());
+    }
+    let leaf_rows = snap.leaf_index_len()?;
+    if leaf_rows != distinct {
+        return Err(bad(
+            size,
+            format!("the leaf-hash lookup has {leaf_rows} rows for {distinct} distinct leaves"),
+        ));
+    }
+    let key_rows = snap.entry_keys_len()?;
+    if key_rows != keyed {
+        return Err(bad(
+            size,
+            format!("the id lookup has {key_rows} rows for {keyed} entries with ids"),
+        ));
+    }
+    progress(size, size);
+    Ok(IndexesVerified {
+        leaf_rows,
+        key_rows,
+    })
+}
+
+/// [`verify_indexes`] of the log in `dir`, with the keys its sequencer `S`
+/// gives entries (run it after [`verify_dir`] has passed).
+pub fn verify_dir_indexes<S: crate::Sequencer>(
+    dir: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<IndexesVerified, Error> {
+    let store = Store::open_existing(dir)?;
+    let snap = store.snapshot()?;
+    let size = snap.head()?.size;
+    crate::store::guarded("checking the lookup tables", || {
+        verify_indexes(&snap, size, &S::key_of, progress)
+    })
+}
+
 /// Incremental verify from a trusted `(size, root)`.
 pub fn verify_dir_from(
     dir: &Path,

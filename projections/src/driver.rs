@@ -44,9 +44,20 @@ impl<S: Sequencer> Entries for Ledger<S> {
 /// The `aux` name projection checkpoints are saved under. The version moves
 /// when the projection's saved form changes; an older checkpoint is then
 /// simply not found, and the projection is rebuilt from the log once.
-pub const AUX_KEY: &str = "projection/v4";
+pub const AUX_KEY: &str = "projection/v5";
+/// The first bytes of a sealed projection checkpoint ([`ledger::sealed`]).
+const MAGIC: &[u8; 8] = b"ELPROJ05";
 /// Entries read per batch while catching up.
 const CHUNK: u64 = 4096;
+
+/// The key that seals projection checkpoints, derived from the ledger's
+/// signing key (so a checkpoint edited without the key is refused).
+pub fn seal_key(ledger_key: &SigningKey) -> [u8; 32] {
+    ledger::sealed::derive_key(
+        "evidence-ledger/v1 projection checkpoint mac",
+        ledger_key.as_bytes(),
+    )
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DriverError {
@@ -58,6 +69,29 @@ pub enum DriverError {
     Rejected(Rejection),
     #[error("not a promotion.requested envelope")]
     NotARequest,
+    /// Derived state disagrees with the log it was derived from.
+    #[error(transparent)]
+    Mismatch(#[from] DerivedMismatch),
+}
+
+/// Derived state that does not match the log: bit rot in the data file, a
+/// bug, or someone editing it. Never answered with numbers: the state is
+/// rebuilt from the log, and the mismatch is reported (a metric, an alert,
+/// ops/runbooks/derived-state-mismatch.md).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DerivedMismatch {
+    /// The saved projection checkpoint was refused: its seal does not
+    /// verify, it names a root the log does not have, or it does not decode.
+    #[error("the saved projection checkpoint was refused: {0}")]
+    Checkpoint(String),
+    /// The saved projection, caught up to the head, answers differently from
+    /// a projection rebuilt from the log.
+    #[error("the saved projection disagrees with the log at size {size}: {what}")]
+    Disagrees { size: u64, what: String },
+    /// The numbers about to be signed do not follow from the evidence they
+    /// cite, read back from the log.
+    #[error("the recommendation for `{task_class}` does not follow from its evidence: {what}")]
+    Evidence { task_class: String, what: String },
 }
 
 impl From<AppendError<Rejection>> for DriverError {
@@ -67,6 +101,17 @@ impl From<AppendError<Rejection>> for DriverError {
             AppendError::Ledger(e) => DriverError::Ledger(e),
         }
     }
+}
+
+/// What [`Projector::open`] did with the saved checkpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resumed {
+    /// None was saved (or it was saved in an older form).
+    Nothing,
+    /// It checked out, and the projection resumed from it at this size.
+    At(u64),
+    /// It was refused; the projection was rebuilt from the first entry.
+    Refused(DerivedMismatch),
 }
 
 /// A projection kept in step with a log.
@@ -79,27 +124,38 @@ pub struct Projector {
 }
 
 impl Projector {
-    /// Starts from the saved checkpoint when the log's root at its size
-    /// matches (otherwise from empty), then catches up to the head.
+    /// Starts from the saved checkpoint when its seal verifies under `key`
+    /// and the log's root at its size is the one sealed with it (otherwise
+    /// from empty), then catches up to the head. A checkpoint is only a
+    /// starting point: [`Projector::confirm`] checks it against a rebuild
+    /// from the log before its numbers may be used.
     pub fn open<S: Sequencer>(
         log: &Ledger<S>,
         settings: Settings,
-    ) -> Result<Projector, DriverError> {
+        key: &[u8; 32],
+    ) -> Result<(Projector, Resumed), DriverError> {
         let mut projection = Projection::default();
+        let mut resumed = Resumed::Nothing;
         if let Some(saved) = log.get_aux(AUX_KEY)? {
-            match decode_checkpoint(&saved) {
-                Some((size, root, p))
-                    if size <= log.head().size
-                        && log.root_at(size)? == root
-                        && p.size() == size
-                        && p.root() == root =>
-                {
-                    tracing::info!(size, "projection resumed from its checkpoint");
+            let opened = ledger::sealed::open(key, MAGIC, &saved, log.head().size, |size| {
+                log.root_at(size)
+            })?;
+            let loaded = opened.map_err(|e| e.to_string()).and_then(|o| {
+                Projection::from_bytes(o.body)
+                    .filter(|p| p.size() == o.size)
+                    .ok_or_else(|| "its body does not decode to a projection of its size".into())
+            });
+            match loaded {
+                Ok(p) => {
+                    tracing::info!(size = p.size(), "projection resumed from its checkpoint");
+                    resumed = Resumed::At(p.size());
                     projection = p;
                 }
-                _ => tracing::warn!(
-                    "saved projection does not match the log; rebuilding from the start"
-                ),
+                Err(why) => {
+                    let m = DerivedMismatch::Checkpoint(why);
+                    tracing::error!(error = %m, "rebuilding the projection from the start");
+                    resumed = Resumed::Refused(m);
+                }
             }
         }
         let mut p = Projector {
@@ -108,7 +164,7 @@ impl Projector {
             cache: ViewCache::default(),
         };
         p.catch_up(log)?;
-        Ok(p)
+        Ok((p, resumed))
     }
 
     /// The settings views are computed with.
@@ -130,11 +186,7 @@ impl Projector {
         log: &Ledger<S>,
         settings: Settings,
     ) -> Result<Projector, DriverError> {
-        let mut p = Projector {
-            projection: Projection::default(),
-            settings,
-            cache: ViewCache::default(),
-        };
+        let mut p = Projector::empty(settings);
         p.catch_up(log)?;
         Ok(p)
     }
@@ -143,23 +195,88 @@ impl Projector {
     pub fn catch_up<S: Sequencer>(&mut self, log: &Ledger<S>) -> Result<u64, DriverError> {
         let head = log.head().size;
         let start = self.projection.size();
-        let mut at = start;
-        while at < head {
-            let end = head.min(at + CHUNK);
+        self.fold_to(log, head)?;
+        Ok(head - start)
+    }
+
+    /// Folds the entries from the projection's size up to `size`.
+    fn fold_to<S: Sequencer>(&mut self, log: &Ledger<S>, size: u64) -> Result<(), DriverError> {
+        let mut at = self.projection.size();
+        while at < size {
+            let end = size.min(at + CHUNK);
             for e in log.entries(at, end)? {
                 self.projection.apply(e.index, &e.leaf)?;
             }
             at = end;
         }
-        Ok(head - start)
+        Ok(())
     }
 
-    /// Saves the projection with the size and root it reflects.
-    pub fn save<S: Sequencer>(&self, log: &Ledger<S>) -> Result<(), DriverError> {
-        let mut out = self.projection.size().to_be_bytes().to_vec();
-        out.extend_from_slice(&self.projection.root().0);
-        out.extend_from_slice(&self.projection.to_bytes());
-        log.put_aux(AUX_KEY, &out)?;
+    /// Checks this projector (resumed from a saved checkpoint) against
+    /// `rebuilt`, a projector folded from the first entry: both are caught
+    /// up to the head, and every task class must get the same answer at
+    /// `now` from this one's running totals ([`Projection::view_cached`])
+    /// as from the rebuilt fold re-reading its window from the log
+    /// ([`Projection::view`]). A difference is
+    /// [`DerivedMismatch::Disagrees`]. Either way, the caller should go on
+    /// with `rebuilt`, which owes nothing to saved state.
+    pub fn confirm<S: Sequencer>(
+        &mut self,
+        rebuilt: &mut Projector,
+        log: &Ledger<S>,
+        now: i64,
+    ) -> Result<(), DriverError> {
+        self.catch_up(log)?;
+        rebuilt.fold_to(log, self.projection.size())?;
+        let size = self.projection.size();
+        let disagrees =
+            |what: String| DriverError::Mismatch(DerivedMismatch::Disagrees { size, what });
+        let ours: Vec<String> = self.projection.task_classes().map(str::to_owned).collect();
+        let theirs: Vec<String> = rebuilt
+            .projection
+            .task_classes()
+            .map(str::to_owned)
+            .collect();
+        if ours != theirs {
+            return Err(disagrees(format!(
+                "task classes {ours:?}, the log has {theirs:?}"
+            )));
+        }
+        let root = log.root_at(size)?;
+        for class in &ours {
+            let mine = self.projection.view_cached(
+                &mut self.cache,
+                log,
+                class,
+                now,
+                &self.settings,
+                size,
+                &root,
+            )?;
+            let truth = rebuilt
+                .projection
+                .view(log, class, now, &rebuilt.settings, size, &root)?;
+            if mine != truth {
+                return Err(disagrees(format!(
+                    "task class `{class}` answers differently"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Saves the projection, sealed with `key` and bound to the size and
+    /// root it reflects.
+    pub fn save<S: Sequencer>(&self, log: &Ledger<S>, key: &[u8; 32]) -> Result<(), DriverError> {
+        let size = self.projection.size();
+        let sealed = ledger::sealed::seal(
+            key,
+            MAGIC,
+            size,
+            &self.projection.root(),
+            &self.projection.to_bytes(),
+        );
+        log.put_aux(AUX_KEY, &sealed)?;
         Ok(())
     }
 
@@ -188,15 +305,6 @@ impl Projector {
             &head.root,
         )?)
     }
-}
-
-fn decode_checkpoint(b: &[u8]) -> Option<(u64, ledger::Hash, Projection)> {
-    if b.len() < 40 {
-        return None;
-    }
-    let size = u64::from_be_bytes(b[..8].try_into().ok()?);
-    let root = ledger::Hash(b[8..40].try_into().ok()?);
-    Some((size, root, Projection::from_bytes(&b[40..])?))
 }
 
 /// A recommendation appended to the log, with the view it was computed from.
@@ -266,6 +374,7 @@ pub fn recommend(
         }
     }
     let view = projector.view_at_head(events.ledger(), &req.task_class, now)?;
+    check_evidence(events.ledger(), &view)?;
     let payload = Payload {
         schema: SCHEMA_VERSION,
         id: rec_id,
@@ -296,6 +405,60 @@ pub fn recommend(
     Ok(Recommended { view, receipt })
 }
 
+/// Before the ledger signs numbers: reads every evidence entry the view
+/// cites back from the log (a checked read: re-hashed against its stored
+/// leaf hash), checks it is the entry the view names, and recomputes the
+/// held-out statistics from those leaves alone ([`crate::evidence`]). They
+/// must equal the view's, bit for bit; otherwise nothing is signed and the
+/// answer is [`DerivedMismatch::Evidence`].
+pub fn check_evidence<S: Sequencer>(
+    log: &Ledger<S>,
+    view: &TaskClassView,
+) -> Result<(), DriverError> {
+    let mismatch = |what: String| {
+        DriverError::Mismatch(DerivedMismatch::Evidence {
+            task_class: view.task_class.clone(),
+            what,
+        })
+    };
+    let mut entries = Vec::with_capacity(view.evidence.len());
+    for e in &view.evidence {
+        if e.index >= view.tree_size {
+            return Err(mismatch(format!(
+                "evidence {} is past the checkpoint",
+                e.index
+            )));
+        }
+        let entry = log.entry(e.index)?;
+        if ledger::hash::hex32(&entry.leaf_hash.0) != e.leaf_hash {
+            return Err(mismatch(format!(
+                "evidence {} is not the entry with leaf hash {}",
+                e.index, e.leaf_hash
+            )));
+        }
+        entries.push(entry);
+    }
+    let cited: Vec<crate::evidence::Cited<'_>> = entries
+        .iter()
+        .zip(&view.evidence)
+        .map(|(entry, e)| crate::evidence::Cited {
+            index: entry.index,
+            leaf: &entry.leaf,
+            case_id: Some(&e.case_id),
+        })
+        .collect();
+    let recomputed = crate::evidence::held_out_from_evidence(
+        &view.task_class,
+        &cited,
+        &view.settings,
+        &crate::evidence::Window {
+            start_micros: Some(view.window_start_micros),
+        },
+    )
+    .map_err(|e| mismatch(e.to_string()))?;
+    crate::evidence::check_stated(&view.held_out, &recomputed).map_err(|e| mismatch(e.to_string()))
+}
+
 impl Projector {
     /// A projector folded from the first entry up to `size`.
     fn rebuild_to<S: Sequencer>(
@@ -303,19 +466,8 @@ impl Projector {
         settings: Settings,
         size: u64,
     ) -> Result<Projector, DriverError> {
-        let mut p = Projector {
-            projection: Projection::default(),
-            settings,
-            cache: ViewCache::default(),
-        };
-        let mut at = 0;
-        while at < size {
-            let end = size.min(at + CHUNK);
-            for e in log.entries(at, end)? {
-                p.projection.apply(e.index, &e.leaf)?;
-            }
-            at = end;
-        }
+        let mut p = Projector::empty(settings);
+        p.fold_to(log, size)?;
         Ok(p)
     }
 }

@@ -12,12 +12,14 @@
 //! - [`fold`]: the state and the per-task-class view (MISSION.md §5).
 //! - [`rules`]: the four named promotion rules and the recommendation.
 //! - [`stats`]: BCa bootstrap and Wilson intervals, checked against SciPy.
+//! - [`evidence`]: the held-out statistics recomputed from cited evidence alone.
 //! - [`driver`]: the edge: catch a projection up from a log, checkpoint it to
 //!   storage, and append a `promotion.recommended` event when asked.
 
 #![forbid(unsafe_code)]
 
 pub mod driver;
+pub mod evidence;
 pub mod fold;
 pub mod rules;
 pub mod stats;

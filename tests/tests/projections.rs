@@ -15,6 +15,11 @@ fn view(w: &World, p: &mut Projector, tc: &str) -> projections::TaskClassView {
         .expect("view")
 }
 
+/// The key projection checkpoints are sealed with, as the server derives it.
+fn seal() -> [u8; 32] {
+    projections::driver::seal_key(&key("ledger"))
+}
+
 #[test]
 fn reruns_do_not_inflate_only_the_latest_score_per_case_counts() {
     let mut w = World::new();
@@ -22,7 +27,7 @@ fn reruns_do_not_inflate_only_the_latest_score_per_case_counts() {
         w.post("harness", Event::ScoreRecorded(score("case-1", v)))
             .expect("score");
     }
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let v = view(&w, &mut p, TASK_CLASS);
     assert_eq!(v.scores_in_window, 3);
     assert_eq!(v.held_out.cases, 1, "three runs of one case count once");
@@ -45,7 +50,7 @@ fn shared_kernel_scores_are_shown_but_never_count_as_evidence() {
         severity: "block".into(),
     });
     w.post("harness", Event::ScoreRecorded(s)).expect("score");
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let v = view(&w, &mut p, TASK_CLASS);
     assert_eq!(
         (v.scores_in_window, v.shared_kernel_scores_in_window),
@@ -83,7 +88,7 @@ fn retired_cases_stop_counting_and_pending_proposals_never_count() {
         }),
     )
     .expect("proposal");
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let v = view(&w, &mut p, TASK_CLASS);
     assert_eq!(v.active_cases_by_curation_class.get("held-out"), Some(&2));
     assert_eq!(v.pending_proposals, 1);
@@ -99,7 +104,7 @@ fn scores_older_than_the_window_do_not_count() {
     w.clock.advance(31 * DAY);
     w.post("harness", Event::ScoreRecorded(score("case-2", 0.5)))
         .expect("score");
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let v = view(&w, &mut p, TASK_CLASS);
     assert_eq!(v.scores_in_window, 1);
     assert_eq!(v.held_out.mean, Some(0.5));
@@ -107,7 +112,7 @@ fn scores_older_than_the_window_do_not_count() {
         window_seconds: 60 * 24 * 3600,
         ..Settings::default()
     };
-    let mut p = Projector::open(w.log.ledger(), wide).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), wide).expect("projector");
     assert_eq!(view(&w, &mut p, TASK_CLASS).scores_in_window, 2);
 }
 
@@ -116,7 +121,7 @@ fn a_projection_not_at_the_checkpoint_answers_with_an_error_not_a_number() {
     let mut w = World::new();
     w.post("harness", Event::ScoreRecorded(score("case-1", 0.9)))
         .expect("score");
-    let p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let head = w.log.ledger().head();
     let forged_root = ledger::leaf_hash(b"a different log");
     let err = p
@@ -217,7 +222,7 @@ fn incremental_and_rebuilt_projections_are_byte_identical_at_every_checkpoint() 
     for seed in [1u64, 2, 3] {
         let mut w = World::new();
         let mut incremental =
-            Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+            Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
         let mut steps = 0;
         long_stream(&mut w, seed, &mut |w| {
             steps += incremental
@@ -268,8 +273,8 @@ fn incremental_and_rebuilt_projections_are_byte_identical_at_every_checkpoint() 
 fn projection_checkpoint_survives_a_restart_and_catches_up_from_its_size() {
     let mut w = World::new();
     long_stream(&mut w, 9, &mut |_| {});
-    let p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
-    p.save(w.log.ledger()).expect("save");
+    let p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    p.save(w.log.ledger(), &seal()).expect("save");
     let saved_at = p.projection().size();
     w.post(
         "harness",
@@ -296,7 +301,9 @@ fn projection_checkpoint_survives_a_restart_and_catches_up_from_its_size() {
         clock.clone(),
     )
     .expect("reopen");
-    let mut resumed = Projector::open(log.ledger(), Settings::default()).expect("resume");
+    let (mut resumed, how) =
+        Projector::open(log.ledger(), Settings::default(), &seal()).expect("resume");
+    assert_eq!(how, projections::driver::Resumed::At(saved_at));
     assert_eq!(resumed.projection().size(), log.ledger().head().size);
     assert!(saved_at < resumed.projection().size());
     let rebuilt = Projector::rebuild(log.ledger(), Settings::default()).expect("rebuild");
@@ -326,7 +333,7 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
         w.post("harness", Event::ScoreRecorded(score(c, 0.95)))
             .expect("score");
     }
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let req = request(&mut w, TASK_CLASS);
     let rec =
         recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("recommend");
@@ -511,7 +518,7 @@ fn scenario_three_task_classes_150_cases() {
         .expect("shared score");
     }
 
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let mut got = Vec::new();
     for (tc, _) in classes {
         let req = request(&mut w, tc);
@@ -566,7 +573,7 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
     .expect("run");
     let mut cases: Vec<(String, bool)> = (1..=3).map(|i| (format!("case-{i}"), true)).collect();
     let mut rng = projections::stats::SplitMix64::new(20261122);
-    let mut p = Projector::open(w.log.ledger(), Settings::default()).expect("projector");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let mut cache = projections::fold::ViewCache::default();
     let mut inc = Projection::default();
     let settings = [

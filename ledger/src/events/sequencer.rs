@@ -171,86 +171,67 @@ pub struct Accepted {
 }
 
 /// The `aux` name of the saved state snapshot ([`EventLog::save_state`]).
-pub const STATE_AUX: &str = "event_state/v1";
-const SNAPSHOT_MAGIC: &[u8; 8] = b"ELSTATE1";
+pub const STATE_AUX: &str = "event_state/v2";
+const SNAPSHOT_MAGIC: &[u8; 8] = b"ELSTATE2";
 
-/// The key of the state snapshot's MAC, derived from the ledger's key.
+/// The key of the state snapshot's seal, derived from the ledger's key.
 fn snapshot_mac_key(ledger_key: &SigningKey) -> [u8; 32] {
-    blake3::derive_key(
+    crate::sealed::derive_key(
         "evidence-ledger/v1 state snapshot mac",
         ledger_key.as_bytes(),
     )
 }
 
-/// `magic ‖ size (u64 BE) ‖ root ‖ MAC ‖ body`; the MAC (keyed BLAKE3) covers
-/// size, root and body.
-fn snapshot_mac(key: &[u8; 32], size: u64, root: &crate::Hash, body: &[u8]) -> blake3::Hash {
-    let mut h = blake3::Hasher::new_keyed(key);
-    h.update(&size.to_be_bytes());
-    h.update(&root.0);
-    h.update(body);
-    h.finalize()
-}
-
-fn seal_snapshot(key: &[u8; 32], size: u64, root: &crate::Hash, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(80 + body.len());
-    out.extend_from_slice(SNAPSHOT_MAGIC);
-    out.extend_from_slice(&size.to_be_bytes());
-    out.extend_from_slice(&root.0);
-    out.extend_from_slice(snapshot_mac(key, size, root, body).as_bytes());
-    out.extend_from_slice(body);
-    out
-}
-
-/// The snapshot's state if it is sealed with `key`, taken at a size the log
-/// has, and the log's root at that size is the one sealed with it.
-fn open_snapshot(key: &[u8; 32], rec: &[u8], log: &LogView<'_>) -> Option<State> {
-    if rec.len() < 80 || &rec[..8] != SNAPSHOT_MAGIC {
-        return None;
-    }
-    let size = u64::from_be_bytes(rec[8..16].try_into().ok()?);
-    let root = crate::Hash(rec[16..48].try_into().ok()?);
-    let body = &rec[80..];
-    let mac: [u8; 32] = rec[48..80].try_into().ok()?;
-    // blake3::Hash compares in constant time.
-    if blake3::Hash::from(mac) != snapshot_mac(key, size, &root, body) {
-        return None;
-    }
-    if size > log.head().size || log.root_at(size).ok()? != root {
-        return None;
-    }
-    State::decode_snapshot(body).filter(|s| s.size == size)
+/// The snapshot's state if its seal ([`crate::sealed`]) verifies under
+/// `key`, it was taken at a size the log has, the log's root at that size
+/// is the one sealed with it, and its body decodes to a state of that size.
+/// Otherwise why not.
+fn open_snapshot(
+    key: &[u8; 32],
+    rec: &[u8],
+    log: &LogView<'_>,
+) -> Result<Result<State, String>, Error> {
+    let opened = crate::sealed::open(key, SNAPSHOT_MAGIC, rec, log.head().size, |size| {
+        log.root_at(size)
+    })?;
+    Ok(match opened {
+        Ok(o) => State::decode_snapshot(o.body)
+            .filter(|s| s.size == o.size)
+            .ok_or_else(|| "its body does not decode to a state of its size".to_owned()),
+        Err(e) => Err(e.to_string()),
+    })
 }
 
 /// The state at the log's head: the saved snapshot (when it checks out) and
 /// the entries after it, each re-checked; otherwise the whole log.
-/// Returns the state and the snapshot size it started from, if any.
+/// Returns the state, the snapshot size it started from (if any), and why
+/// a saved snapshot was refused (if one was).
 fn rebuild_state(
     log: &LogView<'_>,
     key: &[u8; 32],
     verify_signatures: bool,
-) -> Result<(State, Option<u64>), super::state::ReplayError> {
-    match log.aux(STATE_AUX) {
-        Ok(Some(rec)) => match open_snapshot(key, &rec, log) {
-            Some(state) => {
-                let from = state.size;
-                tracing::info!(
-                    snapshot = from,
-                    tail = log.head().size - from,
-                    "state from its snapshot and the entries after it"
-                );
-                return Ok((state.replay_from(log, verify_signatures)?, Some(from)));
-            }
-            None => {
-                tracing::warn!("the state snapshot does not check out; replaying the whole log")
-            }
-        },
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot read the state snapshot; replaying the whole log")
+) -> Result<(State, Option<u64>, Option<String>), super::state::ReplayError> {
+    let refused = match log.aux(STATE_AUX).and_then(|rec| match rec {
+        Some(rec) => open_snapshot(key, &rec, log).map(Some),
+        None => Ok(None),
+    }) {
+        Ok(Some(Ok(state))) => {
+            let from = state.size;
+            tracing::info!(
+                snapshot = from,
+                tail = log.head().size - from,
+                "state from its snapshot and the entries after it"
+            );
+            return Ok((state.replay_from(log, verify_signatures)?, Some(from), None));
         }
+        Ok(None) => None,
+        Ok(Some(Err(why))) => Some(format!("the event-state snapshot was refused: {why}")),
+        Err(e) => Some(format!("the event-state snapshot cannot be read: {e}")),
+    };
+    if let Some(why) = &refused {
+        tracing::error!(reason = %why, "derived state does not match the log; replaying the whole log");
     }
-    Ok((State::replay(log, verify_signatures)?, None))
+    Ok((State::replay(log, verify_signatures)?, None, refused))
 }
 
 /// The [`Sequencer`] for signed domain events.
@@ -460,7 +441,7 @@ impl Sequencer for EventSequencer {
     fn failed(&mut self, log: &LogView<'_>) {
         self.pending.clear();
         match rebuild_state(log, &snapshot_mac_key(&self.ledger_key), false) {
-            Ok((s, _)) => {
+            Ok((s, _, _)) => {
                 self.keys.reset(&s);
                 self.state = s;
             }
@@ -479,6 +460,7 @@ pub struct EventLog {
     replay_error: Option<String>,
     snapshot_key: [u8; 32],
     restored_from: Option<u64>,
+    snapshot_refused: Option<String>,
 }
 
 impl EventLog {
@@ -521,7 +503,7 @@ impl EventLog {
         let replay_error = Arc::new(std::sync::Mutex::new(None));
         let re2 = Arc::clone(&replay_error);
         let snapshot_key = snapshot_mac_key(&ledger_key);
-        let restored = Arc::new(std::sync::Mutex::new(None));
+        let restored = Arc::new(std::sync::Mutex::new((None, None)));
         let restored2 = Arc::clone(&restored);
         let ledger = Ledger::open_with(dir, config, move |log| {
             let replayed = rebuild_state(log, &snapshot_key, true).map_err(|e| match e {
@@ -534,8 +516,8 @@ impl EventLog {
                 .into(),
             });
             let (state, broken) = match replayed {
-                Ok((state, from)) => {
-                    *restored2.lock().unwrap_or_else(|p| p.into_inner()) = from;
+                Ok((state, from, refused)) => {
+                    *restored2.lock().unwrap_or_else(|p| p.into_inner()) = (from, refused);
                     (state, false)
                 }
                 Err(e) if degraded => {
@@ -560,13 +542,15 @@ impl EventLog {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        let restored_from = *restored.lock().unwrap_or_else(|p| p.into_inner());
+        let (restored_from, snapshot_refused) =
+            restored.lock().unwrap_or_else(|p| p.into_inner()).clone();
         Ok(EventLog {
             ledger,
             keys,
             replay_error,
             snapshot_key,
             restored_from,
+            snapshot_refused,
         })
     }
 
@@ -574,6 +558,15 @@ impl EventLog {
     /// after it were replayed), or `None` when it replayed the whole log.
     pub fn restored_from(&self) -> Option<u64> {
         self.restored_from
+    }
+
+    /// Why a saved event-state snapshot was refused on open (its seal did
+    /// not verify, or it names a root the log does not have), if one was:
+    /// the state was then replayed from the whole log. Derived state that
+    /// does not match the log is a sign of bit rot or of tampering with the
+    /// data file; a server counts and reports it.
+    pub fn snapshot_refused(&self) -> Option<&str> {
+        self.snapshot_refused.as_deref()
     }
 
     /// Saves the committed state as a snapshot, so the next open replays
@@ -597,7 +590,7 @@ impl EventLog {
         let root = self.ledger.root_at(size)?;
         self.ledger.put_aux(
             STATE_AUX,
-            &seal_snapshot(&self.snapshot_key, size, &root, &body),
+            &crate::sealed::seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root, &body),
         )?;
         Ok(Some(size))
     }
@@ -720,6 +713,36 @@ impl EventLog {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.tier))
                 .collect()
+        })
+    }
+
+    /// Checks that the ledger's own key (the one this log was opened with)
+    /// is an enrolled principal with the `ledger` role and not revoked: the
+    /// key genesis enrolled, or one enrolled later for a rotation. A log
+    /// with no entries yet has nobody enrolled and passes. The error says
+    /// what is wrong; a server refuses to start with it, since every record
+    /// the ledger signs would be refused or, worse, be signed by a key
+    /// nobody enrolled.
+    pub fn check_ledger_key(&self) -> Result<(), String> {
+        self.ledger.inspect(|s| {
+            if s.state.size == 0 {
+                return Ok(());
+            }
+            match s.state.principals.get(&s.ledger_key_id) {
+                None => Err(format!(
+                    "the ledger key {} is not enrolled in this log (is this the log key `ledger init` made for it?)",
+                    s.ledger_key_id
+                )),
+                Some(p) if p.revoked => Err(format!(
+                    "the ledger key {} ({}) was revoked",
+                    s.ledger_key_id, p.identity
+                )),
+                Some(p) if !p.roles.contains(&super::model::Role::Ledger) => Err(format!(
+                    "the ledger key {} ({}) is enrolled without the `ledger` role",
+                    s.ledger_key_id, p.identity
+                )),
+                Some(_) => Ok(()),
+            }
         })
     }
 

@@ -1,0 +1,188 @@
+//! Sealed records of derived state: bytes bound to the tree size and root
+//! they were derived at, under a keyed BLAKE3 MAC.
+//!
+//! Derived state (the event-state snapshot, the projection checkpoint) is
+//! kept in the data file so a start need not recompute it, but it is never
+//! hashed into the log. A seal makes a change to it detectable by anyone
+//! without the MAC key: a flipped byte, an overwritten number, a record
+//! copied from another log or another size. It is an integrity check, not a
+//! signature: whoever holds the key (it is derived from the ledger's key,
+//! which sits on the same host) can seal anything. So a sealed record is
+//! only ever a starting point; the callers check what it says against the
+//! log before any number derived from it is served or signed.
+//!
+//! Layout: `magic (8) ‖ size (u64 BE) ‖ root (32) ‖ MAC (32) ‖ body`; the
+//! MAC covers the magic, size, root and body.
+
+use crate::Hash;
+
+/// Why a sealed record was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// Too short, or another kind of record (its magic differs).
+    #[error("not a {expected} record")]
+    Malformed { expected: String },
+    /// The MAC does not match: the record was changed after it was sealed,
+    /// or sealed with another key.
+    #[error("its seal does not verify (the record was changed, or sealed with another key)")]
+    BadSeal,
+    /// Sealed at a size the log does not have.
+    #[error("sealed at size {size}, but the log has {log_size} entries")]
+    Beyond { size: u64, log_size: u64 },
+    /// Sealed at a root the log does not have at that size.
+    #[error("sealed at size {size} with root {sealed}, but the log's root there is {log}")]
+    OtherRoot {
+        size: u64,
+        sealed: String,
+        log: String,
+    },
+}
+
+/// A MAC key for one kind of record, derived from a secret (the ledger's
+/// signing key bytes) and a context naming the record kind.
+pub fn derive_key(context: &str, secret: &[u8]) -> [u8; 32] {
+    blake3::derive_key(context, secret)
+}
+
+fn mac(key: &[u8; 32], magic: &[u8; 8], size: u64, root: &Hash, body: &[u8]) -> blake3::Hash {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(magic);
+    h.update(&size.to_be_bytes());
+    h.update(&root.0);
+    h.update(body);
+    h.finalize()
+}
+
+/// Seals `body`, derived from the log at `(size, root)`.
+pub fn seal(key: &[u8; 32], magic: &[u8; 8], size: u64, root: &Hash, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(80 + body.len());
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&size.to_be_bytes());
+    out.extend_from_slice(&root.0);
+    out.extend_from_slice(mac(key, magic, size, root, body).as_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A record opened by [`open`]: the size it was sealed at and its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened<'a> {
+    pub size: u64,
+    pub body: &'a [u8],
+}
+
+/// Opens a sealed record: the magic is `magic`, the MAC verifies under
+/// `key`, and `root_at(size)` (the log's root at the sealed size, `None`
+/// when the log is smaller) is the sealed root.
+pub fn open<'a, E>(
+    key: &[u8; 32],
+    magic: &[u8; 8],
+    rec: &'a [u8],
+    log_size: u64,
+    root_at: impl FnOnce(u64) -> Result<Hash, E>,
+) -> Result<Result<Opened<'a>, SealError>, E> {
+    let malformed = || SealError::Malformed {
+        expected: String::from_utf8_lossy(magic).into_owned(),
+    };
+    if rec.len() < 80 || &rec[..8] != magic {
+        return Ok(Err(malformed()));
+    }
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&rec[8..16]);
+    let size = u64::from_be_bytes(size);
+    let mut root = [0u8; 32];
+    root.copy_from_slice(&rec[16..48]);
+    let root = Hash(root);
+    let mut sealed = [0u8; 32];
+    sealed.copy_from_slice(&rec[48..80]);
+    let body = &rec[80..];
+    // blake3::Hash compares in constant time.
+    if blake3::Hash::from(sealed) != mac(key, magic, size, &root, body) {
+        return Ok(Err(SealError::BadSeal));
+    }
+    if size > log_size {
+        return Ok(Err(SealError::Beyond { size, log_size }));
+    }
+    let log_root = root_at(size)?;
+    if log_root != root {
+        return Ok(Err(SealError::OtherRoot {
+            size,
+            sealed: crate::hash::hex32(&root.0),
+            log: crate::hash::hex32(&log_root.0),
+        }));
+    }
+    Ok(Ok(Opened { size, body }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAGIC: &[u8; 8] = b"TESTREC1";
+
+    fn root(n: u8) -> Hash {
+        Hash([n; 32])
+    }
+
+    fn opened(key: &[u8; 32], rec: &[u8], log_size: u64, r: Hash) -> Result<u64, SealError> {
+        open::<()>(key, MAGIC, rec, log_size, |_| Ok(r))
+            .expect("root lookup")
+            .map(|o| o.size)
+    }
+
+    #[test]
+    fn a_sealed_record_opens_at_its_size_and_root() {
+        let key = derive_key("test context", b"secret");
+        let rec = seal(&key, MAGIC, 7, &root(1), b"body");
+        let o = open::<()>(&key, MAGIC, &rec, 9, |s| {
+            assert_eq!(s, 7);
+            Ok(root(1))
+        })
+        .expect("lookup")
+        .expect("opens");
+        assert_eq!((o.size, o.body), (7, &b"body"[..]));
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_refused() {
+        let key = derive_key("test context", b"secret");
+        let rec = seal(&key, MAGIC, 7, &root(1), b"a body of some length");
+        for i in 0..rec.len() {
+            for bit in 0..8 {
+                let mut r = rec.clone();
+                r[i] ^= 1 << bit;
+                assert!(
+                    opened(&key, &r, 9, root(1)).is_err(),
+                    "a flip of bit {bit} of byte {i} was accepted"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn another_key_another_kind_another_root_or_size_is_refused() {
+        let key = derive_key("test context", b"secret");
+        let rec = seal(&key, MAGIC, 7, &root(1), b"body");
+        let other = derive_key("test context", b"other secret");
+        assert_eq!(opened(&other, &rec, 9, root(1)), Err(SealError::BadSeal));
+        assert!(matches!(
+            open::<()>(&key, b"OTHERREC", &rec, 9, |_| Ok(root(1))).expect("lookup"),
+            Err(SealError::Malformed { .. })
+        ));
+        assert!(matches!(
+            opened(&key, &rec, 9, root(2)),
+            Err(SealError::OtherRoot { size: 7, .. })
+        ));
+        assert_eq!(
+            opened(&key, &rec, 6, root(1)),
+            Err(SealError::Beyond {
+                size: 7,
+                log_size: 6
+            })
+        );
+        assert!(matches!(
+            opened(&key, &rec[..40], 9, root(1)),
+            Err(SealError::Malformed { .. })
+        ));
+    }
+}

@@ -1,0 +1,143 @@
+//! The held-out statistics recomputed from the evidence leaves a view or a
+//! recommendation cites, with nothing else: the check the promotion gate
+//! runs on an offline bundle (`ledger verify-bundle`), the one the server
+//! runs before it signs a `promotion.recommended`, and the one `ledger
+//! audit` runs on every projection it reads. One definition, so the three
+//! can never drift apart.
+
+use ledger::events::{decode_leaf, Event};
+
+use crate::fold::{bootstrap_seed, ScoreStats, Settings};
+use crate::stats::{bca, wilson};
+
+/// Why evidence does not support the statistics stated with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EvidenceError {
+    #[error("evidence {index} is not a ledger event: {reason}")]
+    Undecodable { index: u64, reason: String },
+    #[error("evidence {index} is not a score")]
+    NotAScore { index: u64 },
+    #[error("evidence {index} is a score of `{found}`, not of `{task_class}`")]
+    OtherTaskClass {
+        index: u64,
+        task_class: String,
+        found: String,
+    },
+    #[error("evidence {index} was sequenced before the window starts")]
+    OutsideWindow { index: u64 },
+    #[error("evidence {index} names case `{found}`; the view says `{stated}`")]
+    OtherCase {
+        index: u64,
+        stated: String,
+        found: String,
+    },
+    #[error("evidence {index} appears more than once")]
+    Repeated { index: u64 },
+    #[error("case `{case}` is cited twice (only the latest score of a case counts)")]
+    CaseTwice { case: String },
+    #[error("the stated held-out {field} does not follow from the evidence")]
+    Stated { field: &'static str },
+}
+
+/// One cited evidence leaf: its log index and its bytes (already checked to
+/// be the log's own: re-hashed to its leaf hash and proven included, or read
+/// through the log's checked read).
+pub struct Cited<'a> {
+    pub index: u64,
+    pub leaf: &'a [u8],
+    /// The case id the view says this score is for, when it says one.
+    pub case_id: Option<&'a str>,
+}
+
+/// Options of [`held_out_from_evidence`].
+pub struct Window {
+    /// Scores sequenced before this time (µs, UTC) are outside the window.
+    pub start_micros: Option<i64>,
+}
+
+/// Recomputes the held-out statistics of `task_class` from the cited score
+/// leaves, in the order given (the view's order: by case id): count, mean
+/// with its BCa interval (the task class's fixed seed), passes and the
+/// Wilson interval.
+pub fn held_out_from_evidence(
+    task_class: &str,
+    cited: &[Cited<'_>],
+    settings: &Settings,
+    window: &Window,
+) -> Result<ScoreStats, EvidenceError> {
+    let mut scores = Vec::with_capacity(cited.len());
+    let mut passed = 0usize;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut cases = std::collections::BTreeSet::new();
+    for c in cited {
+        if !seen.insert(c.index) {
+            return Err(EvidenceError::Repeated { index: c.index });
+        }
+        let (d, at) = decode_leaf(c.leaf).map_err(|r| EvidenceError::Undecodable {
+            index: c.index,
+            reason: r.to_string(),
+        })?;
+        let Event::ScoreRecorded(s) = d.payload.event else {
+            return Err(EvidenceError::NotAScore { index: c.index });
+        };
+        if s.task_class != task_class {
+            return Err(EvidenceError::OtherTaskClass {
+                index: c.index,
+                task_class: task_class.to_owned(),
+                found: s.task_class,
+            });
+        }
+        if window.start_micros.is_some_and(|start| at < start) {
+            return Err(EvidenceError::OutsideWindow { index: c.index });
+        }
+        if let Some(stated) = c.case_id {
+            if stated != s.case_id {
+                return Err(EvidenceError::OtherCase {
+                    index: c.index,
+                    stated: stated.to_owned(),
+                    found: s.case_id,
+                });
+            }
+        }
+        if !cases.insert(s.case_id.clone()) {
+            return Err(EvidenceError::CaseTwice { case: s.case_id });
+        }
+        passed += usize::from(s.score.passed);
+        scores.push(s.score.score);
+    }
+    let n = scores.len();
+    Ok(ScoreStats {
+        cases: n,
+        mean: (n > 0).then(|| scores.iter().sum::<f64>() / n as f64),
+        mean_ci: bca(
+            &scores,
+            settings.confidence,
+            settings.resamples,
+            bootstrap_seed(task_class),
+        ),
+        passed,
+        pass_rate: (n > 0).then(|| passed as f64 / n as f64),
+        pass_rate_ci: wilson(passed as u64, n as u64, settings.confidence),
+    })
+}
+
+/// Checks `stated` against what the evidence implies, field by field (bit
+/// for bit: both sides run the same arithmetic in the same order).
+pub fn check_stated(stated: &ScoreStats, recomputed: &ScoreStats) -> Result<(), EvidenceError> {
+    let same = |a: Option<f64>, b: Option<f64>| a.map(f64::to_bits) == b.map(f64::to_bits);
+    let fields: [(&'static str, bool); 6] = [
+        ("cases", stated.cases == recomputed.cases),
+        ("mean", same(stated.mean, recomputed.mean)),
+        ("mean_ci", stated.mean_ci == recomputed.mean_ci),
+        ("passed", stated.passed == recomputed.passed),
+        ("pass_rate", same(stated.pass_rate, recomputed.pass_rate)),
+        (
+            "pass_rate_ci",
+            stated.pass_rate_ci == recomputed.pass_rate_ci,
+        ),
+    ];
+    match fields.iter().find(|(_, ok)| !ok) {
+        Some((field, _)) => Err(EvidenceError::Stated { field }),
+        None => Ok(()),
+    }
+}
