@@ -105,9 +105,20 @@ impl AppState {
         log_key: LogKey,
         clock: Arc<dyn Clock>,
     ) -> anyhow::Result<AppState> {
+        Self::open_with_storage(config, log_key, clock, ledger::Config::default())
+    }
+
+    /// [`AppState::open`] with the log's own settings (a storage backend
+    /// that injects faults, in tests).
+    pub fn open_with_storage(
+        config: ServeConfig,
+        log_key: LogKey,
+        clock: Arc<dyn Clock>,
+        storage: ledger::Config,
+    ) -> anyhow::Result<AppState> {
         let events = EventLog::open_degraded(
             &config.data_dir,
-            ledger::Config::default(),
+            storage,
             log_key.event_signing_key(),
             Arc::clone(&clock),
         )?;
@@ -359,7 +370,14 @@ pub fn startup_check(state: &AppState) {
     match (verified, loaded) {
         (Ok(()), Ok(())) => {
             state.projection_ready.set(true);
-            state.verify_status.store(VERIFY_OK, Ordering::SeqCst);
+            // A status already failed (the log did not replay at open)
+            // stays failed.
+            let _ = state.verify_status.compare_exchange(
+                VERIFY_RUNNING,
+                VERIFY_OK,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
         }
         (Err(e), _) => {
             tracing::error!(error = %e, "log verification FAILED; numbers and proofs withheld");

@@ -21,6 +21,7 @@ enum Lie {
     WrongInclusion,
     Inconsistent,
     EvidenceNotInLog,
+    ForgedStatistics,
 }
 
 struct Proxy {
@@ -65,6 +66,12 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
             .into();
         v["evidence"][0]["leaf_hash"] = fake_hash.clone().into();
         v["view"]["evidence"][0]["leaf_hash"] = fake_hash.into();
+        body = serde_json::to_vec(&v).expect("json");
+    } else if path.starts_with("/v1/task-classes/") && p.lie == Lie::ForgedStatistics {
+        // Every proof checks out; only the stated mean does not follow
+        // from the evidence.
+        let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        v["view"]["held_out"]["mean"] = 0.5.into();
         body = serde_json::to_vec(&v).expect("json");
     }
     let ct = if path == "/checkpoint" {
@@ -127,6 +134,7 @@ fn scene() -> Scene {
         Lie::WrongInclusion,
         Lie::Inconsistent,
         Lie::EvidenceNotInLog,
+        Lie::ForgedStatistics,
     ] {
         let proxy = Arc::new(Proxy {
             upstream: server.base.clone(),
@@ -227,6 +235,13 @@ fn an_honest_server_passes_and_the_auditor_lies_are_all_caught() {
         }
         other => panic!("evidence not in the log not caught: {other:?}"),
     }
+    // Statistics that do not follow from the evidence they cite.
+    match run_audit(&proxy(&s, Lie::ForgedStatistics), &s, &first_note) {
+        Err(AuditError::Failed(AuditFailure::BadProjection { reason, .. })) => {
+            assert!(reason.contains("held-out mean"), "{reason}")
+        }
+        other => panic!("forged statistics not caught: {other:?}"),
+    }
 }
 
 #[test]
@@ -274,6 +289,25 @@ fn the_audit_command_exits_3_on_a_stale_checkpoint_and_saves_only_after_a_pass()
         .output()
         .expect("audit");
     assert_eq!(out.status.code(), Some(1));
+    let out = std::process::Command::new(ledger_bin)
+        .args([
+            "audit",
+            "--quiet",
+            "--server",
+            &proxy(&s, Lie::ForgedStatistics),
+            "--key",
+            &s.server.vkey,
+            "--trusted",
+        ])
+        .arg(&trusted)
+        .output()
+        .expect("audit");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "statistics that do not follow from the evidence: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = std::process::Command::new(ledger_bin)
         .args([
             "audit",

@@ -48,11 +48,38 @@ impl TestServer {
         Self::start_on(dir, init.log_key, init.operator, tweak)
     }
 
+    /// A fresh, initialised data directory served on `backend`'s storage.
+    pub fn start_with_storage(backend: ledger::store::BackendFactory) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init =
+            api::init::init(dir.path(), "test.example/log", "operator@test", None).expect("init");
+        Self::start_inner(
+            dir,
+            init.log_key,
+            init.operator,
+            |_| {},
+            ledger::Config {
+                backend: Some(backend),
+                ..ledger::Config::default()
+            },
+        )
+    }
+
     pub fn start_on(
         dir: tempfile::TempDir,
         log_key: anchors::LogKey,
         operator: ed25519_dalek::SigningKey,
         tweak: impl FnOnce(&mut ServeConfig),
+    ) -> TestServer {
+        Self::start_inner(dir, log_key, operator, tweak, ledger::Config::default())
+    }
+
+    fn start_inner(
+        dir: tempfile::TempDir,
+        log_key: anchors::LogKey,
+        operator: ed25519_dalek::SigningKey,
+        tweak: impl FnOnce(&mut ServeConfig),
+        storage: ledger::Config,
     ) -> TestServer {
         let mut config = ServeConfig {
             data_dir: dir.path().to_path_buf(),
@@ -71,7 +98,13 @@ impl TestServer {
         let addr = listener.local_addr().expect("addr");
         config.listen = addr;
         let state = Arc::new(
-            AppState::open(config, log_key, Arc::new(ledger::events::SystemClock)).expect("state"),
+            AppState::open_with_storage(
+                config,
+                log_key,
+                Arc::new(ledger::events::SystemClock),
+                storage,
+            )
+            .expect("state"),
         );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let st = Arc::clone(&state);
@@ -224,6 +257,32 @@ pub fn seed(s: &TestServer, c: &Client) {
         )
         .expect("score");
     }
+}
+
+/// Starts the real `ledger serve` binary on a free loopback port with
+/// `args`, and waits until it answers `/healthz` (not until it is ready).
+pub fn spawn_ledger_live(args: &[&str]) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args(["serve", "--listen", &listen])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve");
+    let base = format!("http://{listen}");
+    let client = Client::new(&base, None);
+    if within_30s(|| client.get("/healthz").map(|r| r.status).unwrap_or(0) == 200) {
+        return (child, base);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("the server did not start");
 }
 
 /// Starts the real `ledger serve` binary on a free loopback port with
