@@ -142,3 +142,61 @@ fn an_old_backup_behind_an_anchor_is_refused_unless_allowed_and_the_gap_is_repor
         r.behind[0].1
     );
 }
+
+#[test]
+fn attack_edited_backup_is_refused_leaves_no_log_and_names_the_root() {
+    use base64::Engine as _;
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    seed(&s, &c);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("ledger.backup");
+    api::backup::backup(&c, &file, &mut |_, _| {}).expect("backup");
+    let key_file = s.path().join("log.key");
+    let text = std::fs::read_to_string(&file).expect("read");
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    // Entry 3's leaf, one byte changed: the same count of entries, another root.
+    let mut line: serde_json::Value = serde_json::from_str(&lines[4]).expect("entry line");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut leaf = b64
+        .decode(line["leaf"].as_str().expect("leaf"))
+        .expect("base64");
+    leaf[10] ^= 1;
+    line["leaf"] = b64.encode(&leaf).into();
+    lines[4] = line.to_string();
+    let edited = dir.path().join("edited.backup");
+    std::fs::write(&edited, lines.join("\n") + "\n").expect("write");
+    let target = dir.path().join("restored");
+    let err = api::backup::restore(
+        &edited,
+        &target,
+        &key_file,
+        None,
+        &[],
+        false,
+        &mut |_, _| {},
+    )
+    .expect_err("an edited backup must be refused");
+    assert!(err.to_string().contains("root"), "{err}");
+    assert!(
+        !err.to_string().contains("holds"),
+        "the size is right; the refusal must name the root: {err}"
+    );
+    assert!(
+        !target.join("ledger.redb").exists(),
+        "a refused restore left a log behind"
+    );
+    assert!(
+        std::fs::read_dir(&target)
+            .map(|d| d.count() == 0)
+            .unwrap_or(true),
+        "a refused restore left files behind"
+    );
+    // A backup that lost its last entry: the refusal names the size.
+    let short = dir.path().join("short.backup");
+    std::fs::write(&short, lines[..lines.len() - 1].join("\n") + "\n").expect("write");
+    let err = api::backup::restore(&short, &target, &key_file, None, &[], false, &mut |_, _| {})
+        .expect_err("a short backup must be refused");
+    assert!(err.to_string().contains("entries"), "{err}");
+    assert!(!target.join("ledger.redb").exists());
+}

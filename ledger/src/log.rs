@@ -1239,7 +1239,7 @@ fn run_batch<S: Sequencer>(
         };
         shared
             .store()
-            .and_then(|s| s.commit(&rows, &new_head))
+            .and_then(|s| s.commit(&rows, &new_head, S::KEYED))
             .map(|()| {
                 *head = new_head;
             })

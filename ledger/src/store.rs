@@ -568,7 +568,12 @@ impl Store {
     /// guarantees the rows are contiguous from the current head. The bundle
     /// the head is in is read, extended and rewritten; every bundle the batch
     /// fills is stored compressed.
-    pub(crate) fn commit(&self, rows: &[Row<'_>], new_head: &Head) -> Result<(), Error> {
+    pub(crate) fn commit(
+        &self,
+        rows: &[Row<'_>],
+        new_head: &Head,
+        keyed: bool,
+    ) -> Result<(), Error> {
         self.refuse_if_fallback()?;
         let mut txn = self.db.begin_write().map_err(storage)?;
         txn.set_durability(Durability::Immediate).map_err(storage)?;
@@ -635,7 +640,10 @@ impl Store {
             }
             writer.finish(&mut bundles)?;
             let old_size = new_head.size - rows.len() as u64;
-            if read_keys_through(&meta)? == old_size {
+            // Only a sequencer that names keys extends the key index's
+            // coverage: a log written without keys (a raw restore) leaves
+            // it behind, and the next keyed open indexes what it lacks.
+            if keyed && read_keys_through(&meta)? == old_size {
                 meta.insert(KEYS_THROUGH_KEY, new_head.size.to_be_bytes().as_slice())
                     .map_err(storage)?;
             }

@@ -11,7 +11,7 @@ pub mod world;
 use std::path::{Path, PathBuf};
 
 use ledger::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
-use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, ENTRY_KEYS, HASHES, META};
+use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, ENTRY_KEYS, HASHES, LEAF_INDEX, META};
 use ledger::{Config, Hash, Ledger};
 use redb::{Database, ReadableDatabase};
 
@@ -169,6 +169,37 @@ impl RawDisk {
         self.write(|txn| {
             let mut t = txn.open_table(ENTRY_KEYS).expect("table");
             t.insert(name, (index, digest)).expect("insert");
+        });
+    }
+
+    /// Removes the key index's row for `name`.
+    pub fn delete_entry_key(&self, name: &str) {
+        self.write(|txn| {
+            let mut t = txn.open_table(ENTRY_KEYS).expect("table");
+            t.remove(name).expect("remove");
+        });
+    }
+
+    /// The leaf-hash lookup's row for `leaf_hash`.
+    pub fn leaf_index(&self, leaf_hash: &Hash) -> Option<u64> {
+        let txn = self.db.begin_read().expect("read");
+        let t = txn.open_table(LEAF_INDEX).ok()?;
+        t.get(leaf_hash.0).expect("get").map(|v| v.value())
+    }
+
+    /// Writes (or with `None`, removes) the leaf-hash lookup's row for
+    /// `leaf_hash`.
+    pub fn set_leaf_index(&self, leaf_hash: &Hash, index: Option<u64>) {
+        self.write(|txn| {
+            let mut t = txn.open_table(LEAF_INDEX).expect("table");
+            match index {
+                Some(i) => {
+                    t.insert(leaf_hash.0, i).expect("insert");
+                }
+                None => {
+                    t.remove(leaf_hash.0).expect("remove");
+                }
+            }
         });
     }
 

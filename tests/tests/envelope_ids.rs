@@ -139,3 +139,71 @@ fn same_envelope_twice_in_one_batch_is_appended_once() {
     assert!(a.existing != b.existing);
     assert_eq!(w.size(), size + 1);
 }
+
+/// `verify`'s check of the lookup tables on a copy of `dir` damaged by
+/// `damage`.
+fn indexes_after(
+    dir: &std::path::Path,
+    damage: impl FnOnce(&RawDisk),
+) -> Result<ledger::IndexesVerified, ledger::Error> {
+    let copy = tempfile::tempdir().expect("tempdir");
+    std::fs::copy(tests::db_path(dir), tests::db_path(copy.path())).expect("copy");
+    damage(&RawDisk::open(copy.path()));
+    ledger::verify_dir_indexes::<ledger::events::EventSequencer>(copy.path(), &mut |_, _| {})
+}
+
+fn lookup_damage_at(r: Result<ledger::IndexesVerified, ledger::Error>) -> u64 {
+    match r {
+        Err(ledger::Error::Corrupt(c)) => {
+            assert_eq!(c.kind, ledger::CorruptionKind::Index, "{c}");
+            c.index
+        }
+        other => panic!("lookup-table damage was not found: {other:?}"),
+    }
+}
+
+#[test]
+fn attack_lookup_table_rows_removed_redirected_or_smuggled_are_found_by_verify() {
+    let (w, posted) = scored(4);
+    let dir = w.dir.path().to_owned();
+    let size = w.log.ledger().head().size;
+    let leaf_of = |i: u64| w.log.ledger().entry(i).expect("entry").leaf_hash;
+    let (l1, l2) = (leaf_of(posted[1].2), leaf_of(posted[2].2));
+    drop(w.log);
+    let ok = indexes_after(&dir, |_| {}).expect("an untouched log's lookups check out");
+    assert_eq!(ok.leaf_rows, size);
+    assert!(ok.key_rows >= posted.len() as u64);
+    // An id's row removed: the entry would answer 404, or be appended again.
+    let (id1, at1) = (posted[1].1.id.clone(), posted[1].2);
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| d.delete_entry_key(&id1))),
+        at1
+    );
+    // An id's row pointed at another entry.
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| {
+            let (_, digest) = d.entry_key(&id1).expect("row");
+            d.put_entry_key(&id1, posted[2].2, digest);
+        })),
+        at1
+    );
+    // A row for an id nothing in the log carries.
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| d.put_entry_key("ghost", 0, [0; 32]))),
+        size
+    );
+    // A leaf hash's row removed, or pointed at another entry.
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| d.set_leaf_index(&l1, None))),
+        posted[1].2
+    );
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| d.set_leaf_index(&l2, Some(posted[1].2)))),
+        posted[2].2
+    );
+    // A row for a leaf the log does not hold.
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| d.set_leaf_index(&ledger::Hash([7; 32]), Some(0)))),
+        size
+    );
+}

@@ -685,3 +685,48 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
         .expect("view");
     assert!(v.scores_in_window > 0 && v.shared_kernel_scores_in_window > 0);
 }
+
+/// Before the ledger signs a recommendation, the numbers are recomputed
+/// from the evidence leaves read back from the log; a view whose numbers
+/// or evidence were altered (a damaged or forged projection) is refused,
+/// never signed.
+#[test]
+fn attack_numbers_that_do_not_follow_from_their_evidence_are_never_signed() {
+    use projections::driver::{check_evidence, DerivedMismatch, DriverError};
+    let mut w = World::new();
+    for (c, v) in [("case-1", 0.4), ("case-2", 0.6), ("case-3", 0.9)] {
+        w.post("harness", Event::ScoreRecorded(score(c, v)))
+            .expect("score");
+    }
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let honest = view(&w, &mut p, TASK_CLASS);
+    check_evidence(w.log.ledger(), &honest).expect("an honest view follows from its evidence");
+    let refused =
+        |v: &projections::TaskClassView, what: &str| match check_evidence(w.log.ledger(), v) {
+            Err(DriverError::Mismatch(DerivedMismatch::Evidence { what: why, .. })) => {
+                assert!(why.contains(what), "{why}")
+            }
+            other => panic!("{what}: a view that does not follow was accepted: {other:?}"),
+        };
+    let mut v = honest.clone();
+    v.held_out.mean = Some(0.95);
+    refused(&v, "held-out mean");
+    let mut v = honest.clone();
+    v.held_out.mean_ci = None;
+    refused(&v, "held-out mean_ci");
+    let mut v = honest.clone();
+    v.held_out.passed += 1;
+    refused(&v, "held-out passed");
+    let mut v = honest.clone();
+    v.evidence.remove(0);
+    refused(&v, "held-out cases");
+    let mut v = honest.clone();
+    v.evidence[1].leaf_hash = v.evidence[0].leaf_hash.clone();
+    refused(&v, "leaf hash");
+    let mut v = honest.clone();
+    v.evidence[0].index = 0;
+    refused(&v, "leaf hash");
+    let mut v = honest;
+    v.evidence[0].case_id = "case-9".into();
+    refused(&v, "case");
+}

@@ -289,3 +289,120 @@ fn a_reader_of_the_read_only_view_is_never_written_under() {
     let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verifies");
     assert_eq!(v.size, 20 + written as u64);
 }
+
+/// A storage engine that panics while `armed` (redb panics on some damaged
+/// pages instead of returning an error).
+#[derive(Debug)]
+struct Panicky {
+    inner: redb::backends::FileBackend,
+    armed: Arc<AtomicU8>,
+}
+
+const PANIC_READ: u8 = 1;
+const PANIC_WRITE: u8 = 2;
+
+impl StorageBackend for Panicky {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        assert!(
+            self.armed.load(Ordering::SeqCst) != PANIC_READ,
+            "injected: a damaged page"
+        );
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        assert!(
+            self.armed.load(Ordering::SeqCst) != PANIC_WRITE,
+            "injected: a damaged page"
+        );
+        self.inner.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.inner.close()
+    }
+}
+
+fn panicky(armed: &Arc<AtomicU8>) -> Config {
+    let armed = Arc::clone(armed);
+    Config {
+        backend: Some(BackendFactory(Arc::new(move |path: &std::path::Path| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            let inner = redb::backends::FileBackend::new(file)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            Ok(Box::new(Panicky {
+                inner,
+                armed: Arc::clone(&armed),
+            }) as Box<dyn StorageBackend>)
+        }))),
+        ..Config::default()
+    }
+}
+
+#[test]
+fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    tests::build_log(dir.path(), 4000);
+    let armed = Arc::new(AtomicU8::new(OK));
+    // A fresh open reads O(log n) pages (redb's debug page walk is off,
+    // Cargo.toml): the entries are not in redb's cache.
+    let log = Ledger::open(dir.path(), panicky(&armed)).expect("open");
+    let size = log.head().size;
+    armed.store(PANIC_READ, Ordering::SeqCst);
+    // Reads that redb's cache can answer do not reach the storage engine;
+    // every one that does gets a typed error, never a panic or a hang.
+    let mut contained = 0;
+    for read in [
+        log.entry(5).map(|_| ()),
+        log.entries(1000, 1020).map(|_| ()),
+        log.find_leaf(&ledger::leaf_hash(&tests::sample_leaf(2000)))
+            .map(|_| ()),
+        log.entry(3500).map(|_| ()),
+        log.inclusion_proof(3000, size).map(|_| ()),
+    ] {
+        match read {
+            Ok(()) => {}
+            Err(Error::Corrupt(c)) => {
+                assert!(c.to_string().contains("storage engine"), "{c}");
+                contained += 1;
+            }
+            Err(other) => panic!("a storage panic on a read was not contained: {other:?}"),
+        }
+    }
+    assert!(contained > 0, "no read reached the storage engine");
+    armed.store(PANIC_WRITE, Ordering::SeqCst);
+    match log.append(b"during the panics".to_vec()) {
+        Err(Error::Corrupt(_) | Error::Storage(_) | Error::Busy) => {}
+        other => panic!("a storage panic on a write was acknowledged or lost: {other:?}"),
+    }
+    armed.store(OK, Ordering::SeqCst);
+    // The committer lives on: writes resume, and reads are whole.
+    let mut resumed = None;
+    for _ in 0..100 {
+        match log.append(b"after the panics".to_vec()) {
+            Ok(a) => {
+                resumed = Some(a);
+                break;
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    let a = resumed.expect("writes never resumed after the storage engine panicked");
+    assert!(log.committer_running());
+    assert_eq!(a.index, size, "nothing of the panicked batch was appended");
+    assert_eq!(log.entry(5).expect("entry").leaf, tests::sample_leaf(5));
+    drop(log);
+    ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verifies after the panics");
+}
