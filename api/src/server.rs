@@ -345,6 +345,13 @@ fn verify_log(state: &AppState) -> Result<(), String> {
         format!("anchors: {e}")
     })?;
     tracing::info!(anchors = n, "the log is consistent with every anchor");
+    if let Some(size) = state
+        .events
+        .check_snapshot()
+        .inspect_err(|_| state.metrics.count_derived_mismatch())?
+    {
+        tracing::info!(size, "the event-state snapshot agrees with the log");
+    }
     Ok(())
 }
 

@@ -38,6 +38,80 @@ fn slow_clients_do_not_starve_others() {
     drop(slow);
 }
 
+/// Whether the server closes `t` (a read sees end of file or an error)
+/// within `limit`.
+fn closed_within(t: &mut TcpStream, limit: Duration) -> bool {
+    use std::io::Read as _;
+    t.set_read_timeout(Some(limit)).expect("timeout");
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        match t.read(&mut buf) {
+            Ok(0) => return true,
+            // A 408 or 400 the server sends before closing is fine.
+            Ok(_) => continue,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                return started.elapsed() < limit
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+#[test]
+fn attack_slowloris_and_silent_connections_are_closed_by_the_server() {
+    let s = TestServer::start(|c| {
+        c.header_read_timeout_ms = 500;
+        c.request_timeout_ms = 1000;
+        c.idle_timeout_secs = 2;
+    });
+    s.wait_verified();
+    // Connections that trickle a header and never finish it, that connect
+    // and send nothing, and that finish a request and then sit idle.
+    let mut trickle = Vec::new();
+    let mut silent = Vec::new();
+    for _ in 0..50 {
+        let mut t = TcpStream::connect(s.addr).expect("connect");
+        t.write_all(b"GET /v1/log HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            .expect("write");
+        trickle.push(t);
+        silent.push(TcpStream::connect(s.addr).expect("connect"));
+    }
+    let mut idle = TcpStream::connect(s.addr).expect("connect");
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .expect("write");
+    // One more header byte each half second for the trickling ones: bytes
+    // keep arriving, so only the header deadline can close them.
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1500) {
+        for t in &mut trickle {
+            let _ = t.write_all(b"a");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for (i, t) in trickle.iter_mut().enumerate() {
+        assert!(
+            closed_within(t, Duration::from_secs(10)),
+            "trickling connection {i} was held open past the header deadline"
+        );
+    }
+    for (i, t) in silent.iter_mut().enumerate() {
+        assert!(
+            closed_within(t, Duration::from_secs(10)),
+            "silent connection {i} was held open"
+        );
+    }
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(10)),
+        "an idle keep-alive connection was held open"
+    );
+    // And the server serves everyone else as before.
+    assert_eq!(s.client().get("/v1/log").expect("served").status, 200);
+}
+
 #[test]
 fn a_connection_flood_leaves_the_server_healthy() {
     let s = TestServer::start(|_| {});

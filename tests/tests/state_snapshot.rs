@@ -47,6 +47,11 @@ fn snapshot_and_tail_rebuild_the_same_state_as_a_full_replay() {
     drop(w.log);
     let log = reopen(&dir, "ledger");
     assert_eq!(log.restored_from(), Some(at));
+    assert_eq!(
+        log.check_snapshot(),
+        Ok(Some(at)),
+        "an honest snapshot agrees"
+    );
     assert_eq!(log.state(), live);
     assert_eq!(log.replay_state().expect("replay"), live);
     // Idempotence survives the snapshot: re-posting an envelope logged
@@ -102,4 +107,55 @@ fn state_snapshot_round_trips_every_map() {
     assert_eq!(back, s);
     let bytes = s.encode_snapshot();
     assert!(ledger::events::State::decode_snapshot(&bytes[..bytes.len() - 1]).is_none());
+}
+
+#[test]
+fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
+    let (w, at) = world_with_snapshot();
+    let mut rec = w
+        .log
+        .ledger()
+        .get_aux(STATE_AUX)
+        .expect("read")
+        .expect("saved");
+    // Someone who holds the ledger's key forges the snapshot: a curator
+    // drops out of the record, and the snapshot is sealed again.
+    let mut forged = ledger::events::State::decode_snapshot(&rec[80..]).expect("decode");
+    let curator = ledger::events::key_id(&key("curator-b").verifying_key());
+    assert!(forged.principals.remove(&curator).is_some());
+    let mut magic = [0u8; 8];
+    magic.copy_from_slice(&rec[..8]);
+    let root = ledger::Hash(rec[16..48].try_into().expect("root"));
+    rec = ledger::sealed::seal(
+        &ledger::sealed::derive_key(
+            "evidence-ledger/v1 state snapshot mac",
+            key("ledger").as_bytes(),
+        ),
+        &magic,
+        at,
+        &root,
+        &forged.encode_snapshot(),
+    );
+    w.log.ledger().put_aux(STATE_AUX, &rec).expect("write");
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    assert_eq!(
+        log.restored_from(),
+        Some(at),
+        "the seal verifies: it has the key"
+    );
+    let err = log.check_snapshot().expect_err("the replay must disagree");
+    assert!(err.contains("disagrees"), "{err}");
+    assert_eq!(
+        log.save_state().expect("save"),
+        None,
+        "the distrusted state was saved"
+    );
+    drop(log);
+    // The replayed state was saved in its place: the next start is right.
+    let log = reopen(&dir, "ledger");
+    assert_eq!(log.restored_from(), Some(at));
+    assert_eq!(log.check_snapshot(), Ok(Some(at)));
+    assert!(log.state().principals.contains_key(&curator));
 }

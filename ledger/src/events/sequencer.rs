@@ -210,7 +210,7 @@ fn rebuild_state(
     log: &LogView<'_>,
     key: &[u8; 32],
     verify_signatures: bool,
-) -> Result<(State, Option<u64>, Option<String>), super::state::ReplayError> {
+) -> Result<(State, Option<State>, Option<String>), super::state::ReplayError> {
     let refused = match log.aux(STATE_AUX).and_then(|rec| match rec {
         Some(rec) => open_snapshot(key, &rec, log).map(Some),
         None => Ok(None),
@@ -222,7 +222,12 @@ fn rebuild_state(
                 tail = log.head().size - from,
                 "state from its snapshot and the entries after it"
             );
-            return Ok((state.replay_from(log, verify_signatures)?, Some(from), None));
+            let resumed = state.clone();
+            return Ok((
+                state.replay_from(log, verify_signatures)?,
+                Some(resumed),
+                None,
+            ));
         }
         Ok(None) => None,
         Ok(Some(Err(why))) => Some(format!("the event-state snapshot was refused: {why}")),
@@ -460,6 +465,12 @@ pub struct EventLog {
     replay_error: Option<String>,
     snapshot_key: [u8; 32],
     restored_from: Option<u64>,
+    /// The state the snapshot held, kept until [`EventLog::check_snapshot`]
+    /// has compared it with a replay of the log.
+    resumed: std::sync::Mutex<Option<State>>,
+    /// Set when the snapshot disagreed with the log: the live state is not
+    /// saved again.
+    distrusted: std::sync::atomic::AtomicBool,
     snapshot_refused: Option<String>,
 }
 
@@ -516,8 +527,8 @@ impl EventLog {
                 .into(),
             });
             let (state, broken) = match replayed {
-                Ok((state, from, refused)) => {
-                    *restored2.lock().unwrap_or_else(|p| p.into_inner()) = (from, refused);
+                Ok((state, resumed, refused)) => {
+                    *restored2.lock().unwrap_or_else(|p| p.into_inner()) = (resumed, refused);
                     (state, false)
                 }
                 Err(e) if degraded => {
@@ -542,14 +553,17 @@ impl EventLog {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
-        let (restored_from, snapshot_refused) =
-            restored.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (resumed, snapshot_refused) =
+            std::mem::take(&mut *restored.lock().unwrap_or_else(|p| p.into_inner()));
+        let restored_from = resumed.as_ref().map(|s| s.size);
         Ok(EventLog {
             ledger,
             keys,
             replay_error,
             snapshot_key,
             restored_from,
+            resumed: std::sync::Mutex::new(resumed),
+            distrusted: std::sync::atomic::AtomicBool::new(false),
             snapshot_refused,
         })
     }
@@ -558,6 +572,67 @@ impl EventLog {
     /// after it were replayed), or `None` when it replayed the whole log.
     pub fn restored_from(&self) -> Option<u64> {
         self.restored_from
+    }
+
+    /// Checks the event-state snapshot this open resumed from (if any)
+    /// against a replay of the log up to the snapshot's size, re-checking
+    /// every entry: a snapshot whose seal verified can still have been
+    /// sealed by someone holding the ledger's key. `Ok(None)` when the open
+    /// replayed the whole log; `Ok(Some(size))` when the snapshot agreed.
+    /// On a disagreement the replayed state is saved over the snapshot (so
+    /// the next open starts right) and the error says so; the live state,
+    /// which was folded from the bad snapshot, must not be trusted, and a
+    /// server refuses writes and numbers until it is restarted.
+    pub fn check_snapshot(&self) -> Result<Option<u64>, String> {
+        let Some(resumed) = self
+            .resumed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        else {
+            return Ok(None);
+        };
+        let size = resumed.size;
+        let replayed = (|| -> Result<State, String> {
+            let snap = self.ledger.snapshot().map_err(|e| e.to_string())?;
+            let chain = if size == 0 {
+                crate::GENESIS_CHAIN
+            } else {
+                self.ledger
+                    .entry(size - 1)
+                    .map_err(|e| e.to_string())?
+                    .chain_hash
+            };
+            let head = crate::Head {
+                size,
+                root: self.ledger.root_at(size).map_err(|e| e.to_string())?,
+                chain,
+            };
+            State::replay(&LogView::new(&snap, head), true).map_err(|e| e.to_string())
+        })()
+        .map_err(|e| format!("the event-state snapshot cannot be checked: {e}"))?;
+        if replayed == resumed {
+            return Ok(Some(size));
+        }
+        self.distrusted
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let root = self.ledger.root_at(size).map_err(|e| e.to_string())?;
+        if let Err(e) = self.ledger.put_aux(
+            STATE_AUX,
+            &crate::sealed::seal(
+                &self.snapshot_key,
+                SNAPSHOT_MAGIC,
+                size,
+                &root,
+                &replayed.encode_snapshot(),
+            ),
+        ) {
+            tracing::error!(error = %e, "could not replace the disagreeing event-state snapshot");
+        }
+        Err(format!(
+            "the event-state snapshot at size {size} disagrees with a replay of the log; \
+             writes are refused until the server restarts (the replayed state was saved)"
+        ))
     }
 
     /// Why a saved event-state snapshot was refused on open (its seal did
@@ -584,7 +659,8 @@ impl EventLog {
         let Some((size, body)) = taken else {
             return Ok(None);
         };
-        if self.replay_error.is_some() {
+        if self.replay_error.is_some() || self.distrusted.load(std::sync::atomic::Ordering::SeqCst)
+        {
             return Ok(None);
         }
         let root = self.ledger.root_at(size)?;
