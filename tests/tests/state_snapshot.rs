@@ -118,10 +118,11 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
         .get_aux(STATE_AUX)
         .expect("read")
         .expect("saved");
-    // Someone who holds the ledger's key forges the snapshot: a curator
-    // drops out of the record, and the snapshot is sealed again.
+    // Someone who holds the ledger's key forges the snapshot: a maintainer
+    // drops out of the record (nothing after the snapshot needs them, so
+    // the tail replays), and the snapshot is sealed again.
     let mut forged = ledger::events::State::decode_snapshot(&rec[80..]).expect("decode");
-    let curator = ledger::events::key_id(&key("curator-b").verifying_key());
+    let curator = ledger::events::key_id(&key("maintainer-b").verifying_key());
     assert!(forged.principals.remove(&curator).is_some());
     let mut magic = [0u8; 8];
     magic.copy_from_slice(&rec[..8]);
