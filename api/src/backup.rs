@@ -188,10 +188,7 @@ pub fn restore(
     let db = ledger::store::DB_FILE;
     std::fs::rename(scratch.path().join(db), data_dir.join(db))
         .with_context(|| format!("moving the proven log into {}", data_dir.display()))?;
-    if let Ok(d) = std::fs::File::open(data_dir) {
-        d.sync_all()
-            .with_context(|| format!("syncing {}", data_dir.display()))?;
-    }
+    ledger::store::sync_dir(data_dir).with_context(|| format!("syncing {}", data_dir.display()))?;
     drop(scratch);
     let dest = data_dir.join("log.key");
     if std::fs::canonicalize(key_file).ok() != std::fs::canonicalize(&dest).ok() {

@@ -264,7 +264,8 @@ impl Store {
     pub fn open_with(dir: &Path, backend: Option<&BackendFactory>) -> Result<Store, Error> {
         std::fs::create_dir_all(dir).map_err(|e| storage(redb::StorageError::Io(e)))?;
         let path = dir.join(DB_FILE);
-        guarded("opening", || {
+        let created = !path.exists();
+        let store = guarded("opening", || {
             let db = match backend {
                 None => builder().create(&path).map_err(storage)?,
                 Some(f) => {
@@ -280,7 +281,14 @@ impl Store {
                 store.migrate_v1()?;
             }
             Ok(store)
-        })
+        })?;
+        if created {
+            // The new file's name must be as durable as its first commit:
+            // fsync the directory that holds it (POSIX makes no promise for
+            // a new name otherwise).
+            sync_dir(dir)?;
+        }
+        Ok(store)
     }
 
     /// Opens a read-only view of the log in `dir` that never writes the data
@@ -705,6 +713,14 @@ fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result
         .try_into()
         .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?;
     Ok(u32::from_be_bytes(bytes))
+}
+
+/// Makes the directory entries in `dir` durable (a file created or renamed
+/// there).
+pub fn sync_dir(dir: &Path) -> Result<(), Error> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| storage(redb::StorageError::Io(e)))
 }
 
 /// `keys_through`, 0 when absent (a file no keyed build has written).
