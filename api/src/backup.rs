@@ -171,28 +171,53 @@ pub fn restore(
     // Everything is rebuilt and proven in a scratch directory beside the
     // destination; only a log that passed every check is renamed into
     // place. A refused restore leaves no log behind.
+    let made_dir = !data_dir.exists();
     std::fs::create_dir_all(data_dir)?;
-    let scratch = tempfile::Builder::new()
-        .prefix(".restoring-")
-        .tempdir_in(data_dir)
-        .with_context(|| format!("creating a scratch directory in {}", data_dir.display()))?;
-    rebuild(
-        scratch.path(),
-        lines,
-        &cp,
-        &key,
-        &reachable,
-        &trusted,
-        progress,
-    )?;
-    let db = ledger::store::DB_FILE;
-    std::fs::rename(scratch.path().join(db), data_dir.join(db))
-        .with_context(|| format!("moving the proven log into {}", data_dir.display()))?;
-    ledger::store::sync_dir(data_dir).with_context(|| format!("syncing {}", data_dir.display()))?;
-    drop(scratch);
-    let dest = data_dir.join("log.key");
-    if std::fs::canonicalize(key_file).ok() != std::fs::canonicalize(&dest).ok() {
-        crate::init::write_secret(&dest, key.private_key().as_str())?;
+    let proven = (|| -> anyhow::Result<()> {
+        let scratch = tempfile::Builder::new()
+            .prefix(".restoring-")
+            .tempdir_in(data_dir)
+            .with_context(|| format!("creating a scratch directory in {}", data_dir.display()))?;
+        rebuild(
+            scratch.path(),
+            lines,
+            &cp,
+            &key,
+            &reachable,
+            &trusted,
+            progress,
+        )?;
+        // The key first: a directory with the log must have its key.
+        let dest = data_dir.join("log.key");
+        match std::fs::read_to_string(&dest) {
+            Ok(there) => {
+                let same = anchors::LogKey::from_private(&there)
+                    .is_ok_and(|k| k.verifier_key() == key.verifier_key());
+                if !same {
+                    bail!("{} holds another log key", dest.display());
+                }
+            }
+            Err(_) => crate::init::write_secret(&dest, key.private_key().as_str())?,
+        }
+        // A hard link never replaces a file: a log that appeared in the
+        // destination meanwhile is kept, and the restore is refused.
+        let db = ledger::store::DB_FILE;
+        std::fs::hard_link(scratch.path().join(db), data_dir.join(db)).with_context(|| {
+            format!(
+                "moving the proven log into {} (is a log there now?)",
+                data_dir.display()
+            )
+        })?;
+        ledger::store::sync_dir(data_dir)
+            .with_context(|| format!("syncing {}", data_dir.display()))?;
+        Ok(())
+    })();
+    if let Err(e) = proven {
+        if made_dir {
+            // Only what this restore made, and only if nothing else is in it.
+            let _ = std::fs::remove_dir(data_dir);
+        }
+        return Err(e);
     }
     Ok(Restored {
         size: cp.size,

@@ -48,11 +48,16 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
+                Err(e) if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) => continue,
                 Err(e) => {
                     // Out of file descriptors, say: wait rather than spin.
                     tracing::warn!(error = %e, "accepting a connection failed");
@@ -62,13 +67,15 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Forget the connections that have ended.
+        while connections.try_join_next().is_some() {}
         // Small request/response exchanges: without TCP_NODELAY, delayed
         // ACKs add ~40 ms to every write.
         let _ = stream.set_nodelay(true);
         let io = TokioIo::new(Idle::new(stream, limits.idle_timeout));
         let conn = builder.serve_connection(io, TowerToHyperService::new(router.clone()));
         let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             // A connection closed by a timeout or by the client is routine.
             let _ = conn.await;
         });
@@ -79,7 +86,9 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("connections still open after the drain period; closing them");
+        connections.abort_all();
     }
+    while connections.join_next().await.is_some() {}
     Ok(())
 }
 

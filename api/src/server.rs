@@ -46,6 +46,11 @@ impl ProjectionReady {
         self.changed.notify_all();
     }
 
+    /// Whether the load has ended and loaded (never waits).
+    fn loaded(&self) -> bool {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) == Some(true)
+    }
+
     /// Waits until the load has ended; whether it loaded.
     fn wait(&self) -> bool {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -246,15 +251,17 @@ impl AppState {
     /// rebuildable from the log and never hashed into it. Skipped when the
     /// log has not grown since the last complete save: both are encoded
     /// whole, which at 10M entries is seconds of work and gigabytes of
-    /// writes (bench/README.md). Returns whether it saved.
+    /// writes. Returns whether it saved.
     pub fn save_derived(&self) -> bool {
         let size = self.events.ledger().head().size;
         if self.saved_at.load(Ordering::SeqCst) == size {
             return false;
         }
         let mut complete = true;
-        if !self.projection_ready.wait() {
-            // Never overwrite a good checkpoint with the placeholder.
+        if !self.projection_ready.loaded() {
+            // Never overwrite a good checkpoint with the placeholder (and
+            // never wait for a startup check still running: a shutdown
+            // then saves what it can).
             complete = false;
         } else {
             let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
@@ -345,6 +352,12 @@ fn verify_log(state: &AppState) -> Result<(), String> {
         format!("anchors: {e}")
     })?;
     tracing::info!(anchors = n, "the log is consistent with every anchor");
+    Ok(())
+}
+
+/// The event-state snapshot this start resumed from, checked against a
+/// replay of the log ([`EventLog::check_snapshot`]).
+fn check_event_state(state: &AppState) -> Result<(), String> {
     if let Some(size) = state
         .events
         .check_snapshot()
@@ -356,16 +369,21 @@ fn verify_log(state: &AppState) -> Result<(), String> {
 }
 
 /// The startup check, before any number is served or signed: the full
-/// verify of the log and its anchors on this thread, and the projection
-/// loaded ([`load_projection`]) on a second one. Projections are withheld
+/// verify of the log and its anchors on this thread, and on a second one
+/// the event-state snapshot checked against a replay
+/// ([`check_event_state`]) and the projection loaded ([`load_projection`]). Projections are withheld
 /// (503 `log_verifying`) until both have passed, and for good (503
 /// `log_unverified`, with the reason) if either fails.
 pub fn startup_check(state: &AppState) {
     let (verified, loaded) = std::thread::scope(|s| {
         let loading = std::thread::Builder::new()
             .name("ledger-projection".into())
-            .spawn_scoped(s, || load_projection(state));
-        let verified = verify_log(state);
+            .spawn_scoped(s, || {
+                check_event_state(state)?;
+                load_projection(state)
+            });
+        let verified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_log(state)))
+            .unwrap_or_else(|_| Err("the startup check panicked".into()));
         let loaded = match loading {
             Ok(h) => h
                 .join()
@@ -392,7 +410,7 @@ pub fn startup_check(state: &AppState) {
             state.projection_ready.set(false);
         }
         (Ok(()), Err(e)) => {
-            tracing::error!(error = %e, "the projection cannot be loaded; numbers withheld");
+            tracing::error!(error = %e, "derived state cannot be trusted; numbers and writes withheld");
             state.withhold_numbers(e);
             state.projection_ready.set(false);
         }
@@ -468,12 +486,26 @@ pub fn check_anchors(state: &AppState) -> Result<usize, String> {
             state.metrics.last_anchor.set(t.as_secs() as i64);
         }
         // The log was already anchored here: an idle log is not anchored
-        // again (the anchor's own `anchor.published` entry follows it).
-        if at.head.size <= cp.size + 1 {
+        // again. The newest anchor covers the head, or everything but its
+        // own `anchor.published` entry.
+        if at.head.size == cp.size || (at.head.size == cp.size + 1 && records_anchor(log, cp.size))
+        {
             state.anchored_at.store(at.head.size, Ordering::SeqCst);
         }
     }
     Ok(checked.len())
+}
+
+/// Whether entry `index` is the `anchor.published` record of an anchor at
+/// size `index`.
+fn records_anchor(log: &ledger::Ledger<ledger::events::EventSequencer>, index: u64) -> bool {
+    log.entry(index)
+        .ok()
+        .and_then(|e| ledger::events::decode_leaf(&e.leaf).ok())
+        .is_some_and(|(d, _)| {
+            matches!(&d.payload.event,
+                ledger::events::Event::AnchorPublished(a) if a.checkpoint.size == index)
+        })
 }
 
 /// Signs a checkpoint at the head, publishes it to the anchors directory,
@@ -507,14 +539,16 @@ pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
             location: location.clone(),
         }),
     };
-    state
+    let recorded = state
         .events
         .append(&ledger::events::sign_envelope(&key, &payload))
         .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
     state.metrics.last_anchor.set(now.div_euclid(1_000_000));
+    // Anchored: everything before the anchor's own entry. A write that
+    // landed meanwhile, after it, is anchored by the next tick.
     state
         .anchored_at
-        .store(state.events.ledger().head().size, Ordering::SeqCst);
+        .store(recorded.appended.index + 1, Ordering::SeqCst);
     Ok(location)
 }
 
@@ -1249,8 +1283,29 @@ fn projection_response(
     let log = state.events.ledger();
     let root = parse_hash("root", &view.root)?;
     let indices: Vec<u64> = view.evidence.iter().map(|e| e.index).collect();
-    let evidence = log
-        .entries_with_proofs(&indices, view.tree_size)?
+    let proven = log.entries_with_proofs(&indices, view.tree_size)?;
+    // Nothing is served (or signed into a bundle) that does not follow from
+    // the evidence it cites, re-read from the log.
+    let leaves: Vec<&[u8]> = proven.iter().map(|(e, _)| e.leaf.as_slice()).collect();
+    if let Some((e, _)) = proven
+        .iter()
+        .zip(&view.evidence)
+        .find(|((entry, _), cited)| hexh(&entry.leaf_hash) != cited.leaf_hash)
+        .map(|(p, _)| p)
+    {
+        return Err(ApiError::DerivedStateMismatch(format!(
+            "evidence {} is not the entry the view names",
+            e.index
+        )));
+    }
+    projections::evidence::check_view(&view, &leaves).map_err(|e| {
+        state.metrics.count_derived_mismatch();
+        ApiError::DerivedStateMismatch(format!(
+            "the view of `{}` does not follow from its evidence: {e}",
+            view.task_class
+        ))
+    })?;
+    let evidence = proven
         .into_iter()
         .zip(&view.evidence)
         .map(|((entry, proof), e)| EvidenceProof {

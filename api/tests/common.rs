@@ -28,6 +28,14 @@ pub fn within_30s(mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// A metric's value in a server's exposition.
+pub fn metric(c: &Client, name: &str) -> f64 {
+    let text = c.get("/metrics").expect("metrics").text();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
 pub struct TestServer {
     pub base: String,
     pub addr: SocketAddr,

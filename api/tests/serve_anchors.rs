@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output};
 
 use api::client::Client;
-use common::{spawn_ledger, spawn_ledger_live, within_30s};
+use common::{metric, spawn_ledger, spawn_ledger_live, within_30s};
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ledger"))
@@ -21,13 +21,6 @@ fn run(args: &[&str]) -> Output {
 fn stop(mut child: Child) {
     let _ = Command::new("kill").arg(child.id().to_string()).status();
     let _ = child.wait();
-}
-
-fn metric(c: &Client, name: &str) -> f64 {
-    let text = c.get("/metrics").expect("metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
 }
 
 /// Enrols a fresh harness key through the server: one more entry.

@@ -8,11 +8,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use api::client::Client;
-use common::{seed, within_30s, TestServer};
+use common::{metric, seed, within_30s, TestServer};
 use ledger::events::model::{Event, PromotionRequested};
 use tests::world::TASK_CLASS;
 
@@ -26,14 +26,6 @@ fn served_mean(c: &Client) -> f64 {
     v["view"]["held_out"]["mean"].as_f64().expect("a mean")
 }
 
-/// A metric's value in the server's exposition.
-fn metric(c: &Client, name: &str) -> f64 {
-    let text = c.get("/metrics").expect("metrics").text();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
-
 /// Replaces the first stored 0.95 score in the saved projection checkpoint
 /// with 0.10, as someone with the data file would; with `key`, re-seals the
 /// record as someone who also holds the log key would.
@@ -43,24 +35,22 @@ fn forge_checkpoint(dir: &std::path::Path, key: Option<&anchors::LogKey>) {
         .get_aux(projections::driver::AUX_KEY)
         .expect("read")
         .expect("the server saved its projection checkpoint on shutdown");
+    let header = ledger::sealed::HEADER;
     let needle = 0.95f64.to_le_bytes();
-    let at = rec[80..]
+    let at = rec[header..]
         .windows(8)
         .position(|w| w == needle)
         .expect("a stored score")
-        + 80;
+        + header;
     rec[at..at + 8].copy_from_slice(&0.10f64.to_le_bytes());
     if let Some(key) = key {
-        let mut magic = [0u8; 8];
-        magic.copy_from_slice(&rec[..8]);
-        let size = u64::from_be_bytes(rec[8..16].try_into().expect("size"));
-        let root = ledger::Hash(rec[16..48].try_into().expect("root"));
+        let parts = ledger::sealed::split(&rec).expect("a sealed record");
         rec = ledger::sealed::seal(
             &projections::driver::seal_key(&key.event_signing_key()),
-            &magic,
-            size,
-            &root,
-            &rec[80..],
+            &parts.magic,
+            parts.size,
+            &parts.root,
+            parts.body,
         );
     }
     log.put_aux(projections::driver::AUX_KEY, &rec)
@@ -176,58 +166,10 @@ fn a_world_readable_log_key_is_warned_about() {
     assert!(api::server::warn_if_exposed(&key));
 }
 
-/// A storage engine that panics on writes while `armed` (as redb does on
-/// some damaged pages; reads are covered in tests/tests/storage_faults.rs,
-/// since a server's startup verify leaves every page in redb's cache).
-#[derive(Debug)]
-struct Panicky {
-    inner: redb::backends::FileBackend,
-    armed: Arc<AtomicBool>,
-}
-
-impl redb::StorageBackend for Panicky {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        self.inner.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        self.inner.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        self.inner.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        assert!(
-            !self.armed.load(Ordering::SeqCst),
-            "injected: the storage engine panicked"
-        );
-        self.inner.write(offset, data)
-    }
-    fn close(&self) -> Result<(), std::io::Error> {
-        self.inner.close()
-    }
-}
-
 #[test]
 fn attack_storage_engine_panic_is_a_typed_answer_and_writes_resume() {
-    let armed = Arc::new(AtomicBool::new(false));
-    let a2 = Arc::clone(&armed);
-    let backend = ledger::store::BackendFactory(Arc::new(move |path: &std::path::Path| {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)?;
-        let inner = redb::backends::FileBackend::new(file)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok(Box::new(Panicky {
-            inner,
-            armed: Arc::clone(&a2),
-        }) as Box<dyn redb::StorageBackend>)
-    }));
+    let armed = Arc::new(AtomicU8::new(tests::faults::CALM));
+    let backend = tests::faults::panicky(&armed);
     let s = TestServer::start_with_storage(backend);
     let c = s.client();
     seed(&s, &c);
@@ -240,7 +182,7 @@ fn attack_storage_engine_panic_is_a_typed_answer_and_writes_resume() {
             ledger::events::model::Isolation::Microvm,
         )),
     );
-    armed.store(true, Ordering::SeqCst);
+    armed.store(tests::faults::PANIC_WRITE, Ordering::SeqCst);
     let r = c
         .post_json("/v1/events", &env)
         .expect("an answer, not a closed connection");
@@ -253,7 +195,7 @@ fn attack_storage_engine_panic_is_a_typed_answer_and_writes_resume() {
             200
         );
     }
-    armed.store(false, Ordering::SeqCst);
+    armed.store(tests::faults::CALM, Ordering::SeqCst);
     // The committer lives on: writes resume, and the server stays ready.
     assert!(
         within_30s(|| {

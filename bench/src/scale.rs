@@ -1,4 +1,4 @@
-//! Scale runs (issue #7, targets 3–7): grow one data directory to each size
+//! Scale runs (bench/README.md, targets 3–7): grow one data directory to each size
 //! in turn (100k, 1M, 10M entries), and at each size measure
 //!
 //! - **proofs** through the HTTP API of a real `ledger serve` process:

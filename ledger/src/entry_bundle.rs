@@ -29,7 +29,7 @@ pub const CODEC_RAW: u8 = 0;
 /// Codec byte: decoded length (u32 BE), then one zstd frame.
 pub const CODEC_ZSTD: u8 = 1;
 /// The zstd level full bundles are written at (fast; higher levels gain
-/// about 1% on log entries, measured in bench/README.md).
+/// about 1% on log entries, see docs/DECISIONS.md).
 const ZSTD_LEVEL: i32 = 1;
 /// The largest decoded payload a reader accepts: a bound on what a tampered
 /// row can make a reader allocate. Sixteen entries of the largest leaf a

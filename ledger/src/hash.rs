@@ -31,7 +31,7 @@ pub fn hex32(b: &[u8; 32]) -> String {
 /// other string. A proof carries two dozen of these. The `hex` crate's
 /// decoder branches on every digit, and at random digits the branches
 /// mispredict: it was 12% of a proof-checking client's profile samples
-/// (bench/README.md, twelfth session). `const-hex` decodes without them.
+/// (docs/DECISIONS.md). `const-hex` decodes without them.
 /// It also takes a `0x` prefix, which this format never writes: the length
 /// check first refuses one (`0x` and 62 digits is 64 characters, and then
 /// too few digits).

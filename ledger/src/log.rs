@@ -420,7 +420,20 @@ impl<S: Sequencer> Ledger<S> {
             let snap = store.snapshot()?;
             let head = snap.head()?;
             let frontier = self_check(&snap, &head)?;
-            let snap = if S::KEYED && snap.keys_through()? < head.size {
+            // A key index that claims to cover a non-empty log but holds no
+            // row was left by a raw restore of an earlier build, which
+            // advanced the watermark without writing keys: index it again.
+            let emptied = S::KEYED
+                && head.size > 0
+                && snap.keys_through()? > 0
+                && snap.entry_keys_len()? == 0;
+            if emptied {
+                tracing::warn!(
+                    "the key index claims entries it does not hold; indexing them again"
+                );
+                store.reset_keys()?;
+            }
+            let snap = if S::KEYED && (emptied || snap.keys_through()? < head.size) {
                 drop(snap);
                 index_keys::<S>(&store, head.size)?;
                 store.snapshot()?
@@ -1035,6 +1048,9 @@ fn commit_loop<S: Sequencer>(
     sequencer: &std::sync::Mutex<S>,
 ) {
     let max_batch = config.max_batch.max(1);
+    // Set after a storage panic whose recovery failed: the next batch
+    // reloads the durable head before anything else.
+    let mut must_recover = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         let deadline = Instant::now() + config.max_wait;
@@ -1053,12 +1069,13 @@ fn commit_loop<S: Sequencer>(
                 }
             }
         }
-        let degraded = shared
-            .store
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_none_or(|s| s.is_fallback());
+        let degraded = must_recover
+            || shared
+                .store
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .is_none_or(|s| s.is_fallback());
         let recovered = if degraded {
             let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
             crate::store::guarded("recovering", || {
@@ -1067,6 +1084,9 @@ fn commit_loop<S: Sequencer>(
         } else {
             Ok(())
         };
+        if recovered.is_ok() {
+            must_recover = false;
+        }
         let snap = match recovered.and_then(|()| shared.store()?.snapshot()) {
             Ok(s) => s,
             Err(e) => {
@@ -1079,6 +1099,7 @@ fn commit_loop<S: Sequencer>(
         let (inputs, mut replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|r| (r.input, Some(r.reply))).unzip();
         let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        let before = (frontier.clone(), head);
         let ran = crate::store::guarded("appending", || {
             let view = LogView::new(&snap, head);
             run_batch(
@@ -1100,9 +1121,14 @@ fn commit_loop<S: Sequencer>(
             // exactly as after a failed commit.
             tracing::error!(error = %e, batch = replies.len(), "the storage engine failed during a batch; batch not acknowledged");
             shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
-            let _ = crate::store::guarded("recovering", || {
+            // The in-memory edge may be part-way through the batch; the
+            // durable head is read back before anything builds on it, and
+            // until that succeeds every batch tries again first.
+            (frontier, head) = before;
+            must_recover = crate::store::guarded("recovering", || {
                 recover(shared, &mut frontier, &mut head, &mut *guard)
-            });
+            })
+            .is_err();
             for reply in replies.iter_mut().filter_map(Option::take) {
                 let _ = reply.send(Err(AppendError::Ledger(e.clone())));
             }

@@ -11,8 +11,11 @@
 //! only ever a starting point; the callers check what it says against the
 //! log before any number derived from it is served or signed.
 //!
-//! Layout: `magic (8) ‖ size (u64 BE) ‖ root (32) ‖ MAC (32) ‖ body`; the
-//! MAC covers the magic, size, root and body.
+//! Layout: `magic (8) ‖ key id (8) ‖ size (u64 BE) ‖ root (32) ‖ MAC (32) ‖
+//! body`; the MAC covers the magic, size, root and body. The key id (the
+//! first 8 bytes of BLAKE3 of the MAC key) only tells a record sealed under
+//! another key (after a log-key rotation) from one that was changed; it
+//! proves nothing, and a record whose key id is not ours is simply not used.
 
 use crate::Hash;
 
@@ -22,9 +25,12 @@ pub enum SealError {
     /// Too short, or another kind of record (its magic differs).
     #[error("not a {expected} record")]
     Malformed { expected: String },
-    /// The MAC does not match: the record was changed after it was sealed,
-    /// or sealed with another key.
-    #[error("its seal does not verify (the record was changed, or sealed with another key)")]
+    /// Sealed under another key (after a log-key rotation, say): not used,
+    /// and not a sign of damage.
+    #[error("it was sealed under another key")]
+    OtherKey,
+    /// The MAC does not match: the record was changed after it was sealed.
+    #[error("its seal does not verify (the record was changed after it was sealed)")]
     BadSeal,
     /// Sealed at a size the log does not have.
     #[error("sealed at size {size}, but the log has {log_size} entries")]
@@ -44,6 +50,16 @@ pub fn derive_key(context: &str, secret: &[u8]) -> [u8; 32] {
     blake3::derive_key(context, secret)
 }
 
+/// The bytes before the body.
+pub const HEADER: usize = 88;
+
+/// The key id written with a record: names the key, proves nothing.
+fn key_id(key: &[u8; 32]) -> [u8; 8] {
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&blake3::hash(key).as_bytes()[..8]);
+    id
+}
+
 fn mac(key: &[u8; 32], magic: &[u8; 8], size: u64, root: &Hash, body: &[u8]) -> blake3::Hash {
     let mut h = blake3::Hasher::new_keyed(key);
     h.update(magic);
@@ -55,13 +71,42 @@ fn mac(key: &[u8; 32], magic: &[u8; 8], size: u64, root: &Hash, body: &[u8]) -> 
 
 /// Seals `body`, derived from the log at `(size, root)`.
 pub fn seal(key: &[u8; 32], magic: &[u8; 8], size: u64, root: &Hash, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(80 + body.len());
+    let mut out = Vec::with_capacity(HEADER + body.len());
     out.extend_from_slice(magic);
+    out.extend_from_slice(&key_id(key));
     out.extend_from_slice(&size.to_be_bytes());
     out.extend_from_slice(&root.0);
     out.extend_from_slice(mac(key, magic, size, root, body).as_bytes());
     out.extend_from_slice(body);
     out
+}
+
+/// A record's fields, unchecked (for tools and tests that inspect one).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Parts<'a> {
+    pub magic: [u8; 8],
+    pub size: u64,
+    pub root: Hash,
+    pub body: &'a [u8],
+}
+
+/// Splits a record into its fields without checking anything.
+pub fn split(rec: &[u8]) -> Option<Parts<'_>> {
+    if rec.len() < HEADER {
+        return None;
+    }
+    let mut magic = [0u8; 8];
+    magic.copy_from_slice(&rec[..8]);
+    let mut size = [0u8; 8];
+    size.copy_from_slice(&rec[16..24]);
+    let mut root = [0u8; 32];
+    root.copy_from_slice(&rec[24..56]);
+    Some(Parts {
+        magic,
+        size: u64::from_be_bytes(size),
+        root: Hash(root),
+        body: &rec[HEADER..],
+    })
 }
 
 /// A record opened by [`open`]: the size it was sealed at and its body.
@@ -84,18 +129,16 @@ pub fn open<'a, E>(
     let malformed = || SealError::Malformed {
         expected: String::from_utf8_lossy(magic).into_owned(),
     };
-    if rec.len() < 80 || &rec[..8] != magic {
-        return Ok(Err(malformed()));
+    let parts = match split(rec) {
+        Some(p) if &p.magic == magic => p,
+        _ => return Ok(Err(malformed())),
+    };
+    if rec[8..16] != key_id(key) {
+        return Ok(Err(SealError::OtherKey));
     }
-    let mut size = [0u8; 8];
-    size.copy_from_slice(&rec[8..16]);
-    let size = u64::from_be_bytes(size);
-    let mut root = [0u8; 32];
-    root.copy_from_slice(&rec[16..48]);
-    let root = Hash(root);
     let mut sealed = [0u8; 32];
-    sealed.copy_from_slice(&rec[48..80]);
-    let body = &rec[80..];
+    sealed.copy_from_slice(&rec[56..HEADER]);
+    let (size, root, body) = (parts.size, parts.root, parts.body);
     // blake3::Hash compares in constant time.
     if blake3::Hash::from(sealed) != mac(key, magic, size, &root, body) {
         return Ok(Err(SealError::BadSeal));
@@ -164,7 +207,7 @@ mod tests {
         let key = derive_key("test context", b"secret");
         let rec = seal(&key, MAGIC, 7, &root(1), b"body");
         let other = derive_key("test context", b"other secret");
-        assert_eq!(opened(&other, &rec, 9, root(1)), Err(SealError::BadSeal));
+        assert_eq!(opened(&other, &rec, 9, root(1)), Err(SealError::OtherKey));
         assert!(matches!(
             open::<()>(&key, b"OTHERREC", &rec, 9, |_| Ok(root(1))).expect("lookup"),
             Err(SealError::Malformed { .. })
@@ -181,7 +224,7 @@ mod tests {
             })
         );
         assert!(matches!(
-            opened(&key, &rec[..40], 9, root(1)),
+            opened(&key, &rec[..HEADER - 1], 9, root(1)),
             Err(SealError::Malformed { .. })
         ));
     }

@@ -520,6 +520,21 @@ impl Store {
         Ok(true)
     }
 
+    /// Sets `keys_through` back to 0, so the next keyed open indexes every
+    /// entry's key again. Touches only the derived key index's watermark.
+    pub(crate) fn reset_keys(&self) -> Result<(), Error> {
+        self.refuse_if_fallback()?;
+        let mut txn = self.db.begin_write().map_err(storage)?;
+        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            meta.insert(KEYS_THROUGH_KEY, 0u64.to_be_bytes().as_slice())
+                .map_err(storage)?;
+        }
+        txn.commit().map_err(storage)?;
+        Ok(())
+    }
+
     /// Saves derived state under `name`, durably, in its own transaction.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
         self.refuse_if_fallback()?;

@@ -106,7 +106,8 @@ impl From<AppendError<Rejection>> for DriverError {
 /// What [`Projector::open`] did with the saved checkpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resumed {
-    /// None was saved (or it was saved in an older form).
+    /// None was saved (or it was saved in an older form, or under another
+    /// key).
     Nothing,
     /// It checked out, and the projection resumed from it at this size.
     At(u64),
@@ -140,6 +141,14 @@ impl Projector {
             let opened = ledger::sealed::open(key, MAGIC, &saved, log.head().size, |size| {
                 log.root_at(size)
             })?;
+            if opened == Err(ledger::sealed::SealError::OtherKey) {
+                tracing::info!(
+                    "the saved projection checkpoint was sealed under another key; rebuilding it"
+                );
+                let mut p = Projector::empty(settings);
+                p.catch_up(log)?;
+                return Ok((p, Resumed::Nothing));
+            }
             let loaded = opened.map_err(|e| e.to_string()).and_then(|o| {
                 Projection::from_bytes(o.body)
                     .filter(|p| p.size() == o.size)
@@ -186,9 +195,7 @@ impl Projector {
         log: &Ledger<S>,
         settings: Settings,
     ) -> Result<Projector, DriverError> {
-        let mut p = Projector::empty(settings);
-        p.catch_up(log)?;
-        Ok(p)
+        Projector::rebuild_to(log, settings, log.head().size)
     }
 
     /// Folds every committed entry not yet folded; returns how many.
@@ -374,6 +381,25 @@ pub fn recommend(
         }
     }
     let view = projector.view_at_head(events.ledger(), &req.task_class, now)?;
+    // Before signing: the same answer from the definition (the window read
+    // back from the log, not the running totals), and the held-out
+    // statistics recomputed from the cited evidence alone.
+    let root = parse_root(&view.root)?;
+    let definition = projector.projection.view(
+        events.ledger(),
+        &req.task_class,
+        now,
+        &projector.settings,
+        view.tree_size,
+        &root,
+    )?;
+    if definition != view {
+        return Err(DriverError::Mismatch(DerivedMismatch::Evidence {
+            task_class: view.task_class.clone(),
+            what: "the running totals answer differently from the window read back from the log"
+                .into(),
+        }));
+    }
     check_evidence(events.ledger(), &view)?;
     let payload = Payload {
         schema: SCHEMA_VERSION,
@@ -403,6 +429,17 @@ pub fn recommend(
     };
     let receipt = events.append(&envelope::sign_envelope(ledger_key, &payload))?;
     Ok(Recommended { view, receipt })
+}
+
+fn parse_root(hex: &str) -> Result<ledger::Hash, DriverError> {
+    ledger::hash::parse_hex32(hex)
+        .map(ledger::Hash)
+        .ok_or_else(|| {
+            DriverError::Mismatch(DerivedMismatch::Evidence {
+                task_class: String::new(),
+                what: "the view's root is not 64 hex digits".into(),
+            })
+        })
 }
 
 /// Before the ledger signs numbers: reads every evidence entry the view
@@ -438,30 +475,13 @@ pub fn check_evidence<S: Sequencer>(
         }
         entries.push(entry);
     }
-    let cited: Vec<crate::evidence::Cited<'_>> = entries
-        .iter()
-        .zip(&view.evidence)
-        .map(|(entry, e)| crate::evidence::Cited {
-            index: entry.index,
-            leaf: &entry.leaf,
-            case_id: Some(&e.case_id),
-        })
-        .collect();
-    let recomputed = crate::evidence::held_out_from_evidence(
-        &view.task_class,
-        &cited,
-        &view.settings,
-        &crate::evidence::Window {
-            start_micros: Some(view.window_start_micros),
-        },
-    )
-    .map_err(|e| mismatch(e.to_string()))?;
-    crate::evidence::check_stated(&view.held_out, &recomputed).map_err(|e| mismatch(e.to_string()))
+    let leaves: Vec<&[u8]> = entries.iter().map(|e| e.leaf.as_slice()).collect();
+    crate::evidence::check_view(view, &leaves).map_err(|e| mismatch(e.to_string()))
 }
 
 impl Projector {
     /// A projector folded from the first entry up to `size`.
-    fn rebuild_to<S: Sequencer>(
+    pub fn rebuild_to<S: Sequencer>(
         log: &Ledger<S>,
         settings: Settings,
         size: u64,

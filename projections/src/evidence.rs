@@ -141,3 +141,30 @@ pub fn check_stated(stated: &ScoreStats, recomputed: &ScoreStats) -> Result<(), 
         None => Ok(()),
     }
 }
+
+/// Checks a view's held-out statistics against the evidence it cites:
+/// `leaves[i]` must be the log's own leaf for `view.evidence[i]` (the
+/// caller read it through a checked read, or proved it included). The
+/// statistics are recomputed from those leaves alone, within the view's
+/// window, and must equal the view's bit for bit.
+pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), EvidenceError> {
+    let cited: Vec<Cited<'_>> = view
+        .evidence
+        .iter()
+        .zip(leaves)
+        .map(|(e, leaf)| Cited {
+            index: e.index,
+            leaf,
+            case_id: Some(&e.case_id),
+        })
+        .collect();
+    let recomputed = held_out_from_evidence(
+        &view.task_class,
+        &cited,
+        &view.settings,
+        &Window {
+            start_micros: Some(view.window_start_micros),
+        },
+    )?;
+    check_stated(&view.held_out, &recomputed)
+}

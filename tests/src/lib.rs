@@ -6,6 +6,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod faults;
 pub mod world;
 
 use std::path::{Path, PathBuf};

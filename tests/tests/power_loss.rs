@@ -36,7 +36,7 @@
 //!   cover damage);
 //! - anything above the file: the model is one file's contents and length,
 //!   so the loss of the file itself (its directory entry) is not modelled.
-//!   The ledger creates the data file without an fsync of its directory;
+//!   The ledger fsyncs the data directory after creating the data file, but
 //!   this test does not show that a new data file survives a power cut;
 //! - a power cut while the ledger is being created: the cut window starts
 //!   once it is open.

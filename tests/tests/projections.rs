@@ -399,7 +399,7 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
     assert_eq!(view(&w, &mut p, TASK_CLASS).tier, Tier::Silver);
 }
 
-/// The scenario of issue #4: three task classes, 150 cases, several runs, one
+/// The projections scenario (docs/PROJECTIONS.md): three task classes, 150 cases, several runs, one
 /// poisoned attempt and one shared-kernel run, with the exact recommendation
 /// for each class.
 #[test]

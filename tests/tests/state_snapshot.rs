@@ -75,7 +75,7 @@ fn altered_state_snapshot_is_ignored_and_the_whole_log_replays() {
         .get_aux(STATE_AUX)
         .expect("read")
         .expect("saved");
-    // Flip one byte of the state (past the 80-byte header): for example a
+    // Flip one byte of the state (past the header): for example a
     // retired case marked active would pass a check it must fail.
     let last = rec.len() - 1;
     rec[last] ^= 1;
@@ -121,18 +121,14 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
     // Someone who holds the ledger's key forges the snapshot: a maintainer
     // drops out of the record (nothing after the snapshot needs them, so
     // the tail replays), and the snapshot is sealed again.
-    let mut forged = ledger::events::State::decode_snapshot(&rec[80..]).expect("decode");
+    let parts = ledger::sealed::split(&rec).expect("a sealed record");
+    let mut forged = ledger::events::State::decode_snapshot(parts.body).expect("decode");
     let curator = ledger::events::key_id(&key("maintainer-b").verifying_key());
     assert!(forged.principals.remove(&curator).is_some());
-    let mut magic = [0u8; 8];
-    magic.copy_from_slice(&rec[..8]);
-    let root = ledger::Hash(rec[16..48].try_into().expect("root"));
+    let root = parts.root;
     rec = ledger::sealed::seal(
-        &ledger::sealed::derive_key(
-            "evidence-ledger/v1 state snapshot mac",
-            key("ledger").as_bytes(),
-        ),
-        &magic,
+        &ledger::events::sequencer::snapshot_seal_key(&key("ledger")),
+        &parts.magic,
         at,
         &root,
         &forged.encode_snapshot(),

@@ -290,67 +290,6 @@ fn a_reader_of_the_read_only_view_is_never_written_under() {
     assert_eq!(v.size, 20 + written as u64);
 }
 
-/// A storage engine that panics while `armed` (redb panics on some damaged
-/// pages instead of returning an error).
-#[derive(Debug)]
-struct Panicky {
-    inner: redb::backends::FileBackend,
-    armed: Arc<AtomicU8>,
-}
-
-const PANIC_READ: u8 = 1;
-const PANIC_WRITE: u8 = 2;
-
-impl StorageBackend for Panicky {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        self.inner.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        assert!(
-            self.armed.load(Ordering::SeqCst) != PANIC_READ,
-            "injected: a damaged page"
-        );
-        self.inner.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        self.inner.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        assert!(
-            self.armed.load(Ordering::SeqCst) != PANIC_WRITE,
-            "injected: a damaged page"
-        );
-        self.inner.write(offset, data)
-    }
-    fn close(&self) -> Result<(), std::io::Error> {
-        self.inner.close()
-    }
-}
-
-fn panicky(armed: &Arc<AtomicU8>) -> Config {
-    let armed = Arc::clone(armed);
-    Config {
-        backend: Some(BackendFactory(Arc::new(move |path: &std::path::Path| {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)?;
-            let inner = redb::backends::FileBackend::new(file)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            Ok(Box::new(Panicky {
-                inner,
-                armed: Arc::clone(&armed),
-            }) as Box<dyn StorageBackend>)
-        }))),
-        ..Config::default()
-    }
-}
-
 #[test]
 fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -358,9 +297,16 @@ fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goe
     let armed = Arc::new(AtomicU8::new(OK));
     // A fresh open reads O(log n) pages (redb's debug page walk is off,
     // Cargo.toml): the entries are not in redb's cache.
-    let log = Ledger::open(dir.path(), panicky(&armed)).expect("open");
+    let log = Ledger::open(
+        dir.path(),
+        Config {
+            backend: Some(tests::faults::panicky(&armed)),
+            ..Config::default()
+        },
+    )
+    .expect("open");
     let size = log.head().size;
-    armed.store(PANIC_READ, Ordering::SeqCst);
+    armed.store(tests::faults::PANIC_READ, Ordering::SeqCst);
     // Reads that redb's cache can answer do not reach the storage engine;
     // every one that does gets a typed error, never a panic or a hang.
     let mut contained = 0;
@@ -382,7 +328,7 @@ fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goe
         }
     }
     assert!(contained > 0, "no read reached the storage engine");
-    armed.store(PANIC_WRITE, Ordering::SeqCst);
+    armed.store(tests::faults::PANIC_WRITE, Ordering::SeqCst);
     match log.append(b"during the panics".to_vec()) {
         Err(Error::Corrupt(_) | Error::Storage(_) | Error::Busy) => {}
         other => panic!("a storage panic on a write was acknowledged or lost: {other:?}"),

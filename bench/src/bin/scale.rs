@@ -1,6 +1,6 @@
 //! `scale`: grow one data directory to each size in turn and measure
-//! proofs, startup, RSS, full verify, disk and projections there (issue #7,
-//! targets 3–7). See bench/README.md for the figures and what they mean.
+//! proofs, startup, RSS, full verify, disk and projections there (targets
+//! 3–7). See bench/README.md for the figures and what they mean.
 //!
 //!   cargo build --release -p api --bin ledger -p bench --bin scale
 //!   target/release/scale --dir /var/tmp/scale --sizes 100000,1000000,10000000

@@ -175,7 +175,7 @@ pub const STATE_AUX: &str = "event_state/v2";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"ELSTATE2";
 
 /// The key of the state snapshot's seal, derived from the ledger's key.
-fn snapshot_mac_key(ledger_key: &SigningKey) -> [u8; 32] {
+pub fn snapshot_seal_key(ledger_key: &SigningKey) -> [u8; 32] {
     crate::sealed::derive_key(
         "evidence-ledger/v1 state snapshot mac",
         ledger_key.as_bytes(),
@@ -230,6 +230,12 @@ fn rebuild_state(
             ));
         }
         Ok(None) => None,
+        Ok(Some(Err(why))) if why == crate::sealed::SealError::OtherKey.to_string() => {
+            tracing::info!(
+                "the event-state snapshot was sealed under another key; replaying the whole log"
+            );
+            None
+        }
         Ok(Some(Err(why))) => Some(format!("the event-state snapshot was refused: {why}")),
         Err(e) => Some(format!("the event-state snapshot cannot be read: {e}")),
     };
@@ -445,7 +451,7 @@ impl Sequencer for EventSequencer {
 
     fn failed(&mut self, log: &LogView<'_>) {
         self.pending.clear();
-        match rebuild_state(log, &snapshot_mac_key(&self.ledger_key), false) {
+        match rebuild_state(log, &snapshot_seal_key(&self.ledger_key), false) {
             Ok((s, _, _)) => {
                 self.keys.reset(&s);
                 self.state = s;
@@ -513,7 +519,7 @@ impl EventLog {
         let k2 = Arc::clone(&keys);
         let replay_error = Arc::new(std::sync::Mutex::new(None));
         let re2 = Arc::clone(&replay_error);
-        let snapshot_key = snapshot_mac_key(&ledger_key);
+        let snapshot_key = snapshot_seal_key(&ledger_key);
         let restored = Arc::new(std::sync::Mutex::new((None, None)));
         let restored2 = Arc::clone(&restored);
         let ledger = Ledger::open_with(dir, config, move |log| {
@@ -593,23 +599,27 @@ impl EventLog {
             return Ok(None);
         };
         let size = resumed.size;
-        let replayed = (|| -> Result<State, String> {
-            let snap = self.ledger.snapshot().map_err(|e| e.to_string())?;
-            let chain = if size == 0 {
-                crate::GENESIS_CHAIN
-            } else {
-                self.ledger
-                    .entry(size - 1)
-                    .map_err(|e| e.to_string())?
-                    .chain_hash
-            };
-            let head = crate::Head {
-                size,
-                root: self.ledger.root_at(size).map_err(|e| e.to_string())?,
-                chain,
-            };
-            State::replay(&LogView::new(&snap, head), true).map_err(|e| e.to_string())
-        })()
+        let replayed = crate::store::guarded("checking the event-state snapshot", || {
+            Ok((|| -> Result<State, String> {
+                let snap = self.ledger.snapshot().map_err(|e| e.to_string())?;
+                let chain = if size == 0 {
+                    crate::GENESIS_CHAIN
+                } else {
+                    self.ledger
+                        .entry(size - 1)
+                        .map_err(|e| e.to_string())?
+                        .chain_hash
+                };
+                let head = crate::Head {
+                    size,
+                    root: self.ledger.root_at(size).map_err(|e| e.to_string())?,
+                    chain,
+                };
+                State::replay(&LogView::new(&snap, head), true).map_err(|e| e.to_string())
+            })())
+        })
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
         .map_err(|e| format!("the event-state snapshot cannot be checked: {e}"))?;
         if replayed == resumed {
             return Ok(Some(size));
