@@ -1631,6 +1631,27 @@ pub async fn serve(
     run(state, listener, shutdown).await
 }
 
+/// Runs `job` on a blocking thread every `period` (the first run one period
+/// from now), until the returned task is aborted.
+fn every(
+    state: &Shared,
+    period: Duration,
+    job: impl Fn(&AppState) + Send + Sync + Copy + 'static,
+) -> tokio::task::JoinHandle<()> {
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let st = Arc::clone(&state);
+            if let Err(e) = tokio::task::spawn_blocking(move || job(&st)).await {
+                tracing::error!(error = %e, "a background job failed");
+            }
+        }
+    })
+}
+
 /// Serves `state` on `listener` until `shutdown` resolves; verifies the log
 /// in the background and saves the projection checkpoint periodically and
 /// on shutdown.
@@ -1640,46 +1661,30 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     start_verify(&state);
-    let saver = {
-        let state = Arc::clone(&state);
-        let every = Duration::from_secs(state.config.projection_save_secs.max(1));
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let st = Arc::clone(&state);
-                let _ = tokio::task::spawn_blocking(move || {
-                    if st.projection_ready.wait() {
-                        let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
-                        let _ = p.catch_up(st.events.ledger());
-                    }
-                    st.save_derived();
-                })
-                .await;
+    let saver = every(
+        &state,
+        Duration::from_secs(state.config.projection_save_secs.max(1)),
+        |st| {
+            if st.projection_ready.wait() {
+                let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = p.catch_up(st.events.ledger());
             }
-        })
-    };
+            st.save_derived();
+        },
+    );
     let anchorer = (state.config.anchor_interval_secs > 0).then(|| {
-        let state = Arc::clone(&state);
-        let every = Duration::from_secs(state.config.anchor_interval_secs);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let st = Arc::clone(&state);
-                match tokio::task::spawn_blocking(move || anchor_tick(&st)).await {
-                    Ok(Ok(Some(at))) => tracing::info!(location = %at, "anchor published"),
-                    Ok(Ok(None)) => {}
-                    Ok(Err(e)) => {
-                        state.metrics.count_anchor_failure();
-                        tracing::error!(error = %e, "could not publish an anchor");
-                    }
-                    Err(e) => tracing::error!(error = %e, "the anchor task failed"),
+        every(
+            &state,
+            Duration::from_secs(state.config.anchor_interval_secs),
+            |st| match anchor_tick(st) {
+                Ok(Some(at)) => tracing::info!(location = %at, "anchor published"),
+                Ok(None) => {}
+                Err(e) => {
+                    st.metrics.count_anchor_failure();
+                    tracing::error!(error = %e, "could not publish an anchor");
                 }
-            }
-        })
+            },
+        )
     });
     let request = Duration::from_millis(state.config.request_timeout_ms);
     let limits = crate::listen::Limits {

@@ -244,26 +244,30 @@ fn an_honest_server_passes_and_the_auditor_lies_are_all_caught() {
     }
 }
 
+/// `ledger audit --quiet --server BASE --key VKEY --trusted FILE`.
+fn audit_cli(base: &str, vkey: &str, trusted: &std::path::Path) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args([
+            "audit",
+            "--quiet",
+            "--server",
+            base,
+            "--key",
+            vkey,
+            "--trusted",
+        ])
+        .arg(trusted)
+        .output()
+        .expect("audit")
+}
+
 #[test]
 fn the_audit_command_exits_3_on_a_stale_checkpoint_and_saves_only_after_a_pass() {
     let s = scene();
     let dir = tempfile::tempdir().expect("tempdir");
     let trusted = dir.path().join("trusted.checkpoint");
     std::fs::write(&trusted, &s.trusted).expect("write");
-    let ledger_bin = env!("CARGO_BIN_EXE_ledger");
-    let out = std::process::Command::new(ledger_bin)
-        .args([
-            "audit",
-            "--quiet",
-            "--server",
-            &proxy(&s, Lie::Stale),
-            "--key",
-            &s.server.vkey,
-            "--trusted",
-        ])
-        .arg(&trusted)
-        .output()
-        .expect("audit");
+    let out = audit_cli(&proxy(&s, Lie::Stale), &s.server.vkey, &trusted);
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -275,52 +279,16 @@ fn the_audit_command_exits_3_on_a_stale_checkpoint_and_saves_only_after_a_pass()
         s.trusted,
         "a failed audit saves nothing"
     );
-    let out = std::process::Command::new(ledger_bin)
-        .args([
-            "audit",
-            "--quiet",
-            "--server",
-            &proxy(&s, Lie::WrongInclusion),
-            "--key",
-            &s.server.vkey,
-            "--trusted",
-        ])
-        .arg(&trusted)
-        .output()
-        .expect("audit");
+    let out = audit_cli(&proxy(&s, Lie::WrongInclusion), &s.server.vkey, &trusted);
     assert_eq!(out.status.code(), Some(1));
-    let out = std::process::Command::new(ledger_bin)
-        .args([
-            "audit",
-            "--quiet",
-            "--server",
-            &proxy(&s, Lie::ForgedStatistics),
-            "--key",
-            &s.server.vkey,
-            "--trusted",
-        ])
-        .arg(&trusted)
-        .output()
-        .expect("audit");
+    let out = audit_cli(&proxy(&s, Lie::ForgedStatistics), &s.server.vkey, &trusted);
     assert_eq!(
         out.status.code(),
         Some(1),
         "statistics that do not follow from the evidence: {}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let out = std::process::Command::new(ledger_bin)
-        .args([
-            "audit",
-            "--quiet",
-            "--server",
-            &s.server.base,
-            "--key",
-            &s.server.vkey,
-            "--trusted",
-        ])
-        .arg(&trusted)
-        .output()
-        .expect("audit");
+    let out = audit_cli(&s.server.base, &s.server.vkey, &trusted);
     assert_eq!(
         out.status.code(),
         Some(0),

@@ -8,9 +8,7 @@ fn ledger() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ledger"))
 }
 
-fn run(args: &[&str]) -> std::process::Output {
-    ledger().args(args).output().expect("run ledger")
-}
+use common::run_ledger as run;
 
 /// The `verifier key:` line that `ledger init` and `ledger keygen` print.
 fn verifier_key(out: &std::process::Output) -> String {
@@ -250,10 +248,7 @@ fn spawn_server(args: &[&str]) -> (std::process::Child, String) {
     common::spawn_ledger(args)
 }
 
-fn stop(mut child: std::process::Child) {
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
-}
+use common::stop_ledger as stop;
 
 fn field(out: &std::process::Output, prefix: &str) -> String {
     String::from_utf8_lossy(&out.stdout)

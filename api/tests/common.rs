@@ -296,28 +296,29 @@ pub fn spawn_ledger_live(args: &[&str]) -> (std::process::Child, String) {
 /// Starts the real `ledger serve` binary on a free loopback port with
 /// `args`, and waits until it is ready (its startup verification passed).
 pub fn spawn_ledger(args: &[&str]) -> (std::process::Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
-        .args(["serve", "--listen", &listen])
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("serve");
-    let base = format!("http://{listen}");
+    let (mut child, base) = spawn_ledger_live(args);
     let client = Client::new(&base, None);
-    for _ in 0..1000 {
-        if client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
-            return (child, base);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+    if within_30s(|| client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200) {
+        return (child, base);
     }
     let _ = child.kill();
     let _ = child.wait();
     panic!("the server did not become ready (startup verification failed?)");
+}
+
+/// Runs the `ledger` program with `args` and waits for it.
+pub fn run_ledger(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args(args)
+        .output()
+        .expect("run ledger")
+}
+
+/// Stops a server started by [`spawn_ledger`] as `systemctl stop` would
+/// (SIGTERM), and waits for it.
+pub fn stop_ledger(mut child: std::process::Child) {
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
 }

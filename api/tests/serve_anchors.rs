@@ -6,22 +6,11 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Output};
 
 use api::client::Client;
-use common::{metric, spawn_ledger, spawn_ledger_live, within_30s};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ledger"))
-        .args(args)
-        .output()
-        .expect("run ledger")
-}
-
-fn stop(mut child: Child) {
-    let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let _ = child.wait();
-}
+use common::{
+    metric, run_ledger as run, spawn_ledger, spawn_ledger_live, stop_ledger as stop, within_30s,
+};
 
 /// Enrols a fresh harness key through the server: one more entry.
 fn write_one(base: &str, data: &Path, identity: &str) {

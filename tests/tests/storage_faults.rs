@@ -82,14 +82,7 @@ fn faulty(mode: &Arc<AtomicU8>) -> Config {
     let mode = Arc::clone(mode);
     Config {
         backend: Some(BackendFactory(Arc::new(move |path: &std::path::Path| {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)?;
-            let inner = redb::backends::FileBackend::new(file)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let inner = tests::faults::file_backend(path)?;
             Ok(Box::new(Faulty {
                 inner,
                 mode: Arc::clone(&mode),
