@@ -36,6 +36,7 @@ pub struct Metrics {
     requests_in_flight: Gauge,
     anchor_failures: Counter,
     derived_mismatches: Counter,
+    derived_check: Gauge,
 }
 
 impl Default for Metrics {
@@ -119,6 +120,12 @@ impl Metrics {
             "Saved derived state (projection or event-state snapshot) found not to match the log",
             derived_mismatches.clone(),
         );
+        let derived_check = Gauge::default();
+        registry.register(
+            "derived_check_status",
+            "The background check of derived state against the log: 1 passed, 0 failed, -1 running (until it passes, nothing built from derived state is signed)",
+            derived_check.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             append_latency,
@@ -135,6 +142,7 @@ impl Metrics {
             requests_in_flight,
             anchor_failures,
             derived_mismatches,
+            derived_check,
         }
     }
 
@@ -162,6 +170,8 @@ impl Metrics {
         self.tree_size.set(log.head().size as i64);
         self.verify_status
             .set(state.verify_status.load(Ordering::SeqCst));
+        self.derived_check
+            .set(state.derived_checked.load(Ordering::SeqCst));
         self.last_batch
             .set(stats.last_batch_size.load(Ordering::Relaxed) as i64);
         self.read_only

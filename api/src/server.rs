@@ -74,6 +74,12 @@ pub struct AppState {
     pub log_key: LogKey,
     /// Seals the saved projection checkpoint ([`projections::driver::seal_key`]).
     projection_key: [u8; 32],
+    /// Whether the loaded projection came from its sealed checkpoint (and
+    /// so still has to be confirmed by [`deep_check`]).
+    projection_from_checkpoint: std::sync::atomic::AtomicBool,
+    /// [`deep_check`]'s status: `VERIFY_RUNNING`, `VERIFY_OK` or
+    /// `VERIFY_FAILED`.
+    pub derived_checked: AtomicI64,
     pub clock: Arc<dyn Clock>,
     pub config: ServeConfig,
     pub metrics: Metrics,
@@ -159,6 +165,8 @@ impl AppState {
             projector: Mutex::new(projector),
             projection_ready,
             projection_key,
+            projection_from_checkpoint: std::sync::atomic::AtomicBool::new(false),
+            derived_checked: AtomicI64::new(VERIFY_RUNNING),
             log_key,
             clock,
             config,
@@ -233,6 +241,22 @@ impl AppState {
         }
     }
 
+    /// Refuses to sign anything built from derived state (a recommendation,
+    /// a bundle attestation) until [`deep_check`] has passed.
+    fn require_derived_checked(&self) -> Result<(), ApiError> {
+        self.require_verified()?;
+        match self.derived_checked.load(Ordering::SeqCst) {
+            VERIFY_OK => Ok(()),
+            VERIFY_RUNNING => Err(ApiError::LogVerifying),
+            _ => Err(ApiError::LogUnverified(
+                self.verify_detail
+                    .lock()
+                    .map(|d| d.clone())
+                    .unwrap_or_default(),
+            )),
+        }
+    }
+
     fn require_verified(&self) -> Result<(), ApiError> {
         match self.verify_status.load(Ordering::SeqCst) {
             VERIFY_OK => Ok(()),
@@ -287,13 +311,12 @@ impl AppState {
     }
 }
 
-/// Loads the projection into `state.projector` without trusting anything
-/// derived: the saved checkpoint is opened only if its seal verifies and
-/// the log has its root, and even then a projection rebuilt from the first
-/// entry must answer every task class the same way
-/// ([`Projector::confirm`]); the rebuilt projection is the one kept. A
-/// refused or disagreeing checkpoint is counted
-/// (`ledger_derived_state_mismatches_total`) and logged as an error.
+/// Loads the projection into `state.projector`: the saved checkpoint only
+/// if its seal verifies and the log has its root (a byte flip cannot pass
+/// that), otherwise a fold from the first entry. A refused checkpoint is
+/// counted (`ledger_derived_state_mismatches_total`) and logged. A
+/// checkpoint that opened is checked against a rebuild from the log by
+/// [`deep_check`] before anything is signed.
 fn load_projection(state: &AppState) -> Result<(), String> {
     let started = Instant::now();
     let log = state.events.ledger();
@@ -303,34 +326,55 @@ fn load_projection(state: &AppState) -> Result<(), String> {
         .unwrap_or_else(|p| p.into_inner())
         .settings()
         .clone();
-    let (mut opened, resumed) = Projector::open(log, settings.clone(), &state.projection_key)
+    let (opened, resumed) = Projector::open(log, settings, &state.projection_key)
         .map_err(|e| format!("the projection cannot be loaded: {e}"))?;
-    let kept = match resumed {
-        projections::driver::Resumed::At(size) => {
-            let mut rebuilt = Projector::rebuild(log, settings)
-                .map_err(|e| format!("the projection cannot be rebuilt: {e}"))?;
-            match opened.confirm(&mut rebuilt, log, state.clock.now_micros()) {
-                Ok(()) => tracing::info!(size, "the saved projection agrees with the log"),
-                Err(projections::driver::DriverError::Mismatch(m)) => {
-                    state.metrics.count_derived_mismatch();
-                    tracing::error!(error = %m, "derived state does not match the log; serving the projection rebuilt from the log");
-                }
-                Err(e) => return Err(format!("the projection cannot be checked: {e}")),
-            }
-            rebuilt
-        }
-        projections::driver::Resumed::Refused(m) => {
-            state.metrics.count_derived_mismatch();
-            tracing::error!(error = %m, "derived state does not match the log; the projection was rebuilt from the log");
-            opened
-        }
-        projections::driver::Resumed::Nothing => opened,
-    };
-    *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = kept;
+    if let projections::driver::Resumed::Refused(m) = &resumed {
+        state.metrics.count_derived_mismatch();
+        tracing::error!(error = %m, "derived state does not match the log; the projection was rebuilt from the log");
+    }
+    let from_checkpoint = matches!(resumed, projections::driver::Resumed::At(_));
+    state
+        .projection_from_checkpoint
+        .store(from_checkpoint, Ordering::SeqCst);
+    *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = opened;
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
+        from_checkpoint,
         "projection loaded"
     );
+    Ok(())
+}
+
+/// The projection resumed from a sealed checkpoint, checked against one
+/// folded from the first entry ([`Projector::confirm`]); the rebuilt one
+/// replaces it either way, and a disagreement is counted and logged.
+fn confirm_projection(state: &AppState) -> Result<(), String> {
+    if !state.projection_from_checkpoint.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let log = state.events.ledger();
+    let settings = state
+        .projector
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .settings()
+        .clone();
+    let mut rebuilt = Projector::rebuild(log, settings)
+        .map_err(|e| format!("the projection cannot be rebuilt: {e}"))?;
+    let mut live = state.projector.lock().unwrap_or_else(|p| p.into_inner());
+    match live.confirm(&mut rebuilt, log, state.clock.now_micros()) {
+        Ok(()) => tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "the saved projection agrees with the log"
+        ),
+        Err(projections::driver::DriverError::Mismatch(m)) => {
+            state.metrics.count_derived_mismatch();
+            tracing::error!(error = %m, "derived state does not match the log; serving the projection rebuilt from the log");
+        }
+        Err(e) => return Err(format!("the projection cannot be checked: {e}")),
+    }
+    *live = rebuilt;
     Ok(())
 }
 
@@ -368,22 +412,26 @@ fn check_event_state(state: &AppState) -> Result<(), String> {
     Ok(())
 }
 
-/// The startup check, before any number is served or signed: the full
-/// verify of the log and its anchors on this thread, and on a second one
-/// the event-state snapshot checked against a replay
-/// ([`check_event_state`]) and the projection loaded ([`load_projection`]). Projections are withheld
-/// (503 `log_verifying`) until both have passed, and for good (503
-/// `log_unverified`, with the reason) if either fails.
-pub fn startup_check(state: &AppState) {
+/// Runs `f`, a panic becoming an error naming `what`.
+fn unpanicked(what: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(format!("{what} panicked")))
+}
+
+/// What readiness needs, before any number is served: the full verify of
+/// the log and its anchors on this thread, and the projection loaded
+/// ([`load_projection`]) on a second one. Projections are withheld (503
+/// `log_verifying`) until both have passed, and for good (503
+/// `log_unverified`, with the reason) if either fails. Returns whether the
+/// server is ready.
+pub fn ready_check(state: &AppState) -> bool {
     let (verified, loaded) = std::thread::scope(|s| {
         let loading = std::thread::Builder::new()
             .name("ledger-projection".into())
             .spawn_scoped(s, || {
-                check_event_state(state)?;
-                load_projection(state)
+                unpanicked("loading the projection", || load_projection(state))
             });
-        let verified = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| verify_log(state)))
-            .unwrap_or_else(|_| Err("the startup check panicked".into()));
+        let verified = unpanicked("the startup check", || verify_log(state));
         let loaded = match loading {
             Ok(h) => h
                 .join()
@@ -392,28 +440,71 @@ pub fn startup_check(state: &AppState) {
         };
         (verified, loaded)
     });
-    match (verified, loaded) {
-        (Ok(()), Ok(())) => {
+    match verified.and(loaded) {
+        Ok(()) => {
             state.projection_ready.set(true);
             // A status already failed (the log did not replay at open)
             // stays failed.
-            let _ = state.verify_status.compare_exchange(
-                VERIFY_RUNNING,
-                VERIFY_OK,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
+            state
+                .verify_status
+                .compare_exchange(
+                    VERIFY_RUNNING,
+                    VERIFY_OK,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the startup check FAILED; numbers, proofs and writes withheld");
+            state.withhold_numbers(e);
+            state.projection_ready.set(false);
+            false
+        }
+    }
+}
+
+/// What the server checks in the background once it is ready, before it
+/// signs anything built from derived state: the lookup tables against the
+/// entries, the event-state snapshot against a replay of the log's rules,
+/// and a projection resumed from its checkpoint against one folded from
+/// the first entry. Until it has passed, recommendations and bundles
+/// answer 503 `log_verifying` (`ledger_derived_check_status` -1). A bad
+/// lookup table or event state withholds numbers, proofs and writes for
+/// good (503 `log_unverified`); a disagreeing projection is replaced by the
+/// rebuilt one and counted.
+pub fn deep_check(state: &AppState) {
+    let started = Instant::now();
+    let result = unpanicked("the background check", || {
+        state
+            .events
+            .ledger()
+            .verify_indexes(&mut |_, _| {})
+            .map_err(|e| format!("lookup tables: {e}"))?;
+        tracing::info!("the lookup tables agree with the log");
+        check_event_state(state)?;
+        confirm_projection(state)
+    });
+    match result {
+        Ok(()) => {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "derived state checked against the log"
             );
+            state.derived_checked.store(VERIFY_OK, Ordering::SeqCst);
         }
-        (Err(e), _) => {
-            tracing::error!(error = %e, "log verification FAILED; numbers and proofs withheld");
+        Err(e) => {
+            tracing::error!(error = %e, "derived state cannot be trusted; numbers, proofs and writes withheld");
+            state.derived_checked.store(VERIFY_FAILED, Ordering::SeqCst);
             state.withhold_numbers(e);
-            state.projection_ready.set(false);
         }
-        (Ok(()), Err(e)) => {
-            tracing::error!(error = %e, "derived state cannot be trusted; numbers and writes withheld");
-            state.withhold_numbers(e);
-            state.projection_ready.set(false);
-        }
+    }
+}
+
+/// [`ready_check`], then (when it passed) [`deep_check`].
+pub fn startup_check(state: &AppState) {
+    if ready_check(state) {
+        deep_check(state);
     }
 }
 
@@ -1356,6 +1447,7 @@ pub async fn get_bundle(
     State(state): State<Shared>,
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
+    state.require_derived_checked()?;
     let Json(p) = get_task_class(State(Arc::clone(&state)), name).await?;
     let bytes = crate::check::make_bundle(&state.log_key, &p)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -1383,7 +1475,7 @@ pub async fn post_recommendation(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = json_body(&headers, body)?;
-    state.require_verified()?;
+    state.require_derived_checked()?;
     let st = Arc::clone(&state);
     let (status, resp) = tokio::task::spawn_blocking(
         move || -> Result<(StatusCode, RecommendationResponse), ApiError> {

@@ -147,10 +147,14 @@ impl TestServer {
     }
 
     /// Whether `/readyz` answers 200 (the projection loaded and the startup
-    /// verify passed) within 30 s.
+    /// verify passed), and the background check of derived state has
+    /// passed (so recommendations are signed), within 30 s.
     pub fn verified_within_30s(&self) -> bool {
         let c = self.client();
-        within_30s(|| c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200)
+        within_30s(|| {
+            c.get("/readyz").map(|r| r.status).unwrap_or(0) == 200
+                && metric(&c, "ledger_derived_check_status") == 1.0
+        })
     }
 
     /// Waits up to 30 s for `/readyz`.

@@ -25,11 +25,26 @@ const SEED: u64 = 0x5eed_0f7a_3be2;
 /// redb's page size.
 const PAGE: usize = 4096;
 
+/// The view `serve` answers once ready, and the one after its background
+/// check of derived state (or why that check failed). `Err` when the file
+/// does not open or the ready check fails.
+type Served = (Vec<u8>, Result<Vec<u8>, String>);
+
+fn view_json(state: &api::server::AppState, now: i64) -> Result<Vec<u8>, String> {
+    let view = state
+        .projector
+        .lock()
+        .map_err(|_| "poisoned".to_owned())?
+        .view_at_head(state.events.ledger(), tests::world::TASK_CLASS, now)
+        .map_err(|e| format!("view: {e}"))?;
+    Ok(serde_json::to_vec(&view).expect("json"))
+}
+
 fn projection_json(
     dir: &std::path::Path,
     key: &anchors::LogKey,
     now: i64,
-) -> Result<Vec<u8>, String> {
+) -> Result<Served, String> {
     let config = api::config::ServeConfig {
         data_dir: dir.to_path_buf(),
         ..api::config::ServeConfig::default()
@@ -40,24 +55,24 @@ fn projection_json(
         Arc::new(ledger::events::ManualClock::new(now)),
     )
     .map_err(|e| format!("open: {e}"))?;
-    api::server::startup_check(&state);
-    if state.verify_status.load(Ordering::SeqCst) != api::server::VERIFY_OK {
-        return Err(format!(
-            "verify: {}",
-            state
-                .verify_detail
-                .lock()
-                .map(|d| d.clone())
-                .unwrap_or_default()
-        ));
+    let detail = |state: &api::server::AppState| {
+        state
+            .verify_detail
+            .lock()
+            .map(|d| d.clone())
+            .unwrap_or_default()
+    };
+    if !api::server::ready_check(&state) {
+        return Err(format!("verify: {}", detail(&state)));
     }
-    let view = state
-        .projector
-        .lock()
-        .map_err(|_| "poisoned".to_owned())?
-        .view_at_head(state.events.ledger(), tests::world::TASK_CLASS, now)
-        .map_err(|e| format!("view: {e}"))?;
-    Ok(serde_json::to_vec(&view).expect("json"))
+    let ready = view_json(&state, now)?;
+    api::server::deep_check(&state);
+    let checked = if state.derived_checked.load(Ordering::SeqCst) == api::server::VERIFY_OK {
+        view_json(&state, now)
+    } else {
+        Err(format!("deep: {}", detail(&state)))
+    };
+    Ok((ready, checked))
 }
 
 /// The pages of `file` that hold anything but zeros.
@@ -80,7 +95,13 @@ fn two_hundred_random_tamper_trials_never_serve_a_wrong_number() {
     .expect("key");
     let pristine = s.stop();
     let now = 1_800_000_000_000_000;
-    let original = projection_json(pristine.path(), &key, now).expect("the pristine log projects");
+    let (original, checked) =
+        projection_json(pristine.path(), &key, now).expect("the pristine log projects");
+    assert_eq!(
+        checked.as_ref(),
+        Ok(&original),
+        "the pristine log checks out"
+    );
     let file = std::fs::read(tests::db_path(pristine.path())).expect("data file");
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     let pages = used_pages(&file);
@@ -105,12 +126,24 @@ fn two_hundred_random_tamper_trials_never_serve_a_wrong_number() {
                 caught += 1;
             }
             Err(e) => caught += usize::from(!e.is_empty()),
-            Ok(json) => {
+            Ok((ready, checked)) => {
                 assert_eq!(
-                    json, original,
-                    "trial {trial}: a tampered log served different numbers"
+                    ready, original,
+                    "trial {trial}: a tampered log served different numbers once ready"
                 );
-                harmless += 1;
+                match checked {
+                    Ok(json) => {
+                        assert_eq!(
+                            json, original,
+                            "trial {trial}: a tampered log served different numbers after its check"
+                        );
+                        harmless += 1;
+                    }
+                    Err(e) => {
+                        assert!(e.len() > "deep: ".len(), "trial {trial}: no reason given");
+                        caught += 1;
+                    }
+                }
             }
         }
     }
