@@ -423,10 +423,8 @@ impl<S: Sequencer> Ledger<S> {
             // A key index that claims to cover a non-empty log but holds no
             // row was left by a raw restore of an earlier build, which
             // advanced the watermark without writing keys: index it again.
-            let emptied = S::KEYED
-                && head.size > 0
-                && snap.keys_through()? > 0
-                && snap.entry_keys_len()? == 0;
+            let emptied =
+                S::KEYED && head.size > 0 && snap.keys_through()? > 0 && snap.entry_keys_empty()?;
             if emptied {
                 tracing::warn!(
                     "the key index claims entries it does not hold; indexing them again"

@@ -1053,6 +1053,16 @@ impl Snapshot {
     }
 
     /// Rows in the entry-key (envelope id) lookup table; 0 when absent.
+    /// Whether the entry-key table holds no row (cheap: one lookup).
+    pub fn entry_keys_empty(&self) -> Result<bool, Error> {
+        use redb::ReadableTable as _;
+        match self.entry_keys()? {
+            Some(t) => Ok(t.first().map_err(storage)?.is_none()),
+            None => Ok(true),
+        }
+    }
+
+    /// Rows in the entry-key table (walks the table).
     pub fn entry_keys_len(&self) -> Result<u64, Error> {
         use redb::ReadableTableMetadata as _;
         match self.entry_keys()? {

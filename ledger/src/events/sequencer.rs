@@ -202,6 +202,10 @@ fn open_snapshot(
     })
 }
 
+/// The size a snapshot was taken at and the digest of its state (kept to
+/// compare with a replay of the log, [`EventLog::check_snapshot`]).
+type Resumed = (u64, blake3::Hash);
+
 /// The state at the log's head: the saved snapshot (when it checks out) and
 /// the entries after it, each re-checked; otherwise the whole log.
 /// Returns the state, the snapshot size it started from (if any), and why
@@ -210,7 +214,7 @@ fn rebuild_state(
     log: &LogView<'_>,
     key: &[u8; 32],
     verify_signatures: bool,
-) -> Result<(State, Option<State>, Option<String>), super::state::ReplayError> {
+) -> Result<(State, Option<Resumed>, Option<String>), super::state::ReplayError> {
     let refused = match log.aux(STATE_AUX).and_then(|rec| match rec {
         Some(rec) => open_snapshot(key, &rec, log).map(Some),
         None => Ok(None),
@@ -222,7 +226,7 @@ fn rebuild_state(
                 tail = log.head().size - from,
                 "state from its snapshot and the entries after it"
             );
-            let resumed = state.clone();
+            let resumed = (from, blake3::hash(&state.encode_snapshot()));
             return Ok((
                 state.replay_from(log, verify_signatures)?,
                 Some(resumed),
@@ -471,9 +475,9 @@ pub struct EventLog {
     replay_error: Option<String>,
     snapshot_key: [u8; 32],
     restored_from: Option<u64>,
-    /// The state the snapshot held, kept until [`EventLog::check_snapshot`]
-    /// has compared it with a replay of the log.
-    resumed: std::sync::Mutex<Option<State>>,
+    /// The size and digest of the state the snapshot held, kept until
+    /// [`EventLog::check_snapshot`] has compared it with a replay of the log.
+    resumed: std::sync::Mutex<Option<Resumed>>,
     /// Set when the snapshot disagreed with the log: the live state is not
     /// saved again.
     distrusted: std::sync::atomic::AtomicBool,
@@ -561,7 +565,7 @@ impl EventLog {
             .take();
         let (resumed, snapshot_refused) =
             std::mem::take(&mut *restored.lock().unwrap_or_else(|p| p.into_inner()));
-        let restored_from = resumed.as_ref().map(|s| s.size);
+        let restored_from = resumed.map(|(size, _)| size);
         Ok(EventLog {
             ledger,
             keys,
@@ -592,7 +596,7 @@ impl EventLog {
     /// which was folded from the bad snapshot, must not be trusted, and a
     /// server refuses writes and numbers until it is restarted.
     pub fn check_snapshot(&self) -> Result<Option<u64>, String> {
-        let Some(resumed) = self
+        let Some((size, resumed)) = self
             .resumed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -600,7 +604,6 @@ impl EventLog {
         else {
             return Ok(None);
         };
-        let size = resumed.size;
         let replayed = crate::store::guarded("checking the event-state snapshot", || {
             Ok((|| -> Result<State, String> {
                 let snap = self.ledger.snapshot().map_err(|e| e.to_string())?;
@@ -626,7 +629,7 @@ impl EventLog {
         .map_err(|e| e.to_string())
         .and_then(|r| r)
         .map_err(|e| format!("the event-state snapshot cannot be checked: {e}"))?;
-        if replayed == resumed {
+        if blake3::hash(&replayed.encode_snapshot()) == resumed {
             return Ok(Some(size));
         }
         self.distrusted
