@@ -282,6 +282,11 @@ impl AppState {
             return false;
         }
         let mut complete = true;
+        if self.derived_checked.load(Ordering::SeqCst) != VERIFY_OK {
+            // Never save derived state the background check has not
+            // confirmed: it would re-seal whatever this start loaded.
+            return false;
+        }
         if !self.projection_ready.loaded() {
             // Never overwrite a good checkpoint with the placeholder (and
             // never wait for a startup check still running: a shutdown
@@ -362,8 +367,13 @@ fn confirm_projection(state: &AppState) -> Result<(), String> {
         .clone();
     let mut rebuilt = Projector::rebuild(log, settings)
         .map_err(|e| format!("the projection cannot be rebuilt: {e}"))?;
-    let mut live = state.projector.lock().unwrap_or_else(|p| p.into_inner());
-    match live.confirm(&mut rebuilt, log, state.clock.now_micros()) {
+    // Compared on a copy, so views (and a shutdown's save) are not held up.
+    let mut resumed = state
+        .projector
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    match resumed.confirm(&mut rebuilt, log, state.clock.now_micros()) {
         Ok(()) => tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             "the saved projection agrees with the log"
@@ -374,6 +384,11 @@ fn confirm_projection(state: &AppState) -> Result<(), String> {
         }
         Err(e) => return Err(format!("the projection cannot be checked: {e}")),
     }
+    drop(resumed);
+    let mut live = state.projector.lock().unwrap_or_else(|p| p.into_inner());
+    rebuilt
+        .catch_up(log)
+        .map_err(|e| format!("the projection cannot be caught up: {e}"))?;
     *live = rebuilt;
     Ok(())
 }
