@@ -217,15 +217,25 @@ impl AppState {
     /// wrong) and writes (which would extend it). Checked reads of entries
     /// are still served: each is re-hashed against its stored leaf hash.
     fn refuse_if_failed(&self) -> Result<(), ApiError> {
-        if self.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED {
-            return Err(ApiError::LogUnverified(
+        match self.verify_status.load(Ordering::SeqCst) {
+            VERIFY_FAILED => self.answer(VERIFY_FAILED),
+            _ => Ok(()),
+        }
+    }
+
+    /// The answer for a check in `status`: go on, still running (503
+    /// `log_verifying`), or failed (503 `log_unverified`, the reason logged).
+    fn answer(&self, status: i64) -> Result<(), ApiError> {
+        match status {
+            VERIFY_OK => Ok(()),
+            VERIFY_RUNNING => Err(ApiError::LogVerifying),
+            _ => Err(ApiError::LogUnverified(
                 self.verify_detail
                     .lock()
                     .map(|d| d.clone())
                     .unwrap_or_default(),
-            ));
+            )),
         }
-        Ok(())
     }
 
     /// Refuses writes once the committer has stopped (it never should: a
@@ -245,29 +255,11 @@ impl AppState {
     /// a bundle attestation) until [`deep_check`] has passed.
     fn require_derived_checked(&self) -> Result<(), ApiError> {
         self.require_verified()?;
-        match self.derived_checked.load(Ordering::SeqCst) {
-            VERIFY_OK => Ok(()),
-            VERIFY_RUNNING => Err(ApiError::LogVerifying),
-            _ => Err(ApiError::LogUnverified(
-                self.verify_detail
-                    .lock()
-                    .map(|d| d.clone())
-                    .unwrap_or_default(),
-            )),
-        }
+        self.answer(self.derived_checked.load(Ordering::SeqCst))
     }
 
     fn require_verified(&self) -> Result<(), ApiError> {
-        match self.verify_status.load(Ordering::SeqCst) {
-            VERIFY_OK => Ok(()),
-            VERIFY_RUNNING => Err(ApiError::LogVerifying),
-            _ => Err(ApiError::LogUnverified(
-                self.verify_detail
-                    .lock()
-                    .map(|d| d.clone())
-                    .unwrap_or_default(),
-            )),
-        }
+        self.answer(self.verify_status.load(Ordering::SeqCst))
     }
 
     /// Saves the derived state that makes the next start fast: the

@@ -18,6 +18,15 @@ fn reopen(dir: &std::path::Path, ledger_key: &str) -> EventLog {
     .expect("reopen")
 }
 
+/// The sealed state snapshot the world saved.
+fn saved_snapshot(w: &World) -> Vec<u8> {
+    w.log
+        .ledger()
+        .get_aux(STATE_AUX)
+        .expect("read")
+        .expect("saved")
+}
+
 /// A world with a snapshot taken partway, and more events after it.
 fn world_with_snapshot() -> (World, u64) {
     let mut w = World::new();
@@ -69,12 +78,7 @@ fn snapshot_and_tail_rebuild_the_same_state_as_a_full_replay() {
 fn altered_state_snapshot_is_ignored_and_the_whole_log_replays() {
     let (w, _) = world_with_snapshot();
     let live = w.log.state();
-    let mut rec = w
-        .log
-        .ledger()
-        .get_aux(STATE_AUX)
-        .expect("read")
-        .expect("saved");
+    let mut rec = saved_snapshot(&w);
     // Flip one byte of the state (past the header): for example a
     // retired case marked active would pass a check it must fail.
     let last = rec.len() - 1;
@@ -112,12 +116,7 @@ fn state_snapshot_round_trips_every_map() {
 #[test]
 fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
     let (w, at) = world_with_snapshot();
-    let mut rec = w
-        .log
-        .ledger()
-        .get_aux(STATE_AUX)
-        .expect("read")
-        .expect("saved");
+    let mut rec = saved_snapshot(&w);
     // Someone who holds the ledger's key forges the snapshot: a maintainer
     // drops out of the record (nothing after the snapshot needs them, so
     // the tail replays), and the snapshot is sealed again.
