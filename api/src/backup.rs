@@ -280,11 +280,11 @@ fn rebuild(
         progress(cp.size, cp.size);
     }
     // Every event must replay under the rules.
-    ledger::events::EventLog::open(
+    events::EventLog::open(
         dir,
         ledger::Config::default(),
         key.event_signing_key(),
-        std::sync::Arc::new(ledger::events::SystemClock),
+        std::sync::Arc::new(events::SystemClock),
     )
     .context("the restored events do not replay")?;
     Ok(())

@@ -54,7 +54,7 @@ impl ReceiptChecker {
     pub fn check(&mut self, r: &WriteReceipt, envelope: Option<&[u8]>) -> anyhow::Result<()> {
         let decoded = envelope
             .map(|env| {
-                ledger::events::decode_envelope(env)
+                events::decode_envelope(env)
                     .map_err(|e| anyhow!("the posted envelope does not decode: {e}"))
             })
             .transpose()?;
@@ -66,7 +66,7 @@ impl ReceiptChecker {
     pub fn check_decoded(
         &self,
         r: &WriteReceipt,
-        posted: Option<&ledger::events::envelope::Decoded>,
+        posted: Option<&events::envelope::Decoded>,
     ) -> anyhow::Result<()> {
         let known = self
             .verified
@@ -92,7 +92,7 @@ impl ReceiptChecker {
         }
         let leaf_hash = hash(&r.leaf_hash)?;
         if let Some(decoded) = posted {
-            let at = ledger::events::envelope::parse_utc_micros(&r.sequenced_at)
+            let at = events::envelope::parse_utc_micros(&r.sequenced_at)
                 .ok_or_else(|| anyhow!("the receipt's sequenced_at is not a timestamp"))?;
             if ledger::leaf_hash(&decoded.leaf_bytes(at)) != leaf_hash {
                 bail!(
@@ -205,7 +205,7 @@ pub const BUNDLE_STATEMENT: &str = "evidence-ledger/v1 projection-bundle";
 /// attestation is a signed note, by the log key, whose text is the statement,
 /// the origin and the SHA-256 of the body's canonical JSON.
 pub fn make_bundle(key: &anchors::LogKey, p: &ProjectionResponse) -> anyhow::Result<Vec<u8>> {
-    use ledger::events::canonical;
+    use events::canonical;
     let body = canonical::from_json(&serde_json::to_value(p)?)
         .ok_or_else(|| anyhow!("projection has no canonical form"))?;
     let body_bytes = canonical::encode(&body);
@@ -234,7 +234,7 @@ pub struct BundleSummary {
 ///    included under its root, and the held-out statistics recomputed from
 ///    the evidence leaves equal the ones stated ([`check_projection`]).
 pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSummary> {
-    use ledger::events::canonical;
+    use events::canonical;
     let value = canonical::parse_strict(bytes).map_err(|e| anyhow!("not strict JSON: {e:?}"))?;
     if canonical::encode(&value) != bytes {
         bail!("the bundle is not in canonical form (it was edited)");

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context};
 use ed25519_dalek::SigningKey;
-use ledger::events::envelope::{case_provenance_statement, format_micros, public_key_b64};
-use ledger::events::model::*;
-use ledger::events::{cosign, key_id, sign_envelope};
+use events::envelope::{case_provenance_statement, format_micros, public_key_b64};
+use events::model::*;
+use events::{cosign, key_id, sign_envelope};
 
 use crate::check::{check_projection, check_receipt, ReceiptChecker};
 use crate::client::{Client, Reply};

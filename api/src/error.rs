@@ -3,7 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use ledger::events::{RejectCode, Rejection};
+use events::{RejectCode, Rejection};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use anchors::LogKey;
 use anyhow::{bail, Context};
 use ed25519_dalek::SigningKey;
-use ledger::events::envelope::format_micros;
-use ledger::events::{genesis_envelopes, Clock, EventLog, SystemClock};
+use events::envelope::format_micros;
+use events::{genesis_envelopes, Clock, EventLog, SystemClock};
 
 /// The default checkpoint origin.
 pub const DEFAULT_ORIGIN: &str = "localhost/evidence-ledger";

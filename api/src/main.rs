@@ -564,7 +564,7 @@ fn init(
     println!("verifier key:          {}", i.log_key.verifier_key());
     println!(
         "operator key id:       {}",
-        ledger::events::key_id(&i.operator.verifying_key())
+        events::key_id(&i.operator.verifying_key())
     );
     println!("\nnext: ledger serve --data-dir {}", dir.display());
     Ok(())
@@ -575,17 +575,14 @@ fn keygen(name: &str, out: &Path) -> anyhow::Result<()> {
     api::init::write_secret(out, &k.private_key())?;
     let vk = k.signing_key().verifying_key();
     println!("wrote {} (mode 0600)", out.display());
-    println!("key id:       {}", ledger::events::key_id(&vk));
-    println!(
-        "public key:   {}",
-        ledger::events::envelope::public_key_b64(&vk)
-    );
+    println!("key id:       {}", events::key_id(&vk));
+    println!("public key:   {}", events::envelope::public_key_b64(&vk));
     println!("verifier key: {}", k.verifier_key());
     let ek = k.event_signing_key().verifying_key();
     println!(
         "used as a log key, its ledger event key is {} (public key {}): enrol it with role ledger",
-        ledger::events::key_id(&ek),
-        ledger::events::envelope::public_key_b64(&ek)
+        events::key_id(&ek),
+        events::envelope::public_key_b64(&ek)
     );
     Ok(())
 }
@@ -645,8 +642,7 @@ fn verify(a: VerifyArgs) -> anyhow::Result<()> {
             &mut progress,
         ),
         _ => ledger::verify_dir(&dir, &mut progress).and_then(|v| {
-            ledger::verify_dir_indexes::<ledger::events::EventSequencer>(&dir, &mut progress)
-                .map(|_| v)
+            ledger::verify_dir_indexes::<events::EventSequencer>(&dir, &mut progress).map(|_| v)
         }),
     };
     pb.finish_and_clear();
@@ -1058,11 +1054,7 @@ fn restore_cmd(
     Ok(())
 }
 
-fn post_as_operator(
-    server: &str,
-    operator_key: &Path,
-    event: ledger::events::Event,
-) -> anyhow::Result<()> {
+fn post_as_operator(server: &str, operator_key: &Path, event: events::Event) -> anyhow::Result<()> {
     let key = api::demo::read_signing_key(operator_key)?;
     let client = Client::new(server, None);
     let vkey = client.get("/v1/log/key")?.text().trim().to_owned();
@@ -1088,11 +1080,11 @@ fn enrol(
             serde_json::from_value(serde_json::Value::String(r.clone()))
                 .map_err(|_| anyhow::anyhow!("unknown role `{r}`"))
         })
-        .collect::<anyhow::Result<Vec<ledger::events::Role>>>()?;
+        .collect::<anyhow::Result<Vec<events::Role>>>()?;
     post_as_operator(
         server,
         operator_key,
-        ledger::events::Event::PrincipalEnrolled(ledger::events::model::PrincipalEnrolled {
+        events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
             public_key: public_key.to_owned(),
             identity: identity.to_owned(),
             roles,
@@ -1238,7 +1230,7 @@ fn revoke(server: &str, operator_key: &Path, key_id: &str, reason: &str) -> anyh
     post_as_operator(
         server,
         operator_key,
-        ledger::events::Event::PrincipalRevoked(ledger::events::model::PrincipalRevoked {
+        events::Event::PrincipalRevoked(events::model::PrincipalRevoked {
             key_id: key_id.to_owned(),
             reason: reason.to_owned(),
         }),
@@ -1278,11 +1270,7 @@ fn anchor_publish(dir: &Path, anchors_dir: Option<PathBuf>) -> anyhow::Result<()
         anchors_dir,
         ..ServeConfig::default()
     };
-    let state = api::server::AppState::open(
-        config,
-        key,
-        std::sync::Arc::new(ledger::events::SystemClock),
-    )?;
+    let state = api::server::AppState::open(config, key, std::sync::Arc::new(events::SystemClock))?;
     let at = api::server::publish_anchor(&state)?;
     let head = state.events.ledger().head();
     println!(
@@ -1320,7 +1308,7 @@ fn demo(dir: Option<PathBuf>, listen: std::net::SocketAddr, exit: bool) -> anyho
     let state = std::sync::Arc::new(api::server::AppState::open(
         config,
         init.log_key,
-        std::sync::Arc::new(ledger::events::SystemClock),
+        std::sync::Arc::new(events::SystemClock),
     )?);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = rt.spawn(api::server::run(state, listener, async {

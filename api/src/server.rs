@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use ledger::events::{Clock, EventLog, SystemClock};
+use events::{Clock, EventLog, SystemClock};
 use ledger::Hash;
 use projections::driver::Projector;
 use projections::Settings;
@@ -542,7 +542,7 @@ pub fn trusted_keys(state: &AppState) -> Vec<String> {
 /// The log at one head: the anchor check reads size and root once, so a
 /// write landing meanwhile cannot pair one head's size with another's root.
 struct AtHead<'a> {
-    log: &'a ledger::Ledger<ledger::events::EventSequencer>,
+    log: &'a ledger::Ledger<events::EventSequencer>,
     head: ledger::Head,
 }
 
@@ -596,13 +596,13 @@ pub fn check_anchors(state: &AppState) -> Result<usize, String> {
 
 /// Whether entry `index` is the `anchor.published` record of an anchor at
 /// size `index`.
-fn records_anchor(log: &ledger::Ledger<ledger::events::EventSequencer>, index: u64) -> bool {
+fn records_anchor(log: &ledger::Ledger<events::EventSequencer>, index: u64) -> bool {
     log.entry(index)
         .ok()
-        .and_then(|e| ledger::events::decode_leaf(&e.leaf).ok())
+        .and_then(|e| events::decode_leaf(&e.leaf).ok())
         .is_some_and(|(d, _)| {
             matches!(&d.payload.event,
-                ledger::events::Event::AnchorPublished(a) if a.checkpoint.size == index)
+                events::Event::AnchorPublished(a) if a.checkpoint.size == index)
         })
 }
 
@@ -620,17 +620,17 @@ pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
         now.div_euclid(1_000_000),
     )?;
     let key = state.log_key.event_signing_key();
-    let payload = ledger::events::Payload {
-        schema: ledger::events::model::SCHEMA_VERSION,
+    let payload = events::Payload {
+        schema: events::model::SCHEMA_VERSION,
         id: format!(
             "anchor-{}-{}",
             head.size,
             &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
         ),
-        signer: ledger::events::key_id(&key.verifying_key()),
-        issued_at: ledger::events::envelope::format_micros(now),
-        event: ledger::events::Event::AnchorPublished(ledger::events::model::AnchorPublished {
-            checkpoint: ledger::events::model::CheckpointRef {
+        signer: events::key_id(&key.verifying_key()),
+        issued_at: events::envelope::format_micros(now),
+        event: events::Event::AnchorPublished(events::model::AnchorPublished {
+            checkpoint: events::model::CheckpointRef {
                 size: head.size,
                 root: hexh(&head.root),
             },
@@ -639,7 +639,7 @@ pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
     };
     let recorded = state
         .events
-        .append(&ledger::events::sign_envelope(&key, &payload))
+        .append(&events::sign_envelope(&key, &payload))
         .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
     state.metrics.last_anchor.set(now.div_euclid(1_000_000));
     // Anchored: everything before the anchor's own entry. A write that
@@ -876,7 +876,7 @@ fn num(field: &str, v: &Option<String>) -> Result<Option<u64>, ApiError> {
 
 fn receipt(
     state: &AppState,
-    r: &ledger::Receipt<ledger::events::Accepted>,
+    r: &ledger::Receipt<events::Accepted>,
 ) -> Result<WriteReceipt, ApiError> {
     let a = &r.appended;
     let proof = state
@@ -891,7 +891,7 @@ fn receipt(
 /// `proof` is the inclusion proof there and `checkpoint` the signed note.
 fn receipt_at(
     state: &AppState,
-    r: &ledger::Receipt<ledger::events::Accepted>,
+    r: &ledger::Receipt<events::Accepted>,
     (tree_size, root): (u64, &Hash),
     proof: &[Hash],
     checkpoint: String,
@@ -900,7 +900,7 @@ fn receipt_at(
     // A re-post is acknowledged with the original entry's sequencing time.
     let sequenced_at = if r.existing {
         let e = state.events.ledger().entry(a.index)?;
-        ledger::events::decode_leaf(&e.leaf)
+        events::decode_leaf(&e.leaf)
             .map(|(_, at)| at)
             .map_err(|why| {
                 ApiError::LogCorrupt(format!(
@@ -922,7 +922,7 @@ fn receipt_at(
         id: r.accepted.id.clone(),
         kind: r.accepted.kind.as_str().to_owned(),
         existing: r.existing,
-        sequenced_at: ledger::events::envelope::format_micros(sequenced_at),
+        sequenced_at: events::envelope::format_micros(sequenced_at),
     })
 }
 
@@ -1090,7 +1090,7 @@ pub async fn post_events_batch(
 /// signed checkpoint.
 fn batch_answer(
     state: &AppState,
-    outcomes: Vec<Result<ledger::Receipt<ledger::events::Accepted>, ApiError>>,
+    outcomes: Vec<Result<ledger::Receipt<events::Accepted>, ApiError>>,
 ) -> Result<BatchResponse, ApiError> {
     let acked: Vec<&ledger::Appended> = outcomes
         .iter()
@@ -1140,7 +1140,7 @@ fn batch_answer(
 }
 
 fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
-    let (d, at) = ledger::events::decode_leaf(&e.leaf)
+    let (d, at) = events::decode_leaf(&e.leaf)
         .map_err(|r| ApiError::LogCorrupt(format!("entry {}: {r}", e.index)))?;
     let payload = serde_json::from_slice(&d.payload_bytes).unwrap_or(serde_json::Value::Null);
     Ok(EntryView {
@@ -1148,7 +1148,7 @@ fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
         leaf: B64.encode(&e.leaf),
         leaf_hash: hexh(&e.leaf_hash),
         chain_hash: hexh(&e.chain_hash),
-        sequenced_at: ledger::events::envelope::format_micros(at),
+        sequenced_at: events::envelope::format_micros(at),
         id: d.payload.id.clone(),
         kind: d.payload.event.kind().as_str().to_owned(),
         signer: d.keyid,
@@ -1348,7 +1348,7 @@ pub async fn get_log(State(state): State<Shared>) -> Json<LogInfo> {
     Json(LogInfo {
         origin: state.log_key.origin().to_owned(),
         verifier_key: state.log_key.verifier_key().to_owned(),
-        ledger_key_id: ledger::events::key_id(&state.log_key.event_signing_key().verifying_key()),
+        ledger_key_id: events::key_id(&state.log_key.event_signing_key().verifying_key()),
         tree_size: head.size,
         root: hexh(&head.root),
         verify_status: verify_status_name(state.verify_status.load(Ordering::SeqCst)).to_owned(),
@@ -1566,7 +1566,7 @@ pub struct ApiDoc;
 /// Problem schema's description.
 pub fn openapi() -> utoipa::openapi::OpenApi {
     let mut doc = ApiDoc::openapi();
-    let mut codes: Vec<String> = ledger::events::RejectCode::ALL
+    let mut codes: Vec<String> = events::RejectCode::ALL
         .iter()
         .map(|c| format!("`{}`: {}", c.as_str(), c.description()))
         .collect();

@@ -13,7 +13,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use common::{seed, TestServer};
-use ledger::events::model::{Event, Isolation, RunFinished};
+use events::model::{Event, Isolation, RunFinished};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Lie {
@@ -106,7 +106,7 @@ fn scene() -> Scene {
     let mut p = server.poster(&c);
     p.post(
         "harness",
-        Event::RunStarted(tests::world::run("run-2", Isolation::Microvm)),
+        Event::RunStarted(testkit::world::run("run-2", Isolation::Microvm)),
     )
     .expect("run");
     p.post(

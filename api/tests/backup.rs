@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use common::{seed, TestServer};
-use ledger::events::model::{Event, Isolation};
+use events::model::{Event, Isolation};
 
 #[test]
 fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
@@ -31,7 +31,10 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
             while !stop.load(Ordering::SeqCst) {
                 p.post(
                     "harness",
-                    Event::RunStarted(tests::world::run(&format!("load-{n}"), Isolation::Microvm)),
+                    Event::RunStarted(testkit::world::run(
+                        &format!("load-{n}"),
+                        Isolation::Microvm,
+                    )),
                 )
                 .expect("write");
                 n += 1;
@@ -102,7 +105,10 @@ fn an_old_backup_behind_an_anchor_is_refused_unless_allowed_and_the_gap_is_repor
     for i in 0..5 {
         p.post(
             "harness",
-            Event::RunStarted(tests::world::run(&format!("later-{i}"), Isolation::Microvm)),
+            Event::RunStarted(testkit::world::run(
+                &format!("later-{i}"),
+                Isolation::Microvm,
+            )),
         )
         .expect("write");
     }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{seed, TestServer};
-use tests::world::TASK_CLASS;
+use testkit::world::TASK_CLASS;
 
 #[test]
 fn a_bundle_verifies_offline_and_every_single_byte_change_is_rejected() {

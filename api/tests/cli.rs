@@ -61,8 +61,8 @@ fn demo_loads_a_bench_and_every_proof_verifies() {
 #[test]
 fn verify_exits_1_and_names_the_first_bad_index() {
     let dir = tempfile::tempdir().expect("tempdir");
-    tests::build_log(dir.path(), 300);
-    tests::RawDisk::open(dir.path()).set_leaf(123, b"rewritten");
+    testkit::build_log(dir.path(), 300);
+    testkit::RawDisk::open(dir.path()).set_leaf(123, b"rewritten");
     let out = ledger()
         .args(["verify", "--quiet", "--data-dir"])
         .arg(dir.path())
@@ -79,7 +79,7 @@ fn verify_exits_1_and_names_the_first_bad_index() {
 #[test]
 fn incremental_verify_from_a_wrong_root_fails_and_a_bad_root_argument_is_a_usage_error() {
     let dir = tempfile::tempdir().expect("tempdir");
-    tests::build_log(dir.path(), 50);
+    testkit::build_log(dir.path(), 50);
     let d = dir.path().to_str().expect("utf8");
     let zero = "00".repeat(32);
     let out = run(&[
@@ -455,9 +455,7 @@ fn generate_keys_and_revoke_runbooks() {
     let r = p
         .post_refused(
             "operator",
-            ledger::events::Event::RunFinished(ledger::events::model::RunFinished {
-                run_id: "x".into(),
-            }),
+            events::Event::RunFinished(events::model::RunFinished { run_id: "x".into() }),
         )
         .expect("refused");
     assert_eq!(r.code().as_deref(), Some("signer_revoked"));
@@ -507,7 +505,7 @@ fn verify_fails_runbook() {
         .status
         .success());
     // Someone edits an entry on disk.
-    tests::RawDisk::open(&data).set_leaf(1, b"{\"forged\":true}");
+    testkit::RawDisk::open(&data).set_leaf(1, b"{\"forged\":true}");
     // 1. verify names the first bad index.
     let out = run(&["verify", "--quiet", "--data-dir", d, "--anchors", a]);
     assert_eq!(out.status.code(), Some(1));
@@ -554,10 +552,10 @@ fn verify_fails_runbook() {
 #[test]
 fn a_newer_data_format_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().expect("tempdir");
-    tests::build_log(dir.path(), 3);
+    testkit::build_log(dir.path(), 3);
     let newer = ledger::store::FORMAT_VERSION + 1;
     {
-        let db = redb::Database::open(tests::db_path(dir.path())).expect("raw");
+        let db = redb::Database::open(testkit::db_path(dir.path())).expect("raw");
         let txn = db.begin_write().expect("write");
         {
             let mut meta = txn.open_table(ledger::store::META).expect("meta");
@@ -586,7 +584,7 @@ fn a_newer_data_format_is_refused_with_a_clear_message() {
 /// acknowledges what is already in the log.
 #[test]
 fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
-    use ledger::events::model::Event;
+    use events::model::Event;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let d = data.to_str().expect("utf8");
@@ -601,7 +599,7 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
         .map(|i| {
             p.envelope(
                 "operator",
-                Event::TaskClassRegistered(tests::world::task_class(&format!("cli-post-{i}"))),
+                Event::TaskClassRegistered(testkit::world::task_class(&format!("cli-post-{i}"))),
             )
         })
         .collect();

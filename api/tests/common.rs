@@ -10,10 +10,10 @@ use api::client::Client;
 use api::config::ServeConfig;
 use api::demo::Poster;
 use api::server::AppState;
-use ledger::events::cosign;
-use ledger::events::envelope::{case_provenance_statement, format_micros};
-use ledger::events::model::*;
-use tests::world::{case_digest, run, score, task_class, CASSETTE, T0, TASK_CLASS};
+use events::cosign;
+use events::envelope::{case_provenance_statement, format_micros};
+use events::model::*;
+use testkit::world::{case_digest, run, score, task_class, CASSETTE, T0, TASK_CLASS};
 
 /// Whether `cond` comes true within 30 s, asked every 10 ms: the bound for
 /// anything these tests wait on, since a loaded 2-core CI machine runs many
@@ -106,13 +106,8 @@ impl TestServer {
         let addr = listener.local_addr().expect("addr");
         config.listen = addr;
         let state = Arc::new(
-            AppState::open_with_storage(
-                config,
-                log_key,
-                Arc::new(ledger::events::SystemClock),
-                storage,
-            )
-            .expect("state"),
+            AppState::open_with_storage(config, log_key, Arc::new(events::SystemClock), storage)
+                .expect("state"),
         );
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let st = Arc::clone(&state);

@@ -13,7 +13,7 @@ use std::time::Duration;
 use api::client::Client;
 use api::demo::Poster;
 use api::server::{ConsistencyProof, EntryView, LogInfo};
-use ledger::events::model::{Event, Isolation, Role};
+use events::model::{Event, Isolation, Role};
 use rand::Rng;
 
 const KILLS: usize = 50;
@@ -54,7 +54,7 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
             p.enrol("harness", Role::Harness).expect("enrol");
             p.post(
                 "operator",
-                Event::TaskClassRegistered(tests::world::task_class(tests::world::TASK_CLASS)),
+                Event::TaskClassRegistered(testkit::world::task_class(testkit::world::TASK_CLASS)),
             )
             .expect("register");
         }
@@ -113,7 +113,7 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
                     let mut p = Poster::new(&client, vkey, op);
                     for i in 0.. {
                         let run =
-                            tests::world::run(&format!("r{round}-w{w}-{i}"), Isolation::Microvm);
+                            testkit::world::run(&format!("r{round}-w{w}-{i}"), Isolation::Microvm);
                         match p.post("harness", Event::RunStarted(run)) {
                             Ok(r) => acked.lock().expect("lock").push(Ack {
                                 index: r.index,

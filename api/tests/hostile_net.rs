@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use api::client::Client;
 use api::server::ConsistencyProof;
 use common::TestServer;
-use ledger::events::model::{Event, Isolation, Role};
+use events::model::{Event, Isolation, Role};
 
 #[test]
 fn slow_clients_do_not_starve_others() {
@@ -156,7 +156,7 @@ fn readers_racing_writers_see_only_consistent_checkpoints() {
     let mut p = s.poster(&c);
     p.post(
         "operator",
-        Event::TaskClassRegistered(tests::world::task_class(tests::world::TASK_CLASS)),
+        Event::TaskClassRegistered(testkit::world::task_class(testkit::world::TASK_CLASS)),
     )
     .expect("register");
     p.enrol("harness", Role::Harness).expect("enrol");
@@ -169,7 +169,7 @@ fn readers_racing_writers_see_only_consistent_checkpoints() {
                 for i in 0..150 {
                     let env = p.envelope(
                         "harness",
-                        Event::RunStarted(tests::world::run(
+                        Event::RunStarted(testkit::world::run(
                             &format!("w{w}-{i}"),
                             Isolation::Microvm,
                         )),

@@ -14,8 +14,8 @@ use api::server::{
 };
 use common::{seed, TestServer};
 
-use ledger::events::model::*;
-use tests::world::{run, score, task_class, TASK_CLASS};
+use events::model::*;
+use testkit::world::{run, score, task_class, TASK_CLASS};
 
 fn problem(r: &api::client::Reply, status: u16, code: &str) {
     assert_eq!(r.status, status, "{}", r.text());
@@ -72,7 +72,7 @@ fn every_route_answers_and_every_proof_verifies() {
     let problem_doc = doc["components"]["schemas"]["Problem"]["description"]
         .as_str()
         .expect("codes");
-    for code in ledger::events::RejectCode::ALL {
+    for code in events::RejectCode::ALL {
         assert!(
             problem_doc.contains(code.as_str()),
             "OpenAPI lacks code {}",
@@ -389,7 +389,7 @@ fn a_log_that_fails_verification_serves_no_numbers() {
     seed(&s, &c);
     s.wait_verified();
     // An attacker edits a middle entry on disk.
-    let s = s.restart(|dir| tests::RawDisk::open(dir).set_leaf(5, b"{\"forged\":true}"));
+    let s = s.restart(|dir| testkit::RawDisk::open(dir).set_leaf(5, b"{\"forged\":true}"));
     let c = s.client();
     let mut code = None;
     for _ in 0..3000 {

@@ -22,7 +22,7 @@ fn write_one(base: &str, data: &Path, identity: &str) {
         "--operator-key",
         data.join("operator.key").to_str().expect("utf8"),
         "--public-key",
-        &ledger::events::envelope::public_key_b64(&key.verifying_key()),
+        &events::envelope::public_key_b64(&key.verifying_key()),
         "--identity",
         identity,
         "--role",
@@ -63,7 +63,7 @@ fn refused(data: &Path, anchors: &Path, case: &str) {
 }
 
 fn copy_db(from: &Path, to: &Path) {
-    std::fs::copy(tests::db_path(from), tests::db_path(to)).expect("copy the data file");
+    std::fs::copy(testkit::db_path(from), testkit::db_path(to)).expect("copy the data file");
 }
 
 #[test]

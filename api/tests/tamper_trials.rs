@@ -35,7 +35,7 @@ fn view_json(state: &api::server::AppState, now: i64) -> Result<Vec<u8>, String>
         .projector
         .lock()
         .map_err(|_| "poisoned".to_owned())?
-        .view_at_head(state.events.ledger(), tests::world::TASK_CLASS, now)
+        .view_at_head(state.events.ledger(), testkit::world::TASK_CLASS, now)
         .map_err(|e| format!("view: {e}"))?;
     Ok(serde_json::to_vec(&view).expect("json"))
 }
@@ -52,7 +52,7 @@ fn projection_json(
     let state = api::server::AppState::open(
         config,
         anchors::LogKey::from_private(&key.private_key()).map_err(|e| format!("key: {e}"))?,
-        Arc::new(ledger::events::ManualClock::new(now)),
+        Arc::new(events::ManualClock::new(now)),
     )
     .map_err(|e| format!("open: {e}"))?;
     let detail = |state: &api::server::AppState| {
@@ -102,7 +102,7 @@ fn two_hundred_random_tamper_trials_never_serve_a_wrong_number() {
         Ok(&original),
         "the pristine log checks out"
     );
-    let file = std::fs::read(tests::db_path(pristine.path())).expect("data file");
+    let file = std::fs::read(testkit::db_path(pristine.path())).expect("data file");
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
     let pages = used_pages(&file);
     assert!(pages.len() > 4, "the data file holds data");
@@ -115,7 +115,7 @@ fn two_hundred_random_tamper_trials_never_serve_a_wrong_number() {
             let i = (page * PAGE + rng.random_range(0..PAGE)).min(bytes.len() - 1);
             bytes[i] ^= 1 << rng.random_range(0..8);
         }
-        std::fs::write(tests::db_path(dir.path()), &bytes).expect("write");
+        std::fs::write(testkit::db_path(dir.path()), &bytes).expect("write");
         match projection_json(dir.path(), &key, now) {
             Err(e) if e.starts_with("open") || e.starts_with("replay") => refused_open += 1,
             Err(e) if e.starts_with("verify") => {

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use api::client::Client;
 use common::{metric, seed, within_30s, TestServer};
-use ledger::events::model::{Event, PromotionRequested};
-use tests::world::TASK_CLASS;
+use events::model::{Event, PromotionRequested};
+use testkit::world::TASK_CLASS;
 
 /// The held-out mean the server serves for the task class.
 fn served_mean(c: &Client) -> f64 {
@@ -145,7 +145,7 @@ fn attack_log_key_that_genesis_did_not_enrol_is_refused_at_start() {
             ..api::config::ServeConfig::default()
         },
         stranger,
-        Arc::new(ledger::events::SystemClock),
+        Arc::new(events::SystemClock),
     ) {
         Err(e) => assert!(e.to_string().contains("not enrolled"), "{e}"),
         Ok(_) => panic!("a log key nobody enrolled was accepted"),
@@ -168,8 +168,8 @@ fn a_world_readable_log_key_is_warned_about() {
 
 #[test]
 fn attack_storage_engine_panic_is_a_typed_answer_and_writes_resume() {
-    let armed = Arc::new(AtomicU8::new(tests::faults::CALM));
-    let backend = tests::faults::panicky(&armed);
+    let armed = Arc::new(AtomicU8::new(testkit::faults::CALM));
+    let backend = testkit::faults::panicky(&armed);
     let s = TestServer::start_with_storage(backend);
     let c = s.client();
     seed(&s, &c);
@@ -177,12 +177,12 @@ fn attack_storage_engine_panic_is_a_typed_answer_and_writes_resume() {
     let size = s.state.events.ledger().head().size;
     let env = s.poster(&c).envelope(
         "harness",
-        Event::RunStarted(tests::world::run(
+        Event::RunStarted(testkit::world::run(
             "run-2",
-            ledger::events::model::Isolation::Microvm,
+            events::model::Isolation::Microvm,
         )),
     );
-    armed.store(tests::faults::PANIC_WRITE, Ordering::SeqCst);
+    armed.store(testkit::faults::PANIC_WRITE, Ordering::SeqCst);
     let r = c
         .post_json("/v1/events", &env)
         .expect("an answer, not a closed connection");
@@ -195,7 +195,7 @@ fn attack_storage_engine_panic_is_a_typed_answer_and_writes_resume() {
             200
         );
     }
-    armed.store(tests::faults::CALM, Ordering::SeqCst);
+    armed.store(testkit::faults::CALM, Ordering::SeqCst);
     // The committer lives on: writes resume, and the server stays ready.
     assert!(
         within_30s(|| {
@@ -224,7 +224,7 @@ fn a_log_that_failed_its_startup_check_serves_no_proof_checkpoint_or_write() {
     // A stored interior hash is changed on disk: the open-time check (the
     // right edge) does not see it, the full verify does.
     let s = s.restart(|dir| {
-        let disk = tests::RawDisk::open(dir);
+        let disk = testkit::RawDisk::open(dir);
         let h = disk.hash(0).expect("a stored hash");
         let mut bad = h;
         bad.0[0] ^= 1;
@@ -249,9 +249,9 @@ fn a_log_that_failed_its_startup_check_serves_no_proof_checkpoint_or_write() {
     }
     let env = s.poster(&c).envelope(
         "harness",
-        Event::RunStarted(tests::world::run(
+        Event::RunStarted(testkit::world::run(
             "run-2",
-            ledger::events::model::Isolation::Microvm,
+            events::model::Isolation::Microvm,
         )),
     );
     let r = c.post_json("/v1/events", &env).expect("answer");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bench::load::Prepared;
 use criterion::{criterion_group, criterion_main, Criterion};
-use ledger::events::{decode_envelope, decode_leaf, decode_logged_leaf, generate_key};
+use events::{decode_envelope, decode_leaf, decode_logged_leaf, generate_key};
 
 fn events(c: &mut Criterion) {
     let p = Prepared::new("bench", generate_key().expect("key"), 1, 16);

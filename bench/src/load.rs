@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 use api::check::ReceiptChecker;
 use api::client::Client;
 use ed25519_dalek::SigningKey;
-use ledger::events::envelope::{case_provenance_statement, format_micros};
-use ledger::events::model::SCHEMA_VERSION;
-use ledger::events::model::*;
-use ledger::events::{cosign, key_id, sign_envelope};
+use events::envelope::{case_provenance_statement, format_micros};
+use events::model::SCHEMA_VERSION;
+use events::model::*;
+use events::{cosign, key_id, sign_envelope};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -227,7 +227,7 @@ impl Prepared {
             (&self.curators[1], "curator-b", Role::Curator),
         ] {
             let e = Event::PrincipalEnrolled(PrincipalEnrolled {
-                public_key: ledger::events::envelope::public_key_b64(&key.verifying_key()),
+                public_key: events::envelope::public_key_b64(&key.verifying_key()),
                 identity: format!("{name}-{}@bench.example", self.nonce),
                 roles: vec![role],
             });
@@ -407,7 +407,7 @@ fn score(p: &Prepared, client: usize, i: u64) -> Event {
 /// rebuild the leaf a receipt must prove), and whether it is a case.
 struct Planned {
     envelope: Vec<u8>,
-    decoded: ledger::events::envelope::Decoded,
+    decoded: events::envelope::Decoded,
     case: bool,
 }
 
@@ -415,7 +415,7 @@ struct Planned {
 /// is its own envelope, so a failure here is a bug in the generator.
 fn plan(p: &Prepared, cfg: &LoadConfig, client: usize, i: u64) -> Planned {
     let (envelope, case) = p.event(client, i, cfg.case_every);
-    let decoded = match ledger::events::decode_envelope(&envelope) {
+    let decoded = match events::decode_envelope(&envelope) {
         Ok(d) => d,
         Err(e) => panic!("the load generator signed an envelope it cannot decode: {e}"),
     };

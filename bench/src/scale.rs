@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use api::client::Client;
-use ledger::events::{EventLog, SystemClock};
+use events::{EventLog, SystemClock};
 use serde::{Deserialize, Serialize};
 
 use crate::load::Prepared;
@@ -308,7 +308,7 @@ fn save_derived(events: &EventLog, key: &anchors::LogKey) -> anyhow::Result<()> 
 }
 
 fn settle(
-    r: ledger::PendingReceipt<ledger::events::EventSequencer>,
+    r: ledger::PendingReceipt<events::EventSequencer>,
     done: &AtomicU64,
     bar: &indicatif::ProgressBar,
     failed: &std::sync::Mutex<Option<String>>,
@@ -615,7 +615,7 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
     projector.view_at_head(
         events.ledger(),
         &p.task_class,
-        ledger::events::Clock::now_micros(&clock),
+        events::Clock::now_micros(&clock),
     )?;
     let mut lat = Vec::with_capacity(n);
     let first = reserve(&cfg.dir, &mut side, n)?;
@@ -630,7 +630,7 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
         let v = projector.view_at_head(
             events.ledger(),
             &p.task_class,
-            ledger::events::Clock::now_micros(&clock),
+            events::Clock::now_micros(&clock),
         )?;
         lat.push(t.elapsed().as_micros() as u64);
         if v.tree_size != events.ledger().head().size {

@@ -4,7 +4,7 @@
 Uses only the standard library's json and hashlib, plus PyNaCl for Ed25519:
 
     pip install pynacl
-    python3 docs/vectors/gen_event_vectors.py > ledger/testdata/event_vectors.json
+    python3 docs/vectors/gen_event_vectors.py > events/testdata/event_vectors.json
 
 The Rust tests check that the ledger's canonical encoder writes exactly what
 Python's json.dumps writes, and that an envelope signed here verifies there.

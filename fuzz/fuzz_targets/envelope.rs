@@ -4,9 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(d) = ledger::events::decode_envelope(data) {
+    if let Ok(d) = events::decode_envelope(data) {
         let leaf = d.leaf_bytes(0);
-        let (d2, at) = ledger::events::decode_leaf(&leaf).expect("a leaf the ledger wrote decodes");
+        let (d2, at) = events::decode_leaf(&leaf).expect("a leaf the ledger wrote decodes");
         assert_eq!(at, 0);
         assert_eq!(d2.payload_bytes, d.payload_bytes);
     }

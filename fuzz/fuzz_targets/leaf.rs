@@ -3,5 +3,5 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = ledger::events::decode_leaf(data);
+    let _ = events::decode_leaf(data);
 });

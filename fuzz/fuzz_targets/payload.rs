@@ -1,7 +1,7 @@
 //! Canonical JSON and typed payloads: strict parsing never panics, canonical
 //! encoding is a fixed point, and typed decoding never panics.
 #![no_main]
-use ledger::events::canonical::{encode, parse_strict};
+use events::canonical::{encode, parse_strict};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -10,5 +10,5 @@ fuzz_target!(|data: &[u8]| {
         let again = parse_strict(&once).expect("canonical output parses");
         assert_eq!(encode(&again), once, "canonical encoding is a fixed point");
     }
-    let _ = ledger::events::envelope::decode_payload(data);
+    let _ = events::envelope::decode_payload(data);
 });

@@ -58,7 +58,9 @@ fn detail_suffix(d: &str) -> String {
 }
 
 impl Corruption {
-    pub(crate) fn new(index: u64, kind: CorruptionKind, detail: impl Into<String>) -> Self {
+    /// A corruption found at entry `index` (also by the layers above the
+    /// log, when a replay finds an entry that breaks their rules).
+    pub fn new(index: u64, kind: CorruptionKind, detail: impl Into<String>) -> Self {
         Corruption {
             index,
             kind,

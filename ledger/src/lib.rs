@@ -7,7 +7,7 @@
 //! It is transport-agnostic. It has no HTTP, no JSON, no checkpoint signing and
 //! no event semantics: callers hand it the exact bytes to be hashed, and it
 //! returns indices, hashes and proofs. Signed notes live in `anchors`, event
-//! meaning in the event modules, HTTP in `api`.
+//! meaning in `events`, HTTP in `api`.
 //!
 //! ## Map
 //! - [`hash`]: the three per-entry hashes (RFC 6962 leaf hash, BLAKE3 content
@@ -17,9 +17,9 @@
 //! - [`Ledger`]: open with a self-check, group-committed appends, reads and
 //!   proofs.
 //! - [`verify`]: full and incremental verification of a data directory.
-//! - [`events`]: signed domain events on top of the log: the catalogue,
-//!   canonical bytes, DSSE envelopes, roles and the rules checked at the door.
-//!   The log layer above knows nothing of them.
+//!
+//! Signed domain events live in the `events` crate, which plugs into the
+//! committer through [`Sequencer`]; this crate knows nothing of them.
 //!
 //! ## Invariants
 //! - There is no update and no delete of an entry. The store exposes only
@@ -33,7 +33,6 @@
 
 pub mod entry_bundle;
 pub mod error;
-pub mod events;
 pub mod hash;
 mod log;
 pub mod merkle;

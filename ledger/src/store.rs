@@ -788,7 +788,7 @@ impl Drop for ClosingDb {
 /// [`Error::Corrupt`]. redb panics on some malformed files (for example
 /// "Malformed allocator state") instead of returning an error; a tampered
 /// data file is attacker input, and must be refused, never crash the process.
-pub(crate) fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
+pub fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => {

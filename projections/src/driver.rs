@@ -3,10 +3,8 @@
 //! projections is here; [`crate::fold`] stays pure.
 
 use ed25519_dalek::SigningKey;
-use ledger::events::model::{
-    CheckpointRef, EvidenceRef, Payload, PromotionRecommended, SCHEMA_VERSION,
-};
-use ledger::events::{envelope, Accepted, Event, EventLog, Rejection};
+use events::model::{CheckpointRef, EvidenceRef, Payload, PromotionRecommended, SCHEMA_VERSION};
+use events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
 
 use crate::fold::{
@@ -371,7 +369,7 @@ pub fn recommend(
                         },
                         accepted: Accepted {
                             id: rec_id,
-                            kind: ledger::events::Kind::PromotionRecommended,
+                            kind: events::Kind::PromotionRecommended,
                             sequenced_at: at,
                         },
                         existing: true,

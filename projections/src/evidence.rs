@@ -5,7 +5,7 @@
 //! audit` runs on every projection it reads. One definition, so the three
 //! can never drift apart.
 
-use ledger::events::{decode_leaf, Event};
+use events::{decode_leaf, Event};
 
 use crate::fold::{bootstrap_seed, ScoreStats, Settings};
 use crate::stats::{bca, wilson};

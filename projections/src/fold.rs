@@ -5,9 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ledger::events::model::{
-    CaseSource, Event, Isolation, RuleOutcome, ScoreRecorded, Tier, TierRule,
-};
+use events::model::{CaseSource, Event, Isolation, RuleOutcome, ScoreRecorded, Tier, TierRule};
 use ledger::merkle::Frontier;
 use ledger::Hash;
 use serde::{Deserialize, Serialize};
@@ -393,7 +391,7 @@ impl Projection {
             });
         }
         let (d, at) =
-            ledger::events::decode_logged_leaf(leaf).map_err(|r| ProjectionError::Undecodable {
+            events::decode_logged_leaf(leaf).map_err(|r| ProjectionError::Undecodable {
                 index,
                 reason: r.to_string(),
             })?;
@@ -653,12 +651,11 @@ impl Projection {
         while at < end {
             let stop = end.min(at + READ_CHUNK);
             src.each_entry(at, stop, &mut |index, leaf| {
-                let (d, _) = ledger::events::decode_logged_leaf(leaf).map_err(|r| {
-                    ProjectionError::Undecodable {
+                let (d, _) =
+                    events::decode_logged_leaf(leaf).map_err(|r| ProjectionError::Undecodable {
                         index,
                         reason: r.to_string(),
-                    }
-                })?;
+                    })?;
                 if let Event::ScoreRecorded(e) = &d.payload.event {
                     each(index, e);
                 }
@@ -673,12 +670,11 @@ impl Projection {
     fn sequenced_at(src: &dyn Entries, index: u64) -> Result<i64, ProjectionError> {
         let mut found = None;
         src.each_entry(index, index + 1, &mut |i, leaf| {
-            let (_, at) = ledger::events::decode_logged_leaf(leaf).map_err(|r| {
-                ProjectionError::Undecodable {
+            let (_, at) =
+                events::decode_logged_leaf(leaf).map_err(|r| ProjectionError::Undecodable {
                     index: i,
                     reason: r.to_string(),
-                }
-            })?;
+                })?;
             found = Some(at);
             Ok(())
         })?;

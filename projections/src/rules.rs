@@ -3,7 +3,7 @@
 //! tier's rules recommends the tier below. Promotion moves one tier at a
 //! time. Bronze is the floor and has no rules.
 
-use ledger::events::model::{RuleOutcome, Tier, TierRule};
+use events::model::{RuleOutcome, Tier, TierRule};
 
 /// What the rules look at, for one task class at one checkpoint.
 #[derive(Debug, Clone, PartialEq)]

@@ -99,7 +99,7 @@ fn main() -> anyhow::Result<()> {
             let state = Arc::new(api::server::AppState::open(
                 config,
                 init.log_key,
-                Arc::new(ledger::events::SystemClock),
+                Arc::new(events::SystemClock),
             )?);
             rt.spawn(api::server::run(state, listener, std::future::pending()));
             let operator = init.operator.clone();

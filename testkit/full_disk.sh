@@ -3,7 +3,7 @@
 # until the disk is full, must refuse (503, a stable code) without
 # acknowledging anything it did not persist, must keep serving verified
 # reads (entries, inclusion proofs against a signed checkpoint) while the
-# disk is full, and must recover when space returns. Needs root (mount). CI runs it; figures go to tests/README.md.
+# disk is full, and must recover when space returns. Needs root (mount). CI runs it; figures go to docs/TESTS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${LEDGER_BIN:-target/debug/ledger}")

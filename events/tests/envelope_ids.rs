@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
-use ledger::events::model::*;
-use ledger::events::{EventLog, ManualClock, RejectCode};
-use tests::world::*;
-use tests::RawDisk;
+use events::model::*;
+use events::{EventLog, ManualClock, RejectCode};
+use testkit::world::*;
+use testkit::RawDisk;
 
 fn reopen(dir: &std::path::Path) -> EventLog {
     EventLog::open(
@@ -30,7 +30,7 @@ fn scored(n: usize) -> (World, Vec<(Vec<u8>, Payload, u64)>) {
             "harness",
             Event::ScoreRecorded(score(&format!("case-{}", i % 3 + 1), 0.8)),
         );
-        let env = ledger::events::sign_envelope(&key("harness"), &p);
+        let env = events::sign_envelope(&key("harness"), &p);
         let r = w.append(&env).expect("score");
         posted.push((env, p, r.appended.index));
     }
@@ -50,7 +50,7 @@ fn ids_hold(log: &EventLog, posted: &[(Vec<u8>, Payload, u64)]) {
     let (_, p, _) = &posted[0];
     let mut other = p.clone();
     other.event = Event::ScoreRecorded(score("case-1", 0.1));
-    let r = log.append(&ledger::events::sign_envelope(&key("harness"), &other));
+    let r = log.append(&events::sign_envelope(&key("harness"), &other));
     assert_eq!(expect_code(r, RejectCode::EnvelopeIdReused).field, "id");
     assert_eq!(
         log.ledger().head().size,
@@ -68,7 +68,7 @@ fn ids_are_indexed_as_entries_commit_and_survive_a_restart() {
     for (env, p, index) in &posted {
         let (at, digest) = disk.entry_key(&p.id).expect("indexed at commit");
         assert_eq!(at, *index);
-        let d = ledger::events::decode_envelope(env).expect("decode");
+        let d = events::decode_envelope(env).expect("decode");
         assert_eq!(digest, d.payload_digest);
     }
     drop(disk);
@@ -147,9 +147,9 @@ fn indexes_after(
     damage: impl FnOnce(&RawDisk),
 ) -> Result<ledger::IndexesVerified, ledger::Error> {
     let copy = tempfile::tempdir().expect("tempdir");
-    std::fs::copy(tests::db_path(dir), tests::db_path(copy.path())).expect("copy");
+    std::fs::copy(testkit::db_path(dir), testkit::db_path(copy.path())).expect("copy");
     damage(&RawDisk::open(copy.path()));
-    ledger::verify_dir_indexes::<ledger::events::EventSequencer>(copy.path(), &mut |_, _| {})
+    ledger::verify_dir_indexes::<events::EventSequencer>(copy.path(), &mut |_, _| {})
 }
 
 fn lookup_damage_at(r: Result<ledger::IndexesVerified, ledger::Error>) -> u64 {

@@ -1,12 +1,12 @@
 //! Projections over a real event log: evidence rules, determinism, rebuild
 //! after restart, recommendations as events, and a realistic scenario.
 
-use ledger::events::envelope::tier_change_statement;
-use ledger::events::model::*;
-use ledger::events::{cosign, Clock as _, RejectCode as C};
+use events::envelope::tier_change_statement;
+use events::model::*;
+use events::{cosign, Clock as _, RejectCode as C};
 use projections::driver::{recommend, Projector};
 use projections::{Projection, ProjectionError, Settings};
-use tests::world::*;
+use testkit::world::*;
 
 const DAY: i64 = 24 * 3600 * 1_000_000;
 
@@ -294,7 +294,7 @@ fn projection_checkpoint_survives_a_restart_and_catches_up_from_its_size() {
         dir, log, clock, ..
     } = w;
     drop(log);
-    let log = ledger::events::EventLog::open(
+    let log = events::EventLog::open(
         dir.path(),
         ledger::Config::default(),
         key("ledger"),
@@ -349,7 +349,7 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
         .ledger()
         .entry(rec.receipt.appended.index)
         .expect("entry");
-    let (d, _) = ledger::events::decode_leaf(&entry.leaf).expect("decode");
+    let (d, _) = events::decode_leaf(&entry.leaf).expect("decode");
     let Event::PromotionRecommended(r) = d.payload.event else {
         panic!("not a recommendation")
     };

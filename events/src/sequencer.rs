@@ -8,13 +8,13 @@ use std::sync::{Arc, RwLock};
 
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
-use super::envelope::{
+use crate::envelope::{
     decode_envelope, format_micros, key_id, public_key_b64, sign_envelope, Decoded,
 };
-use super::model::*;
-use super::reject::{RejectCode, Rejection};
-use super::state::{parse_public_key, State};
-use crate::{
+use crate::model::*;
+use crate::reject::{RejectCode, Rejection};
+use crate::state::{parse_public_key, State};
+use ledger::{
     AppendError, Config, Error, Ledger, LogView, PendingReceipt, Receipt, Sequenced, Sequencer,
 };
 
@@ -129,7 +129,7 @@ pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Re
 
 /// Verifies a case's two curator co-signatures here, in the submitting
 /// thread, with the keys the cache holds, and records the ones that verify
-/// (see [`super::envelope::Preverified`]). Nothing is refused here: a
+/// (see [`crate::envelope::Preverified`]). Nothing is refused here: a
 /// co-signature that is missing from the record is checked in the committer,
 /// in rule order, as before. Only `case.added` is handled: its statement is
 /// made from the payload alone; other statements depend on the state.
@@ -138,7 +138,7 @@ fn preverify_cosignatures(d: &mut Decoded, keys: &KeyCache) {
     let Event::CaseAdded(e) = &d.payload.event else {
         return;
     };
-    let statement = super::envelope::case_provenance_statement(
+    let statement = crate::envelope::case_provenance_statement(
         &e.case_id,
         &e.provenance.added_at,
         &e.case_digest,
@@ -148,11 +148,11 @@ fn preverify_cosignatures(d: &mut Decoded, keys: &KeyCache) {
         let Some(key) = keys.get(&cs.key_id) else {
             continue;
         };
-        let Some(signature) = super::state::signature_bytes(&cs.signature) else {
+        let Some(signature) = crate::state::signature_bytes(&cs.signature) else {
             continue;
         };
-        if super::ed25519::verify_strict(&key, &statement, &Signature::from_bytes(&signature)) {
-            d.preverified.push(super::envelope::Preverified {
+        if crate::ed25519::verify_strict(&key, &statement, &Signature::from_bytes(&signature)) {
+            d.preverified.push(crate::envelope::Preverified {
                 public_key: key.to_bytes(),
                 signature,
                 statement_digest,
@@ -176,13 +176,13 @@ const SNAPSHOT_MAGIC: &[u8; 8] = b"ELSTATE2";
 
 /// The key of the state snapshot's seal, derived from the ledger's key.
 pub fn snapshot_seal_key(ledger_key: &SigningKey) -> [u8; 32] {
-    crate::sealed::derive_key(
+    ledger::sealed::derive_key(
         "evidence-ledger/v1 state snapshot mac",
         ledger_key.as_bytes(),
     )
 }
 
-/// The snapshot's state if its seal ([`crate::sealed`]) verifies under
+/// The snapshot's state if its seal ([`ledger::sealed`]) verifies under
 /// `key`, it was taken at a size the log has, the log's root at that size
 /// is the one sealed with it, and its body decodes to a state of that size.
 /// Otherwise why not.
@@ -191,7 +191,7 @@ fn open_snapshot(
     rec: &[u8],
     log: &LogView<'_>,
 ) -> Result<Result<State, String>, Error> {
-    let opened = crate::sealed::open(key, SNAPSHOT_MAGIC, rec, log.head().size, |size| {
+    let opened = ledger::sealed::open(key, SNAPSHOT_MAGIC, rec, log.head().size, |size| {
         log.root_at(size)
     })?;
     Ok(match opened {
@@ -214,7 +214,7 @@ fn rebuild_state(
     log: &LogView<'_>,
     key: &[u8; 32],
     verify_signatures: bool,
-) -> Result<(State, Option<Resumed>, Option<String>), super::state::ReplayError> {
+) -> Result<(State, Option<Resumed>, Option<String>), crate::state::ReplayError> {
     let refused = match log.aux(STATE_AUX).and_then(|rec| match rec {
         Some(rec) => open_snapshot(key, &rec, log).map(Some),
         None => Ok(None),
@@ -234,7 +234,7 @@ fn rebuild_state(
             ));
         }
         Ok(None) => None,
-        Ok(Some(Err(why))) if why == crate::sealed::SealError::OtherKey.to_string() => {
+        Ok(Some(Err(why))) if why == ledger::sealed::SealError::OtherKey.to_string() => {
             tracing::info!(
                 "the event-state snapshot was sealed under another key; replaying the whole log"
             );
@@ -263,8 +263,8 @@ pub struct EventSequencer {
 }
 
 /// The key index names an entry by its envelope id and payload digest.
-fn envelope_key(d: &Decoded) -> crate::EntryKey {
-    crate::EntryKey {
+fn envelope_key(d: &Decoded) -> ledger::EntryKey {
+    ledger::EntryKey {
         name: d.payload.id.clone(),
         digest: d.payload_digest,
     }
@@ -447,8 +447,8 @@ impl Sequencer for EventSequencer {
 
     const KEYED: bool = true;
 
-    fn key_of(leaf: &[u8]) -> Option<crate::EntryKey> {
-        super::envelope::decode_logged_leaf(leaf)
+    fn key_of(leaf: &[u8]) -> Option<ledger::EntryKey> {
+        crate::envelope::decode_logged_leaf(leaf)
             .ok()
             .map(|(d, _)| envelope_key(&d))
     }
@@ -528,10 +528,10 @@ impl EventLog {
         let restored2 = Arc::clone(&restored);
         let ledger = Ledger::open_with(dir, config, move |log| {
             let replayed = rebuild_state(log, &snapshot_key, true).map_err(|e| match e {
-                super::state::ReplayError::Log(e) => e,
-                super::state::ReplayError::Invalid { index, rejection } => crate::Corruption::new(
+                crate::state::ReplayError::Log(e) => e,
+                crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
                     index,
-                    crate::CorruptionKind::Malformed,
+                    ledger::CorruptionKind::Malformed,
                     format!("logged event does not replay: {rejection}"),
                 )
                 .into(),
@@ -604,18 +604,18 @@ impl EventLog {
         else {
             return Ok(None);
         };
-        let replayed = crate::store::guarded("checking the event-state snapshot", || {
+        let replayed = ledger::store::guarded("checking the event-state snapshot", || {
             Ok((|| -> Result<State, String> {
                 let snap = self.ledger.snapshot().map_err(|e| e.to_string())?;
                 let chain = if size == 0 {
-                    crate::GENESIS_CHAIN
+                    ledger::GENESIS_CHAIN
                 } else {
                     self.ledger
                         .entry(size - 1)
                         .map_err(|e| e.to_string())?
                         .chain_hash
                 };
-                let head = crate::Head {
+                let head = ledger::Head {
                     size,
                     root: self.ledger.root_at(size).map_err(|e| e.to_string())?,
                     chain,
@@ -637,7 +637,7 @@ impl EventLog {
         let root = self.ledger.root_at(size).map_err(|e| e.to_string())?;
         if let Err(e) = self.ledger.put_aux(
             STATE_AUX,
-            &crate::sealed::seal(
+            &ledger::sealed::seal(
                 &self.snapshot_key,
                 SNAPSHOT_MAGIC,
                 size,
@@ -684,7 +684,7 @@ impl EventLog {
         let root = self.ledger.root_at(size)?;
         self.ledger.put_aux(
             STATE_AUX,
-            &crate::sealed::seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root, &body),
+            &ledger::sealed::seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root, &body),
         )?;
         Ok(Some(size))
     }
@@ -800,7 +800,7 @@ impl EventLog {
 
     /// Registered task classes and their current tiers (committed state),
     /// without copying the rest of the state.
-    pub fn task_class_tiers(&self) -> Vec<(String, super::model::Tier)> {
+    pub fn task_class_tiers(&self) -> Vec<(String, crate::model::Tier)> {
         self.ledger.inspect(|s| {
             s.state
                 .task_classes
@@ -831,7 +831,7 @@ impl EventLog {
                     "the ledger key {} ({}) was revoked",
                     s.ledger_key_id, p.identity
                 )),
-                Some(p) if !p.roles.contains(&super::model::Role::Ledger) => Err(format!(
+                Some(p) if !p.roles.contains(&crate::model::Role::Ledger) => Err(format!(
                     "the ledger key {} ({}) is enrolled without the `ledger` role",
                     s.ledger_key_id, p.identity
                 )),
@@ -846,7 +846,7 @@ impl EventLog {
     }
 
     /// The state rebuilt from the committed log, re-verifying every signature.
-    pub fn replay_state(&self) -> Result<State, super::state::ReplayError> {
+    pub fn replay_state(&self) -> Result<State, crate::state::ReplayError> {
         let snap = self.ledger.snapshot()?;
         let head = self.ledger.head();
         State::replay(&LogView::new(&snap, head), true)

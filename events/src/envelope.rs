@@ -3,7 +3,7 @@
 //! - A write is a [DSSE](https://github.com/secure-systems-lab/dsse) JSON
 //!   envelope: `{"payload": base64(payload), "payloadType": PAYLOAD_TYPE,
 //!   "signatures": [{"keyid": ..., "sig": base64(ed25519(PAE(type, payload)))}]}`.
-//!   The payload bytes are canonical JSON ([`super::canonical`]) of a
+//!   The payload bytes are canonical JSON ([`crate::canonical`]) of a
 //!   [`Payload`]. Standard DSSE libraries in Python and Go sign and verify it.
 //! - The leaf the log hashes is the canonical JSON of
 //!   `{"envelope": <the envelope>, "sequenced_at": <ledger time>, "v": 1}`,
@@ -16,9 +16,9 @@ use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::canonical::{self, StrictError, Value};
-use super::model::{Payload, SCHEMA_VERSION};
-use super::reject::{reject, RejectCode, Rejection};
+use crate::canonical::{self, StrictError, Value};
+use crate::model::{Payload, SCHEMA_VERSION};
+use crate::reject::{reject, RejectCode, Rejection};
 
 /// The DSSE payloadType of every event.
 pub const PAYLOAD_TYPE: &str = "application/vnd.evidence-ledger.event+json";
@@ -99,8 +99,8 @@ pub fn sign_envelope(key: &SigningKey, payload: &Payload) -> Vec<u8> {
 }
 
 /// Signs a co-signed statement (docs/EVENTS.md).
-pub fn cosign(key: &SigningKey, statement: &[u8]) -> super::model::CoSignature {
-    super::model::CoSignature {
+pub fn cosign(key: &SigningKey, statement: &[u8]) -> crate::model::CoSignature {
+    crate::model::CoSignature {
         key_id: key_id(&key.verifying_key()),
         signature: B64.encode(key.sign(statement).to_bytes()),
     }
@@ -164,7 +164,7 @@ pub struct Preverified {
 impl Decoded {
     /// Verifies the envelope signature with `key` (strict Ed25519).
     pub fn verify(&self, key: &VerifyingKey) -> Result<(), Rejection> {
-        if super::ed25519::verify_strict(
+        if crate::ed25519::verify_strict(
             key,
             &pae(PAYLOAD_TYPE, &self.payload_bytes),
             &self.signature,
@@ -402,7 +402,7 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
             let mut found = None;
             $(
                 if found.is_none() {
-                    if super::model::Kind::$variant.as_str() == kind {
+                    if crate::model::Kind::$variant.as_str() == kind {
                         let b = deserialize_naming_path(body.get().as_bytes(), "event.body")?;
                         found = Some(Event::$variant(b));
                     }
@@ -411,7 +411,7 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
             found
         }};
     }
-    use super::model::Event;
+    use crate::model::Event;
     let event = by_kind!(
         PrincipalEnrolled,
         PrincipalRevoked,
@@ -596,7 +596,7 @@ pub fn parse_utc_micros(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::model::{Event, RunStarted};
+    use crate::model::{Event, RunStarted};
 
     fn decoded_with(id: &str) -> Decoded {
         let key = SigningKey::from_bytes(&[7u8; 32]);
@@ -611,7 +611,7 @@ mod tests {
                 harness_version: "h\n1".to_owned(),
                 rubric_digest: format!("blake3:{}", "ab".repeat(32)),
                 sandbox_image_digest: format!("sha256:{}", "cd".repeat(32)),
-                isolation_class: crate::events::model::Isolation::Microvm,
+                isolation_class: crate::model::Isolation::Microvm,
             }),
         };
         match decode_envelope(&sign_envelope(&key, &payload)) {

@@ -8,9 +8,9 @@
 //! vectors, which must verify, and the ed25519-speccheck cases (small-order and
 //! mixed-order points, non-canonical encodings, S out of range), of which
 //! `verify_strict` accepts exactly one. The expected answers were produced
-//! under all three backends, which agreed (`ledger/testdata/ed25519_edge_cases.json`).
+//! under all three backends, which agreed (`events/testdata/ed25519_edge_cases.json`).
 //!
-//! The ledger's own `verify_strict` (`ledger::events::ed25519`, one square
+//! The ledger's own `verify_strict` (`events::ed25519`, one square
 //! root fewer) is held to ed25519-dalek's answer on every case here.
 
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
@@ -28,7 +28,7 @@ fn message(v: &Value) -> Vec<u8> {
     hex::decode(v["message"].as_str().expect("hex string")).expect("hex")
 }
 
-/// `verify_strict` as the ledger calls it (`ledger::events::ed25519`): a key
+/// `verify_strict` as the ledger calls it (`events::ed25519`): a key
 /// that does not decode is a refusal, like a signature that does not verify.
 /// Every answer is also held to ed25519-dalek's own `verify_strict`.
 fn strict(pub_key: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
@@ -36,7 +36,7 @@ fn strict(pub_key: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
         return false;
     };
     let sig = Signature::from_bytes(sig);
-    let ours = ledger::events::ed25519::verify_strict(&key, msg, &sig);
+    let ours = events::ed25519::verify_strict(&key, msg, &sig);
     assert_eq!(
         ours,
         key.verify_strict(msg, &sig).is_ok(),

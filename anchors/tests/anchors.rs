@@ -4,7 +4,7 @@
 
 use anchors::{check_anchors, Anchor, AnchorError, AnchorTarget, DirTarget, LogKey};
 use ledger::{Config, Ledger};
-use tests::sample_leaf;
+use testkit::sample_leaf;
 
 const ORIGIN: &str = "anchors.test/log";
 

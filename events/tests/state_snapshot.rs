@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use ledger::events::model::*;
-use ledger::events::sequencer::STATE_AUX;
-use ledger::events::{EventLog, ManualClock};
-use tests::world::*;
+use events::model::*;
+use events::sequencer::STATE_AUX;
+use events::{EventLog, ManualClock};
+use testkit::world::*;
 
 fn reopen(dir: &std::path::Path, ledger_key: &str) -> EventLog {
     EventLog::open(
@@ -65,9 +65,9 @@ fn snapshot_and_tail_rebuild_the_same_state_as_a_full_replay() {
     assert_eq!(log.replay_state().expect("replay"), live);
     // Idempotence survives the snapshot: re-posting an envelope logged
     // before it is acknowledged at its index, and nothing is appended.
-    let (decoded, _) = ledger::events::decode_leaf(&early.leaf).expect("leaf");
+    let (decoded, _) = events::decode_leaf(&early.leaf).expect("leaf");
     let size = log.ledger().head().size;
-    let envelope = ledger::events::canonical::encode(&decoded.envelope_value());
+    let envelope = events::canonical::encode(&decoded.envelope_value());
     let again = log.append(&envelope).expect("re-post");
     assert!(again.existing);
     assert_eq!(again.appended.index, at - 1);
@@ -107,10 +107,10 @@ fn state_snapshot_round_trips_every_map() {
     let (w, _) = world_with_snapshot();
     let s = w.log.state();
     assert!(!s.principals.is_empty() && !s.cases.is_empty() && !s.runs.is_empty());
-    let back = ledger::events::State::decode_snapshot(&s.encode_snapshot()).expect("decode");
+    let back = events::State::decode_snapshot(&s.encode_snapshot()).expect("decode");
     assert_eq!(back, s);
     let bytes = s.encode_snapshot();
-    assert!(ledger::events::State::decode_snapshot(&bytes[..bytes.len() - 1]).is_none());
+    assert!(events::State::decode_snapshot(&bytes[..bytes.len() - 1]).is_none());
 }
 
 #[test]
@@ -121,12 +121,12 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
     // drops out of the record (nothing after the snapshot needs them, so
     // the tail replays), and the snapshot is sealed again.
     let parts = ledger::sealed::split(&rec).expect("a sealed record");
-    let mut forged = ledger::events::State::decode_snapshot(parts.body).expect("decode");
-    let curator = ledger::events::key_id(&key("maintainer-b").verifying_key());
+    let mut forged = events::State::decode_snapshot(parts.body).expect("decode");
+    let curator = events::key_id(&key("maintainer-b").verifying_key());
     assert!(forged.principals.remove(&curator).is_some());
     let root = parts.root;
     rec = ledger::sealed::seal(
-        &ledger::events::sequencer::snapshot_seal_key(&key("ledger")),
+        &events::sequencer::snapshot_seal_key(&key("ledger")),
         &parts.magic,
         at,
         &root,

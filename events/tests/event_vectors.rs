@@ -1,7 +1,7 @@
 //! The event encoding against an independent Python implementation
 //! (docs/vectors/gen_event_vectors.py: json.dumps and PyNaCl).
 
-use ledger::events::canonical::{encode, parse_strict, python_float_repr, Value};
+use events::canonical::{encode, parse_strict, python_float_repr, Value};
 use serde_json::Value as Json;
 
 fn vectors() -> Json {
@@ -42,17 +42,14 @@ fn envelope_signed_with_pynacl_verifies() {
     let v = vectors();
     let d = &v["dsse"];
     let env = serde_json::to_vec(&d["envelope"]).expect("json");
-    let decoded = ledger::events::decode_envelope(&env).expect("decode");
+    let decoded = events::decode_envelope(&env).expect("decode");
     assert_eq!(
         decoded.payload_bytes,
         d["payload_canonical"].as_str().expect("p").as_bytes()
     );
-    let key = ledger::events::state::parse_public_key(d["public_key_b64"].as_str().expect("pk"))
-        .expect("key");
-    assert_eq!(
-        ledger::events::key_id(&key),
-        d["keyid"].as_str().expect("keyid")
-    );
+    let key =
+        events::state::parse_public_key(d["public_key_b64"].as_str().expect("pk")).expect("key");
+    assert_eq!(events::key_id(&key), d["keyid"].as_str().expect("keyid"));
     decoded.verify(&key).expect("PyNaCl signature verifies");
     // And the Rust signer produces the identical envelope from the same seed.
     let seed: [u8; 32] = hex::decode(d["seed_hex"].as_str().expect("seed"))
@@ -60,7 +57,7 @@ fn envelope_signed_with_pynacl_verifies() {
         .try_into()
         .expect("32");
     let sk = ed25519_dalek::SigningKey::from_bytes(&seed);
-    let ours = ledger::events::sign_envelope(&sk, &decoded.payload);
+    let ours = events::sign_envelope(&sk, &decoded.payload);
     let ours: Json = serde_json::from_slice(&ours).expect("json");
     assert_eq!(ours, d["envelope"]);
 }

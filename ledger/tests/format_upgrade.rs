@@ -1,4 +1,4 @@
-//! Format version 1 → 2. `tests/golden/format-v1/ledger.redb` is a 100-entry
+//! Format version 1 → 2. `ledger/golden/format-v1/ledger.redb` is a 100-entry
 //! log of `sample_leaf(0..100)` written by the last build that wrote format
 //! version 1 (commit 00ddab3): one row per entry in `entries`. This build
 //! reads it as it is, and its writer migrates it to entry bundles.
@@ -10,7 +10,7 @@ use ledger::merkle::Frontier;
 use ledger::store::{ENTRIES, ENTRY_BUNDLES, FORMAT_VERSION, META};
 use ledger::{verify_dir, Config, Ledger};
 use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
-use tests::{db_path, sample_leaf};
+use testkit::{db_path, sample_leaf};
 
 const N: u64 = 100;
 

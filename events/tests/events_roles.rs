@@ -1,22 +1,22 @@
 //! Least privilege: every role × every event kind, and the rebuild property.
 
-use ledger::events::envelope::format_micros;
-use ledger::events::model::*;
-use ledger::events::RejectCode as C;
+use events::envelope::format_micros;
+use events::model::*;
+use events::RejectCode as C;
 use proptest::prelude::*;
-use tests::world::*;
+use testkit::world::*;
 
 /// A well-formed event of `kind` (not necessarily valid in context: the
 /// matrix only asks whether the role check lets it through).
 fn sample(kind: Kind, w: &World) -> Event {
-    let cs = || ledger::events::cosign(&key("curator-a"), b"x");
+    let cs = || events::cosign(&key("curator-a"), b"x");
     let cp = CheckpointRef {
         size: 1,
         root: "00".repeat(32),
     };
     match kind {
         Kind::PrincipalEnrolled => Event::PrincipalEnrolled(PrincipalEnrolled {
-            public_key: ledger::events::envelope::public_key_b64(&key("newcomer").verifying_key()),
+            public_key: events::envelope::public_key_b64(&key("newcomer").verifying_key()),
             identity: "newcomer".into(),
             roles: vec![Role::Harness],
         }),
@@ -146,7 +146,7 @@ fn role_by_event_kind_by_key_state_matrix() {
         w.post(
             "operator",
             Event::PrincipalRevoked(PrincipalRevoked {
-                key_id: ledger::events::key_id(&key(&revoked).verifying_key()),
+                key_id: events::key_id(&key(&revoked).verifying_key()),
                 reason: "matrix".into(),
             }),
         )
@@ -205,7 +205,7 @@ fn role_by_event_kind_by_key_state_matrix() {
 }
 
 /// The matrix as docs/EVENTS.md prints it. Regenerate the golden file with
-/// `UPDATE_GOLDEN=1 cargo test -p tests --test events_roles`.
+/// `UPDATE_GOLDEN=1 cargo test -p events --test events_roles`.
 #[test]
 fn documented_role_matrix_matches_the_code() {
     let mut table = String::from("| kind |");
@@ -331,18 +331,14 @@ fn perform(w: &mut World, op: &Op) {
         Op::Approve(i) => {
             let id = format!("icase-{i}");
             let added_at = format_micros(T0);
-            let st = ledger::events::envelope::case_provenance_statement(
-                &id,
-                &added_at,
-                &case_digest(&id),
-            );
+            let st = events::envelope::case_provenance_statement(&id, &added_at, &case_digest(&id));
             w.post(
                 "curator-a",
                 Event::ProposalApproved(ProposalApproved {
                     proposal_id: format!("prop-{i}"),
                     added_at,
-                    added_by: ledger::events::cosign(&key("curator-a"), &st),
-                    reviewed_by: ledger::events::cosign(&key("curator-b"), &st),
+                    added_by: events::cosign(&key("curator-a"), &st),
+                    reviewed_by: events::cosign(&key("curator-b"), &st),
                 }),
             )
         }
@@ -417,7 +413,7 @@ proptest! {
         prop_assert_eq!(&live, &rebuilt);
         let World { dir, log, clock, .. } = w;
         drop(log);
-        let reopened = ledger::events::EventLog::open(dir.path(), ledger::Config::default(), key("ledger"), clock).expect("reopen");
+        let reopened = events::EventLog::open(dir.path(), ledger::Config::default(), key("ledger"), clock).expect("reopen");
         prop_assert_eq!(&reopened.state(), &live);
     }
 }

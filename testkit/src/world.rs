@@ -8,12 +8,12 @@ use std::sync::Arc;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ed25519_dalek::{Signer as _, SigningKey};
-use ledger::events::envelope::{
+use events::envelope::{
     case_provenance_statement, case_retire_statement, format_micros, pae, public_key_b64,
     PAYLOAD_TYPE,
 };
-use ledger::events::model::*;
-use ledger::events::{
+use events::model::*;
+use events::{
     cosign, genesis_envelopes, key_id, sign_envelope, Accepted, EventLog, ManualClock, RejectCode,
     Rejection,
 };
@@ -137,7 +137,7 @@ impl World {
     }
 
     fn clock_now(&self) -> i64 {
-        use ledger::events::Clock as _;
+        use events::Clock as _;
         self.clock.now_micros()
     }
 

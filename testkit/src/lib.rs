@@ -1,4 +1,6 @@
-//! Helpers for the cross-crate integration and adversarial tests.
+//! Test support for the suites beside each crate (`ledger/tests`,
+//! `events/tests`, …): a world of signed events ([`world`]), storage-fault
+//! backends ([`faults`]), and raw disk access.
 //!
 //! [`RawDisk`] edits a closed data directory directly through redb, as an
 //! attacker with disk access would: it knows the table layout documented in

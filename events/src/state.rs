@@ -9,13 +9,13 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ed25519_dalek::{Signature, VerifyingKey};
 
-use super::envelope::{
+use crate::envelope::{
     case_provenance_statement, case_retire_statement, decode_leaf, key_id, parse_utc_micros,
     tier_change_statement, Decoded, Preverified,
 };
-use super::model::*;
-use super::reject::{reject, RejectCode as C, Rejection};
-use crate::hash::Hash;
+use crate::model::*;
+use crate::reject::{reject, RejectCode as C, Rejection};
+use ledger::hash::Hash;
 
 /// Breakdown keys may not contain these (case-insensitive): they smuggle a
 /// model's opinion of itself into a score.
@@ -28,9 +28,9 @@ pub trait Checkpoints {
     fn root_at(&self, size: u64) -> Option<Hash>;
 }
 
-impl Checkpoints for crate::LogView<'_> {
+impl Checkpoints for ledger::LogView<'_> {
     fn root_at(&self, size: u64) -> Option<Hash> {
-        crate::LogView::root_at(self, size).ok()
+        ledger::LogView::root_at(self, size).ok()
     }
 }
 
@@ -128,7 +128,7 @@ pub struct State {
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error(transparent)]
-    Log(#[from] crate::Error),
+    Log(#[from] ledger::Error),
     #[error("entry {index} does not replay: {rejection}")]
     Invalid { index: u64, rejection: Rejection },
 }
@@ -351,7 +351,7 @@ impl State {
                 let key = VerifyingKey::from_bytes(&p.public_key).map_err(|_| {
                     Rejection::new(C::CosignerUnknown, body(field), "stored key is invalid")
                 })?;
-                if !super::ed25519::verify_strict(&key, statement, &Signature::from_bytes(&sig)) {
+                if !crate::ed25519::verify_strict(&key, statement, &Signature::from_bytes(&sig)) {
                     return Err(Rejection::new(
                         C::CosignatureInvalid,
                         body(&format!("{field}.signature")),
@@ -1145,7 +1145,10 @@ impl State {
     /// Rebuilds the state from the first `log.head().size` entries. With
     /// `verify_signatures`, every envelope signature is checked again; every
     /// event is always re-checked against the rules.
-    pub fn replay(log: &crate::LogView<'_>, verify_signatures: bool) -> Result<State, ReplayError> {
+    pub fn replay(
+        log: &ledger::LogView<'_>,
+        verify_signatures: bool,
+    ) -> Result<State, ReplayError> {
         State::default().replay_from(log, verify_signatures)
     }
 
@@ -1153,7 +1156,7 @@ impl State {
     /// each one (the tail after a state snapshot).
     pub fn replay_from(
         mut self,
-        log: &crate::LogView<'_>,
+        log: &ledger::LogView<'_>,
         verify_signatures: bool,
     ) -> Result<State, ReplayError> {
         for index in self.size..log.head().size {

@@ -1,4 +1,6 @@
-//! Signed domain events on the log: the catalogue ([`model`]), canonical
+//! # events: signed domain events on the log
+//!
+//! The catalogue ([`model`]), canonical
 //! bytes ([`canonical`]), DSSE envelopes and leaf records ([`envelope`]), the
 //! rules ([`state`]) and their place in the committer ([`sequencer`]).
 //! docs/EVENTS.md documents every event, who may write it and its rules.

@@ -1,10 +1,10 @@
 //! Validation at the door. Each test names one attack, expects one typed
 //! rejection that names the field, and checks that nothing was appended.
 
-use ledger::events::envelope::{case_provenance_statement, format_micros};
-use ledger::events::model::*;
-use ledger::events::{cosign, RejectCode as C};
-use tests::world::*;
+use events::envelope::{case_provenance_statement, format_micros};
+use events::model::*;
+use events::{cosign, RejectCode as C};
+use testkit::world::*;
 
 /// Runs `attack` on a fresh world and checks it is refused with `code` on
 /// `field`, and the log did not grow.
@@ -174,7 +174,7 @@ fn negative_duration_is_refused() {
 /// payload and signs the result, as an attacker writing JSON by hand would.
 fn hand_written(w: &mut World, from: &str, to: &str) -> Posted {
     let p = w.payload("harness", Event::ScoreRecorded(score("case-1", 0.8)));
-    let text = String::from_utf8(ledger::events::envelope::payload_bytes(&p)).expect("utf8");
+    let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
     assert!(text.contains(from), "{text}");
     let env = sign_raw("harness", text.replacen(from, to, 1).as_bytes());
     w.append(&env)
@@ -251,7 +251,7 @@ fn case_with(w: &World, id: &str, f: impl FnOnce(&mut CaseAdded)) -> Event {
 fn case_with_one_signature_is_refused() {
     refused(C::MissingField, "event.body.provenance.reviewed_by", |w| {
         let p = w.payload("curator-a", case_with(w, "case-9", |_| {}));
-        let text = String::from_utf8(ledger::events::envelope::payload_bytes(&p)).expect("utf8");
+        let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
         let start = text.find(",\"reviewed_by\":").expect("reviewed_by");
         let end = start + text[start..].find('}').expect("end") + 1;
         let env = sign_raw(
@@ -509,7 +509,7 @@ fn revoked_key_writes_nothing() {
         w.post(
             "operator",
             Event::PrincipalRevoked(PrincipalRevoked {
-                key_id: ledger::events::key_id(&key("harness").verifying_key()),
+                key_id: events::key_id(&key("harness").verifying_key()),
                 reason: "laptop stolen".into(),
             }),
         )
@@ -535,10 +535,10 @@ fn duplicate_envelope_is_idempotent() {
 fn different_envelope_reusing_an_id_is_refused() {
     refused(C::EnvelopeIdReused, "id", |w| {
         let mut p = w.payload("harness", Event::ScoreRecorded(score("case-1", 0.8)));
-        w.append(&ledger::events::sign_envelope(&key("harness"), &p))
+        w.append(&events::sign_envelope(&key("harness"), &p))
             .expect("first");
         p.event = Event::ScoreRecorded(score("case-1", 0.95));
-        w.append(&ledger::events::sign_envelope(&key("harness"), &p))
+        w.append(&events::sign_envelope(&key("harness"), &p))
     });
 }
 
@@ -562,7 +562,7 @@ fn tier_apply_attempt_is_blocked_recorded_and_changes_nothing() {
         "exactly one promotion.apply_blocked entry"
     );
     let entry = w.log.ledger().entry(before).expect("entry");
-    let (d, _) = ledger::events::decode_leaf(&entry.leaf).expect("decode");
+    let (d, _) = events::decode_leaf(&entry.leaf).expect("decode");
     match d.payload.event {
         Event::PromotionApplyBlocked(b) => {
             assert_eq!(b.task_class, TASK_CLASS);
@@ -584,8 +584,7 @@ fn tier_change_without_a_recommendation_is_refused() {
         C::RecommendationUnknown,
         "event.body.recommendation_index",
         |w| {
-            let st =
-                ledger::events::envelope::tier_change_statement(TASK_CLASS, "bronze", "silver", 3);
+            let st = events::envelope::tier_change_statement(TASK_CLASS, "bronze", "silver", 3);
             w.post(
                 "maintainer-a",
                 Event::TierChanged(TierChanged {
@@ -627,8 +626,8 @@ fn self_issued_recommendation_from_a_client_is_refused() {
 #[test]
 fn second_self_enrolment_is_refused() {
     refused(C::UnknownSigner, "signer", |w| {
-        let p = ledger::events::model::PrincipalEnrolled {
-            public_key: ledger::events::envelope::public_key_b64(&key("usurper").verifying_key()),
+        let p = events::model::PrincipalEnrolled {
+            public_key: events::envelope::public_key_b64(&key("usurper").verifying_key()),
             identity: "usurper".into(),
             roles: vec![Role::Operator],
         };
@@ -642,26 +641,24 @@ fn empty_log_accepts_only_the_operator_genesis() {
     assert_eq!(w.size(), 2);
     let fresh = {
         let dir = tempfile::tempdir().expect("tempdir");
-        let log = ledger::events::EventLog::open(
+        let log = events::EventLog::open(
             dir.path(),
             ledger::Config::default(),
             key("ledger"),
-            std::sync::Arc::new(ledger::events::ManualClock::new(T0)),
+            std::sync::Arc::new(events::ManualClock::new(T0)),
         )
         .expect("open");
         (dir, log)
     };
-    let env = tests::world::sign_raw(
+    let env = testkit::world::sign_raw(
         "harness",
-        &ledger::events::envelope::payload_bytes(&ledger::events::Payload {
+        &events::envelope::payload_bytes(&events::Payload {
             schema: SCHEMA_VERSION,
             id: "first-event".into(),
-            signer: ledger::events::key_id(&key("harness").verifying_key()),
+            signer: events::key_id(&key("harness").verifying_key()),
             issued_at: format_micros(T0),
-            event: Event::PrincipalEnrolled(ledger::events::model::PrincipalEnrolled {
-                public_key: ledger::events::envelope::public_key_b64(
-                    &key("harness").verifying_key(),
-                ),
+            event: Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+                public_key: events::envelope::public_key_b64(&key("harness").verifying_key()),
                 identity: "harness".into(),
                 roles: vec![Role::Harness],
             }),
@@ -700,8 +697,8 @@ fn wrong_payload_type_is_refused() {
 /// nothing: the committer checks the enrolled key and refuses.
 #[test]
 fn a_preverified_mark_under_another_key_does_not_pass_a_forged_cosignature() {
-    use ledger::events::envelope::{decode_envelope, Preverified};
-    use ledger::events::state::Checkpoints;
+    use events::envelope::{decode_envelope, Preverified};
+    use events::state::Checkpoints;
     struct NoCheckpoints;
     impl Checkpoints for NoCheckpoints {
         fn root_at(&self, _: u64) -> Option<ledger::Hash> {
@@ -717,8 +714,7 @@ fn a_preverified_mark_under_another_key_does_not_pass_a_forged_cosignature() {
         c.provenance.reviewed_by.signature = forged_sig.clone();
     });
     let p = w.payload("curator-a", e);
-    let mut d =
-        decode_envelope(&ledger::events::sign_envelope(&key("curator-a"), &p)).expect("decodes");
+    let mut d = decode_envelope(&events::sign_envelope(&key("curator-a"), &p)).expect("decodes");
     let signature: [u8; 64] =
         base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &forged_sig)
             .expect("b64")
@@ -808,7 +804,7 @@ fn a_key_enrolled_in_a_batch_cannot_sign_later_in_that_batch() {
     let enrol = w.envelope(
         "operator",
         Event::PrincipalEnrolled(PrincipalEnrolled {
-            public_key: ledger::events::envelope::public_key_b64(&key("newcomer").verifying_key()),
+            public_key: events::envelope::public_key_b64(&key("newcomer").verifying_key()),
             identity: "newcomer@example.org".into(),
             roles: vec![Role::Harness],
         }),

@@ -7,7 +7,7 @@ use ledger::merkle::{split_stored_hash_index, stored_hash_index};
 use ledger::{
     verify_dir, verify_dir_from, Config, Corruption, CorruptionKind, Error, Hash, Ledger,
 };
-use tests::{build_log, sample_leaf, RawDisk};
+use testkit::{build_log, sample_leaf, RawDisk};
 
 const N: u64 = 100;
 
@@ -220,7 +220,7 @@ fn short_entry_record_is_malformed() {
 #[test]
 fn truncated_data_file_is_a_typed_error_not_a_panic() {
     let dir = fresh();
-    let path = tests::db_path(dir.path());
+    let path = testkit::db_path(dir.path());
     let len = std::fs::metadata(&path).expect("meta").len();
     let f = std::fs::OpenOptions::new()
         .write(true)

@@ -82,7 +82,7 @@ fn faulty(mode: &Arc<AtomicU8>) -> Config {
     let mode = Arc::clone(mode);
     Config {
         backend: Some(BackendFactory(Arc::new(move |path: &std::path::Path| {
-            let inner = tests::faults::file_backend(path)?;
+            let inner = testkit::faults::file_backend(path)?;
             Ok(Box::new(Faulty {
                 inner,
                 mode: Arc::clone(&mode),
@@ -100,7 +100,7 @@ fn fault_round_trip(fault: u8) {
     let mode = Arc::new(AtomicU8::new(OK));
     let log = Ledger::open(dir.path(), faulty(&mode)).expect("open");
     for i in 0..10u64 {
-        log.append(tests::sample_leaf(i)).expect("append");
+        log.append(testkit::sample_leaf(i)).expect("append");
     }
     let before = log.head();
     mode.store(fault, Ordering::SeqCst);
@@ -123,7 +123,7 @@ fn fault_round_trip(fault: u8) {
         let e = log.entry(i).unwrap_or_else(|e| {
             panic!("fault {fault}: entry {i} not served during the fault: {e}")
         });
-        assert_eq!(e.leaf, tests::sample_leaf(i), "fault {fault}: entry {i}");
+        assert_eq!(e.leaf, testkit::sample_leaf(i), "fault {fault}: entry {i}");
         let proof = log
             .inclusion_proof(i, before.size)
             .unwrap_or_else(|e| panic!("fault {fault}: no inclusion proof for {i}: {e}"));
@@ -138,7 +138,7 @@ fn fault_round_trip(fault: u8) {
         .unwrap_or_else(|e| panic!("fault {fault}: bad consistency proof: {e:?}"));
     // Writes stay refused while the fault lasts, and the reads go on after.
     assert!(log.append(b"still failing".to_vec()).is_err());
-    assert_eq!(log.entry(3).expect("entry 3").leaf, tests::sample_leaf(3));
+    assert_eq!(log.entry(3).expect("entry 3").leaf, testkit::sample_leaf(3));
     mode.store(OK, Ordering::SeqCst);
     let mut recovered = None;
     for _ in 0..100 {
@@ -183,31 +183,31 @@ fn enospc_is_never_acknowledged_and_recovers() {
 fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mode = Arc::new(AtomicU8::new(OK));
-    let clock = Arc::new(ledger::events::ManualClock::new(tests::world::T0));
-    let key = tests::world::key("ledger");
-    let log = ledger::events::EventLog::open(dir.path(), faulty(&mode), key, clock).expect("open");
-    for env in ledger::events::genesis_envelopes(
-        &tests::world::key("operator"),
+    let clock = Arc::new(events::ManualClock::new(testkit::world::T0));
+    let key = testkit::world::key("ledger");
+    let log = events::EventLog::open(dir.path(), faulty(&mode), key, clock).expect("open");
+    for env in events::genesis_envelopes(
+        &testkit::world::key("operator"),
         "op",
-        &tests::world::key("ledger").verifying_key(),
+        &testkit::world::key("ledger").verifying_key(),
         "2026-11-01T00:00:00Z",
     ) {
         log.append(&env).expect("genesis");
     }
-    let payload = ledger::events::Payload {
+    let payload = events::Payload {
         schema: 1,
         id: "enrol-harness-once".into(),
-        signer: ledger::events::key_id(&tests::world::key("operator").verifying_key()),
+        signer: events::key_id(&testkit::world::key("operator").verifying_key()),
         issued_at: "2026-11-01T00:00:00Z".into(),
-        event: ledger::events::Event::PrincipalEnrolled(ledger::events::model::PrincipalEnrolled {
-            public_key: ledger::events::envelope::public_key_b64(
-                &tests::world::key("harness").verifying_key(),
+        event: events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+            public_key: events::envelope::public_key_b64(
+                &testkit::world::key("harness").verifying_key(),
             ),
             identity: "harness".into(),
-            roles: vec![ledger::events::Role::Harness],
+            roles: vec![events::Role::Harness],
         }),
     };
-    let env = ledger::events::sign_envelope(&tests::world::key("operator"), &payload);
+    let env = events::sign_envelope(&testkit::world::key("operator"), &payload);
     mode.store(SYNC_THEN_FAIL, Ordering::SeqCst);
     match log.append(&env) {
         Err(AppendError::Ledger(_)) => {}
@@ -233,8 +233,8 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
     );
     assert_eq!(log.ledger().head().size, 3);
     let replayed = log.replay_state().expect("replay");
-    assert!(replayed.principals.contains_key(&ledger::events::key_id(
-        &tests::world::key("harness").verifying_key()
+    assert!(replayed.principals.contains_key(&events::key_id(
+        &testkit::world::key("harness").verifying_key()
     )));
 }
 
@@ -247,7 +247,7 @@ fn a_reader_of_the_read_only_view_is_never_written_under() {
     let mode = Arc::new(AtomicU8::new(OK));
     let log = Arc::new(Ledger::open(dir.path(), faulty(&mode)).expect("open"));
     for i in 0..20u64 {
-        log.append(tests::sample_leaf(i)).expect("append");
+        log.append(testkit::sample_leaf(i)).expect("append");
     }
     mode.store(FAIL_WRITE, Ordering::SeqCst);
     assert!(log.append(b"refused".to_vec()).is_err());
@@ -268,7 +268,7 @@ fn a_reader_of_the_read_only_view_is_never_written_under() {
     assert_eq!(log.head().size, 20, "a write landed under a live reader");
     for i in 0..20u64 {
         let stored = snap.entry(i).expect("read").expect("present");
-        assert_eq!(stored.leaf, tests::sample_leaf(i));
+        assert_eq!(stored.leaf, testkit::sample_leaf(i));
     }
     drop(snap);
     let written = writer.join().expect("writer");
@@ -286,27 +286,27 @@ fn a_reader_of_the_read_only_view_is_never_written_under() {
 #[test]
 fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
-    tests::build_log(dir.path(), 4000);
+    testkit::build_log(dir.path(), 4000);
     let armed = Arc::new(AtomicU8::new(OK));
     // A fresh open reads O(log n) pages (redb's debug page walk is off,
     // Cargo.toml): the entries are not in redb's cache.
     let log = Ledger::open(
         dir.path(),
         Config {
-            backend: Some(tests::faults::panicky(&armed)),
+            backend: Some(testkit::faults::panicky(&armed)),
             ..Config::default()
         },
     )
     .expect("open");
     let size = log.head().size;
-    armed.store(tests::faults::PANIC_READ, Ordering::SeqCst);
+    armed.store(testkit::faults::PANIC_READ, Ordering::SeqCst);
     // Reads that redb's cache can answer do not reach the storage engine;
     // every one that does gets a typed error, never a panic or a hang.
     let mut contained = 0;
     for read in [
         log.entry(5).map(|_| ()),
         log.entries(1000, 1020).map(|_| ()),
-        log.find_leaf(&ledger::leaf_hash(&tests::sample_leaf(2000)))
+        log.find_leaf(&ledger::leaf_hash(&testkit::sample_leaf(2000)))
             .map(|_| ()),
         log.entry(3500).map(|_| ()),
         log.inclusion_proof(3000, size).map(|_| ()),
@@ -321,7 +321,7 @@ fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goe
         }
     }
     assert!(contained > 0, "no read reached the storage engine");
-    armed.store(tests::faults::PANIC_WRITE, Ordering::SeqCst);
+    armed.store(testkit::faults::PANIC_WRITE, Ordering::SeqCst);
     match log.append(b"during the panics".to_vec()) {
         Err(Error::Corrupt(_) | Error::Storage(_) | Error::Busy) => {}
         other => panic!("a storage panic on a write was acknowledged or lost: {other:?}"),
@@ -341,7 +341,7 @@ fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goe
     let a = resumed.expect("writes never resumed after the storage engine panicked");
     assert!(log.committer_running());
     assert_eq!(a.index, size, "nothing of the panicked batch was appended");
-    assert_eq!(log.entry(5).expect("entry").leaf, tests::sample_leaf(5));
+    assert_eq!(log.entry(5).expect("entry").leaf, testkit::sample_leaf(5));
     drop(log);
     ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verifies after the panics");
 }
