@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use ledger::merkle::{verify_consistency, ProofError};
 use ledger::Hash;
 
-use crate::checkpoint::{open_checkpoint, CheckpointError, VerifiedCheckpoint};
+use crate::checkpoint::{open_checkpoint_any, VerifiedCheckpoint};
 
 /// Why the log does not match an anchor. Each names the anchor.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -161,24 +161,18 @@ pub fn open_anchor(
     trusted_keys: &[String],
     origin: &str,
 ) -> Result<VerifiedCheckpoint, AnchorError> {
-    let mut last = CheckpointError::BadSignature("no trusted keys".into());
-    for k in trusted_keys {
-        match open_checkpoint(&a.note, k) {
-            Ok(cp) if cp.origin == origin => return Ok(cp),
-            Ok(cp) => {
-                return Err(AnchorError::WrongLog {
-                    anchor: a.name.clone(),
-                    expected: origin.to_owned(),
-                    found: cp.origin,
-                })
-            }
-            Err(e) => last = e,
-        }
+    match open_checkpoint_any(&a.note, trusted_keys) {
+        Ok((cp, _)) if cp.origin == origin => Ok(cp),
+        Ok((cp, _)) => Err(AnchorError::WrongLog {
+            anchor: a.name.clone(),
+            expected: origin.to_owned(),
+            found: cp.origin,
+        }),
+        Err(e) => Err(AnchorError::UnknownKey {
+            anchor: a.name.clone(),
+            reason: e.to_string(),
+        }),
     }
-    Err(AnchorError::UnknownKey {
-        anchor: a.name.clone(),
-        reason: last.to_string(),
-    })
 }
 
 /// What the check needs from the log: its size and root, and consistency

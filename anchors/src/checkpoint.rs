@@ -178,6 +178,46 @@ pub struct VerifiedCheckpoint {
     pub root: Hash,
 }
 
+/// Opens a checkpoint with the first of `keys` that verifies it (old keys
+/// stay trusted after a rotation), and returns the key that did. With no key
+/// that verifies it, the error is the last key's.
+pub fn open_checkpoint_any<'k>(
+    note: &[u8],
+    keys: &'k [String],
+) -> Result<(VerifiedCheckpoint, &'k str), CheckpointError> {
+    let mut last = CheckpointError::BadSignature("no trusted keys".into());
+    for k in keys {
+        match open_checkpoint(note, k) {
+            Ok(cp) => return Ok((cp, k)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// The text of a signed note (any statement, not only a checkpoint) signed
+/// by the first of `keys` that verifies it, and that key.
+pub fn open_note_any<'k>(
+    note: &[u8],
+    keys: &'k [String],
+) -> Result<(Vec<u8>, &'k str), CheckpointError> {
+    let n = Note::from_bytes(note).map_err(|e| CheckpointError::MalformedNote(e.to_string()))?;
+    let mut last = CheckpointError::BadSignature("no trusted keys".into());
+    for k in keys {
+        let verifier =
+            StandardVerifier::new(k).map_err(|e| CheckpointError::MalformedKey(e.to_string()))?;
+        match n.verify(&VerifierList::new(vec![Box::new(verifier)])) {
+            Ok((ok, _)) if !ok.is_empty() => return Ok((n.text().to_vec(), k)),
+            _ => {
+                last = CheckpointError::BadSignature(
+                    k.split('+').next().unwrap_or_default().to_owned(),
+                )
+            }
+        }
+    }
+    Err(last)
+}
+
 /// Verifies `note` with the verifier key `vkey` and parses its checkpoint
 /// body. The origin must equal the key's name.
 pub fn open_checkpoint(note: &[u8], vkey: &str) -> Result<VerifiedCheckpoint, CheckpointError> {

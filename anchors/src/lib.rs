@@ -16,4 +16,7 @@ pub mod checkpoint;
 pub use anchor::{
     check_anchors, open_anchor, Anchor, AnchorError, AnchorTarget, DirTarget, LogAccess,
 };
-pub use checkpoint::{open_checkpoint, CheckpointError, LogKey, VerifiedCheckpoint};
+pub use checkpoint::{
+    open_checkpoint, open_checkpoint_any, open_note_any, CheckpointError, LogKey,
+    VerifiedCheckpoint,
+};

@@ -3,112 +3,17 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use ed25519_dalek::SigningKey;
-use events::envelope::{case_provenance_statement, format_micros, public_key_b64};
+use events::cosign;
+use events::envelope::{case_provenance_statement, format_micros};
 use events::model::*;
-use events::{cosign, key_id, sign_envelope};
 
-use crate::check::{check_projection, check_receipt, ReceiptChecker};
-use crate::client::{Client, Reply};
-use crate::server::{ProjectionResponse, RecommendationResponse, WriteReceipt};
-
-/// Posts signed events as named actors.
-pub struct Poster<'a> {
-    pub client: &'a Client,
-    pub vkey: String,
-    keys: BTreeMap<String, SigningKey>,
-    next: u64,
-    pub receipts_checked: usize,
-}
-
-fn key_for(name: &str) -> SigningKey {
-    SigningKey::from_bytes(
-        blake3::hash(format!("evidence-ledger demo key {name}").as_bytes()).as_bytes(),
-    )
-}
-
-impl<'a> Poster<'a> {
-    pub fn new(client: &'a Client, vkey: String, operator: SigningKey) -> Self {
-        let mut keys = BTreeMap::new();
-        keys.insert("operator".to_owned(), operator);
-        Poster {
-            client,
-            vkey,
-            keys,
-            next: 0,
-            receipts_checked: 0,
-        }
-    }
-
-    pub fn key(&mut self, name: &str) -> SigningKey {
-        self.keys
-            .entry(name.to_owned())
-            .or_insert_with(|| key_for(name))
-            .clone()
-    }
-
-    pub fn envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
-        self.next += 1;
-        let key = self.key(signer);
-        let p = Payload {
-            schema: SCHEMA_VERSION,
-            id: format!(
-                "demo-{:06}-{}",
-                self.next,
-                &hex::encode(rand::random::<[u8; 4]>())
-            ),
-            signer: key_id(&key.verifying_key()),
-            issued_at: format_micros(chrono_now()),
-            event,
-        };
-        sign_envelope(&key, &p)
-    }
-
-    /// Posts as `signer` (a name given to [`Poster::new`] or derived) and
-    /// expects success; checks the receipt's proof and checkpoint.
-    pub fn post(&mut self, signer: &str, event: Event) -> anyhow::Result<WriteReceipt> {
-        let env = self.envelope(signer, event);
-        let r = self.client.post_json("/v1/events", &env)?;
-        if !(200..300).contains(&r.status) {
-            bail!("write refused ({}): {}", r.status, r.text());
-        }
-        let rc: WriteReceipt = r.json()?;
-        ReceiptChecker::new(&self.vkey).check(&rc, Some(&env))?;
-        self.receipts_checked += 1;
-        Ok(rc)
-    }
-
-    /// Posts and expects a refusal; returns it.
-    pub fn post_refused(&mut self, signer: &str, event: Event) -> anyhow::Result<Reply> {
-        let env = self.envelope(signer, event);
-        let r = self.client.post_json("/v1/events", &env)?;
-        if (200..300).contains(&r.status) {
-            bail!("a write that should have been refused was accepted");
-        }
-        Ok(r)
-    }
-
-    pub fn enrol(&mut self, name: &str, role: Role) -> anyhow::Result<()> {
-        let k = self.key(name);
-        self.post(
-            "operator",
-            Event::PrincipalEnrolled(PrincipalEnrolled {
-                public_key: public_key_b64(&k.verifying_key()),
-                identity: format!("{name}@bench.example"),
-                roles: vec![role],
-            }),
-        )?;
-        Ok(())
-    }
-}
-
-fn chrono_now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros() as i64)
-        .unwrap_or(0)
-}
+use events::{Clock as _, SystemClock};
+use verifier::check::{check_projection, check_receipt};
+use verifier::client::Client;
+use verifier::post::Poster;
+use verifier::wire::{ProjectionResponse, RecommendationResponse};
 
 const RUBRIC: &str = "blake3:7d3c1c5e9a0b8f6e2d4c6a8b0e2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d8f";
 const IMAGE: &str = "sha256:4c1f0e9a7b6d5c3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e";
@@ -179,7 +84,7 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
         )?;
         for i in 0..n {
             let case_id = format!("{tc}-{i:03}");
-            let added_at = format_micros(chrono_now());
+            let added_at = format_micros(SystemClock.now_micros());
             let st = case_provenance_statement(&case_id, &added_at, &digest(&case_id));
             let (a, b) = (p.key("curator-ada"), p.key("curator-grace"));
             p.post(
@@ -323,7 +228,7 @@ fn score(
     v: f64,
     breakdown: BTreeMap<String, f64>,
 ) -> ScoreRecorded {
-    let now = format_micros(chrono_now());
+    let now = format_micros(SystemClock.now_micros());
     ScoreRecorded {
         run_id: run_id.into(),
         task_class: tc.into(),
@@ -349,50 +254,25 @@ fn score(
 
 fn print_view(p: &ProjectionResponse) {
     let v = &p.view;
-    let f = |path: &[&str]| -> String {
-        let mut cur = v;
-        for k in path {
-            cur = &cur[*k];
-        }
-        match cur {
-            serde_json::Value::Number(n) if n.is_u64() => n.to_string(),
-            serde_json::Value::Number(n) => {
-                n.as_f64().map(|x| format!("{x:.3}")).unwrap_or_default()
-            }
-            serde_json::Value::Null => "-".into(),
-            other => other.to_string().trim_matches('"').to_owned(),
-        }
-    };
+    let num = |x: Option<f64>| x.map_or_else(|| "-".to_owned(), |x| format!("{x:.3}"));
+    let h = &v.held_out;
     println!(
         "{:<32} tier {:<6} held-out {:>3} cases  mean {} [{}, {}]  pass rate {}  -> recommend {}",
-        f(&["task_class"]),
-        f(&["tier"]),
-        f(&["held_out", "cases"]),
-        f(&["held_out", "mean"]),
-        f(&["held_out", "mean_ci", "low"]),
-        f(&["held_out", "mean_ci", "high"]),
-        f(&["held_out", "pass_rate"]),
-        f(&["recommendation", "recommended_tier"]),
+        v.task_class,
+        v.tier.as_str(),
+        h.cases,
+        num(h.mean),
+        num(h.mean_ci.as_ref().map(|i| i.low)),
+        num(h.mean_ci.as_ref().map(|i| i.high)),
+        num(h.pass_rate),
+        v.recommendation.recommended_tier.as_str(),
     );
-    if let Some(rules) = v["recommendation"]["rationale"].as_array() {
-        for r in rules {
-            println!(
-                "    {} {:<40} {}",
-                if r["holds"].as_bool() == Some(true) {
-                    "✓"
-                } else {
-                    "✗"
-                },
-                r["rule"].as_str().unwrap_or_default(),
-                r["detail"].as_str().unwrap_or_default()
-            );
-        }
+    for r in &v.recommendation.rationale {
+        println!(
+            "    {} {:<40} {}",
+            if r.holds { "✓" } else { "✗" },
+            r.rule,
+            r.detail
+        );
     }
-}
-
-/// Reads a principal key file (note signer key format) as a signing key.
-pub fn read_signing_key(path: &std::path::Path) -> anyhow::Result<SigningKey> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(anchors::LogKey::from_private(&text)?.signing_key())
 }

@@ -4,27 +4,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use events::{RejectCode, Rejection};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-/// An RFC 9457 problem document.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct Problem {
-    /// `urn:evidence-ledger:problem:<code>`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub title: String,
-    pub status: u16,
-    pub detail: String,
-    /// The stable error code (docs/reject_codes.md and the API codes in docs/API.md).
-    pub code: String,
-    /// The JSON path or parameter the problem concerns, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-    /// For a refusal that was recorded (tier.apply): the entry recording it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub recorded_index: Option<u64>,
-}
+use verifier::wire::Problem;
 
 /// API-level codes (besides the event rejection codes).
 pub const API_CODES: &[(&str, &str)] = &[

@@ -1,6 +1,5 @@
 //! `ledger init`: keys and genesis for a new data directory.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,23 +20,7 @@ pub struct Initialized {
     pub operator_key_path: PathBuf,
 }
 
-/// Writes `text` to a new file readable only by its owner (0600).
-pub fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        opts.mode(0o600);
-    }
-    let mut f = opts
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")?;
-    f.sync_all()?;
-    Ok(())
-}
+pub use verifier::keys::write_secret;
 
 /// A new principal key, as a note signer key string named `name`.
 pub fn new_principal_key(name: &str) -> anyhow::Result<LogKey> {
@@ -59,7 +42,7 @@ pub fn init(
     }
     let log_key = LogKey::generate(origin)?;
     let (operator, operator_key_path) = match operator_key {
-        Some(p) => (crate::demo::read_signing_key(p)?, p.to_path_buf()),
+        Some(p) => (verifier::keys::read_signing_key(p)?, p.to_path_buf()),
         None => {
             let k = new_principal_key("operator")?;
             let p = dir.join("operator.key");

@@ -1,15 +1,13 @@
 //! # api: the HTTP server and the `ledger` program
 //!
-//! JSON stays here: the server has its own request and response types, and
-//! turns errors into `application/problem+json` in exactly one place
-//! ([`error`]). The bytes that are hashed and signed belong to `ledger`.
+//! The server answers with the wire types of `verifier::wire` and turns
+//! errors into `application/problem+json` in exactly one place ([`error`]).
+//! The checks a client runs on those answers live in `verifier`; the bytes
+//! that are hashed and signed belong to `ledger` and `events`.
 
 #![forbid(unsafe_code)]
 
-pub mod audit;
-pub mod backup;
-pub mod check;
-pub mod client;
+pub mod anchor;
 pub mod config;
 pub mod demo;
 pub mod error;

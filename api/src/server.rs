@@ -20,12 +20,13 @@ use events::{Clock, EventLog, SystemClock};
 use ledger::Hash;
 use projections::driver::Projector;
 use projections::Settings;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::{IntoParams, OpenApi, ToSchema};
 
 use crate::config::ServeConfig;
-use crate::error::{ApiError, Problem};
+use crate::error::ApiError;
 use crate::metrics::Metrics;
+use verifier::wire::*;
 
 /// Verification status of the served log.
 pub const VERIFY_RUNNING: i64 = -1;
@@ -610,44 +611,20 @@ fn records_anchor(log: &ledger::Ledger<events::EventSequencer>, index: u64) -> b
 /// and records an `anchor.published` event signed with the ledger's key.
 /// Returns where the anchor went.
 pub fn publish_anchor(state: &AppState) -> anyhow::Result<String> {
-    use anchors::AnchorTarget as _;
-    let head = state.events.ledger().head();
-    let note = state.log_key.sign_checkpoint(head.size, &head.root)?;
     let now = state.clock.now_micros();
-    let location = anchors::DirTarget::new(state.config.anchors_path()).publish(
-        &note,
-        head.size,
-        now.div_euclid(1_000_000),
+    let published = crate::anchor::publish(
+        &state.events,
+        &state.log_key,
+        &state.config.anchors_path(),
+        now,
     )?;
-    let key = state.log_key.event_signing_key();
-    let payload = events::Payload {
-        schema: events::model::SCHEMA_VERSION,
-        id: format!(
-            "anchor-{}-{}",
-            head.size,
-            &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
-        ),
-        signer: events::key_id(&key.verifying_key()),
-        issued_at: events::envelope::format_micros(now),
-        event: events::Event::AnchorPublished(events::model::AnchorPublished {
-            checkpoint: events::model::CheckpointRef {
-                size: head.size,
-                root: hexh(&head.root),
-            },
-            location: location.clone(),
-        }),
-    };
-    let recorded = state
-        .events
-        .append(&events::sign_envelope(&key, &payload))
-        .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
     state.metrics.last_anchor.set(now.div_euclid(1_000_000));
     // Anchored: everything before the anchor's own entry. A write that
     // landed meanwhile, after it, is anchored by the next tick.
     state
         .anchored_at
-        .store(recorded.appended.index + 1, Ordering::SeqCst);
-    Ok(location)
+        .store(published.recorded_at + 1, Ordering::SeqCst);
+    Ok(published.location)
 }
 
 /// One tick of the anchor schedule: publishes an anchor when the log is
@@ -671,155 +648,6 @@ fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {
     ledger::hash::parse_hex32(s)
         .map(Hash)
         .ok_or_else(|| ApiError::param(field, "must be 64 hex digits"))
-}
-
-/// A successful write.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct WriteReceipt {
-    /// The entry's 0-based index.
-    pub index: u64,
-    /// Hex RFC 6962 leaf hash.
-    pub leaf_hash: String,
-    /// Hex SHA-256 chain hash.
-    pub chain_hash: String,
-    /// The tree size of the checkpoint below (covers this entry).
-    pub tree_size: u64,
-    /// Hex RFC 6962 root at `tree_size`.
-    pub root: String,
-    /// RFC 6962 inclusion proof of `index` in `tree_size`, nearest sibling first (hex).
-    pub inclusion_proof: Vec<String>,
-    /// C2SP checkpoint in a signed note, covering `tree_size`.
-    pub checkpoint: String,
-    /// The envelope id.
-    pub id: String,
-    /// The event kind.
-    pub kind: String,
-    /// True when this envelope was already in the log (nothing appended).
-    pub existing: bool,
-    /// When the ledger sequenced the entry (RFC 3339, µs, UTC). With the
-    /// envelope that was posted, it rebuilds the exact leaf bytes
-    /// (`{"envelope", "sequenced_at", "v"}`, docs/FORMAT.md), so a client can
-    /// check that `leaf_hash` is its own event and not some other entry.
-    pub sequenced_at: String,
-}
-
-/// An entry with its raw leaf and decoded view.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EntryView {
-    pub index: u64,
-    /// Base64 of the exact leaf bytes that are hashed.
-    pub leaf: String,
-    pub leaf_hash: String,
-    pub chain_hash: String,
-    /// The ledger's sequencing time (RFC 3339, UTC).
-    pub sequenced_at: String,
-    pub id: String,
-    pub kind: String,
-    /// Key id of the signer.
-    pub signer: String,
-    /// The decoded signed payload.
-    #[schema(value_type = Object)]
-    pub payload: serde_json::Value,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EntryPage {
-    pub entries: Vec<EntryView>,
-    /// The start of the next page, if there are more entries.
-    pub next: Option<u64>,
-    pub tree_size: u64,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct InclusionProof {
-    pub index: u64,
-    pub tree_size: u64,
-    pub leaf_hash: String,
-    pub root: String,
-    pub proof: Vec<String>,
-    /// A signed checkpoint at `tree_size`.
-    pub checkpoint: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ConsistencyProof {
-    pub first: u64,
-    pub second: u64,
-    pub first_root: String,
-    pub second_root: String,
-    pub proof: Vec<String>,
-    /// A signed checkpoint at `second`.
-    pub checkpoint: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct LogInfo {
-    /// The checkpoint origin and note key name.
-    pub origin: String,
-    /// The note verifier key.
-    pub verifier_key: String,
-    /// Key id of the ledger's own event key (role `ledger`).
-    pub ledger_key_id: String,
-    pub tree_size: u64,
-    pub root: String,
-    /// `verifying`, `verified` or `failed`.
-    pub verify_status: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct TaskClassSummary {
-    pub task_class: String,
-    pub tier: String,
-}
-
-/// One evidence entry with everything needed to check it offline.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EvidenceProof {
-    pub index: u64,
-    pub leaf_hash: String,
-    /// Base64 leaf bytes: re-hash them to get `leaf_hash`.
-    pub leaf: String,
-    /// Inclusion proof against the response's checkpoint.
-    pub proof: Vec<String>,
-}
-
-/// A projection with its proof bundle: the signed checkpoint it was
-/// computed at, and every evidence entry with an inclusion proof.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct ProjectionResponse {
-    pub checkpoint: String,
-    pub verifier_key: String,
-    pub tree_size: u64,
-    pub root: String,
-    /// The projection (docs/PROJECTIONS.md).
-    #[schema(value_type = Object)]
-    pub view: serde_json::Value,
-    pub evidence: Vec<EvidenceProof>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct RecommendationResponse {
-    /// The appended promotion.recommended entry.
-    pub recommendation: WriteReceipt,
-    /// The projection it was computed from, with its proof bundle.
-    pub projection: ProjectionResponse,
-}
-
-/// The DSSE envelope every write posts (docs/FORMAT.md §6).
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EnvelopeBody {
-    /// Base64 of the canonical JSON payload.
-    pub payload: String,
-    /// `application/vnd.evidence-ledger.event+json`.
-    #[serde(rename = "payloadType")]
-    pub payload_type: String,
-    pub signatures: Vec<EnvelopeSig>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct EnvelopeSig {
-    pub keyid: String,
-    pub sig: String,
 }
 
 // Numeric query parameters are taken as text and parsed strictly, so that
@@ -884,34 +712,19 @@ fn receipt(
         .ledger()
         .inclusion_proof(a.index, a.tree_size)?;
     let checkpoint = state.checkpoint(a.tree_size, &a.root)?;
-    receipt_at(state, r, (a.tree_size, &a.root), &proof, checkpoint)
+    Ok(receipt_at(r, (a.tree_size, &a.root), &proof, checkpoint))
 }
 
 /// The receipt of `r` proven in the tree `(size, root)`, which holds it:
 /// `proof` is the inclusion proof there and `checkpoint` the signed note.
 fn receipt_at(
-    state: &AppState,
     r: &ledger::Receipt<events::Accepted>,
     (tree_size, root): (u64, &Hash),
     proof: &[Hash],
     checkpoint: String,
-) -> Result<WriteReceipt, ApiError> {
+) -> WriteReceipt {
     let a = &r.appended;
-    // A re-post is acknowledged with the original entry's sequencing time.
-    let sequenced_at = if r.existing {
-        let e = state.events.ledger().entry(a.index)?;
-        events::decode_leaf(&e.leaf)
-            .map(|(_, at)| at)
-            .map_err(|why| {
-                ApiError::LogCorrupt(format!(
-                    "entry {}: stored leaf does not decode: {why}",
-                    a.index
-                ))
-            })?
-    } else {
-        r.accepted.sequenced_at
-    };
-    Ok(WriteReceipt {
+    WriteReceipt {
         index: a.index,
         leaf_hash: hexh(&a.leaf_hash),
         chain_hash: hexh(&a.chain_hash),
@@ -922,8 +735,8 @@ fn receipt_at(
         id: r.accepted.id.clone(),
         kind: r.accepted.kind.as_str().to_owned(),
         existing: r.existing,
-        sequenced_at: events::envelope::format_micros(sequenced_at),
-    })
+        sequenced_at: events::envelope::format_micros(r.accepted.sequenced_at),
+    }
 }
 
 fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
@@ -989,32 +802,6 @@ pub async fn post_event(
 
 /// The most envelopes one `POST /v1/events/batch` takes.
 pub const MAX_BATCH: usize = 1000;
-
-/// One envelope's outcome in a batch: what `POST /v1/events` would have
-/// answered for it alone.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BatchItem {
-    /// 201 (appended), 200 (already in the log) or the refusal's status.
-    pub status: u16,
-    /// The write receipt, when `status` is 201 or 200.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<WriteReceipt>,
-    /// Why the envelope was refused, when it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub problem: Option<Problem>,
-}
-
-/// The answer to a batch of envelopes.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct BatchResponse {
-    /// One result per posted envelope, in the order posted.
-    pub results: Vec<BatchItem>,
-    /// How many envelopes were appended by this request (status 201).
-    pub appended: u64,
-    /// The tree size every receipt of this answer is proven in (its
-    /// checkpoint); 0 when no envelope was acknowledged.
-    pub tree_size: u64,
-}
 
 /// The body of `POST /v1/events/batch`: a JSON array of 1 to 1,000 items,
 /// each a DSSE envelope as `POST /v1/events` takes it (`EnvelopeBody`).
@@ -1117,7 +904,7 @@ fn batch_answer(
             Ok(r) => {
                 let (size, root) = newest.unwrap_or_default();
                 let proof = proofs.next().unwrap_or_default();
-                let rc = receipt_at(state, &r, (size, &root), &proof, checkpoint.clone())?;
+                let rc = receipt_at(&r, (size, &root), &proof, checkpoint.clone());
                 appended += u64::from(!r.existing);
                 BatchItem {
                     status: if r.existing { 200 } else { 201 },
@@ -1418,7 +1205,7 @@ fn projection_response(
         verifier_key: state.log_key.verifier_key().to_owned(),
         tree_size: view.tree_size,
         root: view.root.clone(),
-        view: serde_json::to_value(&view).map_err(|e| ApiError::Internal(e.to_string()))?,
+        view,
         evidence,
     })
 }
@@ -1456,7 +1243,7 @@ pub async fn get_bundle(
 ) -> Result<Response, ApiError> {
     state.require_derived_checked()?;
     let Json(p) = get_task_class(State(Arc::clone(&state)), name).await?;
-    let bytes = crate::check::make_bundle(&state.log_key, &p)
+    let bytes = verifier::check::make_bundle(&state.log_key, &p)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
 }

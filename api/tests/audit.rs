@@ -6,14 +6,14 @@ mod common;
 
 use std::sync::Arc;
 
-use api::audit::{audit, AuditError, AuditFailure};
-use api::client::Client;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use common::{seed, TestServer};
 use events::model::{Event, Isolation, RunFinished};
+use verifier::audit::{audit, AuditError, AuditFailure};
+use verifier::client::Client;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Lie {
@@ -163,7 +163,7 @@ fn run_audit(
     base: &str,
     scene: &Scene,
     trusted: &str,
-) -> Result<api::audit::AuditReport, AuditError> {
+) -> Result<verifier::audit::AuditReport, AuditError> {
     audit(
         &Client::new(base, None),
         std::slice::from_ref(&scene.server.vkey),

@@ -25,8 +25,8 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
             Arc::clone(&stop),
         );
         std::thread::spawn(move || {
-            let client = api::client::Client::new(&base, None);
-            let mut p = api::demo::Poster::new(&client, vkey, op);
+            let client = verifier::client::Client::new(&base, None);
+            let mut p = verifier::post::Poster::new(&client, vkey, op);
             let mut n = 0;
             while !stop.load(Ordering::SeqCst) {
                 p.post(
@@ -45,7 +45,7 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
     std::thread::sleep(std::time::Duration::from_millis(150));
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("ledger.backup");
-    let size = api::backup::backup(&c, &file, &mut |_, _| {}).expect("backup");
+    let size = verifier::backup::backup(&c, &file, &mut |_, _| {}).expect("backup");
     // On a loaded machine the writer may not have landed a write since the
     // backup's checkpoint yet: let it, for up to 30 s, before stopping it.
     common::within_30s(|| s.state.events.ledger().head().size > size);
@@ -60,7 +60,7 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
     let restored_dir = dir.path().join("restored");
     let key_file = s.path().join("log.key");
     let anchors_dir = s.path().join("anchors");
-    let r = api::backup::restore(
+    let r = verifier::backup::restore(
         &file,
         &restored_dir,
         &key_file,
@@ -79,7 +79,7 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
         "byte-identical tree"
     );
     assert!(
-        api::backup::restore(
+        verifier::backup::restore(
             &file,
             &restored_dir,
             &key_file,
@@ -100,7 +100,7 @@ fn an_old_backup_behind_an_anchor_is_refused_unless_allowed_and_the_gap_is_repor
     seed(&s, &c);
     let dir = tempfile::tempdir().expect("tempdir");
     let old = dir.path().join("old.backup");
-    let old_size = api::backup::backup(&c, &old, &mut |_, _| {}).expect("backup");
+    let old_size = verifier::backup::backup(&c, &old, &mut |_, _| {}).expect("backup");
     let mut p = s.poster(&c);
     for i in 0..5 {
         p.post(
@@ -115,7 +115,7 @@ fn an_old_backup_behind_an_anchor_is_refused_unless_allowed_and_the_gap_is_repor
     api::server::publish_anchor(&s.state).expect("anchor after the backup");
     let key_file = s.path().join("log.key");
     let anchors_dir = s.path().join("anchors");
-    let err = api::backup::restore(
+    let err = verifier::backup::restore(
         &old,
         &dir.path().join("r1"),
         &key_file,
@@ -130,7 +130,7 @@ fn an_old_backup_behind_an_anchor_is_refused_unless_allowed_and_the_gap_is_repor
         !dir.path().join("r1").join("ledger.redb").exists(),
         "nothing restored"
     );
-    let r = api::backup::restore(
+    let r = verifier::backup::restore(
         &old,
         &dir.path().join("r2"),
         &key_file,
@@ -157,7 +157,7 @@ fn attack_edited_backup_is_refused_leaves_no_log_and_names_the_root() {
     seed(&s, &c);
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("ledger.backup");
-    api::backup::backup(&c, &file, &mut |_, _| {}).expect("backup");
+    verifier::backup::backup(&c, &file, &mut |_, _| {}).expect("backup");
     let key_file = s.path().join("log.key");
     let text = std::fs::read_to_string(&file).expect("read");
     let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
@@ -173,7 +173,7 @@ fn attack_edited_backup_is_refused_leaves_no_log_and_names_the_root() {
     let edited = dir.path().join("edited.backup");
     std::fs::write(&edited, lines.join("\n") + "\n").expect("write");
     let target = dir.path().join("restored");
-    let err = api::backup::restore(
+    let err = verifier::backup::restore(
         &edited,
         &target,
         &key_file,
@@ -201,8 +201,9 @@ fn attack_edited_backup_is_refused_leaves_no_log_and_names_the_root() {
     // A backup that lost its last entry: the refusal names the size.
     let short = dir.path().join("short.backup");
     std::fs::write(&short, lines[..lines.len() - 1].join("\n") + "\n").expect("write");
-    let err = api::backup::restore(&short, &target, &key_file, None, &[], false, &mut |_, _| {})
-        .expect_err("a short backup must be refused");
+    let err =
+        verifier::backup::restore(&short, &target, &key_file, None, &[], false, &mut |_, _| {})
+            .expect_err("a short backup must be refused");
     assert!(err.to_string().contains("entries"), "{err}");
     assert!(!target.join("ledger.redb").exists());
 }

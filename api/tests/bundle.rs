@@ -20,14 +20,14 @@ fn a_bundle_verifies_offline_and_every_single_byte_change_is_rejected() {
     let keys = [s.vkey.clone()];
     drop(s);
     let summary =
-        api::check::verify_bundle(&bundle, &keys).expect("the bundle verifies with no server");
+        verifier::check::verify_bundle(&bundle, &keys).expect("the bundle verifies with no server");
     assert_eq!(
         (summary.evidence, summary.recommended_tier.as_str()),
         (3, "silver")
     );
     let other = anchors::LogKey::generate("test.example/log").expect("key");
     assert!(
-        api::check::verify_bundle(&bundle, &[other.verifier_key().to_owned()]).is_err(),
+        verifier::check::verify_bundle(&bundle, &[other.verifier_key().to_owned()]).is_err(),
         "another key"
     );
     let mut rejected = 0;
@@ -36,7 +36,7 @@ fn a_bundle_verifies_offline_and_every_single_byte_change_is_rejected() {
             let mut bad = bundle.clone();
             bad[i] = bad[i].wrapping_add(delta);
             assert!(
-                api::check::verify_bundle(&bad, &keys).is_err(),
+                verifier::check::verify_bundle(&bad, &keys).is_err(),
                 "byte {i} +{delta} accepted"
             );
             rejected += 1;

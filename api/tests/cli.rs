@@ -443,15 +443,15 @@ fn generate_keys_and_revoke_runbooks() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The revoked key now writes nothing.
-    let key = api::demo::read_signing_key(&hk).expect("key");
-    let client = api::client::Client::new(&base, None);
+    let key = verifier::keys::read_signing_key(&hk).expect("key");
+    let client = verifier::client::Client::new(&base, None);
     let vkey = client
         .get("/v1/log/key")
         .expect("key")
         .text()
         .trim()
         .to_owned();
-    let mut p = api::demo::Poster::new(&client, vkey, key.clone());
+    let mut p = verifier::post::Poster::new(&client, vkey, key.clone());
     let r = p
         .post_refused(
             "operator",
@@ -591,10 +591,11 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
     let out = run(&["init", "--data-dir", d]);
     assert!(out.status.success());
     let vkey = verifier_key(&out);
-    let operator = api::demo::read_signing_key(&data.join("operator.key")).expect("operator key");
+    let operator =
+        verifier::keys::read_signing_key(&data.join("operator.key")).expect("operator key");
     let (mut server, base) = spawn_server(&["--data-dir", d]);
-    let client = api::client::Client::new(&base, None);
-    let mut p = api::demo::Poster::new(&client, vkey.clone(), operator);
+    let client = verifier::client::Client::new(&base, None);
+    let mut p = verifier::post::Poster::new(&client, vkey.clone(), operator);
     let good: Vec<Vec<u8>> = (0..5)
         .map(|i| {
             p.envelope(

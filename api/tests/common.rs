@@ -6,14 +6,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use api::client::Client;
 use api::config::ServeConfig;
-use api::demo::Poster;
 use api::server::AppState;
 use events::cosign;
 use events::envelope::{case_provenance_statement, format_micros};
 use events::model::*;
 use testkit::world::{case_digest, run, score, task_class, CASSETTE, T0, TASK_CLASS};
+use verifier::client::Client;
+use verifier::post::Poster;
 
 /// Whether `cond` comes true within 30 s, asked every 10 ms: the bound for
 /// anything these tests wait on, since a loaded 2-core CI machine runs many

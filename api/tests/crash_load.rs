@@ -10,11 +10,11 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use api::client::Client;
-use api::demo::Poster;
-use api::server::{ConsistencyProof, EntryView, LogInfo};
 use events::model::{Event, Isolation, Role};
 use rand::Rng;
+use verifier::client::Client;
+use verifier::post::Poster;
+use verifier::wire::{ConsistencyProof, EntryView, LogInfo};
 
 const KILLS: usize = 50;
 const WRITERS: usize = 4;

@@ -9,10 +9,10 @@ use std::io::Write as _;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use api::client::Client;
-use api::server::ConsistencyProof;
 use common::TestServer;
 use events::model::{Event, Isolation, Role};
+use verifier::client::Client;
+use verifier::wire::ConsistencyProof;
 
 #[test]
 fn slow_clients_do_not_starve_others() {
@@ -165,7 +165,7 @@ fn readers_racing_writers_see_only_consistent_checkpoints() {
             let (base, vkey, op) = (s.base.clone(), s.vkey.clone(), s.operator.clone());
             std::thread::spawn(move || {
                 let client = Client::new(&base, None);
-                let mut p = api::demo::Poster::new(&client, vkey, op);
+                let mut p = verifier::post::Poster::new(&client, vkey, op);
                 for i in 0..150 {
                     let env = p.envelope(
                         "harness",

@@ -6,18 +6,18 @@ mod common;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 
-use api::check::{check_projection, check_receipt};
-use api::client::Client;
-use api::server::{
+use common::{seed, TestServer};
+use verifier::check::{check_projection, check_receipt};
+use verifier::client::Client;
+use verifier::wire::{
     ConsistencyProof, EntryPage, EntryView, InclusionProof, LogInfo, ProjectionResponse,
     RecommendationResponse, WriteReceipt,
 };
-use common::{seed, TestServer};
 
 use events::model::*;
 use testkit::world::{run, score, task_class, TASK_CLASS};
 
-fn problem(r: &api::client::Reply, status: u16, code: &str) {
+fn problem(r: &verifier::client::Reply, status: u16, code: &str) {
     assert_eq!(r.status, status, "{}", r.text());
     assert_eq!(r.code().as_deref(), Some(code), "{}", r.text());
 }
@@ -176,13 +176,10 @@ fn every_route_answers_and_every_proof_verifies() {
     check_receipt(&rec.recommendation, &s.vkey).expect("recommendation receipt");
     check_projection(&rec.projection, &s.vkey).expect("recommendation bundle");
     assert_eq!(
-        rec.projection.view["recommendation"]["recommended_tier"],
-        "silver"
+        rec.projection.view.recommendation.recommended_tier,
+        Tier::Silver
     );
-    assert_eq!(
-        rec.projection.view["recommendation"]["requires_human_approval"],
-        true
-    );
+    assert!(rec.projection.view.recommendation.requires_human_approval);
     assert_eq!(
         c.post_json("/v1/recommendations", &req)
             .expect("again")
@@ -496,7 +493,7 @@ fn concurrent_writers_32_by_500() {
             let (base, vkey, operator) = (base.clone(), vkey.clone(), operator.clone());
             std::thread::spawn(move || {
                 let client = Client::new(&base, None);
-                let mut p = api::demo::Poster::new(&client, vkey, operator);
+                let mut p = verifier::post::Poster::new(&client, vkey, operator);
                 (0..EACH)
                     .map(|i| {
                         let mut r = run(&format!("{name}-run-{i}"), Isolation::Microvm);
@@ -577,7 +574,7 @@ fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projecti
     s.wait_verified();
     let path = format!("/v1/task-classes/{TASK_CLASS}");
     let before: ProjectionResponse = c.get_json(&path).expect("projection");
-    assert_eq!(before.view["scores_in_window"], 3);
+    assert_eq!(before.view.scores_in_window, 3);
     // Stopping saves the projection checkpoint the restart loads.
     let s = s.restart(|_| {});
     let c = s.client();
@@ -586,11 +583,8 @@ fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projecti
         .expect("a write is taken whether or not the projection is loaded");
     s.wait_verified();
     let after: ProjectionResponse = c.get_json(&path).expect("projection");
-    assert_eq!(after.view["scores_in_window"], 4);
-    assert_eq!(
-        after.view["tree_size"].as_u64(),
-        before.view["tree_size"].as_u64().map(|n| n + 1)
-    );
+    assert_eq!(after.view.scores_in_window, 4);
+    assert_eq!(after.view.tree_size, before.view.tree_size + 1);
     check_projection(&after, &s.vkey).expect("bundle verifies");
 }
 
@@ -600,12 +594,12 @@ fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projecti
 /// batch is refused whole, and nothing is appended.
 #[test]
 fn a_batch_is_answered_envelope_by_envelope_in_one_checkpoint() {
-    use api::server::BatchResponse;
+    use verifier::wire::BatchResponse;
     let s = TestServer::start(|_| {});
     let c = s.client();
     seed(&s, &c);
     let mut p = s.poster(&c);
-    let good = |p: &mut api::demo::Poster<'_>, id: &str| {
+    let good = |p: &mut verifier::post::Poster<'_>, id: &str| {
         p.envelope("harness", Event::RunStarted(run(id, Isolation::Microvm)))
     };
     let first = good(&mut p, "run-a");
@@ -654,7 +648,7 @@ fn a_batch_is_answered_envelope_by_envelope_in_one_checkpoint() {
             None
         ]
     );
-    let mut checker = api::check::ReceiptChecker::new(&s.vkey);
+    let mut checker = verifier::check::ReceiptChecker::new(&s.vkey);
     for (item, env) in answer.results.iter().zip(&items) {
         if let Some(rc) = &item.receipt {
             checker

@@ -7,10 +7,10 @@ mod common;
 
 use std::path::Path;
 
-use api::client::Client;
 use common::{
     metric, run_ledger as run, spawn_ledger, spawn_ledger_live, stop_ledger as stop, within_30s,
 };
+use verifier::client::Client;
 
 /// Enrols a fresh harness key through the server: one more entry.
 fn write_one(base: &str, data: &Path, identity: &str) {

@@ -11,10 +11,10 @@ mod common;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
-use api::client::Client;
 use common::{metric, seed, within_30s, TestServer};
 use events::model::{Event, PromotionRequested};
 use testkit::world::TASK_CLASS;
+use verifier::client::Client;
 
 /// The held-out mean the server serves for the task class.
 fn served_mean(c: &Client) -> f64 {

@@ -23,13 +23,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use api::check::ReceiptChecker;
-use api::client::Client;
 use ed25519_dalek::SigningKey;
 use events::envelope::{case_provenance_statement, format_micros};
 use events::model::SCHEMA_VERSION;
 use events::model::*;
 use events::{cosign, key_id, sign_envelope};
+use verifier::check::ReceiptChecker;
+use verifier::client::Client;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -536,7 +536,7 @@ fn post_batch(
         *local.errors_by_code.entry(code).or_default() += n
     };
     let answer = match client.post_batch(evs.iter().map(|e| e.envelope.as_slice())) {
-        Ok(r) if r.status == 200 => r.json::<api::server::BatchResponse>(),
+        Ok(r) if r.status == 200 => r.json::<verifier::wire::BatchResponse>(),
         Ok(r) => {
             fail(
                 local,
@@ -588,7 +588,7 @@ fn post_one(
         Ok(r) if r.status == 201 => {
             let latency = scheduled.elapsed().as_micros() as u64;
             match r
-                .json::<api::server::WriteReceipt>()
+                .json::<verifier::wire::WriteReceipt>()
                 .and_then(|rc| checker.check_decoded(&rc, Some(&ev.decoded)))
             {
                 Ok(()) => local.acknowledged(latency, ev.case),

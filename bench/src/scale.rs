@@ -25,9 +25,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use api::client::Client;
 use events::{EventLog, SystemClock};
 use serde::{Deserialize, Serialize};
+use verifier::client::Client;
 
 use crate::load::Prepared;
 
@@ -186,7 +186,7 @@ fn log_key(dir: &Path) -> anyhow::Result<anchors::LogKey> {
 }
 
 fn prepared(dir: &Path, side: &Sidecar) -> anyhow::Result<Prepared> {
-    let operator = api::demo::read_signing_key(&dir.join("operator.key"))?;
+    let operator = verifier::keys::read_signing_key(&dir.join("operator.key"))?;
     Ok(Prepared::new(&side.nonce, operator, WORKERS, side.cases))
 }
 
@@ -494,13 +494,13 @@ fn proof_load(
                                 "/v1/proofs/inclusion?index={index}&tree_size={size}"
                             ))?;
                             inc.push(t.elapsed().as_micros() as u64);
-                            let body: api::server::InclusionProof = r.json()?;
-                            let leaf = api::check::hash(&body.leaf_hash)?;
+                            let body: verifier::wire::InclusionProof = r.json()?;
+                            let leaf = verifier::check::parse_hash("hash", &body.leaf_hash)?;
                             ledger::merkle::verify_inclusion(
                                 &leaf,
                                 index,
                                 size,
-                                &api::check::proof(&body.proof)?,
+                                &verifier::check::parse_proof("proof", &body.proof)?,
                                 &root,
                             )
                             .map_err(|e| anyhow!("inclusion {index}: {e}"))?;
@@ -510,7 +510,7 @@ fn proof_load(
                                 "/v1/proofs/consistency?first={old}&second={size}"
                             ))?;
                             con.push(t.elapsed().as_micros() as u64);
-                            let body: api::server::ConsistencyProof = r.json()?;
+                            let body: verifier::wire::ConsistencyProof = r.json()?;
                             if body.second_root != hex::encode(root.0) {
                                 bail!("consistency proof to a root other than the checkpoint's");
                             }
@@ -518,10 +518,10 @@ fn proof_load(
                             // tie it to the signed root, or it does not verify.
                             ledger::merkle::verify_consistency(
                                 old,
-                                &api::check::hash(&body.first_root)?,
+                                &verifier::check::parse_hash("hash", &body.first_root)?,
                                 size,
                                 &root,
-                                &api::check::proof(&body.proof)?,
+                                &verifier::check::parse_proof("proof", &body.proof)?,
                             )
                             .map_err(|e| anyhow!("consistency {old}: {e}"))?;
                         }
@@ -568,7 +568,7 @@ fn projection_load(
     let client = Client::new(base, None);
     let mut lat = Vec::with_capacity(n);
     let mut scores = 0;
-    let mut checker = api::check::ReceiptChecker::new(vkey);
+    let mut checker = verifier::check::ReceiptChecker::new(vkey);
     for k in 0..n as u64 {
         let (env, _) = p.event(0, first + k, 0);
         let r = client.post_json("/v1/events", &env)?;
@@ -584,9 +584,9 @@ fn projection_load(
         if r.status != 200 {
             bail!("projection failed ({}): {}", r.status, r.text());
         }
-        let v: api::server::ProjectionResponse = r.json()?;
-        api::check::check_projection(&v, vkey)?;
-        scores = v.view["scores_in_window"].as_u64().unwrap_or(0);
+        let v: verifier::wire::ProjectionResponse = r.json()?;
+        verifier::check::check_projection(&v, vkey)?;
+        scores = v.view.scores_in_window as u64;
     }
     Ok((scores, lat))
 }

@@ -19,6 +19,7 @@ pub use envelope::{
 pub use model::{Event, Kind, Payload, Role, Tier};
 pub use reject::{RejectCode, Rejection};
 pub use sequencer::{
-    genesis_envelopes, Accepted, Clock, EventLog, EventSequencer, ManualClock, SystemClock,
+    anchor_published_envelope, genesis_envelopes, Accepted, Clock, EventLog, EventSequencer,
+    ManualClock, SystemClock,
 };
 pub use state::State;

@@ -166,7 +166,8 @@ fn preverify_cosignatures(d: &mut Decoded, keys: &KeyCache) {
 pub struct Accepted {
     pub id: String,
     pub kind: Kind,
-    /// The ledger's sequencing time, µs since the Unix epoch, UTC.
+    /// The ledger's sequencing time, µs since the Unix epoch, UTC: for a
+    /// re-post of an envelope already in the log, the original entry's.
     pub sequenced_at: i64,
 }
 
@@ -259,7 +260,7 @@ pub struct EventSequencer {
     /// Set when state could not be rebuilt after a failed commit.
     broken: bool,
     /// Ids sequenced since the last commit: not in the key index yet.
-    pending: HashMap<String, (u64, [u8; 32])>,
+    pending: HashMap<String, Found>,
 }
 
 /// The key index names an entry by its envelope id and payload digest.
@@ -272,8 +273,21 @@ fn envelope_key(d: &Decoded) -> ledger::EntryKey {
 
 /// Whether logged `leaf` is the entry the key index says it is: its
 /// envelope id is `id` and its payload digest `digest`.
-fn carries(leaf: &[u8], id: &str, digest: &[u8; 32]) -> bool {
-    EventSequencer::key_of(leaf).is_some_and(|k| k.name == id && k.digest == *digest)
+/// The entry's sequencing time when `leaf` carries envelope id `id` with
+/// payload digest `digest`; `None` when it does not.
+fn carries(leaf: &[u8], id: &str, digest: &[u8; 32]) -> Option<i64> {
+    let (d, at) = crate::envelope::decode_logged_leaf(leaf).ok()?;
+    let k = envelope_key(&d);
+    (k.name == id && k.digest == *digest).then_some(at)
+}
+
+/// An entry found by its envelope id: its index, payload digest and
+/// sequencing time.
+#[derive(Debug, Clone, Copy)]
+struct Found {
+    index: u64,
+    digest: [u8; 32],
+    at: i64,
 }
 
 impl EventSequencer {
@@ -281,12 +295,13 @@ impl EventSequencer {
         self.clock.now_micros().max(self.state.last_sequenced_at)
     }
 
-    /// The index and payload digest of the entry with envelope id `id`:
+    /// The index, payload digest and sequencing time of the entry with
+    /// envelope id `id`:
     /// earlier in this batch, or committed. A committed answer comes from
     /// the key index and is checked against the entry it names; an index
     /// that is behind the log, unreadable or wrong refuses the write rather
     /// than risk accepting a reused id.
-    fn find(&self, id: &str, log: &LogView<'_>) -> Result<Option<(u64, [u8; 32])>, Rejection> {
+    fn find(&self, id: &str, log: &LogView<'_>) -> Result<Option<Found>, Rejection> {
         if let Some(&hit) = self.pending.get(id) {
             return Ok(Some(hit));
         }
@@ -307,8 +322,8 @@ impl EventSequencer {
             return Ok(None);
         };
         let entry = log.entry(index).map_err(|e| unavailable(&e))?;
-        if carries(&entry.leaf, id, &digest) {
-            Ok(Some((index, digest)))
+        if let Some(at) = carries(&entry.leaf, id, &digest) {
+            Ok(Some(Found { index, digest, at }))
         } else {
             Err(unavailable(&format_args!(
                 "the envelope id index names entry {index}, which does not carry that id and digest"
@@ -365,8 +380,14 @@ impl EventSequencer {
         }
         self.state.apply(&record, next, at);
         let key = envelope_key(&record);
-        self.pending
-            .insert(key.name.clone(), (next, record.payload_digest));
+        self.pending.insert(
+            key.name.clone(),
+            Found {
+                index: next,
+                digest: record.payload_digest,
+                at,
+            },
+        );
         Sequenced::RefuseRecorded {
             leaf: record.leaf_bytes(at),
             rejected: refusal,
@@ -403,11 +424,13 @@ impl Sequencer for EventSequencer {
             Ok(found) => found,
             Err(r) => return Sequenced::Reject(r),
         };
-        if let Some((index, digest)) = found {
+        if let Some(Found { index, digest, at }) = found {
+            // A re-post is acknowledged with the original entry's
+            // sequencing time: with the envelope, it rebuilds that leaf.
             return if digest == d.payload_digest {
                 Sequenced::Existing {
                     index,
-                    accepted: accepted(0),
+                    accepted: accepted(at),
                 }
             } else {
                 Sequenced::Reject(Rejection::new(
@@ -432,8 +455,14 @@ impl Sequencer for EventSequencer {
             }
         }
         let key = envelope_key(&d);
-        self.pending
-            .insert(key.name.clone(), (next, d.payload_digest));
+        self.pending.insert(
+            key.name.clone(),
+            Found {
+                index: next,
+                digest: d.payload_digest,
+                at,
+            },
+        );
         Sequenced::Append {
             leaf: d.leaf_bytes(at),
             accepted: accepted(at),
@@ -787,7 +816,7 @@ impl EventLog {
                 return None;
             }
         };
-        if carries(&entry.leaf, id, &digest) {
+        if carries(&entry.leaf, id, &digest).is_some() {
             return Some(entry.index);
         }
         tracing::warn!(
@@ -893,4 +922,34 @@ pub fn genesis_envelopes(
             ),
         ),
     ]
+}
+
+/// The `anchor.published` envelope, signed with the ledger's key, that
+/// records the publication of the checkpoint `note` at `(size, root)` to
+/// `location` at time `now` (µs, UTC). Its id is fixed by the size and the
+/// note, so recording the same anchor twice is one entry.
+pub fn anchor_published_envelope(
+    ledger_key: &SigningKey,
+    (size, root): (u64, &ledger::Hash),
+    note: &str,
+    location: &str,
+    now: i64,
+) -> Vec<u8> {
+    let payload = Payload {
+        schema: SCHEMA_VERSION,
+        id: format!(
+            "anchor-{size}-{}",
+            &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
+        ),
+        signer: key_id(&ledger_key.verifying_key()),
+        issued_at: format_micros(now),
+        event: Event::AnchorPublished(AnchorPublished {
+            checkpoint: CheckpointRef {
+                size,
+                root: ledger::hash::hex32(&root.0),
+            },
+            location: location.to_owned(),
+        }),
+    };
+    sign_envelope(ledger_key, &payload)
 }

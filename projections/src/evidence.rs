@@ -8,7 +8,7 @@
 use events::{decode_leaf, Event};
 
 use crate::fold::{bootstrap_seed, ScoreStats, Settings};
-use crate::stats::{bca, wilson};
+use crate::stats::bca;
 
 /// Why evidence does not support the statistics stated with it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -105,20 +105,14 @@ pub fn held_out_from_evidence(
         passed += usize::from(s.score.passed);
         scores.push(s.score.score);
     }
-    let n = scores.len();
-    Ok(ScoreStats {
-        cases: n,
-        mean: (n > 0).then(|| scores.iter().sum::<f64>() / n as f64),
-        mean_ci: bca(
-            &scores,
+    Ok(crate::fold::score_stats(&scores, passed, settings, |xs| {
+        bca(
+            xs,
             settings.confidence,
             settings.resamples,
             bootstrap_seed(task_class),
-        ),
-        passed,
-        pass_rate: (n > 0).then(|| passed as f64 / n as f64),
-        pass_rate_ci: wilson(passed as u64, n as u64, settings.confidence),
-    })
+        )
+    }))
 }
 
 /// Checks `stated` against what the evidence implies, field by field (bit

@@ -242,12 +242,27 @@ fn stats(
     boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
 ) -> ScoreStats {
     let xs: Vec<f64> = scores.iter().map(|s| s.score).collect();
-    let n = xs.len();
     let passed = scores.iter().filter(|s| s.passed).count();
+    score_stats(&xs, passed, settings, |xs| boot(xs, seed))
+}
+
+/// The statistics of a set of latest-per-case scores `xs`, `passed` of
+/// which passed: count, mean with the interval `mean_ci` gives for `xs`
+/// (the BCa bootstrap, perhaps cached), passes and the Wilson interval.
+/// The fold and the evidence check ([`crate::evidence`]) both compute
+/// through this one function, so a view's numbers and their recomputation
+/// from the cited leaves run the same arithmetic in the same order.
+pub fn score_stats(
+    xs: &[f64],
+    passed: usize,
+    settings: &Settings,
+    mean_ci: impl FnOnce(&[f64]) -> Option<Interval>,
+) -> ScoreStats {
+    let n = xs.len();
     ScoreStats {
         cases: n,
         mean: (n > 0).then(|| xs.iter().sum::<f64>() / n as f64),
-        mean_ci: boot(&xs, seed),
+        mean_ci: mean_ci(xs),
         passed,
         pass_rate: (n > 0).then(|| passed as f64 / n as f64),
         pass_rate_ci: wilson(passed as u64, n as u64, settings.confidence),

@@ -74,8 +74,8 @@ fn main() -> anyhow::Result<()> {
                 .operator_key
                 .as_ref()
                 .ok_or_else(|| anyhow::anyhow!("--operator-key is required with --server"))?;
-            let op = api::demo::read_signing_key(key)?;
-            let vkey = api::client::Client::new(s, None)
+            let op = verifier::keys::read_signing_key(key)?;
+            let vkey = verifier::client::Client::new(s, None)
                 .get("/v1/log/key")?
                 .text()
                 .trim()
@@ -112,7 +112,7 @@ fn main() -> anyhow::Result<()> {
             )
         }
     };
-    let client = api::client::Client::new(&base, None);
+    let client = verifier::client::Client::new(&base, None);
     for _ in 0..500 {
         if client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200 {
             break;

@@ -7,18 +7,19 @@ use base64::Engine as _;
 use ledger::merkle::verify_inclusion;
 use ledger::Hash;
 
-use crate::server::{ProjectionResponse, WriteReceipt};
+use crate::wire::{ProjectionResponse, WriteReceipt};
 
-/// A hash in a JSON answer: 64 hex digits.
-pub fn hash(s: &str) -> anyhow::Result<Hash> {
-    ledger::hash::parse_hex32(s)
+/// A hash in a JSON answer or an argument: 64 hex digits (either case,
+/// surrounding white space ignored). The error names `field`.
+pub fn parse_hash(field: &str, s: &str) -> anyhow::Result<Hash> {
+    ledger::hash::parse_hex32(s.trim())
         .map(Hash)
-        .ok_or_else(|| anyhow!("hash is not 64 hex digits"))
+        .ok_or_else(|| anyhow!("{field} must be hex: 32 bytes, 64 hex digits"))
 }
 
-/// A proof in a JSON answer: a list of hashes.
-pub fn proof(p: &[String]) -> anyhow::Result<Vec<Hash>> {
-    p.iter().map(|h| hash(h)).collect()
+/// A proof in a JSON answer: a list of hashes. The error names `field`.
+pub fn parse_proof(field: &str, p: &[String]) -> anyhow::Result<Vec<Hash>> {
+    p.iter().map(|h| parse_hash(field, h)).collect()
 }
 
 /// Checks a write receipt: the checkpoint is signed by `vkey`, covers the
@@ -90,7 +91,7 @@ impl ReceiptChecker {
         if size != r.tree_size || hex::encode(root.0) != r.root {
             bail!("the receipt's tree size or root differs from its signed checkpoint");
         }
-        let leaf_hash = hash(&r.leaf_hash)?;
+        let leaf_hash = parse_hash("leaf_hash", &r.leaf_hash)?;
         if let Some(decoded) = posted {
             let at = events::envelope::parse_utc_micros(&r.sequenced_at)
                 .ok_or_else(|| anyhow!("the receipt's sequenced_at is not a timestamp"))?;
@@ -106,7 +107,7 @@ impl ReceiptChecker {
             &leaf_hash,
             r.index,
             size,
-            &proof(&r.inclusion_proof)?,
+            &parse_proof("inclusion_proof", &r.inclusion_proof)?,
             &root,
         )
         .map_err(|e| anyhow!("inclusion proof of entry {}: {e}", r.index))
@@ -126,73 +127,47 @@ pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<us
     if cp.size != p.tree_size || hex::encode(cp.root.0) != p.root {
         bail!("the projection's tree size or root differs from its signed checkpoint");
     }
-    if p.view.get("tree_size").and_then(|v| v.as_u64()) != Some(cp.size) {
-        bail!("the projection was computed at another tree size");
+    if p.view.tree_size != cp.size || p.view.root != p.root {
+        bail!("the projection was computed at another tree size or root");
     }
-    let claimed: Vec<(u64, String)> = p
+    let claimed: Vec<(u64, &str)> = p
         .view
-        .get("evidence")
-        .and_then(|e| e.as_array())
-        .ok_or_else(|| anyhow!("the projection lists no evidence"))?
-        .iter()
-        .map(|e| {
-            (
-                e["index"].as_u64().unwrap_or(u64::MAX),
-                e["leaf_hash"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    let given: Vec<(u64, String)> = p
         .evidence
         .iter()
-        .map(|e| (e.index, e.leaf_hash.clone()))
+        .map(|e| (e.index, e.leaf_hash.as_str()))
+        .collect();
+    let given: Vec<(u64, &str)> = p
+        .evidence
+        .iter()
+        .map(|e| (e.index, e.leaf_hash.as_str()))
         .collect();
     if claimed != given {
         bail!("the evidence bundle does not match the evidence the projection used");
     }
+    let mut leaves = Vec::with_capacity(p.evidence.len());
     for e in &p.evidence {
         let leaf = B64.decode(&e.leaf).context("evidence leaf is not base64")?;
         let lh = ledger::leaf_hash(&leaf);
-        if hex::encode(lh.0) != e.leaf_hash {
+        if ledger::hash::hex32(&lh.0) != e.leaf_hash {
             bail!(
                 "evidence {}: the leaf does not hash to its leaf hash",
                 e.index
             );
         }
-        verify_inclusion(&lh, e.index, cp.size, &proof(&e.proof)?, &cp.root)
-            .map_err(|err| anyhow!("evidence {}: {err}", e.index))?;
+        verify_inclusion(
+            &lh,
+            e.index,
+            cp.size,
+            &parse_proof("proof", &e.proof)?,
+            &cp.root,
+        )
+        .map_err(|err| anyhow!("evidence {}: {err}", e.index))?;
+        leaves.push(leaf);
     }
-    // Recompute what the evidence implies (the same check the server runs
-    // before it signs a recommendation).
-    let task_class = p.view["task_class"].as_str().unwrap_or_default();
-    let settings: projections::Settings =
-        serde_json::from_value(p.view["settings"].clone()).context("settings")?;
-    let leaves = p
-        .evidence
-        .iter()
-        .map(|e| B64.decode(&e.leaf).context("evidence leaf is not base64"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let cited: Vec<projections::evidence::Cited<'_>> = p
-        .evidence
-        .iter()
-        .zip(&leaves)
-        .map(|(e, leaf)| projections::evidence::Cited {
-            index: e.index,
-            leaf,
-            case_id: None,
-        })
-        .collect();
-    let recomputed = projections::evidence::held_out_from_evidence(
-        task_class,
-        &cited,
-        &settings,
-        &projections::evidence::Window {
-            start_micros: p.view["window_start_micros"].as_i64(),
-        },
-    )?;
-    let stated: projections::fold::ScoreStats = serde_json::from_value(p.view["held_out"].clone())
-        .context("the stated held-out statistics")?;
-    projections::evidence::check_stated(&stated, &recomputed)
+    // Recompute what the evidence implies: the same check the server runs
+    // before it serves or signs a view.
+    let leaves: Vec<&[u8]> = leaves.iter().map(Vec::as_slice).collect();
+    projections::evidence::check_view(&p.view, &leaves)
         .context("the stated held-out statistics do not follow from the evidence")?;
     Ok(p.evidence.len())
 }
@@ -252,39 +227,20 @@ pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSumm
     let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(canonical::encode(
         body,
     )));
-    let mut text = None;
-    let mut key_used = None;
-    for k in keys {
-        let verifier = signed_note::StandardVerifier::new(k).map_err(|e| anyhow!("key: {e}"))?;
-        if let Ok(n) = signed_note::Note::from_bytes(note.as_bytes()) {
-            if let Ok((ok, _)) = n.verify(&signed_note::VerifierList::new(vec![Box::new(verifier)]))
-            {
-                if !ok.is_empty() {
-                    text = Some(String::from_utf8_lossy(n.text()).into_owned());
-                    key_used = Some(k.clone());
-                    break;
-                }
-            }
-        }
-    }
-    let (Some(text), Some(key)) = (text, key_used) else {
-        bail!("the attestation is not signed by a trusted key")
-    };
+    let (text, key) = anchors::open_note_any(note.as_bytes(), keys)
+        .map_err(|e| anyhow!("the attestation is not signed by a trusted key: {e}"))?;
+    let text = String::from_utf8_lossy(&text);
     let origin = key.split('+').next().unwrap_or_default();
     if text != format!("{BUNDLE_STATEMENT}\n{origin}\n{digest}\n") {
         bail!("the attestation does not cover this body");
     }
     let p: ProjectionResponse = serde_json::from_value(canonical::to_json(body))
         .context("the body is not a projection response")?;
-    let n = check_projection(&p, &key)?;
-    let task_class = p.view["task_class"].as_str().unwrap_or_default().to_owned();
+    let n = check_projection(&p, key)?;
     Ok(BundleSummary {
-        task_class,
+        task_class: p.view.task_class,
         tree_size: p.tree_size,
         evidence: n,
-        recommended_tier: p.view["recommendation"]["recommended_tier"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
+        recommended_tier: p.view.recommendation.recommended_tier.as_str().to_owned(),
     })
 }

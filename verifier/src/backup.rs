@@ -14,11 +14,10 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
-use ledger::merkle::Frontier;
 use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
-use crate::server::EntryPage;
+use crate::entries::entries_verified;
 
 pub const BACKUP_FORMAT: &str = "evidence-ledger-backup/v1";
 
@@ -57,34 +56,27 @@ pub fn backup(
         },
     )?;
     w.write_all(b"\n")?;
-    let mut frontier = Frontier::new();
-    let mut next = 0;
-    while next < cp.size {
-        let page: EntryPage = client.get_json(&format!("/v1/entries?start={next}&limit=1000"))?;
-        for e in page.entries.into_iter().take((cp.size - next) as usize) {
-            if e.index != next {
-                bail!(
-                    "the server returned entry {} where {next} was expected",
-                    e.index
-                );
-            }
-            let leaf = B64.decode(&e.leaf)?;
-            frontier.push(ledger::leaf_hash(&leaf));
+    entries_verified(
+        client,
+        cp.size,
+        &cp.root,
+        &mut |e, _| {
             serde_json::to_writer(
                 &mut w,
                 &Line {
                     index: e.index,
-                    leaf: e.leaf,
+                    leaf: e.leaf.clone(),
                 },
             )?;
             w.write_all(b"\n")?;
-            next += 1;
-        }
-        progress(next, cp.size);
-    }
-    if frontier.root() != cp.root {
-        bail!("the entries served do not hash to the checkpoint's root; no backup written");
-    }
+            Ok(())
+        },
+        progress,
+    )
+    .inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+    .context("no backup written")?;
     let f = w.into_inner().map_err(|e| anyhow!("{e}"))?;
     f.sync_all()?;
     std::fs::rename(&tmp, out)?;
@@ -135,15 +127,8 @@ pub fn restore(
     if header.format != BACKUP_FORMAT {
         bail!("not an {BACKUP_FORMAT} file (format {})", header.format);
     }
-    let mut cp = None;
-    for k in &trusted {
-        if let Ok(c) = anchors::open_checkpoint(header.checkpoint.as_bytes(), k) {
-            cp = Some(c);
-            break;
-        }
-    }
-    let cp =
-        cp.ok_or_else(|| anyhow!("the backup's checkpoint is not signed by this log's key"))?;
+    let (cp, _) = anchors::open_checkpoint_any(header.checkpoint.as_bytes(), &trusted)
+        .map_err(|e| anyhow!("the backup's checkpoint is not signed by this log's key: {e}"))?;
 
     let anchor_list = match anchors_dir {
         Some(d) => anchors::anchor::read_dir(d)?,
@@ -197,7 +182,7 @@ pub fn restore(
                     bail!("{} holds another log key", dest.display());
                 }
             }
-            Err(_) => crate::init::write_secret(&dest, key.private_key().as_str())?,
+            Err(_) => crate::keys::write_secret(&dest, key.private_key().as_str())?,
         }
         // A hard link never replaces a file: a log that appeared in the
         // destination meanwhile is kept, and the restore is refused.

@@ -16,8 +16,9 @@ use base64::Engine as _;
 use ledger::merkle::{verify_consistency, verify_inclusion};
 use ledger::Hash;
 
+use crate::check::{check_projection, parse_proof};
 use crate::client::Client;
-use crate::server::{
+use crate::wire::{
     ConsistencyProof, EntryView, InclusionProof, ProjectionResponse, TaskClassSummary,
 };
 
@@ -60,14 +61,9 @@ pub struct AuditReport {
 }
 
 fn open(note: &[u8], keys: &[String]) -> Result<anchors::VerifiedCheckpoint, AuditFailure> {
-    let mut last = String::from("no keys given");
-    for k in keys {
-        match anchors::open_checkpoint(note, k) {
-            Ok(cp) => return Ok(cp),
-            Err(e) => last = e.to_string(),
-        }
-    }
-    Err(AuditFailure::BadSignature(last))
+    anchors::open_checkpoint_any(note, keys)
+        .map(|(cp, _)| cp)
+        .map_err(|e| AuditFailure::BadSignature(e.to_string()))
 }
 
 /// Proves that (old_size, old_root) is a prefix of (new_size, new_root) with
@@ -97,7 +93,7 @@ fn consistent(client: &Client, old: (u64, Hash), new: (u64, Hash)) -> Result<(),
         .into());
     }
     let p: ConsistencyProof = r.json()?;
-    verify_consistency(s1, &r1, s2, &r2, &crate::check::proof(&p.proof)?)
+    verify_consistency(s1, &r1, s2, &r2, &parse_proof("proof", &p.proof)?)
         .map_err(|e| AuditFailure::Inconsistent(format!("size {s1} -> {s2}: {e}")))?;
     Ok(())
 }
@@ -146,7 +142,7 @@ pub fn audit(
             .decode(&e.leaf)
             .map_err(|_| bad("leaf is not base64".into()))?;
         let lh = ledger::leaf_hash(&leaf);
-        if hex::encode(lh.0) != e.leaf_hash {
+        if ledger::hash::hex32(&lh.0) != e.leaf_hash {
             return Err(bad("the raw leaf does not hash to the leaf hash served".into()).into());
         }
         let r = client.get(&format!(
@@ -161,7 +157,7 @@ pub fn audit(
             &lh,
             index,
             cp.size,
-            &crate::check::proof(&p.proof)?,
+            &parse_proof("proof", &p.proof)?,
             &cp.root,
         )
         .map_err(|e| bad(format!("inclusion proof: {e}")))?;
@@ -190,14 +186,9 @@ pub fn audit(
             return Err(bad(format!("status {}: {}", r.status, r.text())).into());
         }
         let p: ProjectionResponse = r.json()?;
-        let mut checked = Err(anyhow::anyhow!("no keys"));
-        for k in keys {
-            checked = crate::check::check_projection(&p, k);
-            if checked.is_ok() {
-                break;
-            }
-        }
-        evidence += checked.map_err(|e| bad(format!("{e:#}")))?;
+        let (_, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
+            .map_err(|e| bad(format!("checkpoint signature: {e}")))?;
+        evidence += check_projection(&p, key).map_err(|e| bad(format!("{e:#}")))?;
         let pcp = open(p.checkpoint.as_bytes(), keys)?;
         consistent(client, (cp.size, cp.root), (pcp.size, pcp.root)).map_err(|e| match e {
             AuditError::Failed(f) => AuditError::Failed(bad(format!(

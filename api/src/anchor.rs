@@ -1,0 +1,53 @@
+//! Publishing an anchor: sign the head as a checkpoint, write it to the
+//! anchors directory, and record it in the log as `anchor.published`. The
+//! server runs it on its schedule; `ledger anchor publish` runs it with the
+//! server stopped.
+
+use std::path::Path;
+
+use anchors::AnchorTarget as _;
+use events::EventLog;
+
+/// An anchor that was published and recorded.
+#[derive(Debug, Clone)]
+pub struct Published {
+    /// Where the anchor went.
+    pub location: String,
+    /// The tree size the anchor signs.
+    pub size: u64,
+    /// The index of the `anchor.published` entry that records it.
+    pub recorded_at: u64,
+}
+
+/// Signs a checkpoint at `log`'s head with `key`, publishes it to
+/// `anchors_dir`, and records an `anchor.published` event signed with the
+/// ledger's event key. `now` is µs since the Unix epoch, UTC.
+pub fn publish(
+    log: &EventLog,
+    key: &anchors::LogKey,
+    anchors_dir: &Path,
+    now: i64,
+) -> anyhow::Result<Published> {
+    let head = log.ledger().head();
+    let note = key.sign_checkpoint(head.size, &head.root)?;
+    let location = anchors::DirTarget::new(anchors_dir.to_path_buf()).publish(
+        &note,
+        head.size,
+        now.div_euclid(1_000_000),
+    )?;
+    let envelope = events::anchor_published_envelope(
+        &key.event_signing_key(),
+        (head.size, &head.root),
+        &note,
+        &location,
+        now,
+    );
+    let recorded = log
+        .append(&envelope)
+        .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
+    Ok(Published {
+        location,
+        size: head.size,
+        recorded_at: recorded.appended.index,
+    })
+}

@@ -1,0 +1,111 @@
+//! `ledger audit`: check a server trusting only the log's verifier key and
+//! the checkpoint an earlier audit saved.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use verifier::audit::{AuditError, AuditFailure};
+use verifier::Client;
+
+use super::{fail, Failure};
+
+#[derive(Args)]
+pub struct AuditArgs {
+    /// The server's base URL.
+    #[arg(long, env = "LEDGER_SERVER")]
+    server: String,
+    /// File with the trusted signed checkpoint; replaced by the new one after a passing audit.
+    #[arg(long)]
+    trusted: PathBuf,
+    /// The log's note verifier key (repeat for keys from before a rotation).
+    #[arg(long = "key", required = true)]
+    keys: Vec<String>,
+    /// How many random entries to re-hash and prove.
+    #[arg(long, default_value_t = 32)]
+    samples: usize,
+    /// Trust the server's current checkpoint when --trusted does not exist yet (first audit).
+    #[arg(long)]
+    init: bool,
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub fn run(a: AuditArgs) -> anyhow::Result<()> {
+    let trusted = match std::fs::read(&a.trusted) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && a.init => None,
+        Err(e) => bail!(
+            "reading {}: {e} (use --init for a first audit)",
+            a.trusted.display()
+        ),
+    };
+    let client = Client::new(&a.server, a.token.clone());
+    let pb = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
+    let result = verifier::audit::audit(
+        &client,
+        &a.keys,
+        trusted.as_deref(),
+        a.samples,
+        seed,
+        &mut |what, done, total| {
+            pb.set_message(what.to_owned());
+            pb.set_length(total);
+            pb.set_position(done);
+        },
+    );
+    pb.finish_and_clear();
+    match result {
+        Ok(r) => {
+            match r.previous_size {
+                Some(p) => println!(
+                    "checkpoint: size {} is consistent with the trusted size {p}",
+                    r.size
+                ),
+                None => println!(
+                    "checkpoint: size {} (first audit: trusted on first use)",
+                    r.size
+                ),
+            }
+            println!(
+                "entries:     {} random entries re-hashed and proven",
+                r.entries_checked
+            );
+            println!(
+                "projections: {} task classes, {} evidence proofs verified",
+                r.projections_checked, r.evidence_checked
+            );
+            let tmp = a.trusted.with_extension("tmp");
+            std::fs::write(&tmp, &r.checkpoint)?;
+            std::fs::rename(&tmp, &a.trusted)?;
+            println!(
+                "OK: saved the new trusted checkpoint to {}",
+                a.trusted.display()
+            );
+            Ok(())
+        }
+        Err(AuditError::Failed(f @ AuditFailure::Stale { .. })) => Err(Failure {
+            status: 3,
+            label: "STALE",
+            message: f.to_string(),
+        }
+        .into()),
+        Err(AuditError::Failed(f)) => Err(fail(f.to_string())),
+        Err(AuditError::Other(e)) => Err(e),
+    }
+}

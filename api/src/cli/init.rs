@@ -1,0 +1,74 @@
+//! `ledger init` and `ledger keygen`: a new data directory, a new key file.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+#[derive(Args)]
+pub struct InitArgs {
+    #[arg(long, env = "LEDGER_DATA_DIR", default_value = "./ledger-data")]
+    data_dir: PathBuf,
+    /// Checkpoint origin and note key name (a schemaless URL).
+    #[arg(long, default_value = api::init::DEFAULT_ORIGIN)]
+    origin: String,
+    /// The operator's identity, recorded in the genesis entry.
+    #[arg(long, default_value = "operator")]
+    operator_identity: String,
+    /// Use this existing operator key file instead of creating <data-dir>/operator.key.
+    #[arg(long)]
+    operator_key: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct KeygenArgs {
+    /// The key's name (a principal's name, or the log origin for a log key).
+    #[arg(long)]
+    name: String,
+    /// Where to write the key.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub fn run(a: InitArgs) -> anyhow::Result<()> {
+    let InitArgs {
+        data_dir,
+        origin,
+        operator_identity,
+        operator_key,
+    } = a;
+    let (dir, origin, identity) = (&data_dir, &origin, &operator_identity);
+    let operator_key = operator_key.as_deref();
+    let i = api::init::init(dir, origin, identity, operator_key)?;
+    println!("initialised {}", dir.display());
+    println!("log key (secret):      {}", i.log_key_path.display());
+    println!(
+        "operator key (secret): {}  <- move it off this machine after enrolling principals",
+        i.operator_key_path.display()
+    );
+    println!("verifier key:          {}", i.log_key.verifier_key());
+    println!(
+        "operator key id:       {}",
+        events::key_id(&i.operator.verifying_key())
+    );
+    println!("\nnext: ledger serve --data-dir {}", dir.display());
+    Ok(())
+}
+
+pub fn keygen(a: KeygenArgs) -> anyhow::Result<()> {
+    let KeygenArgs { name, out } = a;
+    let out = out.as_path();
+    let k = api::init::new_principal_key(&name)?;
+    api::init::write_secret(out, &k.private_key())?;
+    let vk = k.signing_key().verifying_key();
+    println!("wrote {} (mode 0600)", out.display());
+    println!("key id:       {}", events::key_id(&vk));
+    println!("public key:   {}", events::envelope::public_key_b64(&vk));
+    println!("verifier key: {}", k.verifier_key());
+    let ek = k.event_signing_key().verifying_key();
+    println!(
+        "used as a log key, its ledger event key is {} (public key {}): enrol it with role ledger",
+        events::key_id(&ek),
+        events::envelope::public_key_b64(&ek)
+    );
+    Ok(())
+}

@@ -1,0 +1,119 @@
+//! `ledger proof` and `ledger checkpoint`: fetch a proof or the latest
+//! checkpoint and check it against the log's verifier key.
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use clap::Args;
+use ledger::merkle::{verify_consistency, verify_inclusion};
+use verifier::wire::{ConsistencyProof, InclusionProof};
+use verifier::{parse_hash, parse_proof, Client};
+
+use super::{fail, Source};
+
+#[derive(Args)]
+pub struct ProofArgs {
+    /// The server's base URL.
+    #[arg(long, env = "LEDGER_SERVER")]
+    server: String,
+    /// The log's note verifier key (checks the proof's checkpoint).
+    #[arg(long)]
+    key: String,
+    /// Prove inclusion of this index.
+    #[arg(long, conflicts_with_all = ["leaf_hash", "first"])]
+    index: Option<u64>,
+    /// Prove inclusion of the entry with this leaf hash.
+    #[arg(long, conflicts_with = "first")]
+    leaf_hash: Option<String>,
+    /// Prove consistency from this tree size to the current one.
+    #[arg(long)]
+    first: Option<u64>,
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+#[derive(Args)]
+pub struct CheckpointArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Verifier key to check a remote checkpoint with.
+    #[arg(long)]
+    key: Option<String>,
+}
+
+pub fn run(a: ProofArgs) -> anyhow::Result<()> {
+    let client = Client::new(&a.server, a.token.clone());
+    if let Some(first) = a.first {
+        let p: ConsistencyProof =
+            client.get_json(&format!("/v1/proofs/consistency?first={first}"))?;
+        let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
+            .map_err(|e| fail(format!("checkpoint: {e}")))?;
+        let proof = parse_proof("proof", &p.proof)?;
+        verify_consistency(
+            p.first,
+            &parse_hash("first_root", &p.first_root)?,
+            cp.size,
+            &cp.root,
+            &proof,
+        )
+        .map_err(|e| fail(format!("consistency proof: {e}")))?;
+        println!("{}", serde_json::to_string_pretty(&p)?);
+        println!(
+            "OK: consistency {} -> {} verifies against the signed checkpoint",
+            p.first, p.second
+        );
+        return Ok(());
+    }
+    let q = match (a.index, &a.leaf_hash) {
+        (Some(i), None) => format!("index={i}"),
+        (None, Some(h)) => format!("leaf_hash={h}"),
+        _ => bail!("give one of --index, --leaf-hash or --first"),
+    };
+    let p: InclusionProof = client.get_json(&format!("/v1/proofs/inclusion?{q}"))?;
+    let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
+        .map_err(|e| fail(format!("checkpoint: {e}")))?;
+    let proof = parse_proof("proof", &p.proof)?;
+    verify_inclusion(
+        &parse_hash("leaf_hash", &p.leaf_hash)?,
+        p.index,
+        cp.size,
+        &proof,
+        &cp.root,
+    )
+    .map_err(|e| fail(format!("inclusion proof: {e}")))?;
+    println!("{}", serde_json::to_string_pretty(&p)?);
+    println!(
+        "OK: entry {} is included in the signed tree of size {}",
+        p.index, cp.size
+    );
+    Ok(())
+}
+
+pub fn checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
+    let CheckpointArgs { source, key } = a;
+    let key = key.as_deref();
+    if let Some(server) = &source.server {
+        let client = Client::new(server, source.token.clone());
+        let note = client.get("/checkpoint")?.text();
+        if let Some(k) = key {
+            let cp = anchors::open_checkpoint(note.as_bytes(), k)
+                .map_err(|e| fail(format!("checkpoint: {e}")))?;
+            eprintln!(
+                "signature OK; size {} root {}",
+                cp.size,
+                hex::encode(cp.root.0)
+            );
+        }
+        print!("{note}");
+        return Ok(());
+    }
+    let dir = source
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./ledger-data"));
+    let key = verifier::keys::local_key(&dir)?;
+    let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
+    let head = log.head();
+    print!("{}", key.sign_checkpoint(head.size, &head.root)?);
+    Ok(())
+}

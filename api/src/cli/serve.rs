@@ -1,0 +1,80 @@
+//! `ledger serve`: run the HTTP server on a data directory.
+
+use std::path::PathBuf;
+
+use api::config::ServeConfig;
+use clap::Args;
+
+use super::{runtime, shutdown_signal};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// TOML config file (docs/CONFIG.md). Env: LEDGER_CONFIG.
+    #[arg(long, env = "LEDGER_CONFIG")]
+    config: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
+    #[arg(long, env = "LEDGER_KEY_FILE")]
+    key_file: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    read_token: Option<String>,
+    #[arg(long, env = "LEDGER_MAX_BODY_BYTES")]
+    max_body_bytes: Option<usize>,
+    #[arg(long, env = "LEDGER_REQUEST_TIMEOUT_MS")]
+    request_timeout_ms: Option<u64>,
+    #[arg(long, env = "LEDGER_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    #[arg(long, env = "LEDGER_IDLE_TIMEOUT_SECS")]
+    idle_timeout_secs: Option<u64>,
+    #[arg(long, env = "LEDGER_MAX_CONCURRENT_REQUESTS")]
+    max_concurrent_requests: Option<usize>,
+    #[arg(long, env = "LEDGER_WINDOW_DAYS")]
+    window_days: Option<u32>,
+    #[arg(long, env = "LEDGER_PROJECTION_SAVE_SECS")]
+    projection_save_secs: Option<u64>,
+    #[arg(long, env = "LEDGER_ANCHORS_DIR")]
+    anchors_dir: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_ANCHOR_INTERVAL_SECS")]
+    anchor_interval_secs: Option<u64>,
+    /// An earlier log verifier key whose anchors stay trusted (repeatable).
+    #[arg(long = "anchor-key")]
+    anchor_keys: Vec<String>,
+}
+
+fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
+    let file = match &a.config {
+        Some(p) => ServeConfig::from_file(p)?,
+        None => ServeConfig::default(),
+    };
+    Ok(ServeConfig {
+        data_dir: a.data_dir.unwrap_or(file.data_dir),
+        listen: a.listen.unwrap_or(file.listen),
+        key_file: a.key_file.or(file.key_file),
+        read_token: a.read_token.or(file.read_token),
+        max_body_bytes: a.max_body_bytes.unwrap_or(file.max_body_bytes),
+        request_timeout_ms: a.request_timeout_ms.unwrap_or(file.request_timeout_ms),
+        header_read_timeout_ms: a
+            .header_read_timeout_ms
+            .unwrap_or(file.header_read_timeout_ms),
+        idle_timeout_secs: a.idle_timeout_secs.unwrap_or(file.idle_timeout_secs),
+        max_concurrent_requests: a
+            .max_concurrent_requests
+            .unwrap_or(file.max_concurrent_requests),
+        window_days: a.window_days.unwrap_or(file.window_days),
+        projection_save_secs: a.projection_save_secs.unwrap_or(file.projection_save_secs),
+        anchors_dir: a.anchors_dir.or(file.anchors_dir),
+        anchor_interval_secs: a.anchor_interval_secs.unwrap_or(file.anchor_interval_secs),
+        anchor_keys: if a.anchor_keys.is_empty() {
+            file.anchor_keys
+        } else {
+            a.anchor_keys
+        },
+    })
+}
+
+pub fn run(a: ServeArgs) -> anyhow::Result<()> {
+    let config = serve_config(a)?;
+    runtime()?.block_on(api::server::serve(config, shutdown_signal()))
+}

@@ -1,0 +1,186 @@
+//! `ledger verify`: a local data directory (every hash, the lookup tables,
+//! optionally the anchors), or a remote server (its checkpoint, consistency
+//! with a trusted one, and every entry re-hashed into the signed root).
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use ledger::merkle::verify_consistency;
+use ledger::Error;
+use verifier::wire::ConsistencyProof;
+use verifier::{parse_hash, parse_proof, Client};
+
+use super::{fail, progress_bar, Source};
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Local: verify incrementally from this trusted tree size (requires --trusted-root).
+    #[arg(long, requires = "trusted_root")]
+    trusted_size: Option<u64>,
+    /// Local: the trusted RFC 6962 root at --trusted-size (64 hex digits).
+    #[arg(long, requires = "trusted_size")]
+    trusted_root: Option<String>,
+    /// Remote: a file holding a trusted signed checkpoint; the server must be consistent with it.
+    #[arg(long)]
+    trusted: Option<PathBuf>,
+    /// Local: also check the log against every anchor in this directory.
+    #[arg(long)]
+    anchors: Option<PathBuf>,
+    /// Local, with --anchors: an anchor verifier key to trust (repeatable; default: the data
+    /// directory's log key).
+    #[arg(long = "anchor-key")]
+    anchor_keys: Vec<String>,
+    /// Remote: the log's note verifier key.
+    #[arg(long)]
+    key: Option<String>,
+    /// Do not draw a progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
+    if let Some(server) = &a.source.server {
+        let key = a
+            .key
+            .as_deref()
+            .context("--key (the log's verifier key) is required with --server")?;
+        return verify_remote(
+            server,
+            a.source.token.clone(),
+            key,
+            a.trusted.as_deref(),
+            a.quiet,
+        );
+    }
+    let dir = a
+        .source
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("./ledger-data"));
+    let pb = progress_bar(a.quiet, "verifying");
+    let mut progress = |done: u64, total: u64| {
+        pb.set_length(total);
+        pb.set_position(done);
+    };
+    let started = Instant::now();
+    let result = match (a.trusted_size, &a.trusted_root) {
+        (Some(size), Some(root)) => ledger::verify_dir_from(
+            &dir,
+            size,
+            &parse_hash("--trusted-root", root)?,
+            &mut progress,
+        ),
+        _ => ledger::verify_dir(&dir, &mut progress).and_then(|v| {
+            ledger::verify_dir_indexes::<events::EventSequencer>(&dir, &mut progress).map(|_| v)
+        }),
+    };
+    pb.finish_and_clear();
+    if let (Ok(_), Some(anchor_dir)) = (&result, &a.anchors) {
+        let key = verifier::keys::local_key(&dir)?;
+        let mut keys = a.anchor_keys.clone();
+        if keys.is_empty() {
+            keys.push(key.verifier_key().to_owned());
+        }
+        let list = anchors::anchor::read_dir(anchor_dir)?;
+        let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
+        let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
+            .map_err(|e| fail(e.to_string()))?;
+        println!(
+            "consistent with {} anchors in {}",
+            checked.len(),
+            anchor_dir.display()
+        );
+    }
+    match result {
+        Ok(v) => {
+            println!(
+                "OK: {} entries verified ({} re-hashed) in {:.2?}\nsize  {}\nroot  {}\nchain {}",
+                v.size,
+                v.checked,
+                started.elapsed(),
+                v.size,
+                hex::encode(v.root.0),
+                hex::encode(v.chain.0)
+            );
+            Ok(())
+        }
+        Err(Error::Corrupt(c)) => {
+            let detail = if c.detail.is_empty() {
+                String::new()
+            } else {
+                format!("\ndetail: {}", c.detail)
+            };
+            Err(fail(format!(
+                "first bad index {}: {}{detail}",
+                c.index, c.kind
+            )))
+        }
+        Err(e) => Err(e).with_context(|| format!("verifying {}", dir.display())),
+    }
+}
+
+/// Remote verify: the latest checkpoint is signed by the key; it is
+/// consistent with the trusted checkpoint (if given); and every entry the
+/// server returns re-hashes into exactly the checkpoint's root.
+fn verify_remote(
+    server: &str,
+    token: Option<String>,
+    key: &str,
+    trusted: Option<&Path>,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let client = Client::new(server, token);
+    let note = client.get("/checkpoint")?;
+    if note.status != 200 {
+        bail!("GET /checkpoint: status {}", note.status);
+    }
+    let cp = anchors::open_checkpoint(note.text().as_bytes(), key)
+        .map_err(|e| fail(format!("latest checkpoint: {e}")))?;
+    if let Some(path) = trusted {
+        let text = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let old = anchors::open_checkpoint(&text, key)
+            .map_err(|e| fail(format!("trusted checkpoint: {e}")))?;
+        if old.size > cp.size {
+            return Err(fail(format!(
+                "the server's checkpoint (size {}) is older than the trusted one (size {})",
+                cp.size, old.size
+            )));
+        }
+        let p: ConsistencyProof = client.get_json(&format!(
+            "/v1/proofs/consistency?first={}&second={}",
+            old.size, cp.size
+        ))?;
+        let proof = parse_proof("proof", &p.proof)?;
+        verify_consistency(old.size, &old.root, cp.size, &cp.root, &proof).map_err(|e| {
+            fail(format!(
+                "the server's log is not consistent with the trusted checkpoint (size {}): {e}",
+                old.size
+            ))
+        })?;
+        println!(
+            "consistent with the trusted checkpoint at size {}",
+            old.size
+        );
+    }
+    let pb = progress_bar(quiet, "downloading and re-hashing");
+    pb.set_length(cp.size);
+    let result = verifier::entries_verified(
+        &client,
+        cp.size,
+        &cp.root,
+        &mut |_, _| Ok(()),
+        &mut |done, _| pb.set_position(done),
+    );
+    pb.finish_and_clear();
+    result.map_err(super::checked)?;
+    println!(
+        "OK: {} entries re-hashed into the signed root {}",
+        cp.size,
+        ledger::hash::hex32(&cp.root.0)
+    );
+    Ok(())
+}
