@@ -1,6 +1,5 @@
 //! Prometheus metrics.
 
-use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
 use prometheus_client::encoding::text::encode;
@@ -11,7 +10,24 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::server::AppState;
+/// What the gauges and the log's own counters read at one scrape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub tree_size: u64,
+    /// `ledger_verify_status`: -1 running, 0 failed, 1 verified.
+    pub verify_status: i64,
+    /// `ledger_derived_check_status`: -1 running, 0 failed, 1 passed.
+    pub derived_check: i64,
+    pub last_batch: u64,
+    pub read_only: bool,
+    pub requests_in_flight: usize,
+    /// The data file's size, when it could be read.
+    pub data_file_bytes: Option<u64>,
+    /// The log's counters since it opened (they only grow).
+    pub appends: u64,
+    pub batches: u64,
+    pub commit_failures: u64,
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
@@ -164,35 +180,90 @@ impl Metrics {
             .inc();
     }
 
-    pub fn render(&self, state: &AppState) -> String {
-        let log = state.events.ledger();
-        let stats = log.stats();
-        self.tree_size.set(log.head().size as i64);
-        self.verify_status
-            .set(state.verify_status.load(Ordering::SeqCst));
-        self.derived_check
-            .set(state.derived_checked.load(Ordering::SeqCst));
-        self.last_batch
-            .set(stats.last_batch_size.load(Ordering::Relaxed) as i64);
-        self.read_only
-            .set(i64::from(stats.read_only.load(Ordering::Relaxed)));
-        self.requests_in_flight
-            .set(state.requests_in_flight() as i64);
-        if let Ok(m) = std::fs::metadata(log.path()) {
-            self.data_file_bytes.set(m.len() as i64);
+    /// Renders every metric, the gauges set from `s` (read by the
+    /// caller from the server's state and the log at one moment).
+    pub fn render(&self, s: &Snapshot) -> String {
+        self.tree_size.set(s.tree_size as i64);
+        self.verify_status.set(s.verify_status);
+        self.derived_check.set(s.derived_check);
+        self.last_batch.set(s.last_batch as i64);
+        self.read_only.set(i64::from(s.read_only));
+        self.requests_in_flight.set(s.requests_in_flight as i64);
+        if let Some(bytes) = s.data_file_bytes {
+            self.data_file_bytes.set(bytes as i64);
         }
         let mut out = String::new();
         let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         // The counters follow the log's own, which only grow; under the
         // registry's lock, so two scrapes never add the same steps twice.
         for (counter, now) in [
-            (&self.appends, &stats.appends),
-            (&self.batches, &stats.batches),
-            (&self.commit_failures, &stats.commit_failures),
+            (&self.appends, s.appends),
+            (&self.batches, s.batches),
+            (&self.commit_failures, s.commit_failures),
         ] {
-            counter.inc_by(now.load(Ordering::Relaxed).saturating_sub(counter.get()));
+            counter.inc_by(now.saturating_sub(counter.get()));
         }
         let _ = encode(&mut out, &reg);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+    }
+
+    #[test]
+    fn renders_the_snapshot_and_counters_only_grow() {
+        let m = Metrics::new();
+        let mut s = Snapshot {
+            tree_size: 7,
+            verify_status: 1,
+            derived_check: -1,
+            last_batch: 3,
+            read_only: true,
+            requests_in_flight: 2,
+            data_file_bytes: Some(4096),
+            appends: 5,
+            batches: 2,
+            commit_failures: 0,
+        };
+        let text = m.render(&s);
+        assert_eq!(line(&text, "ledger_tree_size"), Some("ledger_tree_size 7"));
+        assert_eq!(
+            line(&text, "ledger_verify_status"),
+            Some("ledger_verify_status 1")
+        );
+        assert_eq!(
+            line(&text, "ledger_derived_check_status"),
+            Some("ledger_derived_check_status -1")
+        );
+        assert_eq!(
+            line(&text, "ledger_storage_read_only"),
+            Some("ledger_storage_read_only 1")
+        );
+        assert_eq!(
+            line(&text, "ledger_appends_total"),
+            Some("ledger_appends_total 5")
+        );
+        // A second scrape adds only what the log counted since.
+        s.appends = 9;
+        let text = m.render(&s);
+        assert_eq!(
+            line(&text, "ledger_appends_total"),
+            Some("ledger_appends_total 9")
+        );
+        // The log's counters restart from zero when it reopens; the
+        // exported counter never goes back.
+        s.appends = 1;
+        let text = m.render(&s);
+        assert_eq!(
+            line(&text, "ledger_appends_total"),
+            Some("ledger_appends_total 9")
+        );
     }
 }

@@ -553,6 +553,8 @@ fn concurrent_writers_32_by_500() {
 #[test]
 fn derived_state_is_saved_again_only_after_the_log_grows() {
     let s = TestServer::start(|_| {});
+    // Nothing derived is saved before the background check has passed.
+    s.wait_verified();
     let c = s.client();
     let mut p = s.poster(&c);
     p.enrol("harness", Role::Harness).expect("enrol");

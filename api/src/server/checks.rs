@@ -1,0 +1,235 @@
+//! The start-up checks: the ready check (the whole log, the anchors, the
+//! sealed projection) and the background check (lookup tables, the
+//! event-state replay, the projection against a rebuild).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use projections::driver::Projector;
+
+use crate::server::anchoring::check_anchors;
+use crate::server::state::{AppState, Shared, VERIFY_FAILED, VERIFY_OK, VERIFY_RUNNING};
+
+/// Loads the projection into `state.projector`: the saved checkpoint only
+/// if its seal verifies and the log has its root (a byte flip cannot pass
+/// that), otherwise a fold from the first entry. A refused checkpoint is
+/// counted (`ledger_derived_state_mismatches_total`) and logged. A
+/// checkpoint that opened is checked against a rebuild from the log by
+/// [`deep_check`] before anything is signed.
+pub(crate) fn load_projection(state: &AppState) -> Result<(), String> {
+    let started = Instant::now();
+    let log = state.events.ledger();
+    let settings = state
+        .projector
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .settings()
+        .clone();
+    let (opened, resumed) = Projector::open(log, settings, &state.projection_key)
+        .map_err(|e| format!("the projection cannot be loaded: {e}"))?;
+    if let projections::driver::Resumed::Refused(m) = &resumed {
+        state.metrics.count_derived_mismatch();
+        tracing::error!(error = %m, "derived state does not match the log; the projection was rebuilt from the log");
+    }
+    let from_checkpoint = matches!(resumed, projections::driver::Resumed::At(_));
+    state
+        .projection_from_checkpoint
+        .store(from_checkpoint, Ordering::SeqCst);
+    *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = opened;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        from_checkpoint,
+        "projection loaded"
+    );
+    Ok(())
+}
+
+/// The projection resumed from a sealed checkpoint, checked against one
+/// folded from the first entry ([`Projector::confirm`]); the rebuilt one
+/// replaces it either way, and a disagreement is counted and logged.
+pub(crate) fn confirm_projection(state: &AppState) -> Result<(), String> {
+    if !state.projection_from_checkpoint.load(Ordering::SeqCst) {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let log = state.events.ledger();
+    let settings = state
+        .projector
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .settings()
+        .clone();
+    let mut rebuilt = Projector::rebuild(log, settings)
+        .map_err(|e| format!("the projection cannot be rebuilt: {e}"))?;
+    // Compared on a copy, so views (and a shutdown's save) are not held up.
+    let mut resumed = state
+        .projector
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    match resumed.confirm(&mut rebuilt, log, state.clock.now_micros()) {
+        Ok(()) => tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "the saved projection agrees with the log"
+        ),
+        Err(projections::driver::DriverError::Mismatch(m)) => {
+            state.metrics.count_derived_mismatch();
+            tracing::error!(error = %m, "derived state does not match the log; serving the projection rebuilt from the log");
+        }
+        Err(e) => return Err(format!("the projection cannot be checked: {e}")),
+    }
+    drop(resumed);
+    let mut live = state.projector.lock().unwrap_or_else(|p| p.into_inner());
+    rebuilt
+        .catch_up(log)
+        .map_err(|e| format!("the projection cannot be caught up: {e}"))?;
+    *live = rebuilt;
+    Ok(())
+}
+
+/// The full verify of the log, then the check against every anchor.
+pub(crate) fn verify_log(state: &AppState) -> Result<(), String> {
+    let started = Instant::now();
+    let v = state
+        .events
+        .ledger()
+        .verify_full(&mut |_, _| {})
+        .map_err(|e| e.to_string())?;
+    tracing::info!(
+        size = v.size,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "log verified"
+    );
+    let n = check_anchors(state).map_err(|e| {
+        state.metrics.count_anchor_failure();
+        format!("anchors: {e}")
+    })?;
+    tracing::info!(anchors = n, "the log is consistent with every anchor");
+    Ok(())
+}
+
+/// The event-state snapshot this start resumed from, checked against a
+/// replay of the log ([`EventLog::check_snapshot`]).
+pub(crate) fn check_event_state(state: &AppState) -> Result<(), String> {
+    if let Some(size) = state
+        .events
+        .check_snapshot()
+        .inspect_err(|_| state.metrics.count_derived_mismatch())?
+    {
+        tracing::info!(size, "the event-state snapshot agrees with the log");
+    }
+    Ok(())
+}
+
+/// Runs `f`, a panic becoming an error naming `what`.
+pub(crate) fn unpanicked(what: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|_| Err(format!("{what} panicked")))
+}
+
+/// What readiness needs, before any number is served: the full verify of
+/// the log and its anchors on this thread, and the projection loaded
+/// ([`load_projection`]) on a second one. Projections are withheld (503
+/// `log_verifying`) until both have passed, and for good (503
+/// `log_unverified`, with the reason) if either fails. Returns whether the
+/// server is ready.
+pub fn ready_check(state: &AppState) -> bool {
+    let (verified, loaded) = std::thread::scope(|s| {
+        let loading = std::thread::Builder::new()
+            .name("ledger-projection".into())
+            .spawn_scoped(s, || {
+                unpanicked("loading the projection", || load_projection(state))
+            });
+        let verified = unpanicked("the startup check", || verify_log(state));
+        let loaded = match loading {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err("loading the projection panicked".into())),
+            Err(e) => Err(format!("cannot start the projection thread: {e}")),
+        };
+        (verified, loaded)
+    });
+    match verified.and(loaded) {
+        Ok(()) => {
+            state.projection_ready.set(true);
+            // A status already failed (the log did not replay at open)
+            // stays failed.
+            state
+                .verify_status
+                .compare_exchange(
+                    VERIFY_RUNNING,
+                    VERIFY_OK,
+                    Ordering::SeqCst,
+                    Ordering::SeqCst,
+                )
+                .is_ok()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "the startup check FAILED; numbers, proofs and writes withheld");
+            state.withhold_numbers(e);
+            state.projection_ready.set(false);
+            false
+        }
+    }
+}
+
+/// What the server checks in the background once it is ready, before it
+/// signs anything built from derived state: the lookup tables against the
+/// entries, the event-state snapshot against a replay of the log's rules,
+/// and a projection resumed from its checkpoint against one folded from
+/// the first entry. Until it has passed, recommendations and bundles
+/// answer 503 `log_verifying` (`ledger_derived_check_status` -1). A bad
+/// lookup table or event state withholds numbers, proofs and writes for
+/// good (503 `log_unverified`); a disagreeing projection is replaced by the
+/// rebuilt one and counted.
+pub fn deep_check(state: &AppState) {
+    let started = Instant::now();
+    let result = unpanicked("the background check", || {
+        state
+            .events
+            .ledger()
+            .verify_indexes(&mut |_, _| {})
+            .map_err(|e| format!("lookup tables: {e}"))?;
+        tracing::info!("the lookup tables agree with the log");
+        check_event_state(state)?;
+        confirm_projection(state)
+    });
+    match result {
+        Ok(()) => {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "derived state checked against the log"
+            );
+            state.derived_checked.store(VERIFY_OK, Ordering::SeqCst);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "derived state cannot be trusted; numbers, proofs and writes withheld");
+            state.derived_checked.store(VERIFY_FAILED, Ordering::SeqCst);
+            state.withhold_numbers(e);
+        }
+    }
+}
+
+/// [`ready_check`], then (when it passed) [`deep_check`].
+pub fn startup_check(state: &AppState) {
+    if ready_check(state) {
+        deep_check(state);
+    }
+}
+
+/// Runs [`startup_check`] in the background.
+pub fn start_verify(state: &Shared) {
+    if state.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED {
+        return;
+    }
+    let st = Arc::clone(state);
+    let spawned = std::thread::Builder::new()
+        .name("ledger-verify".into())
+        .spawn(move || startup_check(&st));
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the verify thread; refusing projections");
+        state.withhold_numbers(format!("cannot start the verify thread: {e}"));
+        state.projection_ready.set(false);
+    }
+}

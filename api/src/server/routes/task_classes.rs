@@ -1,0 +1,123 @@
+//! Projections (OpenAPI tag `projections`): task classes, a projection with its proof bundle, and the
+//! offline bundle.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+
+use super::{hexh, parse_hash};
+use crate::error::ApiError;
+use crate::server::state::{AppState, Shared};
+use verifier::wire::{EvidenceProof, Problem, ProjectionResponse, TaskClassSummary};
+
+/// `GET /v1/task-classes`: registered task classes and their tiers.
+#[utoipa::path(get, path = "/v1/task-classes", tag = "projections", responses((status = 200, body = [TaskClassSummary]), (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_task_classes(
+    State(state): State<Shared>,
+) -> Result<Json<Vec<TaskClassSummary>>, ApiError> {
+    state.require_verified()?;
+    Ok(Json(
+        state
+            .events
+            .task_class_tiers()
+            .into_iter()
+            .map(|(task_class, tier)| TaskClassSummary {
+                task_class,
+                tier: tier.as_str().to_owned(),
+            })
+            .collect(),
+    ))
+}
+
+pub(crate) fn projection_response(
+    state: &AppState,
+    view: projections::TaskClassView,
+) -> Result<ProjectionResponse, ApiError> {
+    let log = state.events.ledger();
+    let root = parse_hash("root", &view.root)?;
+    let indices: Vec<u64> = view.evidence.iter().map(|e| e.index).collect();
+    let proven = log.entries_with_proofs(&indices, view.tree_size)?;
+    // Nothing is served (or signed into a bundle) that does not follow from
+    // the evidence it cites, re-read from the log.
+    let leaves: Vec<&[u8]> = proven.iter().map(|(e, _)| e.leaf.as_slice()).collect();
+    if let Some((e, _)) = proven
+        .iter()
+        .zip(&view.evidence)
+        .find(|((entry, _), cited)| hexh(&entry.leaf_hash) != cited.leaf_hash)
+        .map(|(p, _)| p)
+    {
+        return Err(ApiError::DerivedStateMismatch(format!(
+            "evidence {} is not the entry the view names",
+            e.index
+        )));
+    }
+    projections::evidence::check_view(&view, &leaves).map_err(|e| {
+        state.metrics.count_derived_mismatch();
+        ApiError::DerivedStateMismatch(format!(
+            "the view of `{}` does not follow from its evidence: {e}",
+            view.task_class
+        ))
+    })?;
+    let evidence = proven
+        .into_iter()
+        .zip(&view.evidence)
+        .map(|((entry, proof), e)| EvidenceProof {
+            index: e.index,
+            leaf_hash: e.leaf_hash.clone(),
+            leaf: B64.encode(&entry.leaf),
+            proof: proof.iter().map(hexh).collect(),
+        })
+        .collect();
+    Ok(ProjectionResponse {
+        checkpoint: state.checkpoint(view.tree_size, &root)?,
+        verifier_key: state.log_key.verifier_key().to_owned(),
+        tree_size: view.tree_size,
+        root: view.root.clone(),
+        view,
+        evidence,
+    })
+}
+
+/// `GET /v1/task-classes/{name}`: the projection with its proof bundle.
+#[utoipa::path(get, path = "/v1/task-classes/{name}", tag = "projections", params(("name" = String, Path, description = "Task class")),
+    responses((status = 200, body = ProjectionResponse), (status = 404, body = Problem, content_type = "application/problem+json"), (status = 503, body = Problem, content_type = "application/problem+json", description = "Log verifying or failed verification: no numbers")))]
+pub async fn get_task_class(
+    State(state): State<Shared>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ProjectionResponse>, ApiError> {
+    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
+    state.require_verified()?;
+    let st = Arc::clone(&state);
+    let resp = tokio::task::spawn_blocking(move || -> Result<ProjectionResponse, ApiError> {
+        let view = {
+            let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+            p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
+        };
+        projection_response(&st, view)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(Json(resp))
+}
+
+/// `GET /v1/task-classes/{name}/bundle`: an offline proof bundle of the
+/// projection (canonical JSON with a signed attestation; `ledger
+/// verify-bundle` checks it without a server).
+#[utoipa::path(get, path = "/v1/task-classes/{name}/bundle", tag = "projections", params(("name" = String, Path, description = "Task class")),
+    responses((status = 200, content_type = "application/json", body = Object, description = "{attestation, body}: see docs/API.md"), (status = 404, body = Problem, content_type = "application/problem+json"), (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_bundle(
+    State(state): State<Shared>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    state.require_derived_checked()?;
+    let Json(p) = get_task_class(State(Arc::clone(&state)), name).await?;
+    let bytes = verifier::check::make_bundle(&state.log_key, &p)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+}

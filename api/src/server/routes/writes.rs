@@ -1,0 +1,238 @@
+//! Writes: signed events, one or many, and promotion recommendations.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use utoipa::ToSchema;
+
+use super::{json_body, receipt, receipt_at};
+use crate::error::ApiError;
+use crate::server::state::{AppState, Shared};
+use verifier::wire::{
+    BatchItem, BatchResponse, EnvelopeBody, Problem, RecommendationResponse, WriteReceipt,
+};
+
+/// `POST /v1/events`: append one signed event.
+#[utoipa::path(post, path = "/v1/events", tag = "writes", request_body(content = EnvelopeBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Appended; durable before this response", body = WriteReceipt),
+        (status = 200, description = "Already in the log (idempotent re-post); nothing appended", body = WriteReceipt),
+        (status = 400, description = "Malformed envelope or payload", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Unknown signer or bad signature", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role, revocation, or tier.apply (recorded)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Conflict (id reused, already exists, capability spent)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A domain rule refused the event", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Overloaded or timed out; see Retry-After", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_event(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(&headers, body)?;
+    state.refuse_if_failed()?;
+    state.refuse_if_halted()?;
+    let started = Instant::now();
+    let pending = state.events.submit(&body)?;
+    let r = pending.wait_async().await?;
+    state
+        .metrics
+        .append_latency
+        .observe(started.elapsed().as_secs_f64());
+    let rc = receipt(&state, &r)?;
+    let status = if r.existing {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok((status, Json(rc)).into_response())
+}
+
+/// The most envelopes one `POST /v1/events/batch` takes.
+pub const MAX_BATCH: usize = 1000;
+
+/// The body of `POST /v1/events/batch`: a JSON array of 1 to 1,000 items,
+/// each a DSSE envelope as `POST /v1/events` takes it (`EnvelopeBody`).
+/// Each item is judged alone: one that is not an envelope is refused in its
+/// own result (400 `malformed_envelope`) and the others still go in.
+#[derive(ToSchema)]
+#[schema(value_type = Vec<serde_json::Value>, min_items = 1, max_items = 1000)]
+pub struct BatchBody(pub Vec<serde_json::Value>);
+
+/// `POST /v1/events/batch`: many signed events in one request.
+#[utoipa::path(post, path = "/v1/events/batch", tag = "writes", request_body(content = BatchBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "One result per envelope, in order: a receipt (201 or 200) or a problem document. Every receipt is proven in the same checkpoint", body = BatchResponse),
+        (status = 400, description = "The body is not a JSON array of 1 to 1,000 items (nothing appended)", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Not application/json", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Overloaded or timed out; see Retry-After", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn post_events_batch(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<BatchResponse>, ApiError> {
+    let body = json_body(&headers, body)?;
+    state.refuse_if_failed()?;
+    state.refuse_if_halted()?;
+    let started = Instant::now();
+    // One batch's checks are split across the cores only while the server
+    // has no more requests than cores in hand; when it has, they are
+    // already busy with other requests, and splitting would only add threads.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if state.requests_in_flight() > cores {
+        1
+    } else {
+        cores
+    };
+    let st = Arc::clone(&state);
+    // Parsed on the blocking thread, into envelopes borrowed from the body.
+    let pending = tokio::task::spawn_blocking(move || {
+        let items: Vec<&serde_json::value::RawValue> = serde_json::from_slice(&body)
+            .map_err(|_| ApiError::param("body", "must be a JSON array of DSSE envelopes"))?;
+        if items.is_empty() || items.len() > MAX_BATCH {
+            return Err(ApiError::param(
+                "body",
+                format!("must hold 1 to {MAX_BATCH} envelopes, not {}", items.len()),
+            ));
+        }
+        let raw: Vec<&[u8]> = items.iter().map(|i| i.get().as_bytes()).collect();
+        Ok(st.events.submit_many(&raw, threads))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("batch verification: {e}")))??;
+    let mut outcomes = Vec::with_capacity(pending.len());
+    for p in pending {
+        outcomes.push(match p {
+            Ok(p) => p.wait_async().await.map_err(ApiError::from),
+            Err(e) => Err(ApiError::from(e)),
+        });
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    for _ in outcomes.iter().filter(|o| o.is_ok()) {
+        state.metrics.append_latency.observe(elapsed);
+    }
+    let st = Arc::clone(&state);
+    tokio::task::spawn_blocking(move || batch_answer(&st, outcomes))
+        .await
+        .map_err(|e| ApiError::Internal(format!("batch receipts: {e}")))?
+        .map(Json)
+}
+
+/// Receipts for a batch's acknowledged envelopes, all proven in the largest
+/// tree any of them was acknowledged in, from one read snapshot and one
+/// signed checkpoint.
+pub(crate) fn batch_answer(
+    state: &AppState,
+    outcomes: Vec<Result<ledger::Receipt<events::Accepted>, ApiError>>,
+) -> Result<BatchResponse, ApiError> {
+    let acked: Vec<&ledger::Appended> = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok())
+        .map(|r| &r.appended)
+        .collect();
+    let newest = acked
+        .iter()
+        .map(|a| (a.tree_size, a.root))
+        .max_by_key(|(size, _)| *size);
+    let (proofs, checkpoint) = match newest {
+        Some((size, root)) => {
+            let indices: Vec<u64> = acked.iter().map(|a| a.index).collect();
+            let proofs = state.events.ledger().inclusion_proofs(&indices, size)?;
+            (proofs, state.checkpoint(size, &root)?)
+        }
+        None => (Vec::new(), String::new()),
+    };
+    let mut proofs = proofs.into_iter();
+    let mut appended = 0;
+    let mut results = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        results.push(match o {
+            Ok(r) => {
+                let (size, root) = newest.unwrap_or_default();
+                let proof = proofs.next().unwrap_or_default();
+                let rc = receipt_at(&r, (size, &root), &proof, checkpoint.clone());
+                appended += u64::from(!r.existing);
+                BatchItem {
+                    status: if r.existing { 200 } else { 201 },
+                    receipt: Some(rc),
+                    problem: None,
+                }
+            }
+            Err(e) => BatchItem {
+                status: e.status().as_u16(),
+                receipt: None,
+                problem: Some(e.problem()),
+            },
+        });
+    }
+    Ok(BatchResponse {
+        results,
+        appended,
+        tree_size: newest.map_or(0, |(size, _)| size),
+    })
+}
+
+/// `POST /v1/recommendations`: post a signed promotion.requested envelope;
+/// the ledger computes and appends a promotion.recommended event.
+#[utoipa::path(post, path = "/v1/recommendations", tag = "writes", request_body(content = EnvelopeBody, content_type = "application/json"),
+    responses(
+        (status = 201, body = RecommendationResponse, description = "Recommendation appended (advisory; humans promote)"),
+        (status = 200, body = RecommendationResponse, description = "This request was answered before"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 401, body = Problem, content_type = "application/problem+json"),
+        (status = 409, body = Problem, content_type = "application/problem+json"),
+        (status = 413, body = Problem, content_type = "application/problem+json"),
+        (status = 415, body = Problem, content_type = "application/problem+json"),
+        (status = 403, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json"),
+        (status = 503, body = Problem, content_type = "application/problem+json")))]
+pub async fn post_recommendation(
+    State(state): State<Shared>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = json_body(&headers, body)?;
+    state.require_derived_checked()?;
+    let st = Arc::clone(&state);
+    let (status, resp) = tokio::task::spawn_blocking(
+        move || -> Result<(StatusCode, RecommendationResponse), ApiError> {
+            let now = st.clock.now_micros();
+            let rec = {
+                let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+                projections::driver::recommend(
+                    &st.events,
+                    &mut p,
+                    &st.log_key.event_signing_key(),
+                    &body,
+                    now,
+                )?
+            };
+            let status = if rec.receipt.existing {
+                StatusCode::OK
+            } else {
+                StatusCode::CREATED
+            };
+            Ok((
+                status,
+                RecommendationResponse {
+                    recommendation: receipt(&st, &rec.receipt)?,
+                    projection: super::task_classes::projection_response(&st, rec.view)?,
+                },
+            ))
+        },
+    )
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok((status, Json(resp)).into_response())
+}

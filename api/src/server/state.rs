@@ -1,0 +1,315 @@
+//! The server's state: the event log, the projector, the keys, the
+//! metrics, and what the start-up checks found.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anchors::LogKey;
+use events::{Clock, EventLog};
+use ledger::Hash;
+use projections::driver::Projector;
+use projections::Settings;
+
+use crate::config::ServeConfig;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// Verification status of the served log.
+pub const VERIFY_RUNNING: i64 = -1;
+pub const VERIFY_FAILED: i64 = 0;
+pub const VERIFY_OK: i64 = 1;
+
+/// Whether the projection has been loaded: unset while loading, then
+/// `true` (loaded) or `false` (it cannot be: numbers are withheld).
+#[derive(Default)]
+pub(crate) struct ProjectionReady {
+    pub(crate) state: Mutex<Option<bool>>,
+    pub(crate) changed: std::sync::Condvar,
+}
+
+impl ProjectionReady {
+    pub(crate) fn set(&self, loaded: bool) {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) = Some(loaded);
+        self.changed.notify_all();
+    }
+
+    /// Whether the load has ended and loaded (never waits).
+    pub(crate) fn loaded(&self) -> bool {
+        *self.state.lock().unwrap_or_else(|p| p.into_inner()) == Some(true)
+    }
+
+    /// Waits until the load has ended; whether it loaded.
+    pub(crate) fn wait(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(loaded) = *st {
+                return loaded;
+            }
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+/// Everything a request handler needs.
+pub struct AppState {
+    pub events: EventLog,
+    pub projector: Mutex<Projector>,
+    /// Whether `projector` holds the loaded projection (see
+    /// [`start_verify`]); until then it is an empty placeholder that is
+    /// never answered from or saved.
+    pub(crate) projection_ready: ProjectionReady,
+    pub log_key: LogKey,
+    /// Seals the saved projection checkpoint ([`projections::driver::seal_key`]).
+    pub(crate) projection_key: [u8; 32],
+    /// Whether the loaded projection came from its sealed checkpoint (and
+    /// so still has to be confirmed by [`deep_check`]).
+    pub(crate) projection_from_checkpoint: std::sync::atomic::AtomicBool,
+    /// [`deep_check`]'s status: `VERIFY_RUNNING`, `VERIFY_OK` or
+    /// `VERIFY_FAILED`.
+    pub derived_checked: AtomicI64,
+    pub clock: Arc<dyn Clock>,
+    pub config: ServeConfig,
+    pub metrics: Metrics,
+    pub verify_status: AtomicI64,
+    pub verify_detail: Mutex<String>,
+    pub(crate) inflight: tokio::sync::Semaphore,
+    pub(crate) checkpoint_cache: Mutex<(u64, String)>,
+    /// The head size at the last complete save of derived state
+    /// (`u64::MAX` before the first).
+    pub(crate) saved_at: AtomicU64,
+    /// The head size right after the last anchor was published (or found
+    /// at startup); `u64::MAX` before one.
+    pub(crate) anchored_at: AtomicU64,
+    pub(crate) request_counter: AtomicU64,
+    pub(crate) request_prefix: String,
+}
+
+pub type Shared = Arc<AppState>;
+
+impl AppState {
+    /// What the metrics read at one scrape: the gauges and the log's own
+    /// counters.
+    pub fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
+        let log = self.events.ledger();
+        let stats = log.stats();
+        crate::metrics::Snapshot {
+            tree_size: log.head().size,
+            verify_status: self.verify_status.load(Ordering::SeqCst),
+            derived_check: self.derived_checked.load(Ordering::SeqCst),
+            last_batch: stats.last_batch_size.load(Ordering::Relaxed),
+            read_only: stats.read_only.load(Ordering::Relaxed),
+            requests_in_flight: self.requests_in_flight(),
+            data_file_bytes: std::fs::metadata(log.path()).ok().map(|m| m.len()),
+            appends: stats.appends.load(Ordering::Relaxed),
+            batches: stats.batches.load(Ordering::Relaxed),
+            commit_failures: stats.commit_failures.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Requests now holding one of the `max_concurrent_requests` slots
+    /// (the health, readiness and metrics routes take one too).
+    pub fn requests_in_flight(&self) -> usize {
+        self.config
+            .max_concurrent_requests
+            .max(1)
+            .saturating_sub(self.inflight.available_permits())
+    }
+
+    /// Opens the data directory's event log with the log key and starts
+    /// nothing; see [`start_verify`] and [`router`].
+    pub fn open(
+        config: ServeConfig,
+        log_key: LogKey,
+        clock: Arc<dyn Clock>,
+    ) -> anyhow::Result<AppState> {
+        Self::open_with_storage(config, log_key, clock, ledger::Config::default())
+    }
+
+    /// [`AppState::open`] with the log's own settings (a storage backend
+    /// that injects faults, in tests).
+    pub fn open_with_storage(
+        config: ServeConfig,
+        log_key: LogKey,
+        clock: Arc<dyn Clock>,
+        storage: ledger::Config,
+    ) -> anyhow::Result<AppState> {
+        let events = EventLog::open_degraded(
+            &config.data_dir,
+            storage,
+            log_key.event_signing_key(),
+            Arc::clone(&clock),
+        )?;
+        let settings = Settings {
+            window_seconds: i64::from(config.window_days) * 24 * 3600,
+            ..Settings::default()
+        };
+        // The projection is loaded in the background by `start_verify`
+        // (its checkpoint is decoded whole: about 1 s at 10M entries), so
+        // the server listens, takes writes and serves proofs meanwhile.
+        // Numbers wait for it as they wait for the verify.
+        events
+            .check_ledger_key()
+            .map_err(|e| anyhow::anyhow!("refusing to serve: {e}"))?;
+        let damage = events.replay_error().map(str::to_owned);
+        let projector = Projector::empty(settings);
+        let projection_ready = ProjectionReady::default();
+        if damage.is_some() {
+            // Damage the state snapshot let the open skip (an entry before
+            // the snapshot) surfaces here or in the background verify; either
+            // way the server starts, serves checked reads, and never numbers.
+            projection_ready.set(false);
+        }
+        let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
+        let metrics = Metrics::new();
+        if let Some(why) = events.snapshot_refused() {
+            metrics.count_derived_mismatch();
+            tracing::error!(reason = %why, "derived state does not match the log");
+        }
+        let projection_key = projections::driver::seal_key(&log_key.event_signing_key());
+        Ok(AppState {
+            events,
+            projector: Mutex::new(projector),
+            projection_ready,
+            projection_key,
+            projection_from_checkpoint: std::sync::atomic::AtomicBool::new(false),
+            derived_checked: AtomicI64::new(VERIFY_RUNNING),
+            log_key,
+            clock,
+            config,
+            metrics,
+            verify_status: AtomicI64::new(if damage.is_some() {
+                VERIFY_FAILED
+            } else {
+                VERIFY_RUNNING
+            }),
+            verify_detail: Mutex::new(
+                damage.unwrap_or_else(|| "verification has not finished".into()),
+            ),
+            inflight,
+            checkpoint_cache: Mutex::new((u64::MAX, String::new())),
+            saved_at: AtomicU64::new(u64::MAX),
+            anchored_at: AtomicU64::new(u64::MAX),
+            request_counter: AtomicU64::new(0),
+            request_prefix: format!("{:08x}", rand::random::<u32>()),
+        })
+    }
+
+    /// A signed checkpoint note for `(size, root)`, cached per size.
+    pub fn checkpoint(&self, size: u64, root: &Hash) -> Result<String, ApiError> {
+        let mut cache = self
+            .checkpoint_cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if cache.0 == size {
+            return Ok(cache.1.clone());
+        }
+        let note = self
+            .log_key
+            .sign_checkpoint(size, root)
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+        *cache = (size, note.clone());
+        Ok(note)
+    }
+
+    /// Marks the log unverified for good, with `detail` as the reason:
+    /// numbers are withheld (503 `log_unverified`).
+    pub(crate) fn withhold_numbers(&self, detail: String) {
+        *self.verify_detail.lock().unwrap_or_else(|p| p.into_inner()) = detail;
+        self.verify_status.store(VERIFY_FAILED, Ordering::SeqCst);
+    }
+
+    /// Refuses what must never come from a log whose startup check failed:
+    /// proofs and checkpoints (built from stored hashes the check found
+    /// wrong) and writes (which would extend it). Checked reads of entries
+    /// are still served: each is re-hashed against its stored leaf hash.
+    pub(crate) fn refuse_if_failed(&self) -> Result<(), ApiError> {
+        match self.verify_status.load(Ordering::SeqCst) {
+            VERIFY_FAILED => self.answer(VERIFY_FAILED),
+            _ => Ok(()),
+        }
+    }
+
+    /// The answer for a check in `status`: go on, still running (503
+    /// `log_verifying`), or failed (503 `log_unverified`, the reason logged).
+    pub(crate) fn answer(&self, status: i64) -> Result<(), ApiError> {
+        match status {
+            VERIFY_OK => Ok(()),
+            VERIFY_RUNNING => Err(ApiError::LogVerifying),
+            _ => Err(ApiError::LogUnverified(
+                self.verify_detail
+                    .lock()
+                    .map(|d| d.clone())
+                    .unwrap_or_default(),
+            )),
+        }
+    }
+
+    /// Refuses writes once the committer has stopped (it never should: a
+    /// storage panic inside a batch is caught there), so that a halt is
+    /// an answer that says so, not a queue that never drains.
+    pub(crate) fn refuse_if_halted(&self) -> Result<(), ApiError> {
+        if self.events.ledger().committer_running() {
+            Ok(())
+        } else {
+            Err(ApiError::WritesHalted(
+                "the committer thread has stopped; restart the server".into(),
+            ))
+        }
+    }
+
+    /// Refuses to sign anything built from derived state (a recommendation,
+    /// a bundle attestation) until [`deep_check`] has passed.
+    pub(crate) fn require_derived_checked(&self) -> Result<(), ApiError> {
+        self.require_verified()?;
+        self.answer(self.derived_checked.load(Ordering::SeqCst))
+    }
+
+    pub(crate) fn require_verified(&self) -> Result<(), ApiError> {
+        self.answer(self.verify_status.load(Ordering::SeqCst))
+    }
+
+    /// Saves the derived state that makes the next start fast: the
+    /// projection checkpoint and the event-state snapshot. Both are
+    /// rebuildable from the log and never hashed into it. Skipped when the
+    /// log has not grown since the last complete save: both are encoded
+    /// whole, which at 10M entries is seconds of work and gigabytes of
+    /// writes. Returns whether it saved.
+    pub fn save_derived(&self) -> bool {
+        let size = self.events.ledger().head().size;
+        if self.saved_at.load(Ordering::SeqCst) == size {
+            return false;
+        }
+        let mut complete = true;
+        if self.derived_checked.load(Ordering::SeqCst) != VERIFY_OK {
+            // Never save derived state the background check has not
+            // confirmed: it would re-seal whatever this start loaded.
+            return false;
+        }
+        if !self.projection_ready.loaded() {
+            // Never overwrite a good checkpoint with the placeholder (and
+            // never wait for a startup check still running: a shutdown
+            // then saves what it can).
+            complete = false;
+        } else {
+            let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
+            if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
+                tracing::warn!(error = %e, "could not save the projection checkpoint");
+                complete = false;
+            }
+        }
+        match self.events.save_state() {
+            Ok(Some(_)) => {}
+            Ok(None) => complete = false,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not save the event-state snapshot");
+                complete = false;
+            }
+        }
+        if complete {
+            // The size read before saving: if the head moved meanwhile,
+            // the next save runs again.
+            self.saved_at.store(size, Ordering::SeqCst);
+        }
+        true
+    }
+}
