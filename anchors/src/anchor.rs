@@ -221,8 +221,8 @@ pub fn check_anchors(
                 return Err(AnchorError::Rewrite {
                     anchor: a.name.clone(),
                     size,
-                    log_root: hex(&root),
-                    anchor_root: hex(&cp.root),
+                    log_root: ledger::hash::to_hex(&root),
+                    anchor_root: ledger::hash::to_hex(&cp.root),
                 });
             }
         } else {
@@ -246,10 +246,6 @@ pub fn check_anchors(
         out.push(cp);
     }
     Ok(out)
-}
-
-fn hex(h: &Hash) -> String {
-    h.0.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Reads anchors from a directory (for callers without a target object).

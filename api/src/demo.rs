@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 use ed25519_dalek::SigningKey;
-use events::cosign;
-use events::envelope::{case_provenance_statement, format_micros};
+use events::envelope::format_micros;
 use events::model::*;
+use events::sample::{self, Sample};
 
 use events::{Clock as _, SystemClock};
 use verifier::check::{check_projection, check_receipt};
@@ -17,10 +17,6 @@ use verifier::wire::{ProjectionResponse, RecommendationResponse};
 
 const RUBRIC: &str = "blake3:7d3c1c5e9a0b8f6e2d4c6a8b0e2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d8f";
 const IMAGE: &str = "sha256:4c1f0e9a7b6d5c3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e";
-
-fn digest(s: &str) -> String {
-    format!("blake3:{}", blake3::hash(s.as_bytes()).to_hex())
-}
 
 /// The sample bench: three task classes, 90 held-out cases, one microvm run
 /// each, a rejected poisoned score and a rejected banned breakdown key.
@@ -43,82 +39,25 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
         ("dependency-bump", 30, 0.78),
         ("flaky-test-quarantine", 20, 0.55),
     ];
+    let sample = Sample::new(RUBRIC, IMAGE);
     let mut seed = 7u64;
     for (tc, n, base) in classes {
-        let mut tiers = BTreeMap::new();
-        tiers.insert(
-            Tier::Silver,
-            TierRule {
-                min_cases_for_promotion: 15,
-                score_threshold: 0.7,
-            },
-        );
-        tiers.insert(
-            Tier::Gold,
-            TierRule {
-                min_cases_for_promotion: 35,
-                score_threshold: 0.85,
-            },
-        );
         p.post(
             "operator",
-            Event::TaskClassRegistered(TaskClassRegistered {
-                task_class: tc.into(),
-                tiers,
-                failure_modes: vec![
-                    FailureMode {
-                        code: "build_broken".into(),
-                        severity: "block".into(),
-                        description: "the change does not build".into(),
-                    },
-                    FailureMode {
-                        code: "lint_regression".into(),
-                        severity: "warn".into(),
-                        description: "new lint warnings".into(),
-                    },
-                ],
-                breakdown_keys: vec!["correctness".into(), "minimality".into()],
-                rubric_digest: RUBRIC.into(),
-                initial_tier: Tier::Bronze,
-            }),
+            Event::TaskClassRegistered(sample.task_class(tc, (15, 0.7), (35, 0.85))),
         )?;
         for i in 0..n {
             let case_id = format!("{tc}-{i:03}");
             let added_at = format_micros(SystemClock.now_micros());
-            let st = case_provenance_statement(&case_id, &added_at, &digest(&case_id));
             let (a, b) = (p.key("curator-ada"), p.key("curator-grace"));
-            p.post(
-                "curator-ada",
-                Event::CaseAdded(CaseAdded {
-                    task_class: tc.into(),
-                    case_id: case_id.clone(),
-                    title: format!("{tc} case {i}"),
-                    disposition: Disposition::Positive,
-                    difficulty: ["easy", "medium", "hard"][i % 3].into(),
-                    curation_class: "held-out".into(),
-                    provenance: Provenance {
-                        source: CaseSource::Curated,
-                        source_ref: format!("bench/{tc}/cases/{case_id}"),
-                        added_at,
-                        added_by: cosign(&a, &st),
-                        reviewed_by: cosign(&b, &st),
-                    },
-                    case_digest: digest(&case_id),
-                    cassette_digest: digest(&format!("cassette {case_id}")),
-                }),
-            )?;
+            let mut case = sample.case_added(tc, &case_id, "held-out", &added_at, (&a, &b));
+            case.difficulty = ["easy", "medium", "hard"][i % 3].into();
+            p.post("curator-ada", Event::CaseAdded(case))?;
         }
         let run_id = format!("{tc}-run-1");
         p.post(
             "harness",
-            Event::RunStarted(RunStarted {
-                run_id: run_id.clone(),
-                task_class: tc.into(),
-                harness_version: "harness 1.4.2".into(),
-                rubric_digest: RUBRIC.into(),
-                sandbox_image_digest: IMAGE.into(),
-                isolation_class: Isolation::Microvm,
-            }),
+            Event::RunStarted(sample.run(tc, &run_id, Isolation::Microvm)),
         )?;
         for i in 0..n {
             seed = seed
@@ -130,7 +69,14 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
             breakdown.insert("correctness".to_owned(), v);
             p.post(
                 "harness",
-                Event::ScoreRecorded(score(tc, &run_id, &format!("{tc}-{i:03}"), v, breakdown)),
+                Event::ScoreRecorded(score(
+                    &sample,
+                    tc,
+                    &run_id,
+                    &format!("{tc}-{i:03}"),
+                    v,
+                    breakdown,
+                )),
             )?;
         }
         p.post("harness", Event::RunFinished(RunFinished { run_id }))?;
@@ -140,23 +86,17 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
     let tc = "flaky-test-quarantine";
     p.post(
         "harness",
-        Event::RunStarted(RunStarted {
-            run_id: "flaky-run-2".into(),
-            task_class: tc.into(),
-            harness_version: "harness 1.4.2".into(),
-            rubric_digest: RUBRIC.into(),
-            sandbox_image_digest: IMAGE.into(),
-            isolation_class: Isolation::Microvm,
-        }),
+        Event::RunStarted(sample.run(tc, "flaky-run-2", Isolation::Microvm)),
     )?;
     let mut poisoned = score(
+        &sample,
         tc,
         "flaky-run-2",
         "flaky-test-quarantine-000",
         1.0,
         BTreeMap::new(),
     );
-    poisoned.case_digest = digest("a softened copy of flaky-test-quarantine-000");
+    poisoned.case_digest = sample::digest("a softened copy of flaky-test-quarantine-000");
     let r = p.post_refused("harness", Event::ScoreRecorded(poisoned))?;
     println!(
         "refused a poisoned score ({}): {}",
@@ -168,6 +108,7 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
     let r = p.post_refused(
         "harness",
         Event::ScoreRecorded(score(
+            &sample,
             tc,
             "flaky-run-2",
             "flaky-test-quarantine-001",
@@ -221,7 +162,9 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
     Ok(())
 }
 
+/// A score of the demo: passed at 0.6 or more, with `breakdown`.
 fn score(
+    sample: &Sample,
     tc: &str,
     run_id: &str,
     case: &str,
@@ -229,27 +172,11 @@ fn score(
     breakdown: BTreeMap<String, f64>,
 ) -> ScoreRecorded {
     let now = format_micros(SystemClock.now_micros());
-    ScoreRecorded {
-        run_id: run_id.into(),
-        task_class: tc.into(),
-        case_id: case.into(),
-        case_digest: digest(case),
-        rubric_digest: RUBRIC.into(),
-        cassette_digest: digest(&format!("cassette {case}")),
-        harness_version: "harness 1.4.2".into(),
-        image_digest: IMAGE.into(),
-        score: BenchScore {
-            passed: v >= 0.6,
-            score: v,
-            breakdown,
-            failure_modes: vec![],
-            cost_usd: 0.04,
-            duration_seconds: 42.0,
-        },
-        started_at: now.clone(),
-        finished_at: now,
-        operator_fingerprint: "SHA256:demo-operator".into(),
-    }
+    let mut s = sample.score(tc, run_id, case, v, &now);
+    s.score.passed = v >= 0.6;
+    s.score.breakdown = breakdown;
+    s.operator_fingerprint = "SHA256:demo-operator".into();
+    s
 }
 
 fn print_view(p: &ProjectionResponse) {

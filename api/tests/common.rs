@@ -8,10 +8,9 @@ use std::sync::Arc;
 
 use api::config::ServeConfig;
 use api::server::AppState;
-use events::cosign;
-use events::envelope::{case_provenance_statement, format_micros};
+use events::envelope::format_micros;
 use events::model::*;
-use testkit::world::{case_digest, run, score, task_class, CASSETTE, T0, TASK_CLASS};
+use testkit::world::{run, sample, score, task_class, T0, TASK_CLASS};
 use verifier::client::Client;
 use verifier::post::Poster;
 
@@ -226,31 +225,15 @@ pub fn seed(s: &TestServer, c: &Client) {
     )
     .expect("register");
     for i in 1..=3 {
-        let id = format!("case-{i}");
-        let added_at = format_micros(T0);
-        let st = case_provenance_statement(&id, &added_at, &case_digest(&id));
         let (a, b) = (p.key("curator-a"), p.key("curator-b"));
-        p.post(
-            "curator-a",
-            Event::CaseAdded(CaseAdded {
-                task_class: TASK_CLASS.into(),
-                case_id: id.clone(),
-                title: format!("Case {i}"),
-                disposition: Disposition::Positive,
-                difficulty: "medium".into(),
-                curation_class: "held-out".into(),
-                provenance: Provenance {
-                    source: CaseSource::Curated,
-                    source_ref: "bench".into(),
-                    added_at,
-                    added_by: cosign(&a, &st),
-                    reviewed_by: cosign(&b, &st),
-                },
-                case_digest: case_digest(&id),
-                cassette_digest: CASSETTE.into(),
-            }),
-        )
-        .expect("case");
+        let case = sample().case_added(
+            TASK_CLASS,
+            &format!("case-{i}"),
+            "held-out",
+            &format_micros(T0),
+            (&a, &b),
+        );
+        p.post("curator-a", Event::CaseAdded(case)).expect("case");
     }
     p.post(
         "harness",

@@ -24,10 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
-use events::envelope::{case_provenance_statement, format_micros};
+use events::envelope::format_micros;
 use events::model::SCHEMA_VERSION;
 use events::model::*;
-use events::{cosign, key_id, sign_envelope};
+use events::sample::Sample;
+use events::{key_id, sign_envelope};
 use verifier::check::ReceiptChecker;
 use verifier::client::Client;
 
@@ -152,10 +153,6 @@ pub struct Prepared {
     cases: usize,
 }
 
-fn digest(s: &str) -> String {
-    format!("blake3:{}", blake3::hash(s.as_bytes()).to_hex())
-}
-
 /// One rubric and one sandbox image for the whole load, as a task class's
 /// bench has; real digests, not runs of one letter, so that compressed
 /// storage is measured on bytes like a harness's.
@@ -197,7 +194,7 @@ impl Prepared {
 
     /// A random nonce.
     pub fn fresh_nonce() -> String {
-        hex(&rand_bytes())
+        hex::encode(rand_bytes())
     }
 
     fn sign(&self, key: &SigningKey, id: String, event: Event) -> Vec<u8> {
@@ -233,21 +230,15 @@ impl Prepared {
             });
             out.push(self.sign(&self.operator, next_id(), e));
         }
-        let tc = Event::TaskClassRegistered(load_task_class(&self.task_class));
+        let tc =
+            Event::TaskClassRegistered(sample().task_class(&self.task_class, (3, 0.7), (5, 0.9)));
         out.push(self.sign(&self.operator, next_id(), tc));
         for i in 0..self.cases {
             let e = case_added(self, &format!("load-{}-case-{i}", self.nonce));
             out.push(self.sign(&self.curators[0], next_id(), e));
         }
         for run_id in &self.runs {
-            let e = Event::RunStarted(RunStarted {
-                run_id: run_id.clone(),
-                task_class: self.task_class.clone(),
-                harness_version: "loadgen".into(),
-                rubric_digest: RUBRIC.into(),
-                sandbox_image_digest: IMAGE.into(),
-                isolation_class: Isolation::Microvm,
-            });
+            let e = Event::RunStarted(sample().run(&self.task_class, run_id, Isolation::Microvm));
             out.push(self.sign(&self.harness, next_id(), e));
         }
         out
@@ -305,61 +296,23 @@ fn rand_bytes() -> [u8; 6] {
     b
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn load_task_class(name: &str) -> TaskClassRegistered {
-    let mut tiers = BTreeMap::new();
-    tiers.insert(
-        Tier::Silver,
-        TierRule {
-            min_cases_for_promotion: 3,
-            score_threshold: 0.7,
-        },
-    );
-    tiers.insert(
-        Tier::Gold,
-        TierRule {
-            min_cases_for_promotion: 5,
-            score_threshold: 0.9,
-        },
-    );
-    TaskClassRegistered {
-        task_class: name.into(),
-        tiers,
-        failure_modes: vec![FailureMode {
-            code: "lint_regression".into(),
-            severity: "warn".into(),
-            description: "new lint warnings".into(),
-        }],
-        breakdown_keys: vec!["correctness".into(), "minimality".into()],
-        rubric_digest: RUBRIC.into(),
-        initial_tier: Tier::Bronze,
-    }
+fn sample() -> Sample {
+    let mut s = Sample::new(RUBRIC, IMAGE);
+    s.harness_version = "loadgen".into();
+    s
 }
 
 fn case_added(p: &Prepared, case_id: &str) -> Event {
     let added_at = format_micros(now_micros());
-    let case_digest = digest(case_id);
-    let st = case_provenance_statement(case_id, &added_at, &case_digest);
-    Event::CaseAdded(CaseAdded {
-        task_class: p.task_class.clone(),
-        case_id: case_id.into(),
-        title: format!("load case {case_id}"),
-        disposition: Disposition::Positive,
-        difficulty: "medium".into(),
-        curation_class: "held-out".into(),
-        provenance: Provenance {
-            source: CaseSource::Curated,
-            source_ref: format!("bench/load/{case_id}"),
-            added_at,
-            added_by: cosign(&p.curators[0], &st),
-            reviewed_by: cosign(&p.curators[1], &st),
-        },
-        case_digest,
-        cassette_digest: digest(&format!("cassette {case_id}")),
-    })
+    let mut case = sample().case_added(
+        &p.task_class,
+        case_id,
+        "held-out",
+        &added_at,
+        (&p.curators[0], &p.curators[1]),
+    );
+    case.title = format!("load case {case_id}");
+    Event::CaseAdded(case)
 }
 
 fn score(p: &Prepared, client: usize, i: u64) -> Event {
@@ -380,27 +333,14 @@ fn score(p: &Prepared, client: usize, i: u64) -> Event {
         vec![]
     };
     let now = format_micros(now_micros());
-    Event::ScoreRecorded(ScoreRecorded {
-        run_id: p.runs[client % p.runs.len()].clone(),
-        task_class: p.task_class.clone(),
-        case_digest: digest(&case_id),
-        cassette_digest: digest(&format!("cassette {case_id}")),
-        case_id,
-        rubric_digest: RUBRIC.into(),
-        harness_version: "loadgen".into(),
-        image_digest: IMAGE.into(),
-        score: BenchScore {
-            passed: x >= 0.7,
-            score: x,
-            breakdown,
-            failure_modes,
-            cost_usd: 0.03,
-            duration_seconds: 31.5,
-        },
-        started_at: now.clone(),
-        finished_at: now,
-        operator_fingerprint: "SHA256:loadgen".into(),
-    })
+    let run_id = &p.runs[client % p.runs.len()];
+    let mut s = sample().score(&p.task_class, run_id, &case_id, x, &now);
+    s.score.passed = x >= 0.7;
+    s.score.breakdown = breakdown;
+    s.score.failure_modes = failure_modes;
+    s.score.cost_usd = 0.03;
+    s.operator_fingerprint = "SHA256:loadgen".into();
+    Event::ScoreRecorded(s)
 }
 
 /// One event to post: its signed envelope, the same envelope decoded (to

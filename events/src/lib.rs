@@ -10,6 +10,7 @@ pub mod ed25519;
 pub mod envelope;
 pub mod model;
 pub mod reject;
+pub mod sample;
 pub mod sequencer;
 pub mod state;
 

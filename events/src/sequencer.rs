@@ -946,7 +946,7 @@ pub fn anchor_published_envelope(
         event: Event::AnchorPublished(AnchorPublished {
             checkpoint: CheckpointRef {
                 size,
-                root: ledger::hash::hex32(&root.0),
+                root: ledger::hash::to_hex(root),
             },
             location: location.to_owned(),
         }),

@@ -345,7 +345,7 @@ fn proposal(id: &str, case_id: &str) -> Event {
             difficulty: "hard".into(),
             curation_class: "held-out".into(),
             case_digest: case_digest(case_id),
-            cassette_digest: CASSETTE.into(),
+            cassette_digest: cassette_digest(case_id),
         },
         production_ref: "incident/2026-11-03/INC-4411".into(),
     })

@@ -42,6 +42,18 @@ pub fn parse_hex32(s: &str) -> Option<[u8; 32]> {
     const_hex::decode_to_array(s).ok()
 }
 
+/// Lowercase hex of a hash: the one way every JSON answer, note and
+/// message writes one.
+pub fn to_hex(h: &Hash) -> String {
+    hex32(&h.0)
+}
+
+/// The hash that 64 hex digits (either case) spell, or `None`: the one
+/// parser of a hash from an answer, a query or an argument.
+pub fn from_hex(s: &str) -> Option<Hash> {
+    parse_hex32(s).map(Hash)
+}
+
 /// BLAKE3 content digest of the leaf bytes (unkeyed, 32-byte output).
 pub fn content_digest(leaf: &[u8]) -> [u8; 32] {
     *blake3::hash(leaf).as_bytes()

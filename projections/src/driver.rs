@@ -430,14 +430,12 @@ pub fn recommend(
 }
 
 fn parse_root(hex: &str) -> Result<ledger::Hash, DriverError> {
-    ledger::hash::parse_hex32(hex)
-        .map(ledger::Hash)
-        .ok_or_else(|| {
-            DriverError::Mismatch(DerivedMismatch::Evidence {
-                task_class: String::new(),
-                what: "the view's root is not 64 hex digits".into(),
-            })
+    ledger::hash::from_hex(hex).ok_or_else(|| {
+        DriverError::Mismatch(DerivedMismatch::Evidence {
+            task_class: String::new(),
+            what: "the view's root is not 64 hex digits".into(),
         })
+    })
 }
 
 /// Before the ledger signs numbers: reads every evidence entry the view
@@ -465,7 +463,7 @@ pub fn check_evidence<S: Sequencer>(
             )));
         }
         let entry = log.entry(e.index)?;
-        if ledger::hash::hex32(&entry.leaf_hash.0) != e.leaf_hash {
+        if ledger::hash::to_hex(&entry.leaf_hash) != e.leaf_hash {
             return Err(mismatch(format!(
                 "evidence {} is not the entry with leaf hash {}",
                 e.index, e.leaf_hash

@@ -82,7 +82,7 @@ fn retired_cases_stop_counting_and_pending_proposals_never_count() {
                 difficulty: "hard".into(),
                 curation_class: "held-out".into(),
                 case_digest: case_digest("case-pending"),
-                cassette_digest: CASSETTE.into(),
+                cassette_digest: cassette_digest("case-pending"),
             },
             production_ref: "INC-9".into(),
         }),

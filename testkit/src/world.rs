@@ -2,17 +2,14 @@
 //! class registered, three held-out cases added by two curators, a run open.
 //! Time is a [`ManualClock`] so expiry can be tested.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ed25519_dalek::{Signer as _, SigningKey};
-use events::envelope::{
-    case_provenance_statement, case_retire_statement, format_micros, pae, public_key_b64,
-    PAYLOAD_TYPE,
-};
+use events::envelope::{case_retire_statement, format_micros, pae, public_key_b64, PAYLOAD_TYPE};
 use events::model::*;
+use events::sample::{self, Sample};
 use events::{
     cosign, genesis_envelopes, key_id, sign_envelope, Accepted, EventLog, ManualClock, RejectCode,
     Rejection,
@@ -23,8 +20,6 @@ use ledger::{AppendError, Config, Receipt};
 pub const T0: i64 = 1_793_491_200_000_000;
 pub const TASK_CLASS: &str = "migration-chainguard-distroless";
 pub const RUBRIC: &str = "blake3:1111111111111111111111111111111111111111111111111111111111111111";
-pub const CASSETTE: &str =
-    "blake3:2222222222222222222222222222222222222222222222222222222222222222";
 pub const IMAGE: &str = "sha256:3333333333333333333333333333333333333333333333333333333333333333";
 
 /// A deterministic key per name.
@@ -34,7 +29,17 @@ pub fn key(name: &str) -> SigningKey {
 
 /// The BLAKE3 case digest of a named case.
 pub fn case_digest(name: &str) -> String {
-    format!("blake3:{}", blake3::hash(name.as_bytes()).to_hex())
+    sample::digest(name)
+}
+
+/// The cassette digest of a named case.
+pub fn cassette_digest(name: &str) -> String {
+    sample::cassette_digest(name)
+}
+
+/// The sample bench the world's events are built from.
+pub fn sample() -> Sample {
+    Sample::new(RUBRIC, IMAGE)
 }
 
 pub type Posted = Result<Receipt<Accepted>, AppendError<Rejection>>;
@@ -163,26 +168,13 @@ impl World {
 
     /// A case added and co-signed by curators a and b.
     pub fn case_added(&self, id: &str, curation_class: &str) -> CaseAdded {
-        let added_at = format_micros(T0);
-        let digest = case_digest(id);
-        let st = case_provenance_statement(id, &added_at, &digest);
-        CaseAdded {
-            task_class: TASK_CLASS.into(),
-            case_id: id.into(),
-            title: format!("Case {id}"),
-            disposition: Disposition::Positive,
-            difficulty: "medium".into(),
-            curation_class: curation_class.into(),
-            provenance: Provenance {
-                source: CaseSource::Curated,
-                source_ref: "bench/cases/README".into(),
-                added_at,
-                added_by: cosign(&key("curator-a"), &st),
-                reviewed_by: cosign(&key("curator-b"), &st),
-            },
-            case_digest: digest,
-            cassette_digest: CASSETTE.into(),
-        }
+        sample().case_added(
+            TASK_CLASS,
+            id,
+            curation_class,
+            &format_micros(T0),
+            (&key("curator-a"), &key("curator-b")),
+        )
     }
 
     /// A co-signed case of `task_class`.
@@ -210,78 +202,19 @@ impl Default for World {
 }
 
 pub fn task_class(name: &str) -> TaskClassRegistered {
-    let mut tiers = BTreeMap::new();
-    tiers.insert(
-        Tier::Silver,
-        TierRule {
-            min_cases_for_promotion: 3,
-            score_threshold: 0.7,
-        },
-    );
-    tiers.insert(
-        Tier::Gold,
-        TierRule {
-            min_cases_for_promotion: 5,
-            score_threshold: 0.85,
-        },
-    );
-    TaskClassRegistered {
-        task_class: name.into(),
-        tiers,
-        failure_modes: vec![
-            FailureMode {
-                code: "build_broken".into(),
-                severity: "block".into(),
-                description: "the change does not build".into(),
-            },
-            FailureMode {
-                code: "lint_regression".into(),
-                severity: "warn".into(),
-                description: "new lint warnings".into(),
-            },
-        ],
-        breakdown_keys: vec!["correctness".into(), "style".into()],
-        rubric_digest: RUBRIC.into(),
-        initial_tier: Tier::Bronze,
-    }
+    sample().task_class(name, (3, 0.7), (5, 0.85))
 }
 
 pub fn run(id: &str, isolation: Isolation) -> RunStarted {
-    RunStarted {
-        run_id: id.into(),
-        task_class: TASK_CLASS.into(),
-        harness_version: "harness 1.4.2".into(),
-        rubric_digest: RUBRIC.into(),
-        sandbox_image_digest: IMAGE.into(),
-        isolation_class: isolation,
-    }
+    sample().run(TASK_CLASS, id, isolation)
 }
 
 /// A valid score for `case` in `run-1`.
 pub fn score(case: &str, value: f64) -> ScoreRecorded {
-    let mut breakdown = BTreeMap::new();
-    breakdown.insert("correctness".to_owned(), value);
-    ScoreRecorded {
-        run_id: "run-1".into(),
-        task_class: TASK_CLASS.into(),
-        case_id: case.into(),
-        case_digest: case_digest(case),
-        rubric_digest: RUBRIC.into(),
-        cassette_digest: CASSETTE.into(),
-        harness_version: "harness 1.4.2".into(),
-        image_digest: IMAGE.into(),
-        score: BenchScore {
-            passed: value >= 0.5,
-            score: value,
-            breakdown,
-            failure_modes: vec![],
-            cost_usd: 0.12,
-            duration_seconds: 31.5,
-        },
-        started_at: format_micros(T0),
-        finished_at: format_micros(T0 + 31_500_000),
-        operator_fingerprint: "SHA256:operator-laptop".into(),
-    }
+    let mut s = sample().score(TASK_CLASS, "run-1", case, value, &format_micros(T0));
+    s.finished_at = format_micros(T0 + 31_500_000);
+    s.score.cost_usd = 0.12;
+    s
 }
 
 /// A valid score of `case` in `task_class`'s run `run_id`.

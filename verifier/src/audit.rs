@@ -142,7 +142,7 @@ pub fn audit(
             .decode(&e.leaf)
             .map_err(|_| bad("leaf is not base64".into()))?;
         let lh = ledger::leaf_hash(&leaf);
-        if ledger::hash::hex32(&lh.0) != e.leaf_hash {
+        if ledger::hash::to_hex(&lh) != e.leaf_hash {
             return Err(bad("the raw leaf does not hash to the leaf hash served".into()).into());
         }
         let r = client.get(&format!(

@@ -256,9 +256,9 @@ fn rebuild(
         if head.root != cp.root {
             bail!(
                 "the backup's entries hash to root {} at size {}, but its signed checkpoint says {}: an entry was changed",
-                ledger::hash::hex32(&head.root.0),
+                ledger::hash::to_hex(&head.root),
                 head.size,
-                ledger::hash::hex32(&cp.root.0)
+                ledger::hash::to_hex(&cp.root)
             );
         }
         anchors::check_anchors(&log, reachable, trusted, key.origin())?;

@@ -12,8 +12,7 @@ use crate::wire::{ProjectionResponse, WriteReceipt};
 /// A hash in a JSON answer or an argument: 64 hex digits (either case,
 /// surrounding white space ignored). The error names `field`.
 pub fn parse_hash(field: &str, s: &str) -> anyhow::Result<Hash> {
-    ledger::hash::parse_hex32(s.trim())
-        .map(Hash)
+    ledger::hash::from_hex(s.trim())
         .ok_or_else(|| anyhow!("{field} must be hex: 32 bytes, 64 hex digits"))
 }
 
@@ -148,7 +147,7 @@ pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<us
     for e in &p.evidence {
         let leaf = B64.decode(&e.leaf).context("evidence leaf is not base64")?;
         let lh = ledger::leaf_hash(&leaf);
-        if ledger::hash::hex32(&lh.0) != e.leaf_hash {
+        if ledger::hash::to_hex(&lh) != e.leaf_hash {
             bail!(
                 "evidence {}: the leaf does not hash to its leaf hash",
                 e.index

@@ -47,7 +47,7 @@ pub fn entries_verified(
                 CheckError::Disproved(format!("entry {next}: the leaf is not base64"))
             })?;
             let lh = ledger::leaf_hash(&leaf);
-            if ledger::hash::hex32(&lh.0) != e.leaf_hash {
+            if ledger::hash::to_hex(&lh) != e.leaf_hash {
                 return Err(CheckError::Disproved(format!(
                     "first bad index {next}: the leaf does not hash to the leaf hash served"
                 )));

@@ -82,8 +82,8 @@ pub fn run(a: ExportArgs) -> anyhow::Result<()> {
                     &mut w,
                     e.index,
                     &leaf,
-                    &ledger::hash::hex32(&e.leaf_hash.0),
-                    &ledger::hash::hex32(&e.chain_hash.0),
+                    &ledger::hash::to_hex(&e.leaf_hash),
+                    &ledger::hash::to_hex(&e.chain_hash),
                 )?;
             }
             start += 4096;

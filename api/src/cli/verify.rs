@@ -180,7 +180,7 @@ fn verify_remote(
     println!(
         "OK: {} entries re-hashed into the signed root {}",
         cp.size,
-        ledger::hash::hex32(&cp.root.0)
+        ledger::hash::to_hex(&cp.root)
     );
     Ok(())
 }

@@ -4,6 +4,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, StatusCode};
+use ledger::hash::to_hex;
 use ledger::Hash;
 use serde::Deserialize;
 use utoipa::{IntoParams, OpenApi};
@@ -43,14 +44,8 @@ pub fn all() -> OpenApiRouter<Shared> {
         .routes(routes!(operations::openapi_json))
 }
 
-pub(crate) fn hexh(h: &Hash) -> String {
-    ledger::hash::hex32(&h.0)
-}
-
 pub(crate) fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {
-    ledger::hash::parse_hex32(s)
-        .map(Hash)
-        .ok_or_else(|| ApiError::param(field, "must be 64 hex digits"))
+    ledger::hash::from_hex(s).ok_or_else(|| ApiError::param(field, "must be 64 hex digits"))
 }
 
 // Numeric query parameters are taken as text and parsed strictly, so that
@@ -128,11 +123,11 @@ pub(crate) fn receipt_at(
     let a = &r.appended;
     WriteReceipt {
         index: a.index,
-        leaf_hash: hexh(&a.leaf_hash),
-        chain_hash: hexh(&a.chain_hash),
+        leaf_hash: to_hex(&a.leaf_hash),
+        chain_hash: to_hex(&a.chain_hash),
         tree_size,
-        root: hexh(root),
-        inclusion_proof: proof.iter().map(hexh).collect(),
+        root: to_hex(root),
+        inclusion_proof: proof.iter().map(to_hex).collect(),
         checkpoint,
         id: r.accepted.id.clone(),
         kind: r.accepted.kind.as_str().to_owned(),

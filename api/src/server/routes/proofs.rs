@@ -1,6 +1,7 @@
 //! Proofs: inclusion and consistency proofs, the signed checkpoint, the
 //! log's key and its status.
 
+use ledger::hash::to_hex;
 use std::sync::atomic::Ordering;
 
 use axum::extract::rejection::QueryRejection;
@@ -9,7 +10,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::{hexh, num, parse_hash, ConsistencyQuery, InclusionQuery};
+use super::{num, parse_hash, ConsistencyQuery, InclusionQuery};
 use crate::error::ApiError;
 use crate::server::state::{Shared, VERIFY_OK, VERIFY_RUNNING};
 use verifier::wire::{ConsistencyProof, InclusionProof, LogInfo, Problem};
@@ -66,9 +67,9 @@ pub async fn get_inclusion(
     Ok(Json(InclusionProof {
         index,
         tree_size,
-        leaf_hash: hexh(&leaf_hash),
-        root: hexh(&root),
-        proof: proof.iter().map(hexh).collect(),
+        leaf_hash: to_hex(&leaf_hash),
+        root: to_hex(&root),
+        proof: proof.iter().map(to_hex).collect(),
         checkpoint: state.checkpoint(tree_size, &root)?,
     }))
 }
@@ -99,9 +100,9 @@ pub async fn get_consistency(
     Ok(Json(ConsistencyProof {
         first,
         second,
-        first_root: hexh(&r1),
-        second_root: hexh(&r2),
-        proof: proof.iter().map(hexh).collect(),
+        first_root: to_hex(&r1),
+        second_root: to_hex(&r2),
+        proof: proof.iter().map(to_hex).collect(),
         checkpoint: state.checkpoint(second, &r2)?,
     }))
 }
@@ -142,7 +143,7 @@ pub async fn get_log(State(state): State<Shared>) -> Json<LogInfo> {
         verifier_key: state.log_key.verifier_key().to_owned(),
         ledger_key_id: events::key_id(&state.log_key.event_signing_key().verifying_key()),
         tree_size: head.size,
-        root: hexh(&head.root),
+        root: to_hex(&head.root),
         verify_status: verify_status_name(state.verify_status.load(Ordering::SeqCst)).to_owned(),
     })
 }

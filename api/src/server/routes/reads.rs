@@ -5,8 +5,9 @@ use axum::extract::{Path, Query, State};
 use axum::Json;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
+use ledger::hash::to_hex;
 
-use super::{hexh, num, path_u64, PageQuery};
+use super::{num, path_u64, PageQuery};
 use crate::error::ApiError;
 use crate::server::state::Shared;
 use verifier::wire::{EntryPage, EntryView, Problem};
@@ -18,8 +19,8 @@ pub(crate) fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
     Ok(EntryView {
         index: e.index,
         leaf: B64.encode(&e.leaf),
-        leaf_hash: hexh(&e.leaf_hash),
-        chain_hash: hexh(&e.chain_hash),
+        leaf_hash: to_hex(&e.leaf_hash),
+        chain_hash: to_hex(&e.chain_hash),
         sequenced_at: events::envelope::format_micros(at),
         id: d.payload.id.clone(),
         kind: d.payload.event.kind().as_str().to_owned(),

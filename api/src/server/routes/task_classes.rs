@@ -1,6 +1,7 @@
 //! Projections (OpenAPI tag `projections`): task classes, a projection with its proof bundle, and the
 //! offline bundle.
 
+use ledger::hash::to_hex;
 use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
@@ -11,7 +12,7 @@ use axum::Json;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 
-use super::{hexh, parse_hash};
+use super::parse_hash;
 use crate::error::ApiError;
 use crate::server::state::{AppState, Shared};
 use verifier::wire::{EvidenceProof, Problem, ProjectionResponse, TaskClassSummary};
@@ -49,7 +50,7 @@ pub(crate) fn projection_response(
     if let Some((e, _)) = proven
         .iter()
         .zip(&view.evidence)
-        .find(|((entry, _), cited)| hexh(&entry.leaf_hash) != cited.leaf_hash)
+        .find(|((entry, _), cited)| to_hex(&entry.leaf_hash) != cited.leaf_hash)
         .map(|(p, _)| p)
     {
         return Err(ApiError::DerivedStateMismatch(format!(
@@ -71,7 +72,7 @@ pub(crate) fn projection_response(
             index: e.index,
             leaf_hash: e.leaf_hash.clone(),
             leaf: B64.encode(&entry.leaf),
-            proof: proof.iter().map(hexh).collect(),
+            proof: proof.iter().map(to_hex).collect(),
         })
         .collect();
     Ok(ProjectionResponse {
