@@ -22,6 +22,9 @@ enum Lie {
     Inconsistent,
     EvidenceNotInLog,
     ForgedStatistics,
+    /// One entry's leaf rewritten, with its leaf hash recomputed to match:
+    /// only the signed root can catch it.
+    RewrittenEntry,
 }
 
 struct Proxy {
@@ -66,6 +69,16 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
             .into();
         v["evidence"][0]["leaf_hash"] = fake_hash.clone().into();
         v["view"]["evidence"][0]["leaf_hash"] = fake_hash.into();
+        body = serde_json::to_vec(&v).expect("json");
+    } else if path.starts_with("/v1/entries?") && p.lie == Lie::RewrittenEntry {
+        let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        if let Some(e) = v["entries"].get_mut(1) {
+            let fake = br#"{"a rewritten entry":1}"#;
+            e["leaf"] = base64::engine::general_purpose::STANDARD
+                .encode(fake)
+                .into();
+            e["leaf_hash"] = hex::encode(ledger::leaf_hash(fake).0).into();
+        }
         body = serde_json::to_vec(&v).expect("json");
     } else if path.starts_with("/v1/task-classes/") && p.lie == Lie::ForgedStatistics {
         // Every proof checks out; only the stated mean does not follow
@@ -135,6 +148,7 @@ fn scene() -> Scene {
         Lie::Inconsistent,
         Lie::EvidenceNotInLog,
         Lie::ForgedStatistics,
+        Lie::RewrittenEntry,
     ] {
         let proxy = Arc::new(Proxy {
             upstream: server.base.clone(),
@@ -296,4 +310,53 @@ fn the_audit_command_exits_3_on_a_stale_checkpoint_and_saves_only_after_a_pass()
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("OK: saved the new trusted checkpoint"));
+}
+
+/// A server that rewrites an entry (and recomputes its leaf hash so the
+/// entry alone looks whole) is caught by the one walk that `verify
+/// --server`, `export --server` and `backup` share: the entries do not hash
+/// to the signed root. The backup writes nothing, and both commands exit 1.
+#[test]
+fn a_rewritten_entry_is_caught_by_verify_export_and_backup() {
+    let s = scene();
+    let base = proxy(&s, Lie::RewrittenEntry);
+    let c = Client::new(&base, None);
+    let note = c.get("/checkpoint").expect("checkpoint").text();
+    let cp = anchors::open_checkpoint(note.as_bytes(), &s.server.vkey).expect("signed");
+    let walked =
+        verifier::entries_verified(&c, cp.size, &cp.root, &mut |_, _| Ok(()), &mut |_, _| {});
+    match walked {
+        Err(verifier::CheckError::Disproved(m)) => {
+            assert!(m.contains("do not hash to the signed root"), "{m}")
+        }
+        other => panic!("expected a disproof, got {other:?}"),
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = dir.path().join("backup.jsonl");
+    verifier::backup::backup(&c, &file, &mut |_, _| {}).expect_err("a rewritten entry");
+    assert!(
+        std::fs::read_dir(dir.path()).expect("dir").next().is_none(),
+        "nothing written, not even a partial file"
+    );
+    for cmd in ["verify", "export"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+            .args([cmd, "--server", &base, "--key", &s.server.vkey])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{cmd}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("do not hash to the signed root"),
+            "{cmd}: {out:?}"
+        );
+    }
+    // The honest server passes the same walk.
+    let honest = s.server.client();
+    verifier::entries_verified(
+        &honest,
+        cp.size,
+        &cp.root,
+        &mut |_, _| Ok(()),
+        &mut |_, _| {},
+    )
+    .expect("the honest server's entries prove");
 }

@@ -243,3 +243,35 @@ pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSumm
         recommended_tier: p.view.recommendation.recommended_tier.as_str().to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hash_is_64_hex_digits_and_an_error_names_its_field() {
+        let h = "ab".repeat(32);
+        assert_eq!(
+            parse_hash("root", &format!(" {} ", h.to_uppercase()))
+                .expect("hash")
+                .0,
+            [0xab; 32]
+        );
+        for bad in [
+            "",
+            "ab",
+            &"ab".repeat(33),
+            &format!("0x{}", "ab".repeat(31)),
+            &"zz".repeat(32),
+        ] {
+            let e = parse_hash("first_root", bad).expect_err("not a hash");
+            assert!(e.to_string().starts_with("first_root must be hex"), "{e}");
+        }
+        let e = parse_proof("proof", &[h.clone(), "nope".into()]).expect_err("bad proof");
+        assert!(e.to_string().starts_with("proof must be hex"), "{e}");
+        assert_eq!(
+            parse_proof("proof", &[h.clone(), h]).expect("proof").len(),
+            2
+        );
+    }
+}

@@ -20,12 +20,7 @@ use crate::server::state::{AppState, Shared, VERIFY_FAILED, VERIFY_OK, VERIFY_RU
 pub(crate) fn load_projection(state: &AppState) -> Result<(), String> {
     let started = Instant::now();
     let log = state.events.ledger();
-    let settings = state
-        .projector
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .settings()
-        .clone();
+    let settings = state.projector().settings().clone();
     let (opened, resumed) = Projector::open(log, settings, &state.projection_key)
         .map_err(|e| format!("the projection cannot be loaded: {e}"))?;
     if let projections::driver::Resumed::Refused(m) = &resumed {
@@ -36,7 +31,7 @@ pub(crate) fn load_projection(state: &AppState) -> Result<(), String> {
     state
         .projection_from_checkpoint
         .store(from_checkpoint, Ordering::SeqCst);
-    *state.projector.lock().unwrap_or_else(|p| p.into_inner()) = opened;
+    *state.projector() = opened;
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
         from_checkpoint,
@@ -54,20 +49,11 @@ pub(crate) fn confirm_projection(state: &AppState) -> Result<(), String> {
     }
     let started = Instant::now();
     let log = state.events.ledger();
-    let settings = state
-        .projector
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .settings()
-        .clone();
+    let settings = state.projector().settings().clone();
     let mut rebuilt = Projector::rebuild(log, settings)
         .map_err(|e| format!("the projection cannot be rebuilt: {e}"))?;
     // Compared on a copy, so views (and a shutdown's save) are not held up.
-    let mut resumed = state
-        .projector
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let mut resumed = state.projector().clone();
     match resumed.confirm(&mut rebuilt, log, state.clock.now_micros()) {
         Ok(()) => tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -80,7 +66,7 @@ pub(crate) fn confirm_projection(state: &AppState) -> Result<(), String> {
         Err(e) => return Err(format!("the projection cannot be checked: {e}")),
     }
     drop(resumed);
-    let mut live = state.projector.lock().unwrap_or_else(|p| p.into_inner());
+    let mut live = state.projector();
     rebuilt
         .catch_up(log)
         .map_err(|e| format!("the projection cannot be caught up: {e}"))?;

@@ -163,7 +163,7 @@ pub async fn run(
         Duration::from_secs(state.config.projection_save_secs.max(1)),
         |st| {
             if st.projection_ready.wait() {
-                let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+                let mut p = st.projector();
                 let _ = p.catch_up(st.events.ledger());
             }
             st.save_derived();

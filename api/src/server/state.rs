@@ -87,6 +87,12 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
+    /// The projector, locked. A panic while it was held does not keep it
+    /// locked for good: every caller takes it as it was left.
+    pub fn projector(&self) -> std::sync::MutexGuard<'_, Projector> {
+        self.projector.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// What the metrics read at one scrape: the gauges and the log's own
     /// counters.
     pub fn metrics_snapshot(&self) -> crate::metrics::Snapshot {
@@ -291,7 +297,7 @@ impl AppState {
             // then saves what it can).
             complete = false;
         } else {
-            let p = self.projector.lock().unwrap_or_else(|p| p.into_inner());
+            let p = self.projector();
             if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
                 tracing::warn!(error = %e, "could not save the projection checkpoint");
                 complete = false;

@@ -97,7 +97,7 @@ pub async fn get_task_class(
     let st = Arc::clone(&state);
     let resp = tokio::task::spawn_blocking(move || -> Result<ProjectionResponse, ApiError> {
         let view = {
-            let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+            let mut p = st.projector();
             p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
         };
         projection_response(&st, view)

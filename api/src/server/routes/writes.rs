@@ -209,7 +209,7 @@ pub async fn post_recommendation(
         move || -> Result<(StatusCode, RecommendationResponse), ApiError> {
             let now = st.clock.now_micros();
             let rec = {
-                let mut p = st.projector.lock().unwrap_or_else(|p| p.into_inner());
+                let mut p = st.projector();
                 projections::driver::recommend(
                     &st.events,
                     &mut p,
