@@ -179,7 +179,7 @@ impl Frontier {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::hash::{leaf_hash, node_hash, EMPTY_ROOT};
 

@@ -1,0 +1,380 @@
+//! The state machine: everything the log has established that decides whether
+//! the next event is allowed. `check` is pure (the sequencing time and the
+//! log's checkpoints are inputs); `apply` folds an accepted event in.
+//! Replaying the log through `check` + `apply` rebuilds the same state.
+//!
+//! This module holds [`State`], the field validators every rule shares, the
+//! envelope checks, replay and snapshots, and dispatches each event kind to
+//! the aggregate that owns it: `principals` (enrolment, keys, roles,
+//! revocation, co-signatures), `catalogue` (task classes, rubrics, cases,
+//! proposals), `runs` (runs, rubric invocations, scores), `capabilities`
+//! (RAG write capabilities) and `promotion` (requests, recommendations,
+//! refused applies, tier changes, anchors). Each aggregate module owns both
+//! the checks and the folds of its kinds.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ed25519_dalek::VerifyingKey;
+
+use crate::envelope::{decode_leaf, parse_utc_micros, Decoded};
+use crate::model::{CheckpointRef, Event, RubricCompleted, RubricFailed};
+use crate::reject::{reject, RejectCode as C, Rejection};
+use ledger::hash::Hash;
+
+mod capabilities;
+mod catalogue;
+mod principals;
+mod promotion;
+mod runs;
+
+pub use capabilities::CapabilityState;
+pub use catalogue::{CaseState, CaseStatus, ProposalState, ProposalStatus, TaskClassState};
+pub use principals::Principal;
+pub use promotion::RecommendationState;
+pub use runs::{InvocationState, RunState};
+
+/// Breakdown keys may not contain these (case-insensitive): they smuggle a
+/// model's opinion of itself into a score.
+pub const BANNED_BREAKDOWN_SUBSTRINGS: &[&str] =
+    &["confidence", "llm", "self_reported", "model_says"];
+
+/// Roots of this log at past sizes, for events that name a checkpoint.
+pub trait Checkpoints {
+    /// The root at `size`, if `size` is a committed size the event may name.
+    fn root_at(&self, size: u64) -> Option<Hash>;
+}
+
+impl Checkpoints for ledger::LogView<'_> {
+    fn root_at(&self, size: u64) -> Option<Hash> {
+        ledger::LogView::root_at(self, size).ok()
+    }
+}
+
+/// Everything the log has established, as of `size` entries.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct State {
+    pub principals: BTreeMap<String, Principal>,
+    pub task_classes: BTreeMap<String, TaskClassState>,
+    pub cases: BTreeMap<String, CaseState>,
+    pub proposals: BTreeMap<String, ProposalState>,
+    pub runs: BTreeMap<String, RunState>,
+    pub invocations: BTreeMap<String, InvocationState>,
+    pub capabilities: BTreeMap<String, CapabilityState>,
+    pub recommendations: BTreeMap<u64, RecommendationState>,
+    pub size: u64,
+    /// The latest sequencing time (µs, UTC); sequencing never goes back.
+    pub last_sequenced_at: i64,
+}
+
+/// Why a replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error(transparent)]
+    Log(#[from] ledger::Error),
+    #[error("entry {index} does not replay: {rejection}")]
+    Invalid { index: u64, rejection: Rejection },
+}
+
+fn body(f: &str) -> String {
+    format!("event.body.{f}")
+}
+
+fn ident(s: &str, field: &str) -> Result<(), Rejection> {
+    let ok = !s.is_empty()
+        && s.len() <= 128
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        reject(
+            C::InvalidIdentifier,
+            body(field),
+            "must be 1–128 characters from [A-Za-z0-9._:/@+-]",
+        )
+    }
+}
+
+fn text(s: &str, field: &str) -> Result<(), Rejection> {
+    if s.trim().is_empty() || s.chars().count() > 4096 || s.chars().any(char::is_control) {
+        reject(
+            C::InvalidText,
+            body(field),
+            "must be 1–4096 characters with no control characters",
+        )
+    } else {
+        Ok(())
+    }
+}
+
+fn digest(s: &str, field: &str) -> Result<(), Rejection> {
+    let hexpart = s
+        .strip_prefix("blake3:")
+        .or_else(|| s.strip_prefix("sha256:"));
+    match hexpart {
+        Some(h)
+            if h.len() == 64
+                && h.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
+        {
+            Ok(())
+        }
+        _ => reject(
+            C::InvalidDigest,
+            body(field),
+            "must be blake3:<64 lower-case hex> or sha256:<64 lower-case hex>",
+        ),
+    }
+}
+
+fn timestamp(s: &str, field: &str) -> Result<i64, Rejection> {
+    parse_utc_micros(s).ok_or_else(|| {
+        Rejection::new(
+            C::InvalidTimestamp,
+            body(field),
+            "must be RFC 3339 in UTC (ending in Z)",
+        )
+    })
+}
+
+fn key_id_format(s: &str, field: &str) -> Result<(), Rejection> {
+    if s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        Ok(())
+    } else {
+        reject(
+            C::InvalidIdentifier,
+            body(field),
+            "a key id is 64 lower-case hex digits",
+        )
+    }
+}
+
+fn severity(s: &str, field: &str) -> Result<(), Rejection> {
+    if matches!(s, "block" | "warn" | "info") {
+        Ok(())
+    } else {
+        reject(
+            C::SeverityInvalid,
+            body(field),
+            format!("`{s}` is not one of block, warn, info"),
+        )
+    }
+}
+
+/// A co-signature's 64 bytes, if it is base64 of exactly that many.
+pub(crate) fn signature_bytes(b64: &str) -> Option<[u8; 64]> {
+    B64.decode(b64).ok().and_then(|v| v.try_into().ok())
+}
+
+/// Parses a base64 Ed25519 public key.
+pub fn parse_public_key(s: &str) -> Option<VerifyingKey> {
+    let bytes: [u8; 32] = B64.decode(s).ok()?.try_into().ok()?;
+    VerifyingKey::from_bytes(&bytes).ok()
+}
+
+fn banned_key(k: &str, field: &str) -> Result<(), Rejection> {
+    let lower = k.to_lowercase();
+    match BANNED_BREAKDOWN_SUBSTRINGS
+        .iter()
+        .find(|b| lower.contains(*b))
+    {
+        Some(b) => reject(
+            C::BreakdownKeyBanned,
+            body(field),
+            format!("breakdown keys may not contain `{b}`"),
+        ),
+        None => Ok(()),
+    }
+}
+
+impl State {
+    /// A checkpoint `(size, root)` the event names is one of this log's.
+    fn checkpoint(
+        &self,
+        c: &CheckpointRef,
+        field: &str,
+        log: &dyn Checkpoints,
+    ) -> Result<(), Rejection> {
+        let root = log.root_at(c.size);
+        if root.map(|r| hex::encode(r.0)) == Some(c.root.clone()) {
+            Ok(())
+        } else {
+            reject(
+                C::CheckpointUnknown,
+                body(field),
+                format!(
+                    "({}, {}) is not a committed checkpoint of this log",
+                    c.size, c.root
+                ),
+            )
+        }
+    }
+
+    /// Checks whether the signed, verified event `d` may be appended at time
+    /// `at` (µs, UTC) given this state.
+    pub fn check(&self, d: &Decoded, at: i64, log: &dyn Checkpoints) -> Result<(), Rejection> {
+        let p = &d.payload;
+        if p.id.len() < 8 || ident(&p.id, "id").is_err() {
+            return reject(
+                C::InvalidIdentifier,
+                "id",
+                "the envelope id must be 8–128 characters from [A-Za-z0-9._:/@+-]",
+            );
+        }
+        if parse_utc_micros(&p.issued_at).is_none() {
+            return reject(
+                C::InvalidTimestamp,
+                "issued_at",
+                "must be RFC 3339 in UTC (ending in Z)",
+            );
+        }
+        self.check_signer(d)?;
+        let preverified = &d.preverified;
+        match &p.event {
+            Event::PrincipalEnrolled(e) => self.check_principal_enrolled(e),
+            Event::PrincipalRevoked(e) => self.check_principal_revoked(e),
+            Event::TaskClassRegistered(e) => self.check_task_class_registered(e),
+            Event::RubricUpdated(e) => self.check_rubric_updated(e),
+            Event::CaseAdded(e) => self.check_case_added(e, preverified),
+            Event::CaseRetired(e) => self.check_case_retired(e, preverified),
+            Event::CaseProposed(e) => self.check_case_proposed(e),
+            Event::ProposalApproved(e) => self.check_proposal_approved(e, preverified),
+            Event::ProposalRejected(e) => self.check_proposal_rejected(e),
+            Event::RunStarted(e) => self.check_run_started(e),
+            Event::RunFinished(e) => self.check_run_finished(e),
+            Event::RubricInvoked(e) => self.check_rubric_invoked(e),
+            Event::RubricCompleted(e) => self.check_rubric_completed(e),
+            Event::RubricFailed(e) => self.check_rubric_failed(e),
+            Event::ScoreRecorded(e) => self.check_score_recorded(e),
+            Event::CapabilityMinted(e) => self.check_capability_minted(e, at, log),
+            Event::RagExampleWritten(e) => self.check_rag_example_written(e, at),
+            Event::RagRecordQuarantined(e) => self.check_rag_record_quarantined(e),
+            Event::PromotionRequested(e) => self.check_promotion_requested(e),
+            Event::PromotionRecommended(e) => self.check_promotion_recommended(e, log),
+            Event::TierApply(_) => self.check_tier_apply(),
+            Event::PromotionApplyBlocked(e) => self.check_promotion_apply_blocked(e),
+            Event::TierChanged(e) => self.check_tier_changed(e, preverified),
+            Event::AnchorPublished(e) => self.check_anchor_published(e, log),
+        }
+    }
+
+    /// Folds an accepted event, appended at `index` and sequenced at `at`.
+    pub fn apply(&mut self, d: &Decoded, index: u64, at: i64) {
+        let p = &d.payload;
+        self.size = index + 1;
+        self.last_sequenced_at = self.last_sequenced_at.max(at);
+        match &p.event {
+            Event::PrincipalEnrolled(e) => self.apply_principal_enrolled(e),
+            Event::PrincipalRevoked(e) => self.apply_principal_revoked(e),
+            Event::TaskClassRegistered(e) => self.apply_task_class_registered(e),
+            Event::RubricUpdated(e) => self.apply_rubric_updated(e),
+            Event::CaseAdded(e) => self.apply_case_added(e),
+            Event::CaseRetired(e) => self.apply_case_retired(e),
+            Event::CaseProposed(e) => self.apply_case_proposed(e),
+            Event::ProposalApproved(e) => self.apply_proposal_approved(e),
+            Event::ProposalRejected(e) => self.apply_proposal_rejected(e),
+            Event::RunStarted(e) => self.apply_run_started(e),
+            Event::RunFinished(e) => self.apply_run_finished(e),
+            Event::RubricInvoked(e) => self.apply_rubric_invoked(e),
+            Event::RubricCompleted(RubricCompleted { invocation_id })
+            | Event::RubricFailed(RubricFailed { invocation_id, .. }) => {
+                self.apply_rubric_closed(invocation_id)
+            }
+            Event::CapabilityMinted(e) => self.apply_capability_minted(e),
+            Event::RagExampleWritten(e) => self.apply_rag_example_written(e, index),
+            Event::RagRecordQuarantined(e) => self.apply_rag_record_quarantined(e),
+            Event::PromotionRecommended(e) => self.apply_promotion_recommended(e, index),
+            Event::TierChanged(e) => self.apply_tier_changed(e),
+            // Records that change no rule's inputs.
+            Event::ScoreRecorded(_)
+            | Event::PromotionRequested(_)
+            | Event::PromotionApplyBlocked(_)
+            | Event::AnchorPublished(_)
+            | Event::TierApply(_) => {}
+        }
+    }
+
+    /// Rebuilds the state from the first `log.head().size` entries. With
+    /// `verify_signatures`, every envelope signature is checked again; every
+    /// event is always re-checked against the rules.
+    pub fn replay(
+        log: &ledger::LogView<'_>,
+        verify_signatures: bool,
+    ) -> Result<State, ReplayError> {
+        State::default().replay_from(log, verify_signatures)
+    }
+
+    /// Folds the entries from `self.size` to the head into `self`, re-checking
+    /// each one (the tail after a state snapshot).
+    pub fn replay_from(
+        mut self,
+        log: &ledger::LogView<'_>,
+        verify_signatures: bool,
+    ) -> Result<State, ReplayError> {
+        for index in self.size..log.head().size {
+            let entry = log.entry(index)?;
+            self.replay_one(index, &entry.leaf, log, verify_signatures)?;
+        }
+        Ok(self)
+    }
+
+    /// The state as bytes: `u32` BE length ‖ JSON. Derived data, never
+    /// hashed into the log. Envelope ids are not part of it: they are in the
+    /// log's key index, written with each entry.
+    pub fn encode_snapshot(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let mut out = Vec::with_capacity(json.len() + 4);
+        out.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        out.extend_from_slice(&json);
+        out
+    }
+
+    /// Parses [`State::encode_snapshot`]'s bytes; `None` when malformed.
+    /// Bytes after the JSON (the id records earlier builds wrote there) are
+    /// ignored.
+    pub fn decode_snapshot(b: &[u8]) -> Option<State> {
+        let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        serde_json::from_slice(b.get(4..4usize.checked_add(len)?)?).ok()
+    }
+
+    /// Folds one logged leaf, re-checking it.
+    pub fn replay_one(
+        &mut self,
+        index: u64,
+        leaf: &[u8],
+        log: &dyn Checkpoints,
+        verify_signatures: bool,
+    ) -> Result<(), ReplayError> {
+        let invalid = |rejection| ReplayError::Invalid { index, rejection };
+        let (d, at) = decode_leaf(leaf).map_err(invalid)?;
+        if verify_signatures {
+            let key = self.signer_key(&d).ok_or_else(|| {
+                invalid(Rejection::new(C::UnknownSigner, "signer", "not enrolled"))
+            })?;
+            d.verify(&key).map_err(invalid)?;
+        }
+        let before = Limited { log, limit: index };
+        self.check(&d, at, &before).map_err(invalid)?;
+        self.apply(&d, index, at);
+        Ok(())
+    }
+}
+
+/// Checkpoints below a size: what an entry at `limit` could have named.
+struct Limited<'a> {
+    log: &'a dyn Checkpoints,
+    limit: u64,
+}
+
+impl Checkpoints for Limited<'_> {
+    fn root_at(&self, size: u64) -> Option<Hash> {
+        (size <= self.limit)
+            .then(|| self.log.root_at(size))
+            .flatten()
+    }
+}

@@ -1,0 +1,578 @@
+//! The committer: the single thread that turns queued inputs into durable
+//! entries. Each batch is sequenced in queue order, its leaves are integrated
+//! into the Merkle tree and the hash chain by a pure step ([`integrate`]),
+//! everything is committed in one transaction, and only then is any request
+//! answered. After a failed commit the store is reopened and the in-memory
+//! head, the tree's right edge and the sequencer are rebuilt from disk.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
+
+use super::{
+    self_check, AppendError, Appended, Config, EntryKey, LogView, Receipt, Reply, Request,
+    Sequenced, Sequencer, Shared,
+};
+use crate::error::Error;
+use crate::hash::{chain_hash, leaf_hash, Hash};
+use crate::merkle::{stored_hash_index, Frontier};
+use crate::store::{Head, Row, Store};
+
+/// The committer thread: gathers queued requests into batches of at most
+/// `config.max_batch`, runs each batch, and recovers from storage failures.
+/// `frontier` and `head` are the committed log's right edge and head.
+pub(super) fn commit_loop<S: Sequencer>(
+    shared: &Shared,
+    rx: &Receiver<Request<S>>,
+    config: &Config,
+    mut frontier: Frontier,
+    mut head: Head,
+    sequencer: &std::sync::Mutex<S>,
+) {
+    let max_batch = config.max_batch.max(1);
+    // Set after a storage panic whose recovery failed: the next batch
+    // reloads the durable head before anything else.
+    let mut must_recover = false;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        let deadline = Instant::now() + config.max_wait;
+        while batch.len() < max_batch {
+            match rx.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => {
+                    if config.max_wait.is_zero() {
+                        break;
+                    }
+                    match rx.recv_deadline(deadline) {
+                        Ok(r) => batch.push(r),
+                        Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+            }
+        }
+        let degraded = must_recover
+            || shared
+                .store
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .is_none_or(|s| s.is_fallback());
+        let recovered = if degraded {
+            let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+            crate::store::guarded("recovering", || {
+                recover(shared, &mut frontier, &mut head, &mut *guard)
+            })
+        } else {
+            Ok(())
+        };
+        if recovered.is_ok() {
+            must_recover = false;
+        }
+        let snap = match recovered.and_then(|()| shared.store()?.snapshot()) {
+            Ok(s) => s,
+            Err(e) => {
+                for req in batch {
+                    let _ = req.reply.send(Err(AppendError::Ledger(e.clone())));
+                }
+                continue;
+            }
+        };
+        let (inputs, mut replies): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|r| (r.input, Some(r.reply))).unzip();
+        let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        let before = (frontier.clone(), head);
+        let ran = crate::store::guarded("appending", || {
+            let view = LogView::new(&snap, head);
+            run_batch(
+                shared,
+                &view,
+                inputs,
+                &mut replies,
+                &mut frontier,
+                &mut head,
+                &mut *guard,
+            );
+            Ok(())
+        });
+        drop(snap);
+        if let Err(e) = ran {
+            // The storage engine panicked (a damaged page, say). Nothing of
+            // the batch is acknowledged; the committer lives on, reloads the
+            // durable head and rebuilds the sequencer from the committed log,
+            // exactly as after a failed commit.
+            tracing::error!(error = %e, batch = replies.len(), "the storage engine failed during a batch; batch not acknowledged");
+            shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
+            // The in-memory edge may have moved (a panic after the commit
+            // returned, or during a recovery); the durable head is read back
+            // before anything builds on it, and until that succeeds every
+            // batch tries again first.
+            (frontier, head) = before;
+            must_recover = crate::store::guarded("recovering", || {
+                recover(shared, &mut frontier, &mut head, &mut *guard)
+            })
+            .is_err();
+            for reply in replies.iter_mut().filter_map(Option::take) {
+                let _ = reply.send(Err(AppendError::Ledger(e.clone())));
+            }
+        }
+    }
+}
+
+/// What happens to one request once its batch is committed.
+enum Outcome<A, R> {
+    Appended { at: usize, accepted: A },
+    Existing { index: u64, accepted: A },
+    Rejected(R),
+    RefusedRecorded { at: usize, rejected: R },
+}
+
+/// Sequences one batch, integrates the leaves it appends, commits them in one
+/// transaction and answers every request. The in-memory `frontier` and `head`
+/// advance only when the commit succeeds; after a failed commit they are
+/// reloaded from disk.
+fn run_batch<S: Sequencer>(
+    shared: &Shared,
+    view: &LogView<'_>,
+    inputs: Vec<S::Input>,
+    replies: &mut [Option<Reply<S>>],
+    frontier: &mut Frontier,
+    head: &mut Head,
+    sequencer: &mut S,
+) {
+    let mut leaves: Vec<Vec<u8>> = Vec::new();
+    let mut keys: Vec<Option<EntryKey>> = Vec::new();
+    let mut outcomes = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let next = frontier.size() + leaves.len() as u64;
+        let outcome = match sequencer.sequence(input, next, view) {
+            Sequenced::Append {
+                leaf,
+                accepted,
+                key,
+            } => {
+                leaves.push(leaf);
+                keys.push(key);
+                Outcome::Appended {
+                    at: leaves.len() - 1,
+                    accepted,
+                }
+            }
+            Sequenced::Existing { index, accepted } => Outcome::Existing { index, accepted },
+            Sequenced::Reject(r) => Outcome::Rejected(r),
+            Sequenced::RefuseRecorded {
+                leaf,
+                rejected,
+                key,
+            } => {
+                leaves.push(leaf);
+                keys.push(key);
+                Outcome::RefusedRecorded {
+                    at: leaves.len() - 1,
+                    rejected,
+                }
+            }
+        };
+        outcomes.push(outcome);
+    }
+
+    let first_index = frontier.size();
+    let Integrated {
+        acks,
+        stored,
+        frontier: next_frontier,
+        head: next_head,
+    } = integrate(frontier, head, &leaves);
+    let result = if leaves.is_empty() {
+        Ok(())
+    } else {
+        let rows: Vec<Row<'_>> = leaves
+            .iter()
+            .zip(&keys)
+            .zip(stored)
+            .zip(&acks)
+            .enumerate()
+            .map(|(at, (((leaf, key), hashes), &(_, chain)))| {
+                let index = first_index + at as u64;
+                Row {
+                    index,
+                    leaf,
+                    chain,
+                    first_hash_index: stored_hash_index(0, index),
+                    hashes,
+                    key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
+                }
+            })
+            .collect();
+        shared
+            .store()
+            .and_then(|s| s.commit(&rows, &next_head, S::KEYED))
+            .map(|()| {
+                // The in-memory edge and head move only once the batch is durable.
+                (*frontier, *head) = (next_frontier, next_head);
+            })
+    };
+
+    match result {
+        Ok(()) => {
+            sequencer.committed();
+            if !leaves.is_empty() {
+                shared.stats.read_only.store(false, Ordering::Relaxed);
+                *shared.head.write().unwrap_or_else(|p| p.into_inner()) = *head;
+                shared.watch.send_replace(*head);
+                let n = leaves.len() as u64;
+                shared.stats.appends.fetch_add(n, Ordering::Relaxed);
+                shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+                shared.stats.last_batch_size.store(n, Ordering::Relaxed);
+            }
+            let appended_at = |at: usize| Appended {
+                index: first_index + at as u64,
+                leaf_hash: acks[at].0,
+                chain_hash: acks[at].1,
+                tree_size: head.size,
+                root: head.root,
+            };
+            for (outcome, reply) in outcomes
+                .into_iter()
+                .zip(replies.iter_mut().filter_map(Option::take))
+            {
+                let msg = match outcome {
+                    Outcome::Appended { at, accepted } => Ok(Receipt {
+                        appended: appended_at(at),
+                        accepted,
+                        existing: false,
+                    }),
+                    Outcome::Existing { index, accepted } => {
+                        existing_appended(view, index, first_index, &acks, head).map(|appended| {
+                            Receipt {
+                                appended,
+                                accepted,
+                                existing: true,
+                            }
+                        })
+                    }
+                    Outcome::Rejected(reason) => Err(AppendError::Rejected {
+                        reason,
+                        recorded: None,
+                    }),
+                    Outcome::RefusedRecorded { at, rejected } => Err(AppendError::Rejected {
+                        reason: rejected,
+                        recorded: Some(Box::new(appended_at(at))),
+                    }),
+                };
+                let _ = reply.send(msg);
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %e, batch = replies.len(), "commit failed; batch not acknowledged");
+            shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
+            // On failure a read-only view serves reads; the next batch retries.
+            let _ = recover(shared, frontier, head, sequencer);
+            // Storage refused this write even if the file reopened (a full
+            // disk reopens fine and still refuses): writes are refused
+            // until one commits again.
+            shared.stats.read_only.store(true, Ordering::Relaxed);
+            for (outcome, reply) in outcomes
+                .into_iter()
+                .zip(replies.iter_mut().filter_map(Option::take))
+            {
+                let msg = match outcome {
+                    // A refusal that needed no record stands regardless.
+                    Outcome::Rejected(reason) => Err(AppendError::Rejected {
+                        reason,
+                        recorded: None,
+                    }),
+                    _ => Err(AppendError::Ledger(e.clone())),
+                };
+                let _ = reply.send(msg);
+            }
+        }
+    }
+}
+
+/// What integrating a batch's leaves into the tree and the chain yields:
+/// everything the store writes for them besides the leaves and their keys.
+#[derive(Debug, Clone)]
+struct Integrated {
+    /// Per leaf, in order: its RFC 6962 leaf hash and its chain hash.
+    acks: Vec<(Hash, Hash)>,
+    /// Per leaf, in order: the stored hashes its append writes (its leaf
+    /// hash, then each subtree it completes, bottom up), from
+    /// `stored_hash_index(0, index)` on.
+    stored: Vec<Vec<Hash>>,
+    /// The tree's right edge after the batch.
+    frontier: Frontier,
+    /// The head after the batch: size, root and last chain hash.
+    head: Head,
+}
+
+/// Integrates `leaves`, appended in order after the log whose right edge is
+/// `frontier` and whose head is `head` (of the same size). Pure: it computes
+/// what the commit writes and touches no storage. No leaves leave the edge
+/// and the head as they are.
+fn integrate(frontier: &Frontier, head: &Head, leaves: &[Vec<u8>]) -> Integrated {
+    let mut frontier = frontier.clone();
+    let mut chain = head.chain;
+    let mut acks = Vec::with_capacity(leaves.len());
+    let mut stored = Vec::with_capacity(leaves.len());
+    for leaf in leaves {
+        let lh = leaf_hash(leaf);
+        stored.push(frontier.push(lh));
+        chain = chain_hash(&chain, leaf);
+        acks.push((lh, chain));
+    }
+    let head = if leaves.is_empty() {
+        *head
+    } else {
+        Head {
+            size: frontier.size(),
+            root: frontier.root(),
+            chain,
+        }
+    };
+    Integrated {
+        acks,
+        stored,
+        frontier,
+        head,
+    }
+}
+
+/// The acknowledgement of an entry already in the log: committed before this
+/// batch, or earlier in it.
+fn existing_appended<R>(
+    view: &LogView<'_>,
+    index: u64,
+    first_index: u64,
+    acks: &[(Hash, Hash)],
+    head: &Head,
+) -> Result<Appended, AppendError<R>> {
+    let (leaf_hash, chain_hash) = if index >= first_index {
+        acks.get((index - first_index) as usize)
+            .copied()
+            .ok_or(Error::IndexOutOfRange {
+                index,
+                size: head.size,
+            })?
+    } else {
+        let e = view.entry(index)?;
+        (e.leaf_hash, e.chain_hash)
+    };
+    Ok(Appended {
+        index,
+        leaf_hash,
+        chain_hash,
+        tree_size: head.size,
+        root: head.root,
+    })
+}
+
+/// Reopens the store after a failed commit (or while a read-only fallback
+/// serves reads) and brings the committer's head and the sequencer in line
+/// with what is on disk. If the reopen fails, a read-only view of the last
+/// durable commit serves reads ([`Store::open_fallback`]), writes are refused
+/// with the reopen's error, and the next batch tries again.
+fn recover<S: Sequencer>(
+    shared: &Shared,
+    frontier: &mut Frontier,
+    head: &mut Head,
+    sequencer: &mut S,
+) -> Result<(), Error> {
+    match reopen(shared) {
+        Ok((h, f)) => {
+            if h != *head {
+                tracing::warn!(
+                    size = h.size,
+                    "a batch that reported failure had persisted; the head includes it"
+                );
+            }
+            (*frontier, *head) = (f, h);
+            *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
+            shared.watch.send_replace(h);
+            match shared.store().and_then(|s| s.snapshot()) {
+                Ok(snap) => sequencer.failed(&LogView::new(&snap, h)),
+                Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
+            }
+            tracing::info!(size = h.size, "storage reopened after a failed commit");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "reopening storage failed; writes refused until it succeeds");
+            Err(e)
+        }
+    }
+}
+
+/// How long a recovery waits for the readers of a read-only fallback view to
+/// finish before it gives up for this batch (a full verify can hold one for
+/// minutes; the next batch tries again).
+const FALLBACK_DRAIN: Duration = Duration::from_secs(2);
+
+/// After a failed commit: redb refuses every operation until reopened, so
+/// drop the database, open it again, and reload the committed head from disk
+/// (a batch that reported failure may have persisted). Returns the head, its
+/// right edge, and a fresh snapshot for the sequencer to rebuild from.
+///
+/// When the reopen fails, a read-only fallback view is installed so that
+/// verified reads go on. A fallback view's readers must be gone before the
+/// real database is reopened: once writes resume, redb may reuse pages the
+/// fallback's snapshots still read.
+fn reopen(shared: &Shared) -> Result<(Head, Frontier), Error> {
+    let old = shared
+        .store
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    if let Some(old) = old {
+        if old.is_fallback() {
+            let deadline = Instant::now() + FALLBACK_DRAIN;
+            while old.readers() > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            if old.readers() > 0 {
+                *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(old);
+                return Err(Error::Busy);
+            }
+        }
+        drop(old);
+    }
+    let mut last = Error::Busy;
+    // Readers may still hold the old database (and its file lock) briefly.
+    for _ in 0..20 {
+        match open_checked(&shared.dir, shared.backend.as_ref(), Store::open_with) {
+            Ok((store, head, frontier)) => {
+                *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
+                shared.stats.read_only.store(false, Ordering::Relaxed);
+                return Ok((head, frontier));
+            }
+            Err(e) => {
+                last = e;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
+    match open_checked(&shared.dir, shared.backend.as_ref(), Store::open_fallback) {
+        Ok((store, head, _)) => {
+            tracing::warn!(
+                size = head.size,
+                "serving reads from a read-only view of the last durable commit"
+            );
+            // Reads are bounded by the head the committer last published; a
+            // batch that reported failure but persisted shows up after the
+            // real reopen, never before.
+            *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
+            shared.stats.read_only.store(true, Ordering::Relaxed);
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot open a read-only view either; reads refused");
+            shared.stats.read_only.store(false, Ordering::Relaxed);
+        }
+    }
+    Err(last)
+}
+
+type OpenFn = fn(&Path, Option<&crate::store::BackendFactory>) -> Result<Store, Error>;
+
+/// Opens a store and runs the O(log n) self-check on its head.
+fn open_checked(
+    dir: &Path,
+    backend: Option<&crate::store::BackendFactory>,
+    open: OpenFn,
+) -> Result<(Store, Head, Frontier), Error> {
+    let store = open(dir, backend)?;
+    let snap = store.snapshot()?;
+    let head = snap.head()?;
+    let frontier = self_check(&snap, &head)?;
+    drop(snap);
+    Ok((store, head, frontier))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash::GENESIS_CHAIN;
+    use crate::merkle::tests::reference_root;
+    use crate::merkle::{last_leaf_of_stored, split_stored_hash_index, stored_hash_count};
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Integrating leaves batch by batch, each batch from the edge and
+        /// head the one before left, agrees with a computation from scratch
+        /// over every leaf so far: leaf hashes, the chain folded link by
+        /// link from genesis, every stored hash as the RFC 6962 root of the
+        /// subtree its index names (written by that subtree's last leaf),
+        /// and the head's root as the RFC 6962 root of all leaf hashes.
+        #[test]
+        fn integrate_agrees_with_the_tree_and_chain_from_scratch(
+            batches in vec(vec(vec(any::<u8>(), 0..16), 0..40), 1..8),
+        ) {
+            let (mut frontier, mut head) = (Frontier::new(), Head::EMPTY);
+            let mut leaves: Vec<Vec<u8>> = Vec::new();
+            for batch in batches {
+                let first = leaves.len() as u64;
+                let got = integrate(&frontier, &head, &batch);
+                leaves.extend(batch.iter().cloned());
+
+                let hashes: Vec<Hash> = leaves.iter().map(|l| leaf_hash(l)).collect();
+                let mut chains = Vec::with_capacity(leaves.len());
+                let mut chain = GENESIS_CHAIN;
+                for leaf in &leaves {
+                    chain = chain_hash(&chain, leaf);
+                    chains.push(chain);
+                }
+
+                prop_assert_eq!(got.acks.len(), batch.len());
+                prop_assert_eq!(got.stored.len(), batch.len());
+                for (at, (&(lh, ch), written)) in got.acks.iter().zip(&got.stored).enumerate() {
+                    let index = first + at as u64;
+                    prop_assert_eq!(lh, hashes[index as usize]);
+                    prop_assert_eq!(ch, chains[index as usize]);
+                    prop_assert_eq!(written[0], lh);
+                    for (k, h) in written.iter().enumerate() {
+                        let stored_index = stored_hash_index(0, index) + k as u64;
+                        prop_assert_eq!(last_leaf_of_stored(stored_index), index);
+                        let (level, n) = split_stored_hash_index(stored_index);
+                        let span = (n << level) as usize..((n + 1) << level) as usize;
+                        prop_assert_eq!(*h, reference_root(&hashes[span]));
+                    }
+                }
+                let written: u64 = got.stored.iter().map(|s| s.len() as u64).sum();
+                prop_assert_eq!(
+                    written,
+                    stored_hash_count(leaves.len() as u64) - stored_hash_count(first)
+                );
+
+                let want = Head {
+                    size: leaves.len() as u64,
+                    root: reference_root(&hashes),
+                    chain: chains.last().copied().unwrap_or(GENESIS_CHAIN),
+                };
+                prop_assert_eq!(got.head, want);
+                prop_assert_eq!(got.frontier.size(), want.size);
+                prop_assert_eq!(got.frontier.root(), want.root);
+                (frontier, head) = (got.frontier, got.head);
+            }
+        }
+    }
+
+    #[test]
+    fn integrating_no_leaves_leaves_edge_and_head_as_they_are() {
+        let mut frontier = Frontier::new();
+        for i in 0..5u8 {
+            frontier.push(leaf_hash(&[i]));
+        }
+        let head = Head {
+            size: 5,
+            root: frontier.root(),
+            chain: Hash([7; 32]),
+        };
+        let got = integrate(&frontier, &head, &[]);
+        assert!(got.acks.is_empty() && got.stored.is_empty());
+        assert_eq!(got.head, head);
+        assert_eq!(got.frontier.nodes(), frontier.nodes());
+    }
+}
