@@ -150,8 +150,8 @@ pub fn open<'a, E>(
     if log_root != root {
         return Ok(Err(SealError::OtherRoot {
             size,
-            sealed: crate::hash::hex32(&root.0),
-            log: crate::hash::hex32(&log_root.0),
+            sealed: crate::hash::to_hex(&root),
+            log: crate::hash::to_hex(&log_root),
         }));
     }
     Ok(Ok(Opened { size, body }))

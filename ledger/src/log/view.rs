@@ -1,0 +1,83 @@
+//! What a [`super::Sequencer`] may read while the committer decides a batch:
+//! the committed log at one snapshot.
+
+use crate::error::Error;
+use crate::hash::Hash;
+use crate::store::{Head, Reader, Snapshot};
+
+use super::reads::checked_entry;
+use super::Entry;
+
+/// The committed log, as the committer sees it between batches.
+pub struct LogView<'a> {
+    snap: &'a Snapshot,
+    head: Head,
+    /// `keys_through`, read once per view (a view lasts one batch).
+    keys_through: std::cell::OnceCell<u64>,
+}
+
+impl<'a> LogView<'a> {
+    /// A view of `snap` as of `head`.
+    pub fn new(snap: &'a Snapshot, head: Head) -> Self {
+        LogView {
+            snap,
+            head,
+            keys_through: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Whether the key index covers every committed entry. A keyed ledger
+    /// makes it so on open; `false` means a lookup could miss a key.
+    pub fn keys_complete(&self) -> Result<bool, Error> {
+        let through = match self.keys_through.get() {
+            Some(&t) => t,
+            None => {
+                let t = self.snap.keys_through()?;
+                *self.keys_through.get_or_init(|| t)
+            }
+        };
+        Ok(through >= self.head.size)
+    }
+
+    /// The index and content digest recorded for an entry key, if any and
+    /// committed. Derived data: check it against [`LogView::entry`].
+    pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
+        Ok(self
+            .snap
+            .entry_key(name)?
+            .filter(|(index, _)| *index < self.head.size))
+    }
+
+    /// The committed head (entries of the batch being sequenced are not in it).
+    pub fn head(&self) -> Head {
+        self.head
+    }
+
+    /// The root of the committed tree at `size` (at most the head's size).
+    pub fn root_at(&self, size: u64) -> Result<Hash, Error> {
+        if size > self.head.size {
+            return Err(Error::InvalidSize {
+                size,
+                rule: "must not exceed the committed tree size",
+            });
+        }
+        let r = Reader::new(self.snap);
+        tlog_tiles::tree_hash(size, &r).map_err(|e| r.take_err(e))
+    }
+
+    /// Derived state saved under `name` ([`Ledger::put_aux`]), if any.
+    pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        self.snap.aux(name)
+    }
+
+    /// A checked committed entry.
+    pub fn entry(&self, index: u64) -> Result<Entry, Error> {
+        if index >= self.head.size {
+            return Err(Error::IndexOutOfRange {
+                index,
+                size: self.head.size,
+            });
+        }
+        checked_entry(self.snap, index)
+    }
+}
