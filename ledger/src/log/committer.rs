@@ -130,6 +130,17 @@ enum Outcome<A, R> {
     RefusedRecorded { at: usize, rejected: R },
 }
 
+/// Type of the outcomes of one batch, in request order.
+type Outcomes<S> = Vec<Outcome<<S as Sequencer>::Accepted, <S as Sequencer>::Rejected>>;
+
+/// What the sequencer made of one batch: the leaves to append (with their
+/// envelope keys) and every request's outcome, in queue order.
+struct Decided<S: Sequencer> {
+    leaves: Vec<Vec<u8>>,
+    keys: Vec<Option<EntryKey>>,
+    outcomes: Outcomes<S>,
+}
+
 /// Sequences one batch, integrates the leaves it appends, commits them in one
 /// transaction and answers every request. The in-memory `frontier` and `head`
 /// advance only when the commit succeeds; after a failed commit they are
@@ -143,87 +154,31 @@ fn run_batch<S: Sequencer>(
     head: &mut Head,
     sequencer: &mut S,
 ) {
-    let mut leaves: Vec<Vec<u8>> = Vec::new();
-    let mut keys: Vec<Option<EntryKey>> = Vec::new();
-    let mut outcomes = Vec::with_capacity(inputs.len());
-    for input in inputs {
-        let next = frontier.size() + leaves.len() as u64;
-        let outcome = match sequencer.sequence(input, next, view) {
-            Sequenced::Append {
-                leaf,
-                accepted,
-                key,
-            } => {
-                leaves.push(leaf);
-                keys.push(key);
-                Outcome::Appended {
-                    at: leaves.len() - 1,
-                    accepted,
-                }
-            }
-            Sequenced::Existing { index, accepted } => Outcome::Existing { index, accepted },
-            Sequenced::Reject(r) => Outcome::Rejected(r),
-            Sequenced::RefuseRecorded {
-                leaf,
-                rejected,
-                key,
-            } => {
-                leaves.push(leaf);
-                keys.push(key);
-                Outcome::RefusedRecorded {
-                    at: leaves.len() - 1,
-                    rejected,
-                }
-            }
-        };
-        outcomes.push(outcome);
-    }
-
     let first_index = frontier.size();
+    let decided = decide(sequencer, inputs, first_index, view);
     let Integrated {
         acks,
         stored,
         frontier: next_frontier,
         head: next_head,
-    } = integrate(frontier, head, &leaves);
-    let result = if leaves.is_empty() {
+    } = integrate(frontier, head, &decided.leaves);
+    let result = if decided.leaves.is_empty() {
         Ok(())
     } else {
-        let rows: Vec<Row<'_>> = leaves
-            .iter()
-            .zip(&keys)
-            .zip(stored)
-            .zip(&acks)
-            .enumerate()
-            .map(|(at, (((leaf, key), hashes), &(_, chain)))| {
-                let index = first_index + at as u64;
-                Row {
-                    index,
-                    leaf,
-                    chain,
-                    first_hash_index: stored_hash_index(0, index),
-                    hashes,
-                    key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
-                }
-            })
-            .collect();
-        shared
-            .store()
-            .and_then(|s| s.commit(&rows, &next_head, S::KEYED))
-            .map(|()| {
-                // The in-memory edge and head move only once the batch is durable.
-                (*frontier, *head) = (next_frontier, next_head);
-            })
+        commit(shared, first_index, &decided, stored, &acks, &next_head).map(|()| {
+            // The in-memory edge and head move only once the batch is durable.
+            (*frontier, *head) = (next_frontier, next_head);
+        })
     };
-
+    let replies = replies.iter_mut().filter_map(Option::take);
     match result {
         Ok(()) => {
             sequencer.committed();
-            if !leaves.is_empty() {
+            let n = decided.leaves.len() as u64;
+            if n > 0 {
                 shared.stats.read_only.store(false, Ordering::Relaxed);
                 *shared.head.write().unwrap_or_else(|p| p.into_inner()) = *head;
                 shared.watch.send_replace(*head);
-                let n = leaves.len() as u64;
                 shared.stats.appends.fetch_add(n, Ordering::Relaxed);
                 shared.stats.batches.fetch_add(1, Ordering::Relaxed);
                 shared.stats.last_batch_size.store(n, Ordering::Relaxed);
@@ -235,10 +190,7 @@ fn run_batch<S: Sequencer>(
                 tree_size: head.size,
                 root: head.root,
             };
-            for (outcome, reply) in outcomes
-                .into_iter()
-                .zip(replies.iter_mut().filter_map(Option::take))
-            {
+            for (outcome, reply) in decided.outcomes.into_iter().zip(replies) {
                 let msg = match outcome {
                     Outcome::Appended { at, accepted } => Ok(Receipt {
                         appended: appended_at(at),
@@ -267,7 +219,7 @@ fn run_batch<S: Sequencer>(
             }
         }
         Err(e) => {
-            tracing::error!(error = %e, batch = replies.len(), "commit failed; batch not acknowledged");
+            tracing::error!(error = %e, batch = decided.outcomes.len(), "commit failed; batch not acknowledged");
             shared.stats.commit_failures.fetch_add(1, Ordering::Relaxed);
             // On failure a read-only view serves reads; the next batch retries.
             let _ = recover(shared, frontier, head, sequencer);
@@ -275,10 +227,7 @@ fn run_batch<S: Sequencer>(
             // disk reopens fine and still refuses): writes are refused
             // until one commits again.
             shared.stats.read_only.store(true, Ordering::Relaxed);
-            for (outcome, reply) in outcomes
-                .into_iter()
-                .zip(replies.iter_mut().filter_map(Option::take))
-            {
+            for (outcome, reply) in decided.outcomes.into_iter().zip(replies) {
                 let msg = match outcome {
                     // A refusal that needed no record stands regardless.
                     Outcome::Rejected(reason) => Err(AppendError::Rejected {
@@ -291,6 +240,89 @@ fn run_batch<S: Sequencer>(
             }
         }
     }
+}
+
+/// Asks the sequencer about each input in queue order; input `i` is
+/// decided knowing every earlier one, and a leaf it appends goes at index
+/// `first_index` plus the leaves before it.
+fn decide<S: Sequencer>(
+    sequencer: &mut S,
+    inputs: Vec<S::Input>,
+    first_index: u64,
+    view: &LogView<'_>,
+) -> Decided<S> {
+    let mut d = Decided {
+        leaves: Vec::new(),
+        keys: Vec::new(),
+        outcomes: Vec::with_capacity(inputs.len()),
+    };
+    for input in inputs {
+        let next = first_index + d.leaves.len() as u64;
+        let outcome = match sequencer.sequence(input, next, view) {
+            Sequenced::Append {
+                leaf,
+                accepted,
+                key,
+            } => {
+                d.leaves.push(leaf);
+                d.keys.push(key);
+                Outcome::Appended {
+                    at: d.leaves.len() - 1,
+                    accepted,
+                }
+            }
+            Sequenced::Existing { index, accepted } => Outcome::Existing { index, accepted },
+            Sequenced::Reject(r) => Outcome::Rejected(r),
+            Sequenced::RefuseRecorded {
+                leaf,
+                rejected,
+                key,
+            } => {
+                d.leaves.push(leaf);
+                d.keys.push(key);
+                Outcome::RefusedRecorded {
+                    at: d.leaves.len() - 1,
+                    rejected,
+                }
+            }
+        };
+        d.outcomes.push(outcome);
+    }
+    d
+}
+
+/// Writes the batch's rows (leaf, chain hash, stored tree hashes, key) and
+/// the new head in one durable transaction.
+fn commit<S: Sequencer>(
+    shared: &Shared,
+    first_index: u64,
+    decided: &Decided<S>,
+    stored: Vec<Vec<Hash>>,
+    acks: &[(Hash, Hash)],
+    next_head: &Head,
+) -> Result<(), Error> {
+    let rows: Vec<Row<'_>> = decided
+        .leaves
+        .iter()
+        .zip(&decided.keys)
+        .zip(stored)
+        .zip(acks)
+        .enumerate()
+        .map(|(at, (((leaf, key), hashes), &(_, chain)))| {
+            let index = first_index + at as u64;
+            Row {
+                index,
+                leaf,
+                chain,
+                first_hash_index: stored_hash_index(0, index),
+                hashes,
+                key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
+            }
+        })
+        .collect();
+    shared
+        .store()
+        .and_then(|s| s.commit(&rows, next_head, S::KEYED))
 }
 
 /// What integrating a batch's leaves into the tree and the chain yields:
