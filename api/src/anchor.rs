@@ -13,8 +13,6 @@ use events::EventLog;
 pub struct Published {
     /// Where the anchor went.
     pub location: String,
-    /// The tree size the anchor signs.
-    pub size: u64,
     /// The index of the `anchor.published` entry that records it.
     pub recorded_at: u64,
 }
@@ -22,12 +20,20 @@ pub struct Published {
 /// Signs a checkpoint at `log`'s head with `key`, publishes it to
 /// `anchors_dir`, and records an `anchor.published` event signed with the
 /// ledger's event key. `now` is µs since the Unix epoch, UTC.
+///
+/// An anchor is never taken back, so nothing is signed unless the record
+/// of it will be accepted: the ledger's event key must be enrolled in
+/// `log` with the `ledger` role and not revoked. The caller checks the log
+/// itself (the server's ready check; `ledger anchor publish` verifies the
+/// data directory and its anchors first).
 pub fn publish(
     log: &EventLog,
     key: &anchors::LogKey,
     anchors_dir: &Path,
     now: i64,
 ) -> anyhow::Result<Published> {
+    log.check_ledger_key()
+        .map_err(|e| anyhow::anyhow!("no anchor published: {e}"))?;
     let head = log.ledger().head();
     let note = key.sign_checkpoint(head.size, &head.root)?;
     let location = anchors::DirTarget::new(anchors_dir.to_path_buf()).publish(
@@ -47,7 +53,6 @@ pub fn publish(
         .map_err(|e| anyhow::anyhow!("recording the anchor: {e:?}"))?;
     Ok(Published {
         location,
-        size: head.size,
         recorded_at: recorded.appended.index,
     })
 }

@@ -22,9 +22,11 @@ enum Lie {
     Inconsistent,
     EvidenceNotInLog,
     ForgedStatistics,
-    /// One entry's leaf rewritten, with its leaf hash recomputed to match:
-    /// only the signed root can catch it.
+    /// One entry's leaf rewritten, with its leaf hash and the chain from
+    /// it on recomputed to match: only the signed root can catch it.
     RewrittenEntry,
+    /// One entry's chain hash changed, its leaf and the tree left alone.
+    ForgedChain,
 }
 
 struct Proxy {
@@ -72,12 +74,26 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
         body = serde_json::to_vec(&v).expect("json");
     } else if path.starts_with("/v1/entries?") && p.lie == Lie::RewrittenEntry {
         let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
-        if let Some(e) = v["entries"].get_mut(1) {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        if let Some(entries) = v["entries"].as_array_mut().filter(|e| e.len() > 1) {
             let fake = br#"{"a rewritten entry":1}"#;
-            e["leaf"] = base64::engine::general_purpose::STANDARD
-                .encode(fake)
-                .into();
-            e["leaf_hash"] = hex::encode(ledger::leaf_hash(fake).0).into();
+            entries[1]["leaf"] = b64.encode(fake).into();
+            entries[1]["leaf_hash"] = hex::encode(ledger::leaf_hash(fake).0).into();
+            let h = |x: &serde_json::Value| -> ledger::Hash {
+                ledger::hash::from_hex(x.as_str().expect("hex")).expect("hash")
+            };
+            let mut chain = h(&entries[0]["chain_hash"]);
+            for e in entries.iter_mut().skip(1) {
+                let leaf = b64.decode(e["leaf"].as_str().expect("b64")).expect("b64");
+                chain = ledger::chain_hash(&chain, &leaf);
+                e["chain_hash"] = ledger::hash::to_hex(&chain).into();
+            }
+        }
+        body = serde_json::to_vec(&v).expect("json");
+    } else if path.starts_with("/v1/entries?") && p.lie == Lie::ForgedChain {
+        let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+        if let Some(e) = v["entries"].get_mut(1) {
+            e["chain_hash"] = hex::encode([7u8; 32]).into();
         }
         body = serde_json::to_vec(&v).expect("json");
     } else if path.starts_with("/v1/task-classes/") && p.lie == Lie::ForgedStatistics {
@@ -149,6 +165,7 @@ fn scene() -> Scene {
         Lie::EvidenceNotInLog,
         Lie::ForgedStatistics,
         Lie::RewrittenEntry,
+        Lie::ForgedChain,
     ] {
         let proxy = Arc::new(Proxy {
             upstream: server.base.clone(),
@@ -348,6 +365,45 @@ fn a_rewritten_entry_is_caught_by_verify_export_and_backup() {
             String::from_utf8_lossy(&out.stdout).contains("do not hash to the signed root"),
             "{cmd}: {out:?}"
         );
+    }
+    // Nothing unproven is written out: not to --out, not to standard output.
+    let out_file = dir.path().join("export.jsonl");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args([
+            "export",
+            "--server",
+            &base,
+            "--key",
+            &s.server.vkey,
+            "--out",
+        ])
+        .arg(&out_file)
+        .output()
+        .expect("export");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!out_file.exists(), "no export file");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args(["export", "--server", &base, "--key", &s.server.vkey])
+        .output()
+        .expect("export");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("\"index\""),
+        "no entry line on standard output: {out:?}"
+    );
+    // A forged chain hash is caught at its entry, though the tree is whole.
+    let forged = Client::new(&proxy(&s, Lie::ForgedChain), None);
+    match verifier::entries_verified(
+        &forged,
+        cp.size,
+        &cp.root,
+        &mut |_, _| Ok(()),
+        &mut |_, _| {},
+    ) {
+        Err(verifier::CheckError::Disproved(m)) => assert!(
+            m.starts_with("first bad index 1: the chain hash served"),
+            "{m}"
+        ),
+        other => panic!("expected a disproof, got {other:?}"),
     }
     // The honest server passes the same walk.
     let honest = s.server.client();

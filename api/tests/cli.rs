@@ -318,10 +318,27 @@ fn rotate_log_key_runbook() {
         .success());
     std::fs::rename(data.join("log.key"), data.join("log.key.retired")).expect("retire");
     std::fs::rename(&new_key, data.join("log.key")).expect("install");
+    let before = std::fs::read_dir(&anchors).expect("anchors").count();
+    assert_eq!(
+        run(&["anchor", "publish", "--data-dir", d]).status.code(),
+        Some(1),
+        "the old anchors cannot be checked without the old key: nothing is signed"
+    );
+    assert_eq!(
+        std::fs::read_dir(&anchors).expect("anchors").count(),
+        before
+    );
     assert!(
-        run(&["anchor", "publish", "--data-dir", d])
-            .status
-            .success(),
+        run(&[
+            "anchor",
+            "publish",
+            "--data-dir",
+            d,
+            "--anchor-key",
+            &old_vkey
+        ])
+        .status
+        .success(),
         "an anchor under the new key"
     );
 

@@ -397,54 +397,15 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
     let raw: RawPayload<'_> = deserialize_naming_path(bytes, "")?;
     let kind = raw.event.kind;
     let body = raw.event.body;
-    macro_rules! by_kind {
-        ($($variant:ident),* $(,)?) => {{
-            let mut found = None;
-            $(
-                if found.is_none() {
-                    if crate::model::Kind::$variant.as_str() == kind {
-                        let b = deserialize_naming_path(body.get().as_bytes(), "event.body")?;
-                        found = Some(Event::$variant(b));
-                    }
-                }
-            )*
-            found
-        }};
-    }
-    use crate::model::Event;
-    let event = by_kind!(
-        PrincipalEnrolled,
-        PrincipalRevoked,
-        TaskClassRegistered,
-        RubricUpdated,
-        CaseAdded,
-        CaseRetired,
-        CaseProposed,
-        ProposalApproved,
-        ProposalRejected,
-        RunStarted,
-        RunFinished,
-        RubricInvoked,
-        RubricCompleted,
-        RubricFailed,
-        ScoreRecorded,
-        CapabilityMinted,
-        RagExampleWritten,
-        RagRecordQuarantined,
-        PromotionRequested,
-        PromotionRecommended,
-        TierApply,
-        PromotionApplyBlocked,
-        TierChanged,
-        AnchorPublished,
-    )
-    .ok_or_else(|| {
-        Rejection::new(
-            RejectCode::UnknownEventKind,
-            "event.kind",
-            format!("`{kind}` is not an event kind (docs/EVENTS.md lists them)"),
-        )
-    })?;
+    let event = crate::model::Kind::from_name(&kind)
+        .ok_or_else(|| {
+            Rejection::new(
+                RejectCode::UnknownEventKind,
+                "event.kind",
+                format!("`{kind}` is not an event kind (docs/EVENTS.md lists them)"),
+            )
+        })?
+        .event(body.get().as_bytes())?;
     Ok(Payload {
         schema: raw.schema,
         id: raw.id,
@@ -457,7 +418,7 @@ fn typed_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
 /// Deserializes a `T` from the JSON value at the start of `bytes`. Only a
 /// failure pays for tracking the path to the field at fault: it parses
 /// again under `serde_path_to_error`, which fails the same way, naming where.
-fn deserialize_naming_path<'de, T: Deserialize<'de>>(
+pub(crate) fn deserialize_naming_path<'de, T: Deserialize<'de>>(
     bytes: &'de [u8],
     prefix: &str,
 ) -> Result<T, Rejection> {

@@ -26,180 +26,95 @@ pub struct Payload {
     pub event: Event,
 }
 
-/// The event kinds, tagged as `{"kind": "...", "body": {...}}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", content = "body", deny_unknown_fields)]
-pub enum Event {
-    #[serde(rename = "principal.enrolled")]
-    PrincipalEnrolled(PrincipalEnrolled),
-    #[serde(rename = "principal.revoked")]
-    PrincipalRevoked(PrincipalRevoked),
-    #[serde(rename = "task_class.registered")]
-    TaskClassRegistered(TaskClassRegistered),
-    #[serde(rename = "rubric.updated")]
-    RubricUpdated(RubricUpdated),
-    #[serde(rename = "case.added")]
-    CaseAdded(CaseAdded),
-    #[serde(rename = "case.retired")]
-    CaseRetired(CaseRetired),
-    #[serde(rename = "case.proposed")]
-    CaseProposed(CaseProposed),
-    #[serde(rename = "proposal.approved")]
-    ProposalApproved(ProposalApproved),
-    #[serde(rename = "proposal.rejected")]
-    ProposalRejected(ProposalRejected),
-    #[serde(rename = "run.started")]
-    RunStarted(RunStarted),
-    #[serde(rename = "run.finished")]
-    RunFinished(RunFinished),
-    #[serde(rename = "rubric.invoked")]
-    RubricInvoked(RubricInvoked),
-    #[serde(rename = "rubric.completed")]
-    RubricCompleted(RubricCompleted),
-    #[serde(rename = "rubric.failed")]
-    RubricFailed(RubricFailed),
-    #[serde(rename = "score.recorded")]
-    ScoreRecorded(ScoreRecorded),
-    #[serde(rename = "rag.capability.minted")]
-    CapabilityMinted(CapabilityMinted),
-    #[serde(rename = "rag.example.written")]
-    RagExampleWritten(RagExampleWritten),
-    #[serde(rename = "rag.record.quarantined")]
-    RagRecordQuarantined(RagRecordQuarantined),
-    #[serde(rename = "promotion.requested")]
-    PromotionRequested(PromotionRequested),
-    #[serde(rename = "promotion.recommended")]
-    PromotionRecommended(PromotionRecommended),
+/// Defines the event catalogue once: the [`Event`] enum (tagged as
+/// `{"kind": "...", "body": {...}}`, each variant carrying its body type of
+/// the same name), the bodiless [`Kind`], [`Kind::ALL`], each kind's wire
+/// name, and the decoding of a body by kind.
+macro_rules! catalogue {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
+        /// The event kinds, tagged as `{"kind": "...", "body": {...}}`.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", content = "body", deny_unknown_fields)]
+        pub enum Event {
+            $($(#[$doc])* #[serde(rename = $name)] $variant($variant),)*
+        }
+
+        impl Event {
+            /// The event's kind.
+            pub fn kind(&self) -> Kind {
+                match self {
+                    $(Event::$variant(_) => Kind::$variant,)*
+                }
+            }
+        }
+
+        /// Event kinds without their bodies.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Kind {
+            $($variant,)*
+        }
+
+        impl Kind {
+            /// Every kind, in catalogue order.
+            pub const ALL: [Kind; [$($name),*].len()] = [$(Kind::$variant),*];
+
+            /// The kind's wire name (`case.added`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => $name,)*
+                }
+            }
+
+            /// The kind whose wire name is `name`.
+            pub fn from_name(name: &str) -> Option<Kind> {
+                match name {
+                    $($name => Some(Kind::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// The event of this kind whose body is `body` (JSON); a body
+            /// that is not one is refused naming the field at fault
+            /// (`event.body.…`).
+            pub(crate) fn event(self, body: &[u8]) -> Result<Event, crate::reject::Rejection> {
+                match self {
+                    $(Kind::$variant => Ok(Event::$variant(
+                        crate::envelope::deserialize_naming_path(body, "event.body")?,
+                    )),)*
+                }
+            }
+        }
+    };
+}
+
+catalogue! {
+    PrincipalEnrolled = "principal.enrolled",
+    PrincipalRevoked = "principal.revoked",
+    TaskClassRegistered = "task_class.registered",
+    RubricUpdated = "rubric.updated",
+    CaseAdded = "case.added",
+    CaseRetired = "case.retired",
+    CaseProposed = "case.proposed",
+    ProposalApproved = "proposal.approved",
+    ProposalRejected = "proposal.rejected",
+    RunStarted = "run.started",
+    RunFinished = "run.finished",
+    RubricInvoked = "rubric.invoked",
+    RubricCompleted = "rubric.completed",
+    RubricFailed = "rubric.failed",
+    ScoreRecorded = "score.recorded",
+    CapabilityMinted = "rag.capability.minted",
+    RagExampleWritten = "rag.example.written",
+    RagRecordQuarantined = "rag.record.quarantined",
+    PromotionRequested = "promotion.requested",
+    PromotionRecommended = "promotion.recommended",
     /// A request to apply a tier change. Never appended: it is always refused
     /// with `promotion_must_be_human_authorized`, and the refusal is recorded
     /// as `promotion.apply_blocked`.
-    #[serde(rename = "tier.apply")]
-    TierApply(TierApply),
-    #[serde(rename = "promotion.apply_blocked")]
-    PromotionApplyBlocked(PromotionApplyBlocked),
-    #[serde(rename = "tier.changed")]
-    TierChanged(TierChanged),
-    #[serde(rename = "anchor.published")]
-    AnchorPublished(AnchorPublished),
-}
-
-impl Event {
-    /// The wire name of the kind.
-    pub fn kind(&self) -> Kind {
-        match self {
-            Event::PrincipalEnrolled(_) => Kind::PrincipalEnrolled,
-            Event::PrincipalRevoked(_) => Kind::PrincipalRevoked,
-            Event::TaskClassRegistered(_) => Kind::TaskClassRegistered,
-            Event::RubricUpdated(_) => Kind::RubricUpdated,
-            Event::CaseAdded(_) => Kind::CaseAdded,
-            Event::CaseRetired(_) => Kind::CaseRetired,
-            Event::CaseProposed(_) => Kind::CaseProposed,
-            Event::ProposalApproved(_) => Kind::ProposalApproved,
-            Event::ProposalRejected(_) => Kind::ProposalRejected,
-            Event::RunStarted(_) => Kind::RunStarted,
-            Event::RunFinished(_) => Kind::RunFinished,
-            Event::RubricInvoked(_) => Kind::RubricInvoked,
-            Event::RubricCompleted(_) => Kind::RubricCompleted,
-            Event::RubricFailed(_) => Kind::RubricFailed,
-            Event::ScoreRecorded(_) => Kind::ScoreRecorded,
-            Event::CapabilityMinted(_) => Kind::CapabilityMinted,
-            Event::RagExampleWritten(_) => Kind::RagExampleWritten,
-            Event::RagRecordQuarantined(_) => Kind::RagRecordQuarantined,
-            Event::PromotionRequested(_) => Kind::PromotionRequested,
-            Event::PromotionRecommended(_) => Kind::PromotionRecommended,
-            Event::TierApply(_) => Kind::TierApply,
-            Event::PromotionApplyBlocked(_) => Kind::PromotionApplyBlocked,
-            Event::TierChanged(_) => Kind::TierChanged,
-            Event::AnchorPublished(_) => Kind::AnchorPublished,
-        }
-    }
-}
-
-/// Event kinds without their bodies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    PrincipalEnrolled,
-    PrincipalRevoked,
-    TaskClassRegistered,
-    RubricUpdated,
-    CaseAdded,
-    CaseRetired,
-    CaseProposed,
-    ProposalApproved,
-    ProposalRejected,
-    RunStarted,
-    RunFinished,
-    RubricInvoked,
-    RubricCompleted,
-    RubricFailed,
-    ScoreRecorded,
-    CapabilityMinted,
-    RagExampleWritten,
-    RagRecordQuarantined,
-    PromotionRequested,
-    PromotionRecommended,
-    TierApply,
-    PromotionApplyBlocked,
-    TierChanged,
-    AnchorPublished,
-}
-
-impl Kind {
-    pub const ALL: [Kind; 24] = [
-        Kind::PrincipalEnrolled,
-        Kind::PrincipalRevoked,
-        Kind::TaskClassRegistered,
-        Kind::RubricUpdated,
-        Kind::CaseAdded,
-        Kind::CaseRetired,
-        Kind::CaseProposed,
-        Kind::ProposalApproved,
-        Kind::ProposalRejected,
-        Kind::RunStarted,
-        Kind::RunFinished,
-        Kind::RubricInvoked,
-        Kind::RubricCompleted,
-        Kind::RubricFailed,
-        Kind::ScoreRecorded,
-        Kind::CapabilityMinted,
-        Kind::RagExampleWritten,
-        Kind::RagRecordQuarantined,
-        Kind::PromotionRequested,
-        Kind::PromotionRecommended,
-        Kind::TierApply,
-        Kind::PromotionApplyBlocked,
-        Kind::TierChanged,
-        Kind::AnchorPublished,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::PrincipalEnrolled => "principal.enrolled",
-            Kind::PrincipalRevoked => "principal.revoked",
-            Kind::TaskClassRegistered => "task_class.registered",
-            Kind::RubricUpdated => "rubric.updated",
-            Kind::CaseAdded => "case.added",
-            Kind::CaseRetired => "case.retired",
-            Kind::CaseProposed => "case.proposed",
-            Kind::ProposalApproved => "proposal.approved",
-            Kind::ProposalRejected => "proposal.rejected",
-            Kind::RunStarted => "run.started",
-            Kind::RunFinished => "run.finished",
-            Kind::RubricInvoked => "rubric.invoked",
-            Kind::RubricCompleted => "rubric.completed",
-            Kind::RubricFailed => "rubric.failed",
-            Kind::ScoreRecorded => "score.recorded",
-            Kind::CapabilityMinted => "rag.capability.minted",
-            Kind::RagExampleWritten => "rag.example.written",
-            Kind::RagRecordQuarantined => "rag.record.quarantined",
-            Kind::PromotionRequested => "promotion.requested",
-            Kind::PromotionRecommended => "promotion.recommended",
-            Kind::TierApply => "tier.apply",
-            Kind::PromotionApplyBlocked => "promotion.apply_blocked",
-            Kind::TierChanged => "tier.changed",
-            Kind::AnchorPublished => "anchor.published",
-        }
-    }
+    TierApply = "tier.apply",
+    PromotionApplyBlocked = "promotion.apply_blocked",
+    TierChanged = "tier.changed",
+    AnchorPublished = "anchor.published",
 }
 
 /// Roles decide which event kinds a principal may append.

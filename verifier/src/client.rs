@@ -145,6 +145,34 @@ impl Client {
         Ok(Reply { status, body })
     }
 
+    /// GET a text document, failing on a non-2xx status.
+    pub fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let r = self.get(path)?;
+        if !(200..300).contains(&r.status) {
+            return Err(anyhow!("GET {path}: status {}: {}", r.status, r.text()));
+        }
+        Ok(r.text())
+    }
+
+    /// The key to check this server's answers with: `key` when the caller
+    /// gives one (a key it trusts), otherwise the one the server names
+    /// (`GET /v1/log/key`), which then vouches for its own answers; `warn`
+    /// is told so.
+    pub fn verifier_key(
+        &self,
+        key: Option<String>,
+        warn: impl FnOnce(&str),
+    ) -> anyhow::Result<String> {
+        match key {
+            Some(k) => Ok(k),
+            None => {
+                let k = self.get_text("/v1/log/key")?.trim().to_owned();
+                warn(&k);
+                Ok(k)
+            }
+        }
+    }
+
     /// GET a JSON document, failing on a non-2xx status.
     pub fn get_json<T: DeserializeOwned>(&self, path: &str) -> anyhow::Result<T> {
         let r = self.get(path)?;

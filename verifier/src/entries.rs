@@ -15,8 +15,9 @@ pub const PAGE: u64 = 1000;
 
 /// Reads entries `0..size` from `client`'s server, page by page, and proves
 /// them against the signed checkpoint `(size, root)`: each comes at its
-/// index, its leaf re-hashes to the leaf hash served, and all of them hash
-/// into `root`. Each entry is handed to `each` with its leaf bytes as soon
+/// index, its leaf re-hashes to the leaf hash served, its chain hash is the
+/// one the chain from the first entry gives, and all of them hash into
+/// `root`. Each entry is handed to `each` with its leaf bytes as soon
 /// as its own hash is checked, which is before the root is: a caller that
 /// writes entries out must discard what it wrote when this fails.
 /// `progress` gets (entries done, size).
@@ -28,6 +29,7 @@ pub fn entries_verified(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), CheckError> {
     let mut frontier = Frontier::new();
+    let mut chain = ledger::GENESIS_CHAIN;
     let mut next = 0;
     while next < size {
         let page: EntryPage = client.get_json(&format!("/v1/entries?start={next}&limit={PAGE}"))?;
@@ -50,6 +52,12 @@ pub fn entries_verified(
             if ledger::hash::to_hex(&lh) != e.leaf_hash {
                 return Err(CheckError::Disproved(format!(
                     "first bad index {next}: the leaf does not hash to the leaf hash served"
+                )));
+            }
+            chain = ledger::chain_hash(&chain, &leaf);
+            if ledger::hash::to_hex(&chain) != e.chain_hash {
+                return Err(CheckError::Disproved(format!(
+                    "first bad index {next}: the chain hash served is not the chain of the entries"
                 )));
             }
             each(e, &leaf)?;

@@ -1,4 +1,7 @@
 //! `ledger export`: every entry as JSON lines, with its raw leaf and hashes.
+//! Nothing is written out until every entry is proven: the lines go to a
+//! scratch file that becomes `--out` (or is copied to standard output) only
+//! when the whole export checks.
 
 use std::path::PathBuf;
 
@@ -6,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use verifier::Client;
 
-use super::{fail, Source};
+use super::{checked, fail, Source};
 
 #[derive(Args)]
 pub struct ExportArgs {
@@ -17,45 +20,43 @@ pub struct ExportArgs {
     out: Option<PathBuf>,
     /// Remote: the log's note verifier key. Every entry exported is proven
     /// into the server's checkpoint signed by it (without it, by the key
-    /// the server gives).
+    /// the server gives, which then vouches for itself).
     #[arg(long)]
     key: Option<String>,
 }
 
+/// One exported line.
+fn line(
+    w: &mut impl std::io::Write,
+    index: u64,
+    leaf: &str,
+    leaf_hash: &str,
+    chain_hash: &str,
+) -> anyhow::Result<()> {
+    let v = serde_json::json!({
+        "index": index, "leaf": leaf, "leaf_hash": leaf_hash, "chain_hash": chain_hash
+    });
+    writeln!(w, "{v}")?;
+    Ok(())
+}
+
 pub fn run(a: ExportArgs) -> anyhow::Result<()> {
     let ExportArgs { source, out, key } = a;
-    let out = out.as_deref();
-    use std::io::Write as _;
-    let mut w: Box<dyn std::io::Write> = match out {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-    };
-    let line = |w: &mut Box<dyn std::io::Write>,
-                index: u64,
-                leaf: &str,
-                lh: &str,
-                ch: &str|
-     -> anyhow::Result<()> {
-        writeln!(
-            w,
-            "{}",
-            serde_json::json!({"index": index, "leaf": leaf, "leaf_hash": lh, "chain_hash": ch})
-        )?;
-        Ok(())
-    };
+    // The scratch file sits beside `--out`, so that the rename is atomic.
+    let scratch_dir = out
+        .as_deref()
+        .and_then(|p| p.parent())
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(std::env::temp_dir, PathBuf::from);
+    let scratch = tempfile::NamedTempFile::new_in(&scratch_dir)
+        .with_context(|| format!("creating a scratch file in {}", scratch_dir.display()))?;
+    let mut w = std::io::BufWriter::new(scratch);
     if let Some(server) = &source.server {
         let client = Client::new(server, source.token.clone());
-        let key = match key {
-            Some(k) => k,
-            None => {
-                let k = client.get("/v1/log/key")?.text().trim().to_owned();
-                eprintln!("note: the export is proven against the key the server gave ({k}); pass --key to prove it against a key you trust");
-                k
-            }
-        };
-        let note = client.get("/checkpoint")?.text();
+        let key = client.verifier_key(key, |k| {
+            eprintln!("note: the export is proven against the key the server gave ({k}); pass --key to prove it against a key you trust");
+        })?;
+        let note = client.get_text("/checkpoint")?;
         let cp = anchors::open_checkpoint(note.as_bytes(), &key)
             .map_err(|e| fail(format!("checkpoint: {e}")))?;
         verifier::entries_verified(
@@ -65,12 +66,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<()> {
             &mut |e, _| line(&mut w, e.index, &e.leaf, &e.leaf_hash, &e.chain_hash),
             &mut |_, _| {},
         )
-        .map_err(super::checked)?;
+        .map_err(checked)?;
     } else {
         let dir = source
             .data_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("./ledger-data"));
+        // Local reads are checked: each entry re-hashes to its stored leaf
+        // hash, or the read fails.
         let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
         let size = log.head().size;
         let mut start = 0;
@@ -89,6 +92,18 @@ pub fn run(a: ExportArgs) -> anyhow::Result<()> {
             start += 4096;
         }
     }
-    w.flush()?;
+    let scratch = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+    match out {
+        Some(p) => {
+            scratch.as_file().sync_all()?;
+            scratch
+                .persist(&p)
+                .with_context(|| format!("writing {}", p.display()))?;
+        }
+        None => {
+            let mut f = scratch.reopen()?;
+            std::io::copy(&mut f, &mut std::io::stdout().lock())?;
+        }
+    }
     Ok(())
 }
