@@ -6,14 +6,94 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 use ed25519_dalek::SigningKey;
 use events::envelope::format_micros;
+use events::envelope::public_key_b64;
 use events::model::*;
 use events::sample::{self, Sample};
 
 use events::{Clock as _, SystemClock};
 use verifier::check::{check_projection, check_receipt};
 use verifier::client::Client;
-use verifier::post::Poster;
+use verifier::client::Reply;
+use verifier::post::{post_one, sign_event};
+use verifier::wire::WriteReceipt;
 use verifier::wire::{ProjectionResponse, RecommendationResponse};
+
+/// Posts signed events as named actors, checking every receipt. The keys
+/// of actors it was not given are derived from their names: anyone can
+/// compute them. For the demo and tests only; never enrol them in a log
+/// that matters.
+pub struct Poster<'a> {
+    pub client: &'a Client,
+    pub vkey: String,
+    keys: BTreeMap<String, SigningKey>,
+    next: u64,
+    pub receipts_checked: usize,
+}
+
+fn key_for(name: &str) -> SigningKey {
+    SigningKey::from_bytes(
+        blake3::hash(format!("evidence-ledger demo key {name}").as_bytes()).as_bytes(),
+    )
+}
+
+impl<'a> Poster<'a> {
+    pub fn new(client: &'a Client, vkey: String, operator: SigningKey) -> Self {
+        let mut keys = BTreeMap::new();
+        keys.insert("operator".to_owned(), operator);
+        Poster {
+            client,
+            vkey,
+            keys,
+            next: 0,
+            receipts_checked: 0,
+        }
+    }
+
+    pub fn key(&mut self, name: &str) -> SigningKey {
+        self.keys
+            .entry(name.to_owned())
+            .or_insert_with(|| key_for(name))
+            .clone()
+    }
+
+    pub fn envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
+        self.next += 1;
+        let key = self.key(signer);
+        sign_event(&key, &format!("demo-{:06}", self.next), event)
+    }
+
+    /// Posts as `signer` (a name given to [`Poster::new`] or derived) and
+    /// expects success; checks the receipt's proof and checkpoint.
+    pub fn post(&mut self, signer: &str, event: Event) -> anyhow::Result<WriteReceipt> {
+        let env = self.envelope(signer, event);
+        let rc = post_one(self.client, &self.vkey, &env)?;
+        self.receipts_checked += 1;
+        Ok(rc)
+    }
+
+    /// Posts and expects a refusal; returns it.
+    pub fn post_refused(&mut self, signer: &str, event: Event) -> anyhow::Result<Reply> {
+        let env = self.envelope(signer, event);
+        let r = self.client.post_json("/v1/events", &env)?;
+        if (200..300).contains(&r.status) {
+            bail!("a write that should have been refused was accepted");
+        }
+        Ok(r)
+    }
+
+    pub fn enrol(&mut self, name: &str, role: Role) -> anyhow::Result<()> {
+        let k = self.key(name);
+        self.post(
+            "operator",
+            Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: public_key_b64(&k.verifying_key()),
+                identity: format!("{name}@bench.example"),
+                roles: vec![role],
+            }),
+        )?;
+        Ok(())
+    }
+}
 
 const RUBRIC: &str = "blake3:7d3c1c5e9a0b8f6e2d4c6a8b0e2f4a6c8e0b2d4f6a8c0e2b4d6f8a0c2e4b6d8f";
 const IMAGE: &str = "sha256:4c1f0e9a7b6d5c3e2f1a0b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e";

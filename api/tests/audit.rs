@@ -350,7 +350,8 @@ fn a_rewritten_entry_is_caught_by_verify_export_and_backup() {
     }
     let dir = tempfile::tempdir().expect("tmp");
     let file = dir.path().join("backup.jsonl");
-    verifier::backup::backup(&c, &file, &mut |_, _| {}).expect_err("a rewritten entry");
+    verifier::backup::backup(&c, &s.server.vkey, &file, &mut |_, _| {})
+        .expect_err("a rewritten entry");
     assert!(
         std::fs::read_dir(dir.path()).expect("dir").next().is_none(),
         "nothing written, not even a partial file"

@@ -468,7 +468,7 @@ fn generate_keys_and_revoke_runbooks() {
         .text()
         .trim()
         .to_owned();
-    let mut p = verifier::post::Poster::new(&client, vkey, key.clone());
+    let mut p = api::demo::Poster::new(&client, vkey, key.clone());
     let r = p
         .post_refused(
             "operator",
@@ -612,7 +612,7 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
         verifier::keys::read_signing_key(&data.join("operator.key")).expect("operator key");
     let (mut server, base) = spawn_server(&["--data-dir", d]);
     let client = verifier::client::Client::new(&base, None);
-    let mut p = verifier::post::Poster::new(&client, vkey.clone(), operator);
+    let mut p = api::demo::Poster::new(&client, vkey.clone(), operator);
     let good: Vec<Vec<u8>> = (0..5)
         .map(|i| {
             p.envelope(

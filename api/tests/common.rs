@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use api::config::ServeConfig;
+use api::demo::Poster;
 use api::server::AppState;
 use events::envelope::format_micros;
 use events::model::*;
 use testkit::world::{run, sample, score, task_class, T0, TASK_CLASS};
 use verifier::client::Client;
-use verifier::post::Poster;
 
 /// Whether `cond` comes true within 30 s, asked every 10 ms: the bound for
 /// anything these tests wait on, since a loaded 2-core CI machine runs many

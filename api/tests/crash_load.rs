@@ -10,10 +10,10 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use api::demo::Poster;
 use events::model::{Event, Isolation, Role};
 use rand::Rng;
 use verifier::client::Client;
-use verifier::post::Poster;
 use verifier::wire::{ConsistencyProof, EntryView, LogInfo};
 
 const KILLS: usize = 50;

@@ -165,7 +165,7 @@ fn readers_racing_writers_see_only_consistent_checkpoints() {
             let (base, vkey, op) = (s.base.clone(), s.vkey.clone(), s.operator.clone());
             std::thread::spawn(move || {
                 let client = Client::new(&base, None);
-                let mut p = verifier::post::Poster::new(&client, vkey, op);
+                let mut p = api::demo::Poster::new(&client, vkey, op);
                 for i in 0..150 {
                     let env = p.envelope(
                         "harness",

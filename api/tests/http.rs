@@ -341,6 +341,24 @@ fn every_api_error_code_is_a_problem_document() {
         200,
         "health stays open"
     );
+    // A HEAD is a read too: without the token it learns nothing, not even
+    // whether the entry exists or how long the answer is.
+    for path in ["/v1/log", "/v1/entries/0", "/checkpoint"] {
+        use std::io::{Read as _, Write as _};
+        let addr = t.base.trim_start_matches("http://");
+        let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+        write!(
+            conn,
+            "HEAD {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).expect("read");
+        assert!(
+            answer.starts_with("HTTP/1.1 401"),
+            "HEAD {path} without the token: {answer}"
+        );
+    }
 
     // Timeout: a request whose body never finishes arriving. (A limit of
     // 0 ms is not a sure timeout: the first poll of a write can find it
@@ -493,7 +511,7 @@ fn concurrent_writers_32_by_500() {
             let (base, vkey, operator) = (base.clone(), vkey.clone(), operator.clone());
             std::thread::spawn(move || {
                 let client = Client::new(&base, None);
-                let mut p = verifier::post::Poster::new(&client, vkey, operator);
+                let mut p = api::demo::Poster::new(&client, vkey, operator);
                 (0..EACH)
                     .map(|i| {
                         let mut r = run(&format!("{name}-run-{i}"), Isolation::Microvm);
@@ -601,7 +619,7 @@ fn a_batch_is_answered_envelope_by_envelope_in_one_checkpoint() {
     let c = s.client();
     seed(&s, &c);
     let mut p = s.poster(&c);
-    let good = |p: &mut verifier::post::Poster<'_>, id: &str| {
+    let good = |p: &mut api::demo::Poster<'_>, id: &str| {
         p.envelope("harness", Event::RunStarted(run(id, Isolation::Microvm)))
     };
     let first = good(&mut p, "run-a");

@@ -34,14 +34,16 @@ struct Line {
     leaf: String,
 }
 
-/// Takes a backup of `client`'s server into `out`; returns the size covered.
+/// Takes a backup of `client`'s server into `out`, every entry proven into
+/// the server's checkpoint signed by `vkey`; returns the size covered.
 pub fn backup(
     client: &Client,
+    vkey: &str,
     out: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> anyhow::Result<u64> {
-    let vkey = client.get("/v1/log/key")?.text().trim().to_owned();
-    let note = client.get("/checkpoint")?.text();
+    let vkey = vkey.to_owned();
+    let note = client.get_text("/checkpoint")?;
     let cp = anchors::open_checkpoint(note.as_bytes(), &vkey).context("the server's checkpoint")?;
     let tmp = out.with_extension("partial");
     let mut w = std::io::BufWriter::new(

@@ -1,112 +1,50 @@
-//! Posting signed events and checking every receipt: a [`Poster`] signs as
-//! named actors (the demo, the CLI's operator commands), and
-//! [`post_envelopes`] sends already-signed envelopes in batches (`ledger
-//! post`). Nothing posted is taken on trust: each receipt's inclusion proof
+//! Posting signed events and checking every receipt: [`post_one`] sends
+//! one envelope ([`sign_event`] signs one), and [`post_envelopes`] sends
+//! already-signed envelopes in batches (`ledger post`). Nothing posted is taken on trust: each receipt's inclusion proof
 //! and signed checkpoint are verified, and its leaf is checked to be the
 //! envelope that was posted.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use ed25519_dalek::SigningKey;
-use events::envelope::{format_micros, public_key_b64};
+use events::envelope::format_micros;
 use events::model::*;
 use events::{key_id, sign_envelope, Clock as _, SystemClock};
 
 use crate::check::ReceiptChecker;
-use crate::client::{Client, Reply};
+use crate::client::Client;
 use crate::wire::{BatchResponse, Problem, WriteReceipt};
 use crate::CheckError;
 
-/// Posts signed events as named actors.
-pub struct Poster<'a> {
-    pub client: &'a Client,
-    pub vkey: String,
-    keys: BTreeMap<String, SigningKey>,
-    next: u64,
-    pub receipts_checked: usize,
+/// Signs `event` with `key` as a new envelope: a fresh id (`prefix`, then
+/// 16 random hex digits) issued now.
+pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
+    let payload = Payload {
+        schema: SCHEMA_VERSION,
+        id: format!("{prefix}-{}", hex::encode(rand::random::<[u8; 8]>())),
+        signer: key_id(&key.verifying_key()),
+        issued_at: format_micros(SystemClock.now_micros()),
+        event,
+    };
+    sign_envelope(key, &payload)
 }
 
-fn key_for(name: &str) -> SigningKey {
-    SigningKey::from_bytes(
-        blake3::hash(format!("evidence-ledger demo key {name}").as_bytes()).as_bytes(),
-    )
-}
-
-impl<'a> Poster<'a> {
-    pub fn new(client: &'a Client, vkey: String, operator: SigningKey) -> Self {
-        let mut keys = BTreeMap::new();
-        keys.insert("operator".to_owned(), operator);
-        Poster {
-            client,
-            vkey,
-            keys,
-            next: 0,
-            receipts_checked: 0,
-        }
+/// Posts one signed envelope to `POST /v1/events` and checks its receipt
+/// against `vkey`: the signed checkpoint, the inclusion proof, and that the
+/// proven leaf is this envelope. A refusal is an error that names the
+/// status and the problem; a receipt that does not verify is
+/// [`CheckError::Disproved`].
+pub fn post_one(client: &Client, vkey: &str, envelope: &[u8]) -> Result<WriteReceipt, CheckError> {
+    let r = client.post_json("/v1/events", envelope)?;
+    if !(200..300).contains(&r.status) {
+        return Err(anyhow!("write refused ({}): {}", r.status, r.text()).into());
     }
-
-    pub fn key(&mut self, name: &str) -> SigningKey {
-        self.keys
-            .entry(name.to_owned())
-            .or_insert_with(|| key_for(name))
-            .clone()
-    }
-
-    pub fn envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
-        self.next += 1;
-        let key = self.key(signer);
-        let p = Payload {
-            schema: SCHEMA_VERSION,
-            id: format!(
-                "demo-{:06}-{}",
-                self.next,
-                &hex::encode(rand::random::<[u8; 4]>())
-            ),
-            signer: key_id(&key.verifying_key()),
-            issued_at: format_micros(SystemClock.now_micros()),
-            event,
-        };
-        sign_envelope(&key, &p)
-    }
-
-    /// Posts as `signer` (a name given to [`Poster::new`] or derived) and
-    /// expects success; checks the receipt's proof and checkpoint.
-    pub fn post(&mut self, signer: &str, event: Event) -> anyhow::Result<WriteReceipt> {
-        let env = self.envelope(signer, event);
-        let r = self.client.post_json("/v1/events", &env)?;
-        if !(200..300).contains(&r.status) {
-            bail!("write refused ({}): {}", r.status, r.text());
-        }
-        let rc: WriteReceipt = r.json()?;
-        ReceiptChecker::new(&self.vkey).check(&rc, Some(&env))?;
-        self.receipts_checked += 1;
-        Ok(rc)
-    }
-
-    /// Posts and expects a refusal; returns it.
-    pub fn post_refused(&mut self, signer: &str, event: Event) -> anyhow::Result<Reply> {
-        let env = self.envelope(signer, event);
-        let r = self.client.post_json("/v1/events", &env)?;
-        if (200..300).contains(&r.status) {
-            bail!("a write that should have been refused was accepted");
-        }
-        Ok(r)
-    }
-
-    pub fn enrol(&mut self, name: &str, role: Role) -> anyhow::Result<()> {
-        let k = self.key(name);
-        self.post(
-            "operator",
-            Event::PrincipalEnrolled(PrincipalEnrolled {
-                public_key: public_key_b64(&k.verifying_key()),
-                identity: format!("{name}@bench.example"),
-                roles: vec![role],
-            }),
-        )?;
-        Ok(())
-    }
+    let rc: WriteReceipt = r.json()?;
+    ReceiptChecker::new(vkey)
+        .check(&rc, Some(envelope))
+        .map_err(|e| CheckError::Disproved(format!("the receipt does not verify: {e:#}")))?;
+    Ok(rc)
 }
 
 /// The envelopes of `path`, each with where it came from: a JSON array's

@@ -14,6 +14,11 @@ pub struct BackupArgs {
     server: String,
     #[arg(long)]
     out: PathBuf,
+    /// The log's note verifier key: every entry is proven into the
+    /// server's checkpoint signed by it (without it, by the key the server
+    /// gives, which then vouches for itself).
+    #[arg(long)]
+    key: Option<String>,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
@@ -39,11 +44,19 @@ pub struct RestoreArgs {
 }
 
 pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
-    let BackupArgs { server, out, token } = a;
+    let BackupArgs {
+        server,
+        out,
+        key,
+        token,
+    } = a;
     let out = out.as_path();
     let client = Client::new(&server, token);
+    let vkey = client.verifier_key(key, |k| {
+        eprintln!("note: the backup is proven against the key the server gave ({k}); pass --key to prove it against a key you trust");
+    })?;
     let pb = progress_bar(false, "backing up");
-    let size = verifier::backup::backup(&client, out, &mut |d, t| {
+    let size = verifier::backup::backup(&client, &vkey, out, &mut |d, t| {
         pb.set_length(t);
         pb.set_position(d);
     })?;

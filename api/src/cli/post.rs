@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 use clap::Args;
 use verifier::check::ReceiptChecker;
-use verifier::post::{post_envelopes, read_envelopes, Poster};
+use verifier::post::{post_envelopes, read_envelopes};
 use verifier::Client;
 
 use super::{fail, progress_bar};
@@ -34,6 +34,10 @@ pub struct PostArgs {
 pub struct EnrolArgs {
     #[arg(long, env = "LEDGER_SERVER")]
     server: String,
+    /// The log's note verifier key to check the receipt with (without it,
+    /// the key the server gives, which then vouches for its own receipt).
+    #[arg(long)]
+    key: Option<String>,
     /// The operator's key file.
     #[arg(long)]
     operator_key: PathBuf,
@@ -52,6 +56,10 @@ pub struct EnrolArgs {
 pub struct RevokeArgs {
     #[arg(long, env = "LEDGER_SERVER")]
     server: String,
+    /// The log's note verifier key to check the receipt with (without it,
+    /// the key the server gives, which then vouches for its own receipt).
+    #[arg(long)]
+    key: Option<String>,
     #[arg(long)]
     operator_key: PathBuf,
     /// The key id to revoke (hex SHA-256 of its public key).
@@ -61,11 +69,19 @@ pub struct RevokeArgs {
     reason: String,
 }
 
-fn post_as_operator(server: &str, operator_key: &Path, event: events::Event) -> anyhow::Result<()> {
+fn post_as_operator(
+    server: &str,
+    vkey: Option<String>,
+    operator_key: &Path,
+    event: events::Event,
+) -> anyhow::Result<()> {
     let key = verifier::keys::read_signing_key(operator_key)?;
     let client = Client::new(server, None);
-    let vkey = client.get("/v1/log/key")?.text().trim().to_owned();
-    let r = Poster::new(&client, vkey, key).post("operator", event)?;
+    let vkey = client.verifier_key(vkey, |k| {
+        eprintln!("note: the receipt is checked against the key the server gave ({k}); pass --key to check it against a key you trust");
+    })?;
+    let envelope = verifier::post::sign_event(&key, "operator", event);
+    let r = verifier::post::post_one(&client, &vkey, &envelope).map_err(super::checked)?;
     println!(
         "appended at index {} (tree size {}); proof and checkpoint verified",
         r.index, r.tree_size
@@ -84,6 +100,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<events::Role>>>()?;
     post_as_operator(
         &a.server,
+        a.key,
         &a.operator_key,
         events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
             public_key: a.public_key,
@@ -96,6 +113,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
 pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
     post_as_operator(
         &a.server,
+        a.key,
         &a.operator_key,
         events::Event::PrincipalRevoked(events::model::PrincipalRevoked {
             key_id: a.key_id,
@@ -113,14 +131,9 @@ pub fn run(a: PostArgs) -> anyhow::Result<()> {
         bail!("no envelopes in the {} file(s) given", a.files.len());
     }
     let client = Client::new(&a.server, None);
-    let vkey = match a.key {
-        Some(k) => k,
-        None => {
-            let k = client.get("/v1/log/key")?.text().trim().to_owned();
-            eprintln!("note: receipts are checked against the key the server gave ({k}); pass --key to check them against a key you trust");
-            k
-        }
-    };
+    let vkey = client.verifier_key(a.key, |k| {
+        eprintln!("note: receipts are checked against the key the server gave ({k}); pass --key to check them against a key you trust");
+    })?;
     let mut checker = ReceiptChecker::new(&vkey);
     let pb = progress_bar(a.quiet, "posting envelopes:");
     pb.set_length(envelopes.len() as u64);
