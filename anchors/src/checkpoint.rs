@@ -179,8 +179,10 @@ pub struct VerifiedCheckpoint {
 }
 
 /// Opens a checkpoint with the first of `keys` that verifies it (old keys
-/// stay trusted after a rotation), and returns the key that did. With no key
-/// that verifies it, the error is the last key's.
+/// stay trusted after a rotation), and returns the key that did. A key that
+/// does not parse is passed over like one that does not verify (a list of
+/// trusted keys from a configuration keeps working when one entry is
+/// wrong). With no key that verifies it, the error is the last key's.
 pub fn open_checkpoint_any<'k>(
     note: &[u8],
     keys: &'k [String],
@@ -196,7 +198,9 @@ pub fn open_checkpoint_any<'k>(
 }
 
 /// The text of a signed note (any statement, not only a checkpoint) signed
-/// by the first of `keys` that verifies it, and that key.
+/// by the first of `keys` that verifies it, and that key. Unlike
+/// [`open_checkpoint_any`], a key that does not parse is an error: the keys
+/// are the ones a user typed to check one document.
 pub fn open_note_any<'k>(
     note: &[u8],
     keys: &'k [String],

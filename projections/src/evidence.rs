@@ -37,6 +37,8 @@ pub enum EvidenceError {
     CaseTwice { case: String },
     #[error("the stated held-out {field} does not follow from the evidence")]
     Stated { field: &'static str },
+    #[error("the view cites {cited} evidence entries; {given} leaves were given")]
+    Count { cited: usize, given: usize },
 }
 
 /// One cited evidence leaf: its log index and its bytes (already checked to
@@ -142,6 +144,12 @@ pub fn check_stated(stated: &ScoreStats, recomputed: &ScoreStats) -> Result<(), 
 /// statistics are recomputed from those leaves alone, within the view's
 /// window, and must equal the view's bit for bit.
 pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), EvidenceError> {
+    if view.evidence.len() != leaves.len() {
+        return Err(EvidenceError::Count {
+            cited: view.evidence.len(),
+            given: leaves.len(),
+        });
+    }
     let cited: Vec<Cited<'_>> = view
         .evidence
         .iter()

@@ -186,10 +186,16 @@ pub fn audit(
             return Err(bad(format!("status {}: {}", r.status, r.text())).into());
         }
         let p: ProjectionResponse = r.json()?;
-        let (_, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
+        if p.view.task_class != c.task_class {
+            return Err(bad(format!(
+                "asked for `{}`, answered with `{}`",
+                c.task_class, p.view.task_class
+            ))
+            .into());
+        }
+        let (pcp, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
             .map_err(|e| bad(format!("checkpoint signature: {e}")))?;
         evidence += check_projection(&p, key).map_err(|e| bad(format!("{e:#}")))?;
-        let pcp = open(p.checkpoint.as_bytes(), keys)?;
         consistent(client, (cp.size, cp.root), (pcp.size, pcp.root)).map_err(|e| match e {
             AuditError::Failed(f) => AuditError::Failed(bad(format!(
                 "computed at a checkpoint inconsistent with the log: {f}"

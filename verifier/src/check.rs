@@ -9,10 +9,10 @@ use ledger::Hash;
 
 use crate::wire::{ProjectionResponse, WriteReceipt};
 
-/// A hash in a JSON answer or an argument: 64 hex digits (either case,
-/// surrounding white space ignored). The error names `field`.
+/// A hash in a JSON answer or an argument: exactly 64 hex digits (either
+/// case). The error names `field`.
 pub fn parse_hash(field: &str, s: &str) -> anyhow::Result<Hash> {
-    ledger::hash::from_hex(s.trim())
+    ledger::hash::from_hex(s)
         .ok_or_else(|| anyhow!("{field} must be hex: 32 bytes, 64 hex digits"))
 }
 
@@ -252,12 +252,11 @@ mod tests {
     fn a_hash_is_64_hex_digits_and_an_error_names_its_field() {
         let h = "ab".repeat(32);
         assert_eq!(
-            parse_hash("root", &format!(" {} ", h.to_uppercase()))
-                .expect("hash")
-                .0,
+            parse_hash("root", &h.to_uppercase()).expect("hash").0,
             [0xab; 32]
         );
         for bad in [
+            &format!(" {h}"),
             "",
             "ab",
             &"ab".repeat(33),

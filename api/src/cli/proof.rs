@@ -48,6 +48,12 @@ pub fn run(a: ProofArgs) -> anyhow::Result<()> {
             client.get_json(&format!("/v1/proofs/consistency?first={first}"))?;
         let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
             .map_err(|e| fail(format!("checkpoint: {e}")))?;
+        if p.first != first || p.second != cp.size {
+            return Err(fail(format!(
+                "asked for a proof from size {first}; the answer is from {} to {} under a checkpoint of size {}",
+                p.first, p.second, cp.size
+            )));
+        }
         let proof = parse_proof("proof", &p.proof)?;
         verify_consistency(
             p.first,
@@ -59,8 +65,8 @@ pub fn run(a: ProofArgs) -> anyhow::Result<()> {
         .map_err(|e| fail(format!("consistency proof: {e}")))?;
         println!("{}", serde_json::to_string_pretty(&p)?);
         println!(
-            "OK: consistency {} -> {} verifies against the signed checkpoint",
-            p.first, p.second
+            "OK: the server's root at size {} ({}) is a prefix of the signed tree of size {}; compare that root with one you trust",
+            p.first, p.first_root, p.second
         );
         return Ok(());
     }
@@ -72,6 +78,17 @@ pub fn run(a: ProofArgs) -> anyhow::Result<()> {
     let p: InclusionProof = client.get_json(&format!("/v1/proofs/inclusion?{q}"))?;
     let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
         .map_err(|e| fail(format!("checkpoint: {e}")))?;
+    let asked = match (a.index, &a.leaf_hash) {
+        (Some(i), _) => p.index == i,
+        (_, Some(h)) => p.leaf_hash.eq_ignore_ascii_case(h),
+        _ => false,
+    };
+    if !asked {
+        return Err(fail(format!(
+            "the proof is of entry {} (leaf hash {}), not of the one asked for",
+            p.index, p.leaf_hash
+        )));
+    }
     let proof = parse_proof("proof", &p.proof)?;
     verify_inclusion(
         &parse_hash("leaf_hash", &p.leaf_hash)?,
@@ -94,7 +111,7 @@ pub fn checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
     let key = key.as_deref();
     if let Some(server) = &source.server {
         let client = Client::new(server, source.token.clone());
-        let note = client.get("/checkpoint")?.text();
+        let note = client.get_text("/checkpoint")?;
         if let Some(k) = key {
             let cp = anchors::open_checkpoint(note.as_bytes(), k)
                 .map_err(|e| fail(format!("checkpoint: {e}")))?;

@@ -71,7 +71,7 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         (Some(size), Some(root)) => ledger::verify_dir_from(
             &dir,
             size,
-            &parse_hash("--trusted-root", root)?,
+            &parse_hash("--trusted-root", root.trim())?,
             &mut progress,
         ),
         _ => ledger::verify_dir(&dir, &mut progress).and_then(|v| {
