@@ -1,5 +1,7 @@
 //! `ledger init`: keys and genesis for a new data directory.
 
+pub use verifier::keys::write_secret;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,8 +21,6 @@ pub struct Initialized {
     pub log_key_path: PathBuf,
     pub operator_key_path: PathBuf,
 }
-
-pub use verifier::keys::write_secret;
 
 /// A new principal key, as a note signer key string named `name`.
 pub fn new_principal_key(name: &str) -> anyhow::Result<LogKey> {

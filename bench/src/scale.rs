@@ -180,11 +180,6 @@ fn write_sidecar(dir: &Path, s: &Sidecar) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn log_key(dir: &Path) -> anyhow::Result<anchors::LogKey> {
-    let text = std::fs::read_to_string(dir.join("log.key"))?;
-    Ok(anchors::LogKey::from_private(&text)?)
-}
-
 fn prepared(dir: &Path, side: &Sidecar) -> anyhow::Result<Prepared> {
     let operator = verifier::keys::read_signing_key(&dir.join("operator.key"))?;
     Ok(Prepared::new(&side.nonce, operator, WORKERS, side.cases))
@@ -208,7 +203,7 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
         }
     };
     let p = prepared(dir, &side)?;
-    let key = log_key(dir)?;
+    let key = verifier::keys::local_key(dir)?;
     let events = EventLog::open(
         dir,
         ledger::Config::default(),
@@ -495,7 +490,7 @@ fn proof_load(
                             ))?;
                             inc.push(t.elapsed().as_micros() as u64);
                             let body: verifier::wire::InclusionProof = r.json()?;
-                            let leaf = verifier::check::parse_hash("hash", &body.leaf_hash)?;
+                            let leaf = verifier::check::parse_hash("leaf_hash", &body.leaf_hash)?;
                             ledger::merkle::verify_inclusion(
                                 &leaf,
                                 index,
@@ -511,14 +506,14 @@ fn proof_load(
                             ))?;
                             con.push(t.elapsed().as_micros() as u64);
                             let body: verifier::wire::ConsistencyProof = r.json()?;
-                            if body.second_root != hex::encode(root.0) {
+                            if body.second_root != ledger::hash::to_hex(&root) {
                                 bail!("consistency proof to a root other than the checkpoint's");
                             }
                             // The old root is the server's claim; the proof must
                             // tie it to the signed root, or it does not verify.
                             ledger::merkle::verify_consistency(
                                 old,
-                                &verifier::check::parse_hash("hash", &body.first_root)?,
+                                &verifier::check::parse_hash("first_root", &body.first_root)?,
                                 size,
                                 &root,
                                 &verifier::check::parse_proof("proof", &body.proof)?,
@@ -597,7 +592,7 @@ fn projection_load(
 fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
     let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
     let p = prepared(&cfg.dir, &side)?;
-    let key = log_key(&cfg.dir)?;
+    let key = verifier::keys::local_key(&cfg.dir)?;
     let events = EventLog::open(
         &cfg.dir,
         ledger::Config::default(),
@@ -654,7 +649,7 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
 /// Measures the directory as it is now.
 pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
     let mut rep = SizeReport::default();
-    let key = log_key(&cfg.dir)?;
+    let key = verifier::keys::local_key(&cfg.dir)?;
     let vkey = key.verifier_key().to_owned();
 
     // Full verify, in process, with nothing else running.

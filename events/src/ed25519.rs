@@ -11,7 +11,7 @@
 //! eight canonical encodings of the small-order points (the 8-torsion
 //! subgroup): a comparison, not a square root. [`verify_strict`] here is that
 //! reasoning; it answers as ed25519-dalek's `verify_strict` does for every
-//! input, which `ledger/tests/ed25519_backend.rs` checks on RFC 8032, the
+//! input, which `events/tests/ed25519_backend.rs` checks on RFC 8032, the
 //! ed25519-speccheck edge cases and a property test (docs/DECISIONS.md).
 
 use std::sync::LazyLock;

@@ -554,6 +554,36 @@ pub fn parse_utc_micros(s: &str) -> Option<i64> {
         .map(|t| t.timestamp_micros())
 }
 
+/// The `anchor.published` envelope, signed with the ledger's key, that
+/// records the publication of the checkpoint `note` at `(size, root)` to
+/// `location` at time `now` (µs, UTC). Its id is fixed by the size and the
+/// note, so recording the same anchor twice is one entry.
+pub fn anchor_published_envelope(
+    ledger_key: &SigningKey,
+    (size, root): (u64, &ledger::Hash),
+    note: &str,
+    location: &str,
+    now: i64,
+) -> Vec<u8> {
+    let payload = crate::model::Payload {
+        schema: crate::model::SCHEMA_VERSION,
+        id: format!(
+            "anchor-{size}-{}",
+            &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
+        ),
+        signer: key_id(&ledger_key.verifying_key()),
+        issued_at: format_micros(now),
+        event: crate::model::Event::AnchorPublished(crate::model::AnchorPublished {
+            checkpoint: crate::model::CheckpointRef {
+                size,
+                root: ledger::hash::to_hex(root),
+            },
+            location: location.to_owned(),
+        }),
+    };
+    sign_envelope(ledger_key, &payload)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

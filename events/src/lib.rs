@@ -1,9 +1,12 @@
 //! # events: signed domain events on the log
 //!
-//! The catalogue ([`model`]), canonical
-//! bytes ([`canonical`]), DSSE envelopes and leaf records ([`envelope`]), the
-//! rules ([`state`]) and their place in the committer ([`sequencer`]).
-//! docs/EVENTS.md documents every event, who may write it and its rules.
+//! The catalogue ([`model`]), canonical bytes ([`canonical`]), DSSE
+//! envelopes and leaf records ([`envelope`]), strict Ed25519 verification
+//! ([`ed25519`]), refusals and their codes ([`reject`]), the rules, one
+//! module per aggregate ([`state`]), their place in the committer
+//! ([`sequencer`]), and the sample bench the demo, tests and benchmarks
+//! build on ([`sample`]). docs/EVENTS.md documents every event, who may
+//! write it and its rules.
 
 pub mod canonical;
 pub mod ed25519;
@@ -15,12 +18,12 @@ pub mod sequencer;
 pub mod state;
 
 pub use envelope::{
-    cosign, decode_envelope, decode_leaf, decode_logged_leaf, generate_key, key_id, sign_envelope,
+    anchor_published_envelope, cosign, decode_envelope, decode_leaf, decode_logged_leaf,
+    generate_key, key_id, sign_envelope,
 };
 pub use model::{Event, Kind, Payload, Role, Tier};
 pub use reject::{RejectCode, Rejection};
 pub use sequencer::{
-    anchor_published_envelope, genesis_envelopes, Accepted, Clock, EventLog, EventSequencer,
-    ManualClock, SystemClock,
+    genesis_envelopes, Accepted, Clock, EventLog, EventSequencer, ManualClock, SystemClock,
 };
 pub use state::State;

@@ -271,9 +271,9 @@ fn envelope_key(d: &Decoded) -> ledger::EntryKey {
     }
 }
 
-/// Whether logged `leaf` is the entry the key index says it is: its
-/// envelope id is `id` and its payload digest `digest`.
-/// The entry's sequencing time when `leaf` carries envelope id `id` with
+/// Whether logged `leaf` is the entry the key index says it is (its
+/// envelope id is `id` and its payload digest `digest`), and if so its
+/// sequencing time when `leaf` carries envelope id `id` with
 /// payload digest `digest`; `None` when it does not.
 fn carries(leaf: &[u8], id: &str, digest: &[u8; 32]) -> Option<i64> {
     let (d, at) = crate::envelope::decode_logged_leaf(leaf).ok()?;
@@ -296,8 +296,7 @@ impl EventSequencer {
     }
 
     /// The index, payload digest and sequencing time of the entry with
-    /// envelope id `id`:
-    /// earlier in this batch, or committed. A committed answer comes from
+    /// envelope id `id`: earlier in this batch, or committed. A committed answer comes from
     /// the key index and is checked against the entry it names; an index
     /// that is behind the log, unreadable or wrong refuses the write rather
     /// than risk accepting a reused id.
@@ -922,34 +921,4 @@ pub fn genesis_envelopes(
             ),
         ),
     ]
-}
-
-/// The `anchor.published` envelope, signed with the ledger's key, that
-/// records the publication of the checkpoint `note` at `(size, root)` to
-/// `location` at time `now` (µs, UTC). Its id is fixed by the size and the
-/// note, so recording the same anchor twice is one entry.
-pub fn anchor_published_envelope(
-    ledger_key: &SigningKey,
-    (size, root): (u64, &ledger::Hash),
-    note: &str,
-    location: &str,
-    now: i64,
-) -> Vec<u8> {
-    let payload = Payload {
-        schema: SCHEMA_VERSION,
-        id: format!(
-            "anchor-{size}-{}",
-            &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
-        ),
-        signer: key_id(&ledger_key.verifying_key()),
-        issued_at: format_micros(now),
-        event: Event::AnchorPublished(AnchorPublished {
-            checkpoint: CheckpointRef {
-                size,
-                root: ledger::hash::to_hex(root),
-            },
-            location: location.to_owned(),
-        }),
-    };
-    sign_envelope(ledger_key, &payload)
 }

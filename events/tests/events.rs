@@ -410,7 +410,7 @@ fn mint(w: &mut World, id: &str, workflow: &str, ttl_micros: i64) -> Posted {
             validated_at: format_micros(T0),
             minted_at: CheckpointRef {
                 size: head.size,
-                root: hex::encode(head.root.0),
+                root: ledger::hash::to_hex(&head.root),
             },
             expires_at: format_micros(T0 + ttl_micros),
         }),
@@ -614,7 +614,7 @@ fn self_issued_recommendation_from_a_client_is_refused() {
                 rationale: vec![],
                 checkpoint: CheckpointRef {
                     size: head.size,
-                    root: hex::encode(head.root.0),
+                    root: ledger::hash::to_hex(&head.root),
                 },
                 requires_human_approval: true,
                 request_id: "env-00000001".into(),

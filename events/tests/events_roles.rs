@@ -352,7 +352,7 @@ fn perform(w: &mut World, op: &Op) {
                     validated_at: format_micros(T0),
                     minted_at: CheckpointRef {
                         size: head.size,
-                        root: hex::encode(head.root.0),
+                        root: ledger::hash::to_hex(&head.root),
                     },
                     expires_at: format_micros(T0 + 300_000_000),
                 }),

@@ -1,5 +1,5 @@
-//! The log: open with a self-check, group-committed appends, checked reads and
-//! proofs.
+//! The log: open with a self-check, and appends admitted to the committer
+//! (`log/committer.rs`). Checked reads and proofs are in `log/reads.rs`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -634,9 +634,9 @@ impl Projection {
         if self.size != size || have_root != *root {
             return Err(ProjectionError::Unverified {
                 have: self.size,
-                have_root: hex::encode(have_root.0),
+                have_root: ledger::hash::to_hex(&have_root),
                 want: size,
-                want_root: hex::encode(root.0),
+                want_root: ledger::hash::to_hex(root),
             });
         }
         let class = self
@@ -926,7 +926,7 @@ impl Projection {
         TaskClassView {
             task_class: task_class.to_owned(),
             tree_size: size,
-            root: hex::encode(root.0),
+            root: ledger::hash::to_hex(root),
             now_micros: now,
             window_start_micros: start,
             settings: settings.clone(),

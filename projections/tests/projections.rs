@@ -357,14 +357,14 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
     assert_eq!(r.evidence.len(), 3);
     for e in &r.evidence {
         let ev = w.log.ledger().entry(e.index).expect("evidence entry");
-        assert_eq!(hex::encode(ev.leaf_hash.0), e.leaf_hash);
+        assert_eq!(ledger::hash::to_hex(&ev.leaf_hash), e.leaf_hash);
         let proof = w
             .log
             .ledger()
             .inclusion_proof(e.index, r.checkpoint.size)
             .expect("proof");
         let root = w.log.ledger().root_at(r.checkpoint.size).expect("root");
-        assert_eq!(hex::encode(root.0), r.checkpoint.root);
+        assert_eq!(ledger::hash::to_hex(&root), r.checkpoint.root);
         ledger::merkle::verify_inclusion(&ev.leaf_hash, e.index, r.checkpoint.size, &proof, &root)
             .expect("inclusion");
     }

@@ -12,8 +12,7 @@ use crate::wire::{ProjectionResponse, WriteReceipt};
 /// A hash in a JSON answer or an argument: exactly 64 hex digits (either
 /// case). The error names `field`.
 pub fn parse_hash(field: &str, s: &str) -> anyhow::Result<Hash> {
-    ledger::hash::from_hex(s)
-        .ok_or_else(|| anyhow!("{field} must be hex: 32 bytes, 64 hex digits"))
+    ledger::hash::from_hex(s).ok_or_else(|| anyhow!("{field} must be hex: 32 bytes, 64 hex digits"))
 }
 
 /// A proof in a JSON answer: a list of hashes. The error names `field`.
@@ -87,7 +86,7 @@ impl ReceiptChecker {
                 (cp.size, cp.root)
             }
         };
-        if size != r.tree_size || hex::encode(root.0) != r.root {
+        if size != r.tree_size || ledger::hash::to_hex(&root) != r.root {
             bail!("the receipt's tree size or root differs from its signed checkpoint");
         }
         let leaf_hash = parse_hash("leaf_hash", &r.leaf_hash)?;
@@ -123,7 +122,7 @@ impl ReceiptChecker {
 pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<usize> {
     let cp =
         anchors::open_checkpoint(p.checkpoint.as_bytes(), vkey).context("checkpoint signature")?;
-    if cp.size != p.tree_size || hex::encode(cp.root.0) != p.root {
+    if cp.size != p.tree_size || ledger::hash::to_hex(&cp.root) != p.root {
         bail!("the projection's tree size or root differs from its signed checkpoint");
     }
     if p.view.tree_size != cp.size || p.view.root != p.root {

@@ -3,7 +3,8 @@
 //! What the promotion gate, an auditor or an operator runs against a
 //! ledger, trusting nothing but the log's verifier key: the wire types the
 //! server answers with ([`wire`]), a blocking HTTP client ([`client`]),
-//! the checks of write receipts, projections and offline bundles
+//! the checks of write receipts, projections and offline bundles, and the
+//! bundle format itself, which the server signs with the same code
 //! ([`check`]), the walk that re-hashes every entry into a signed root
 //! ([`entries`]), the audit ([`audit`]), backup and verified restore
 //! ([`backup`]), posting signed events with every receipt checked

@@ -118,7 +118,7 @@ pub fn checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
             eprintln!(
                 "signature OK; size {} root {}",
                 cp.size,
-                hex::encode(cp.root.0)
+                ledger::hash::to_hex(&cp.root)
             );
         }
         print!("{note}");

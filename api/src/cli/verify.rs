@@ -103,8 +103,8 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
                 v.checked,
                 started.elapsed(),
                 v.size,
-                hex::encode(v.root.0),
-                hex::encode(v.chain.0)
+                ledger::hash::to_hex(&v.root),
+                ledger::hash::to_hex(&v.chain)
             );
             Ok(())
         }

@@ -201,7 +201,7 @@ impl State {
         log: &dyn Checkpoints,
     ) -> Result<(), Rejection> {
         let root = log.root_at(c.size);
-        if root.map(|r| hex::encode(r.0)) == Some(c.root.clone()) {
+        if root.map(|r| ledger::hash::to_hex(&r)) == Some(c.root.clone()) {
             Ok(())
         } else {
             reject(

@@ -1,5 +1,5 @@
-//! Projections (OpenAPI tag `projections`): task classes, a projection with its proof bundle, and the
-//! offline bundle.
+//! The OpenAPI tag `projections`: the task classes, a task class's
+//! projection with its proof bundle, and the offline bundle.
 
 use ledger::hash::to_hex;
 use std::sync::Arc;
