@@ -191,6 +191,13 @@ impl TestServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // The start-up check runs on its own thread and may still hold the
+        // state (and the open data file) after the server stopped: wait
+        // until this is the last holder, so the caller can reopen the file.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while Arc::strong_count(&self.state) > 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let dir = tempfile::tempdir().expect("placeholder");
         std::mem::replace(&mut self.dir, dir)
     }
