@@ -37,6 +37,13 @@ pub enum AuditFailure {
     BadEntry { index: u64, reason: String },
     #[error("projection `{task_class}`: {reason}")]
     BadProjection { task_class: String, reason: String },
+    /// The projection is not the one the whole log gives: the server left
+    /// something out, or counted something it should not have.
+    #[error("projection `{task_class}` does not follow from the whole log: {reason}")]
+    Incomplete { task_class: String, reason: String },
+    /// The log the server serves does not extend the replica's.
+    #[error("the server's log does not extend the replica's: {0}")]
+    Diverged(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -216,5 +223,84 @@ pub fn audit(
         entries_checked: n,
         projections_checked: classes.len(),
         evidence_checked: evidence,
+    })
+}
+
+/// Checks every task class's projection for completeness by replay
+/// ([`crate::replay`]): the replica follows the server to each answer's
+/// signed checkpoint (every new entry re-hashed, chained and proven a prefix
+/// of the signed tree), folds the new entries, and its own view at the
+/// answer's size, time and settings must equal the served one bit for bit.
+/// Each answer's evidence and statistics are checked as the audit checks
+/// them, too. The replica is saved only when every class passes.
+pub fn audit_projections(
+    client: &Client,
+    keys: &[String],
+    replica: &mut crate::replay::Replica,
+    progress: &mut dyn FnMut(&str, u64, u64),
+) -> Result<crate::replay::Replayed, AuditError> {
+    let start = replica.size();
+    let classes_reply = client.get("/v1/task-classes")?;
+    if classes_reply.status != 200 {
+        return Err(AuditFailure::BadProjection {
+            task_class: "*".into(),
+            reason: format!("the server withholds projections: {}", classes_reply.text()),
+        }
+        .into());
+    }
+    let classes: Vec<TaskClassSummary> = classes_reply.json()?;
+    let mut answers = Vec::with_capacity(classes.len());
+    for c in &classes {
+        let bad = |reason: String| AuditFailure::BadProjection {
+            task_class: c.task_class.clone(),
+            reason,
+        };
+        let r = client.get(&format!("/v1/task-classes/{}", c.task_class))?;
+        if r.status != 200 {
+            return Err(bad(format!("status {}: {}", r.status, r.text())).into());
+        }
+        let p: ProjectionResponse = r.json()?;
+        if p.view.task_class != c.task_class {
+            return Err(bad(format!("answered with `{}`", p.view.task_class)).into());
+        }
+        let (cp, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
+            .map_err(|e| bad(format!("checkpoint signature: {e}")))?;
+        check_projection(&p, key).map_err(|e| bad(format!("{e:#}")))?;
+        answers.push((cp, p));
+    }
+    // The replica only grows: take the answers in the order of their sizes.
+    answers.sort_by_key(|(cp, _)| cp.size);
+    for (k, (cp, p)) in answers.iter().enumerate() {
+        progress("replaying the log", k as u64, answers.len() as u64);
+        replica
+            .follow(client, cp.size, &cp.root, &mut |_, _| {})
+            .map_err(|e| match e {
+                crate::CheckError::Disproved(m) => AuditError::Failed(AuditFailure::Diverged(m)),
+                crate::CheckError::Other(e) => AuditError::Other(e),
+            })?;
+        let replayed = replica
+            .view(&p.view.task_class, p.view.now_micros, &p.view.settings)
+            .map_err(|e| AuditFailure::Incomplete {
+                task_class: p.view.task_class.clone(),
+                reason: e.to_string(),
+            })?;
+        if let Some(path) = crate::replay::first_difference(&p.view, &replayed) {
+            return Err(AuditFailure::Incomplete {
+                task_class: p.view.task_class.clone(),
+                reason: format!("`{path}` is not what the log up to size {} gives", cp.size),
+            }
+            .into());
+        }
+    }
+    progress(
+        "replaying the log",
+        answers.len() as u64,
+        answers.len() as u64,
+    );
+    replica.save()?;
+    Ok(crate::replay::Replayed {
+        size: replica.size(),
+        followed: replica.size() - start,
+        task_classes: answers.len(),
     })
 }

@@ -6,7 +6,8 @@
 //! the checks of write receipts, projections and offline bundles, and the
 //! bundle format itself, which the server signs with the same code
 //! ([`check`]), the walk that re-hashes every entry into a signed root
-//! ([`entries`]), the audit ([`audit`]), backup and verified restore
+//! ([`entries`]), the audit ([`audit`]) and its replay of the log that
+//! checks projections for completeness ([`replay`]), backup and verified restore
 //! ([`backup`]), posting signed events with every receipt checked
 //! ([`post`]), and reading key files ([`keys`]).
 //!
@@ -23,6 +24,7 @@ pub mod client;
 pub mod entries;
 pub mod keys;
 pub mod post;
+pub mod replay;
 pub mod wire;
 
 pub use check::{parse_hash, parse_proof};

@@ -28,6 +28,12 @@ pub struct AuditArgs {
     /// Trust the server's current checkpoint when --trusted does not exist yet (first audit).
     #[arg(long)]
     init: bool,
+    /// Also check every projection for completeness: replay the log into
+    /// the replica kept in this directory (made on first use; each run
+    /// fetches only what is new) and compare each served projection with
+    /// the replica's, field by field.
+    #[arg(long, value_name = "DIR")]
+    projections: Option<PathBuf>,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[arg(long)]
@@ -90,6 +96,37 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                 "projections: {} task classes, {} evidence proofs verified",
                 r.projections_checked, r.evidence_checked
             );
+            if let Some(dir) = &a.projections {
+                let mut replica = verifier::replay::Replica::open(dir)?;
+                let pb = if a.quiet {
+                    ProgressBar::hidden()
+                } else {
+                    ProgressBar::new(0)
+                };
+                let replayed = verifier::audit::audit_projections(
+                    &client,
+                    &a.keys,
+                    &mut replica,
+                    &mut |what, done, total| {
+                        pb.set_message(what.to_owned());
+                        pb.set_length(total);
+                        pb.set_position(done);
+                    },
+                );
+                pb.finish_and_clear();
+                let replayed = match replayed {
+                    Ok(r) => r,
+                    Err(AuditError::Failed(f)) => return Err(fail(f.to_string())),
+                    Err(AuditError::Other(e)) => return Err(e),
+                };
+                println!(
+                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked and folded into {})",
+                    replayed.task_classes,
+                    replayed.size,
+                    replayed.followed,
+                    dir.display()
+                );
+            }
             let tmp = a.trusted.with_extension("tmp");
             std::fs::write(&tmp, &r.checkpoint)?;
             std::fs::rename(&tmp, &a.trusted)?;

@@ -4,7 +4,7 @@
 
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::hash::{leaf_hash, Hash};
-use crate::merkle::stored_hash_index;
+use crate::merkle::{stored_hash_index, Frontier};
 use crate::store::{Head, Reader, Snapshot};
 
 use super::{Entry, Ledger, Sequencer};
@@ -130,6 +130,17 @@ impl<S: Sequencer> Ledger<S> {
             }
             let snap = self.shared.store()?.snapshot()?;
             Ok(snap.hashes_at(&[stored_hash_index(0, index)])?[0])
+        })
+    }
+
+    /// The tree's right edge at `size` (at most the head): the complete
+    /// subtrees covering the first `size` entries, O(log n) stored hashes.
+    /// A replica extends it entry by entry to check a server's next entries
+    /// against a signed root before it keeps them.
+    pub fn frontier_at(&self, size: u64) -> Result<Frontier, Error> {
+        crate::store::guarded("reading the right edge", || {
+            let snap = self.snapshot_below(size)?;
+            super::load_frontier(&snap, size)
         })
     }
 

@@ -1,0 +1,426 @@
+//! Completeness by replay against a server that leaves things out. Every
+//! lie here keeps each cited entry real and proven and the stated held-out
+//! statistics consistent with what is cited, so the evidence check (and
+//! the plain audit) passes; only the replay of the whole log catches it.
+
+mod common;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use common::{seed, TestServer};
+use events::envelope::case_retire_statement;
+use events::model::*;
+use projections::evidence::{held_out_from_evidence, Cited, Window};
+use verifier::audit::{audit_projections, AuditError, AuditFailure};
+use verifier::client::Client;
+use verifier::replay::Replica;
+use verifier::wire::{InclusionProof, ProjectionResponse};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Lie {
+    /// The truth, passed through.
+    None,
+    /// A case's latest (lower) score left out of the evidence.
+    OmittedScore,
+    /// An older, higher score cited in place of a case's latest.
+    OlderScore,
+    /// A block-severity failure left out of the counts.
+    DroppedBlockFailure,
+    /// A retired case still counted as active.
+    HiddenRetirement,
+}
+
+struct Proxy {
+    upstream: String,
+    lie: Lie,
+}
+
+/// One cited evidence entry: index, leaf, inclusion proof, case, score.
+type Cite = (u64, Vec<u8>, Vec<String>, String, f64);
+
+/// Rewrites a projection's evidence to `cited` (index, leaf, proof) and
+/// restates the held-out statistics from exactly those leaves, as a careful
+/// liar would: every cited entry is real and proven.
+fn restate(p: &mut ProjectionResponse, cited: Vec<Cite>) {
+    let leaves: Vec<Cited<'_>> = cited
+        .iter()
+        .map(|(index, leaf, _, case, _)| Cited {
+            index: *index,
+            leaf,
+            case_id: Some(case),
+        })
+        .collect();
+    p.view.held_out = held_out_from_evidence(
+        &p.view.task_class,
+        &leaves,
+        &p.view.settings,
+        &Window {
+            start_micros: Some(p.view.window_start_micros),
+        },
+    )
+    .expect("restated statistics");
+    p.view.evidence = cited
+        .iter()
+        .map(
+            |(index, leaf, _, case, score)| projections::fold::Evidence {
+                index: *index,
+                leaf_hash: ledger::hash::to_hex(&ledger::leaf_hash(leaf)),
+                case_id: case.clone(),
+                score: *score,
+            },
+        )
+        .collect();
+    p.evidence = cited
+        .into_iter()
+        .map(|(index, leaf, proof, _, _)| verifier::wire::EvidenceProof {
+            index,
+            leaf_hash: ledger::hash::to_hex(&ledger::leaf_hash(&leaf)),
+            leaf: B64.encode(&leaf),
+            proof,
+        })
+        .collect();
+}
+
+fn lie_about(upstream: &Client, lie: Lie, mut p: ProjectionResponse) -> ProjectionResponse {
+    let cited: Vec<Cite> = p
+        .evidence
+        .iter()
+        .zip(&p.view.evidence)
+        .map(|(e, v)| {
+            let leaf = B64.decode(&e.leaf).expect("leaf");
+            (e.index, leaf, e.proof.clone(), v.case_id.clone(), v.score)
+        })
+        .collect();
+    match lie {
+        Lie::None => {}
+        Lie::OmittedScore => {
+            let kept = cited.into_iter().filter(|c| c.3 != "case-1").collect();
+            restate(&mut p, kept);
+        }
+        Lie::OlderScore => {
+            // case-1's first score (0.95, in run-1), proven in this tree.
+            let older = (0..p.tree_size)
+                .find(|&i| {
+                    let e: verifier::wire::EntryView = upstream
+                        .get_json(&format!("/v1/entries/{i}"))
+                        .expect("entry");
+                    e.kind == "score.recorded" && e.payload["event"]["body"]["case_id"] == "case-1"
+                })
+                .expect("an older score of case-1");
+            let e: verifier::wire::EntryView = upstream
+                .get_json(&format!("/v1/entries/{older}"))
+                .expect("entry");
+            let proof: InclusionProof = upstream
+                .get_json(&format!(
+                    "/v1/proofs/inclusion?index={older}&tree_size={}",
+                    p.tree_size
+                ))
+                .expect("proof");
+            let swapped = cited
+                .into_iter()
+                .map(|c| {
+                    if c.3 == "case-1" {
+                        (
+                            older,
+                            B64.decode(&e.leaf).expect("leaf"),
+                            proof.proof.clone(),
+                            c.3,
+                            0.95,
+                        )
+                    } else {
+                        c
+                    }
+                })
+                .collect();
+            restate(&mut p, swapped);
+        }
+        Lie::DroppedBlockFailure => {
+            assert!(p.view.failures.block > 0, "the log has a block failure");
+            p.view.failures.block -= 1;
+        }
+        Lie::HiddenRetirement => {
+            *p.view
+                .active_cases_by_curation_class
+                .entry("held-out".into())
+                .or_default() += 1;
+        }
+    }
+    p
+}
+
+async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|x| x.as_str().to_owned())
+        .unwrap_or_default();
+    let p2 = Arc::clone(&p);
+    let answer = tokio::task::spawn_blocking(move || {
+        let upstream = Client::new(&p2.upstream, None);
+        let reply = upstream.get(&path).expect("upstream");
+        let is_view = path.starts_with("/v1/task-classes/") && !path.ends_with("/bundle");
+        if is_view && reply.status == 200 {
+            let served: ProjectionResponse = reply.json().expect("projection");
+            let body = serde_json::to_vec(&lie_about(&upstream, p2.lie, served)).expect("json");
+            (200, "application/json", body)
+        } else if path == "/checkpoint" || path == "/v1/log/key" {
+            (reply.status, "text/plain; charset=utf-8", reply.body)
+        } else {
+            (reply.status, "application/json", reply.body)
+        }
+    })
+    .await;
+    let Ok((status, ct, body)) = answer else {
+        return StatusCode::BAD_GATEWAY.into_response();
+    };
+    (
+        StatusCode::from_u16(status).unwrap_or(StatusCode::OK),
+        [(header::CONTENT_TYPE, ct)],
+        body,
+    )
+        .into_response()
+}
+
+/// A server whose log has, besides the seed (three held-out cases scored
+/// 0.95 in run-1): a newer, lower score of case-1 and a score of case-2
+/// with a block failure (run-2), and case-3 retired.
+fn world() -> TestServer {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    seed(&s, &c);
+    let mut p = s.poster(&c);
+    p.post(
+        "harness",
+        Event::RunStarted(testkit::world::run("run-2", Isolation::Microvm)),
+    )
+    .expect("run-2");
+    let mut lower = testkit::world::score("case-1", 0.10);
+    lower.run_id = "run-2".into();
+    p.post("harness", Event::ScoreRecorded(lower))
+        .expect("a newer, lower score");
+    let mut broken = testkit::world::score("case-2", 0.90);
+    broken.run_id = "run-2".into();
+    broken.score.failure_modes = vec![ScoreFailureMode {
+        code: "build_broken".into(),
+        severity: "block".into(),
+    }];
+    p.post("harness", Event::ScoreRecorded(broken))
+        .expect("a block failure");
+    let st = case_retire_statement("case-3", &testkit::world::case_digest("case-3"));
+    let (a, b) = (p.key("curator-a"), p.key("curator-b"));
+    p.post(
+        "curator-a",
+        Event::CaseRetired(CaseRetired {
+            case_id: "case-3".into(),
+            reason: "superseded".into(),
+            retired_by: events::cosign(&a, &st),
+            reviewed_by: events::cosign(&b, &st),
+        }),
+    )
+    .expect("retire case-3");
+    s.wait_verified();
+    s
+}
+
+fn proxy(rt: &tokio::runtime::Runtime, upstream: &str, lie: Lie) -> String {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = axum::Router::new()
+        .fallback(forward)
+        .with_state(Arc::new(Proxy {
+            upstream: upstream.to_owned(),
+            lie,
+        }));
+    rt.spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+fn replay(base: &str, vkey: &str, dir: &std::path::Path) -> Result<u64, AuditError> {
+    let mut replica = Replica::open(dir).expect("replica");
+    audit_projections(
+        &Client::new(base, None),
+        &[vkey.to_owned()],
+        &mut replica,
+        &mut |_, _, _| {},
+    )
+    .map(|r| r.followed)
+}
+
+#[test]
+fn every_omission_passes_the_evidence_check_and_is_caught_by_the_replay() {
+    let s = world();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    let honest = s.client();
+    let size = s.state.events.ledger().head().size;
+
+    // The truth passes, and a second run folds nothing new.
+    let dir = tempfile::tempdir().expect("tmp");
+    let truth = proxy(&rt, &s.base, Lie::None);
+    assert_eq!(
+        replay(&truth, &s.vkey, dir.path()).expect("the truth"),
+        size
+    );
+    assert_eq!(replay(&truth, &s.vkey, dir.path()).expect("again"), 0);
+
+    for lie in [
+        Lie::OmittedScore,
+        Lie::OlderScore,
+        Lie::DroppedBlockFailure,
+        Lie::HiddenRetirement,
+    ] {
+        let base = proxy(&rt, &s.base, lie);
+        let served: ProjectionResponse = Client::new(&base, None)
+            .get_json(&format!("/v1/task-classes/{}", testkit::world::TASK_CLASS))
+            .expect("projection");
+        verifier::check::check_projection(&served, &s.vkey)
+            .unwrap_or_else(|e| panic!("{lie:?} should pass the evidence check: {e:#}"));
+        // A fresh replica and one that already holds the log both catch it.
+        for dir in [tempfile::tempdir().expect("tmp"), copy_of(dir.path())] {
+            match replay(&base, &s.vkey, dir.path()) {
+                Err(AuditError::Failed(AuditFailure::Incomplete { task_class, reason })) => {
+                    assert_eq!(task_class, testkit::world::TASK_CLASS);
+                    assert!(
+                        reason.contains("is not what the log up to size"),
+                        "{reason}"
+                    );
+                }
+                other => panic!("{lie:?}: expected an incomplete projection, got {other:?}"),
+            }
+        }
+    }
+    // The honest server still passes.
+    let _ = honest;
+    assert_eq!(replay(&s.base, &s.vkey, dir.path()).expect("honest"), 0);
+}
+
+/// A copy of a replica directory (each failing run must start from the
+/// same replica).
+fn copy_of(dir: &std::path::Path) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("tmp");
+    for e in walk(dir) {
+        let rel = e.strip_prefix(dir).expect("rel");
+        let to = out.path().join(rel);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(&e, &to).expect("copy");
+    }
+    out
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A server whose log does not extend what the replica holds (a fork,
+/// signed with the same key) is refused before any projection is compared.
+#[test]
+fn a_log_that_does_not_extend_the_replica_is_refused() {
+    let s = world();
+    let operator = s.operator.clone();
+    let vkey = s.vkey.clone();
+    let data = s.stop();
+    let key_text = std::fs::read_to_string(data.path().join("log.key")).expect("log key");
+    let key = || anchors::LogKey::from_private(&key_text).expect("log key");
+    let fork_data = copy_of(data.path());
+    // The real log goes on with one entry...
+    let real = TestServer::start_on(data, key(), operator.clone(), |_| {});
+    let c = real.client();
+    real.poster(&c)
+        .post(
+            "harness",
+            Event::RunStarted(testkit::world::run("run-real", Isolation::Microvm)),
+        )
+        .expect("real");
+    real.wait_verified();
+    let dir = tempfile::tempdir().expect("tmp");
+    replay(&real.base, &vkey, dir.path()).expect("the real log");
+    // ...and the fork, from before it, goes on with others.
+    let fork = TestServer::start_on(fork_data, key(), operator, |_| {});
+    let c = fork.client();
+    for id in ["run-fork-1", "run-fork-2"] {
+        fork.poster(&c)
+            .post(
+                "harness",
+                Event::RunStarted(testkit::world::run(id, Isolation::Microvm)),
+            )
+            .expect("fork");
+    }
+    fork.wait_verified();
+    match replay(&fork.base, &vkey, dir.path()) {
+        Err(AuditError::Failed(AuditFailure::Diverged(why))) => {
+            assert!(
+                why.contains("first bad index") || why.contains("not a prefix"),
+                "{why}"
+            )
+        }
+        other => panic!("expected a divergence, got {other:?}"),
+    }
+}
+
+/// `ledger audit --projections DIR`: the replica is made on the first run
+/// and kept; a server that leaves a score out fails the audit with exit 1,
+/// and the trusted checkpoint is not replaced.
+#[test]
+fn the_audit_command_replays_with_projections() {
+    let s = world();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    let work = tempfile::tempdir().expect("tmp");
+    let (trusted, replica) = (work.path().join("trusted"), work.path().join("replica"));
+    let audit = |base: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+            .args([
+                "audit", "--quiet", "--init", "--server", base, "--key", &s.vkey,
+            ])
+            .arg("--trusted")
+            .arg(&trusted)
+            .arg("--projections")
+            .arg(&replica)
+            .output()
+            .expect("audit")
+    };
+    let out = audit(&s.base);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("replay:      1 task classes equal"), "{text}");
+    let out = audit(&s.base);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.contains("(0 new entries"),
+        "the second run folds nothing new: {text}"
+    );
+    let saved = std::fs::read(&trusted).expect("trusted");
+
+    let liar = proxy(&rt, &s.base, Lie::OmittedScore);
+    let out = audit(&liar);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("does not follow from the whole log"),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&trusted).expect("trusted"), saved);
+}

@@ -1,0 +1,278 @@
+//! Completeness by replay: a replica of the log, kept in a local directory,
+//! follows a server from one run to the next and folds every entry with the
+//! same rules the server uses. Each projection the server answers is then
+//! compared, field by field and bit for bit, with the replica's own view at
+//! the same tree size, time and settings. A server that leaves an entry out
+//! of an answer (a newer, lower score; a block failure; a retired case; a
+//! pending proposal) answers numbers the replica does not get, and is caught.
+//!
+//! What it proves: the projection is the one the whole log up to the signed
+//! checkpoint gives, at the time and with the settings the answer states.
+//! What it still trusts: the caller checks that the stated time is recent
+//! and the settings are the agreed ones (both are in the answer, and the
+//! report shows them); a log the server never showed anyone (a split view)
+//! is caught by comparing checkpoints with others (anchors, witnesses), not
+//! here.
+//!
+//! The replica keeps every entry it has checked, in a `ledger` data
+//! directory of its own, and its projection sealed under a key of its own:
+//! each run fetches and folds only what is new.
+
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use ledger::merkle::verify_consistency;
+use ledger::{Config, Hash, Ledger};
+use projections::driver::Projector;
+use projections::{Settings, TaskClassView};
+
+use crate::check::parse_proof;
+use crate::client::Client;
+use crate::wire::{ConsistencyProof, EntryPage};
+use crate::CheckError;
+
+/// How many entries the replica checks against the signed root before it
+/// keeps them (a consistency proof from the end of each step to the
+/// checkpoint proves the step is a prefix of the signed tree).
+pub const STEP: u64 = 10_000;
+
+/// A replica of a server's log, with its projection.
+pub struct Replica {
+    dir: PathBuf,
+    log: Ledger,
+    projector: Projector,
+    key: [u8; 32],
+}
+
+impl Replica {
+    /// Opens the replica in `dir`, or starts an empty one there. Its
+    /// projection resumes from where the last run saved it.
+    pub fn open(dir: &Path) -> anyhow::Result<Replica> {
+        std::fs::create_dir_all(dir)?;
+        let key_file = dir.join("replica.key");
+        if !key_file.exists() {
+            crate::keys::write_secret(&key_file, &hex::encode(rand::random::<[u8; 32]>()))?;
+        }
+        let text = std::fs::read_to_string(&key_file)?;
+        let key: [u8; 32] = hex::decode(text.trim())
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| anyhow::anyhow!("{} is not a replica key", key_file.display()))?;
+        let log = Ledger::open(&dir.join("log"), Config::default())?;
+        let (projector, _) = Projector::open(&log, Settings::default(), &key)?;
+        Ok(Replica {
+            dir: dir.to_path_buf(),
+            log,
+            projector,
+            key,
+        })
+    }
+
+    /// Where the replica lives.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// How many entries the replica holds.
+    pub fn size(&self) -> u64 {
+        self.log.head().size
+    }
+
+    /// Follows `client`'s server from the replica's head to the signed
+    /// checkpoint `(size, root)`, [`STEP`] entries at a time: each entry's
+    /// leaf must re-hash to the leaf hash served and its chain hash follow
+    /// from the entries before it, and each step must be a prefix of the
+    /// signed tree (its root, computed here, is proven consistent with
+    /// `root`) before the replica keeps it. Returns how many entries were
+    /// added; `progress` gets (entries held, size).
+    pub fn follow(
+        &mut self,
+        client: &Client,
+        size: u64,
+        root: &Hash,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<u64, CheckError> {
+        let head = self.log.head();
+        if size < head.size {
+            return Err(CheckError::Disproved(format!(
+                "the server's checkpoint (size {size}) is older than the replica (size {})",
+                head.size
+            )));
+        }
+        if size == head.size {
+            return if *root == head.root {
+                Ok(0)
+            } else {
+                Err(CheckError::Disproved(format!(
+                    "the server signs a root for size {size} that is not the replica's"
+                )))
+            };
+        }
+        let mut frontier = self
+            .log
+            .frontier_at(head.size)
+            .map_err(anyhow::Error::from)?;
+        let mut chain = head.chain;
+        let mut next = head.size;
+        while next < size {
+            let end = (next + STEP).min(size);
+            let mut leaves = Vec::with_capacity((end - next) as usize);
+            while next + (leaves.len() as u64) < end {
+                let at = next + leaves.len() as u64;
+                let page: EntryPage = client.get_json(&format!(
+                    "/v1/entries?start={at}&limit={}",
+                    (end - at).min(crate::entries::PAGE)
+                ))?;
+                if page.entries.is_empty() {
+                    return Err(CheckError::Disproved(format!(
+                        "the server returned no entries at {at} below its checkpoint size {size}"
+                    )));
+                }
+                for e in page.entries.iter().take((end - at) as usize) {
+                    let index = next + leaves.len() as u64;
+                    if e.index != index {
+                        return Err(CheckError::Disproved(format!(
+                            "the server returned entry {} where {index} was expected",
+                            e.index
+                        )));
+                    }
+                    let leaf = B64.decode(&e.leaf).map_err(|_| {
+                        CheckError::Disproved(format!("entry {index}: the leaf is not base64"))
+                    })?;
+                    let lh = ledger::leaf_hash(&leaf);
+                    if ledger::hash::to_hex(&lh) != e.leaf_hash {
+                        return Err(CheckError::Disproved(format!(
+                            "first bad index {index}: the leaf does not hash to the leaf hash served"
+                        )));
+                    }
+                    chain = ledger::chain_hash(&chain, &leaf);
+                    if ledger::hash::to_hex(&chain) != e.chain_hash {
+                        return Err(CheckError::Disproved(format!(
+                            "first bad index {index}: the chain hash served is not the chain of the entries"
+                        )));
+                    }
+                    frontier.push(lh);
+                    leaves.push(leaf);
+                }
+            }
+            let step_root = frontier.root();
+            if end < size {
+                let p: ConsistencyProof = client
+                    .get_json(&format!("/v1/proofs/consistency?first={end}&second={size}"))?;
+                let proof = parse_proof("proof", &p.proof)?;
+                verify_consistency(end, &step_root, size, root, &proof).map_err(|e| {
+                    CheckError::Disproved(format!(
+                        "entries {next}..{end} are not a prefix of the signed tree of size {size}: {e}"
+                    ))
+                })?;
+            } else if step_root != *root {
+                return Err(CheckError::Disproved(format!(
+                    "the {size} entries served do not hash to the signed root"
+                )));
+            }
+            let pending: Vec<_> = leaves
+                .into_iter()
+                .map(|leaf| self.log.submit(leaf))
+                .collect::<Result<_, _>>()
+                .map_err(anyhow::Error::from)?;
+            for p in pending {
+                p.wait().map_err(anyhow::Error::from)?;
+            }
+            next = end;
+            progress(next, size);
+        }
+        let kept = self.log.head();
+        if kept.size != size || kept.root != *root {
+            return Err(anyhow::anyhow!(
+                "the replica holds {} entries with another root than the signed one",
+                kept.size
+            )
+            .into());
+        }
+        self.projector
+            .catch_up(&self.log)
+            .map_err(anyhow::Error::from)?;
+        Ok(size - head.size)
+    }
+
+    /// The replica's view of `task_class` at its head, at `now` (µs, UTC)
+    /// with `settings`: the view a server must answer at that size.
+    pub fn view(
+        &self,
+        task_class: &str,
+        now: i64,
+        settings: &Settings,
+    ) -> Result<TaskClassView, CheckError> {
+        let head = self.log.head();
+        self.projector
+            .projection()
+            .view(&self.log, task_class, now, settings, head.size, &head.root)
+            .map_err(|e| {
+                CheckError::Disproved(format!(
+                    "the replica has no view of `{task_class}` at size {}: {e}",
+                    head.size
+                ))
+            })
+    }
+
+    /// Saves the replica's projection (sealed under the replica's key), so
+    /// the next run folds only what is new.
+    pub fn save(&self) -> anyhow::Result<()> {
+        self.projector.save(&self.log, &self.key)?;
+        Ok(())
+    }
+}
+
+/// The first field (a JSON path) in which `served` differs from
+/// `replayed`, or `None` when they are the same bit for bit.
+pub fn first_difference(served: &TaskClassView, replayed: &TaskClassView) -> Option<String> {
+    fn walk(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
+        use serde_json::Value::{Array, Object};
+        match (a, b) {
+            (Object(x), Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                keys.into_iter().find_map(|k| {
+                    let (va, vb) = (x.get(k), y.get(k));
+                    match (va, vb) {
+                        (Some(va), Some(vb)) => walk(va, vb, &format!("{path}.{k}")),
+                        _ => Some(format!("{path}.{k}")),
+                    }
+                })
+            }
+            (Array(x), Array(y)) if x.len() == y.len() => x
+                .iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (va, vb))| walk(va, vb, &format!("{path}[{i}]"))),
+            (serde_json::Value::Number(x), serde_json::Value::Number(y)) => {
+                // Bit for bit: the same float, not merely equal text.
+                let same = match (x.as_f64(), y.as_f64()) {
+                    (Some(p), Some(q)) if x.is_f64() || y.is_f64() => p.to_bits() == q.to_bits(),
+                    _ => x == y,
+                };
+                (!same).then(|| path.to_owned())
+            }
+            _ => (a != b).then(|| path.to_owned()),
+        }
+    }
+    if served == replayed {
+        return None;
+    }
+    let (a, b) = (
+        serde_json::to_value(served).unwrap_or_default(),
+        serde_json::to_value(replayed).unwrap_or_default(),
+    );
+    Some(walk(&a, &b, "view").unwrap_or_else(|| "view".to_owned()))
+}
+
+/// What a replay of the projections established.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    /// The replica's size after the run.
+    pub size: u64,
+    /// Entries fetched, checked and folded in this run.
+    pub followed: u64,
+    /// Task classes whose served view equals the replica's.
+    pub task_classes: usize,
+}
