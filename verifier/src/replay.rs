@@ -276,3 +276,57 @@ pub struct Replayed {
     /// Task classes whose served view equals the replica's.
     pub task_classes: usize,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> TaskClassView {
+        serde_json::from_value(serde_json::json!({
+            "task_class": "tc", "tree_size": 3, "root": "00", "now_micros": 5,
+            "window_start_micros": 0, "settings": Settings::default(), "tier": "bronze",
+            "active_cases_by_curation_class": {"held-out": 2}, "pending_proposals": 0,
+            "runs_in_window": 1, "scores_in_window": 2, "shared_kernel_scores_in_window": 0,
+            "held_out": {"cases": 2, "mean": 0.5, "mean_ci": null, "passed": 1,
+                         "pass_rate": 0.5, "pass_rate_ci": null},
+            "all_cases": {"cases": 2, "mean": 0.5, "mean_ci": null, "passed": 1,
+                          "pass_rate": 0.5, "pass_rate_ci": null},
+            "failures": {"block": 1, "warn": 0, "info": 0},
+            "shared_kernel_failures": {"block": 0, "warn": 0, "info": 0},
+            "cost_usd_in_window": 0.25, "latest_run": null,
+            "evidence": [{"index": 1, "leaf_hash": "aa", "case_id": "c1", "score": 0.25},
+                         {"index": 2, "leaf_hash": "bb", "case_id": "c2", "score": 0.75}],
+            "recommendation": {"current_tier": "bronze", "recommended_tier": "bronze",
+                               "rationale": [], "requires_human_approval": true}
+        }))
+        .expect("a view")
+    }
+
+    #[test]
+    fn the_first_difference_is_named_down_to_the_field() {
+        let a = view();
+        assert_eq!(first_difference(&a, &a.clone()), None);
+        let mut b = a.clone();
+        b.failures.block = 0;
+        assert_eq!(
+            first_difference(&a, &b).as_deref(),
+            Some("view.failures.block")
+        );
+        let mut b = a.clone();
+        b.evidence.pop();
+        assert_eq!(first_difference(&a, &b).as_deref(), Some("view.evidence"));
+        let mut b = a.clone();
+        b.evidence[1].score = 0.5;
+        assert_eq!(
+            first_difference(&a, &b).as_deref(),
+            Some("view.evidence[1].score")
+        );
+        // One bit of a float is a difference.
+        let mut b = a.clone();
+        b.held_out.mean = Some(f64::from_bits(0.5f64.to_bits() + 1));
+        assert_eq!(
+            first_difference(&a, &b).as_deref(),
+            Some("view.held_out.mean")
+        );
+    }
+}
