@@ -179,6 +179,15 @@ impl Projector {
         &self.settings
     }
 
+    /// Computes views with `settings` from now on. What the running totals
+    /// remember of earlier views is dropped when they change.
+    pub fn set_settings(&mut self, settings: &Settings) {
+        if self.settings != *settings {
+            self.settings = settings.clone();
+            self.cache = ViewCache::default();
+        }
+    }
+
     /// A projector that has folded nothing (for a log that cannot be read).
     pub fn empty(settings: Settings) -> Projector {
         Projector {

@@ -197,23 +197,27 @@ impl Replica {
     }
 
     /// The replica's view of `task_class` at its head, at `now` (µs, UTC)
-    /// with `settings`: the view a server must answer at that size.
+    /// with `settings`: the view a server must answer at that size. Answered
+    /// incrementally from the window sums the projection keeps
+    /// ([`projections::Projection::view_cached`], bit for bit the answer of
+    /// the full scan of the window).
     pub fn view(
-        &self,
+        &mut self,
         task_class: &str,
         now: i64,
         settings: &Settings,
     ) -> Result<TaskClassView, CheckError> {
         let head = self.log.head();
+        let refused = |e: &dyn std::fmt::Display| {
+            CheckError::Disproved(format!(
+                "the replica has no view of `{task_class}` at size {}: {e}",
+                head.size
+            ))
+        };
+        self.projector.set_settings(settings);
         self.projector
-            .projection()
-            .view(&self.log, task_class, now, settings, head.size, &head.root)
-            .map_err(|e| {
-                CheckError::Disproved(format!(
-                    "the replica has no view of `{task_class}` at size {}: {e}",
-                    head.size
-                ))
-            })
+            .view_at_head(&self.log, task_class, now)
+            .map_err(|e| refused(&e))
     }
 
     /// Saves the replica's projection (sealed under the replica's key), so
