@@ -15,7 +15,7 @@ use common::{seed, TestServer};
 use events::envelope::case_retire_statement;
 use events::model::*;
 use projections::evidence::{held_out_from_evidence, Cited, Window};
-use verifier::audit::{audit_projections, AuditError, AuditFailure};
+use verifier::audit::{audit_projections, AuditError, AuditFailure, ReplayRules};
 use verifier::client::Client;
 use verifier::replay::Replica;
 use verifier::wire::{InclusionProof, ProjectionResponse};
@@ -34,6 +34,13 @@ enum Lie {
     DroppedBlockFailure,
     /// A retired case still counted as active.
     HiddenRetirement,
+    /// A window of one day stated instead of the agreed thirty.
+    OtherSettings,
+    /// A time ten days ahead stated, which moves old failures out of the
+    /// window.
+    FutureTime,
+    /// A task class left off the list of task classes.
+    HiddenClass,
 }
 
 struct Proxy {
@@ -150,6 +157,9 @@ fn lie_about(upstream: &Client, lie: Lie, mut p: ProjectionResponse) -> Projecti
                 .entry("held-out".into())
                 .or_default() += 1;
         }
+        Lie::OtherSettings => p.view.settings.window_seconds = 24 * 3600,
+        Lie::FutureTime => p.view.now_micros += 10 * 24 * 3600 * 1_000_000,
+        Lie::HiddenClass => {}
     }
     p
 }
@@ -164,8 +174,17 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
     let answer = tokio::task::spawn_blocking(move || {
         let upstream = Client::new(&p2.upstream, None);
         let reply = upstream.get(&path).expect("upstream");
-        let is_view = path.starts_with("/v1/task-classes/") && !path.ends_with("/bundle");
-        if is_view && reply.status == 200 {
+        // The lies are told about the first task class only.
+        let is_view = path == format!("/v1/task-classes/{}", testkit::world::TASK_CLASS);
+        if path == "/v1/task-classes" && p2.lie == Lie::HiddenClass {
+            let mut list: Vec<serde_json::Value> = reply.json().expect("list");
+            list.retain(|c| c["task_class"] != "another-class");
+            (
+                200,
+                "application/json",
+                serde_json::to_vec(&list).expect("json"),
+            )
+        } else if is_view && reply.status == 200 {
             let served: ProjectionResponse = reply.json().expect("projection");
             let body = serde_json::to_vec(&lie_about(&upstream, p2.lie, served)).expect("json");
             (200, "application/json", body)
@@ -212,6 +231,11 @@ fn world() -> TestServer {
     }];
     p.post("harness", Event::ScoreRecorded(broken))
         .expect("a block failure");
+    p.post(
+        "operator",
+        Event::TaskClassRegistered(testkit::world::task_class("another-class")),
+    )
+    .expect("a second task class");
     let st = case_retire_statement("case-3", &testkit::world::case_digest("case-3"));
     let (a, b) = (p.key("curator-a"), p.key("curator-b"));
     p.post(
@@ -244,10 +268,31 @@ fn proxy(rt: &tokio::runtime::Runtime, upstream: &str, lie: Lie) -> String {
 }
 
 fn replay(base: &str, vkey: &str, dir: &std::path::Path) -> Result<u64, AuditError> {
+    replay_in_steps(base, vkey, dir, verifier::replay::STEP)
+}
+
+/// A replay that checks `step` entries at a time against the signed root.
+fn replay_in_steps(
+    base: &str,
+    vkey: &str,
+    dir: &std::path::Path,
+    step: u64,
+) -> Result<u64, AuditError> {
+    let client = Client::new(base, None);
+    let note = client.get_text("/checkpoint").expect("checkpoint");
+    let cp = anchors::open_checkpoint(note.as_bytes(), vkey).expect("signed");
+    let rules = ReplayRules {
+        audited: (cp.size, cp.root),
+        settings: projections::Settings::default(),
+        now_micros: events::Clock::now_micros(&events::SystemClock),
+        max_skew_micros: 300 * 1_000_000,
+    };
     let mut replica = Replica::open(dir).expect("replica");
+    replica.set_step(step);
     audit_projections(
-        &Client::new(base, None),
+        &client,
         &[vkey.to_owned()],
+        &rules,
         &mut replica,
         &mut |_, _, _| {},
     )
@@ -265,14 +310,36 @@ fn every_omission_passes_the_evidence_check_and_is_caught_by_the_replay() {
     let honest = s.client();
     let size = s.state.events.ledger().head().size;
 
-    // The truth passes, and a second run folds nothing new.
+    // The truth passes, checked three entries at a time (every step
+    // proven a prefix of the signed tree), and a second run folds nothing
+    // new.
     let dir = tempfile::tempdir().expect("tmp");
     let truth = proxy(&rt, &s.base, Lie::None);
     assert_eq!(
-        replay(&truth, &s.vkey, dir.path()).expect("the truth"),
+        replay_in_steps(&truth, &s.vkey, dir.path(), 3).expect("the truth"),
         size
     );
     assert_eq!(replay(&truth, &s.vkey, dir.path()).expect("again"), 0);
+
+    // What the answer states besides numbers is held to the agreed rules.
+    for (lie, rule) in [
+        (Lie::OtherSettings, "stated settings"),
+        (Lie::FutureTime, "stated time"),
+    ] {
+        match replay(&proxy(&rt, &s.base, lie), &s.vkey, dir.path()) {
+            Err(AuditError::Failed(AuditFailure::BadProjection { reason, .. })) => {
+                assert!(reason.contains(rule), "{lie:?}: {reason}")
+            }
+            other => panic!("{lie:?}: expected a refused projection, got {other:?}"),
+        }
+    }
+    match replay(&proxy(&rt, &s.base, Lie::HiddenClass), &s.vkey, dir.path()) {
+        Err(AuditError::Failed(AuditFailure::Incomplete { task_class, reason })) => {
+            assert_eq!(task_class, "another-class");
+            assert!(reason.contains("left off the list"), "{reason}");
+        }
+        other => panic!("a hidden task class: expected it found, got {other:?}"),
+    }
 
     for lie in [
         Lie::OmittedScore,
@@ -405,7 +472,7 @@ fn the_audit_command_replays_with_projections() {
     let out = audit(&s.base);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(0), "{text}");
-    assert!(text.contains("replay:      1 task classes equal"), "{text}");
+    assert!(text.contains("replay:      2 task classes equal"), "{text}");
     let out = audit(&s.base);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(

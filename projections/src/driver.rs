@@ -179,8 +179,9 @@ impl Projector {
         &self.settings
     }
 
-    /// Computes views with `settings` from now on. What the running totals
-    /// remember of earlier views is dropped when they change.
+    /// Computes views with `settings` from now on. The bootstrap intervals
+    /// remembered from earlier views are dropped when they change (the
+    /// window sums do not depend on the settings).
     pub fn set_settings(&mut self, settings: &Settings) {
         if self.settings != *settings {
             self.settings = settings.clone();

@@ -226,29 +226,68 @@ pub fn audit(
     })
 }
 
+/// What a replay holds the server to, besides the log itself.
+#[derive(Debug, Clone)]
+pub struct ReplayRules {
+    /// The audited checkpoint (size, root): the replica follows it first,
+    /// and every answer must be at least that new.
+    pub audited: (u64, Hash),
+    /// The settings every projection must state (the agreed window,
+    /// confidence and resamples).
+    pub settings: projections::Settings,
+    /// The local time, µs since the Unix epoch, UTC.
+    pub now_micros: i64,
+    /// How far a projection's stated time may be from `now_micros`.
+    pub max_skew_micros: i64,
+}
+
 /// Checks every task class's projection for completeness by replay
-/// ([`crate::replay`]): the replica follows the server to each answer's
-/// signed checkpoint (every new entry re-hashed, chained and proven a prefix
-/// of the signed tree), folds the new entries, and its own view at the
-/// answer's size, time and settings must equal the served one bit for bit.
-/// Each answer's evidence and statistics are checked as the audit checks
-/// them, too. The replica is saved only when every class passes.
+/// ([`crate::replay`]). The replica first follows the audited checkpoint,
+/// then each answer's signed checkpoint (every new entry re-hashed, chained
+/// and proven a prefix of the signed tree), folds the new entries, and its
+/// own view at the answer's size must equal the served one bit for bit.
+/// An answer must also be no older than the audited checkpoint, state the
+/// agreed settings and a time within the allowed skew of the local clock and
+/// no earlier than its last entry; its evidence and statistics are checked
+/// as the audit checks them; and every task class the log has registered
+/// must be listed. The replica is saved only when every class passes.
 pub fn audit_projections(
     client: &Client,
     keys: &[String],
+    rules: &ReplayRules,
     replica: &mut crate::replay::Replica,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<crate::replay::Replayed, AuditError> {
     let start = replica.size();
-    let classes_reply = client.get("/v1/task-classes")?;
-    if classes_reply.status != 200 {
-        return Err(AuditFailure::BadProjection {
-            task_class: "*".into(),
-            reason: format!("the server withholds projections: {}", classes_reply.text()),
+    let follow = |replica: &mut crate::replay::Replica, size: u64, root: &Hash| {
+        let held = replica.size();
+        if size < held {
+            return Err(AuditError::Failed(AuditFailure::Stale {
+                trusted: held,
+                served: size,
+            }));
         }
-        .into());
-    }
-    let classes: Vec<TaskClassSummary> = classes_reply.json()?;
+        replica
+            .follow(client, size, root, &mut |_, _| {})
+            .map_err(|e| match e {
+                crate::CheckError::Disproved(m) => AuditError::Failed(AuditFailure::Diverged(m)),
+                crate::CheckError::Other(e) => AuditError::Other(e),
+            })
+    };
+    let (audited_size, audited_root) = rules.audited;
+    follow(replica, audited_size, &audited_root)?;
+    let listed = |client: &Client| -> Result<Vec<TaskClassSummary>, AuditError> {
+        let reply = client.get("/v1/task-classes")?;
+        if reply.status != 200 {
+            return Err(AuditFailure::BadProjection {
+                task_class: "*".into(),
+                reason: format!("the server withholds projections: {}", reply.text()),
+            }
+            .into());
+        }
+        Ok(reply.json()?)
+    };
+    let classes = listed(client)?;
     let mut answers = Vec::with_capacity(classes.len());
     for c in &classes {
         let bad = |reason: String| AuditFailure::BadProjection {
@@ -265,6 +304,28 @@ pub fn audit_projections(
         }
         let (cp, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
             .map_err(|e| bad(format!("checkpoint signature: {e}")))?;
+        if cp.size < audited_size {
+            return Err(bad(format!(
+                "computed at size {}, older than the audited size {audited_size}",
+                cp.size
+            ))
+            .into());
+        }
+        if p.view.settings != rules.settings {
+            return Err(bad(format!(
+                "stated settings {:?} are not the agreed {:?}",
+                p.view.settings, rules.settings
+            ))
+            .into());
+        }
+        if (p.view.now_micros - rules.now_micros).abs() > rules.max_skew_micros {
+            return Err(bad(format!(
+                "stated time {} µs is more than {} s from this machine's clock",
+                p.view.now_micros,
+                rules.max_skew_micros / 1_000_000
+            ))
+            .into());
+        }
         check_projection(&p, key).map_err(|e| bad(format!("{e:#}")))?;
         answers.push((cp, p));
     }
@@ -272,25 +333,45 @@ pub fn audit_projections(
     answers.sort_by_key(|(cp, _)| cp.size);
     for (k, (cp, p)) in answers.iter().enumerate() {
         progress("replaying the log", k as u64, answers.len() as u64);
-        replica
-            .follow(client, cp.size, &cp.root, &mut |_, _| {})
-            .map_err(|e| match e {
-                crate::CheckError::Disproved(m) => AuditError::Failed(AuditFailure::Diverged(m)),
-                crate::CheckError::Other(e) => AuditError::Other(e),
-            })?;
+        follow(replica, cp.size, &cp.root)?;
+        let incomplete = |reason: String| AuditFailure::Incomplete {
+            task_class: p.view.task_class.clone(),
+            reason,
+        };
+        if let Some(last) = replica.last_sequenced_at().map_err(AuditError::Other)? {
+            if p.view.now_micros < last {
+                return Err(incomplete(format!(
+                    "stated time {} µs is before its last entry was sequenced ({last} µs)",
+                    p.view.now_micros
+                ))
+                .into());
+            }
+        }
         let replayed = replica
             .view(&p.view.task_class, p.view.now_micros, &p.view.settings)
-            .map_err(|e| AuditFailure::Incomplete {
-                task_class: p.view.task_class.clone(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| AuditError::Other(anyhow::anyhow!("{e}")))?;
         if let Some(path) = crate::replay::first_difference(&p.view, &replayed) {
-            return Err(AuditFailure::Incomplete {
-                task_class: p.view.task_class.clone(),
-                reason: format!("`{path}` is not what the log up to size {} gives", cp.size),
-            }
+            return Err(incomplete(format!(
+                "`{path}` is not what the log up to size {} gives",
+                cp.size
+            ))
             .into());
         }
+    }
+    // A task class left off the list would never be compared: every class
+    // the log has registered, up to the replica's size, must be listed now.
+    let now_listed: std::collections::BTreeSet<String> =
+        listed(client)?.into_iter().map(|c| c.task_class).collect();
+    if let Some(hidden) = replica
+        .task_classes()
+        .into_iter()
+        .find(|tc| !now_listed.contains(tc))
+    {
+        return Err(AuditFailure::Incomplete {
+            task_class: hidden,
+            reason: "registered in the log but left off the list of task classes".into(),
+        }
+        .into());
     }
     progress(
         "replaying the log",

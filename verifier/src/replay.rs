@@ -43,6 +43,8 @@ pub struct Replica {
     log: Ledger,
     projector: Projector,
     key: [u8; 32],
+    step: u64,
+    refused: Option<String>,
 }
 
 impl Replica {
@@ -60,13 +62,31 @@ impl Replica {
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| anyhow::anyhow!("{} is not a replica key", key_file.display()))?;
         let log = Ledger::open(&dir.join("log"), Config::default())?;
-        let (projector, _) = Projector::open(&log, Settings::default(), &key)?;
+        let (projector, resumed) = Projector::open(&log, Settings::default(), &key)?;
+        let refused = match resumed {
+            projections::driver::Resumed::Refused(why) => Some(why.to_string()),
+            _ => None,
+        };
         Ok(Replica {
             dir: dir.to_path_buf(),
             log,
             projector,
             key,
+            step: STEP,
+            refused,
         })
+    }
+
+    /// Why the projection the replica saved last time was refused (it was
+    /// then folded again from the replica's log), if it was.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
+    }
+
+    /// Checks `step` entries at a time against the signed root instead of
+    /// [`STEP`] (at least 1).
+    pub fn set_step(&mut self, step: u64) {
+        self.step = step.max(1);
     }
 
     /// Where the replica lives.
@@ -80,7 +100,8 @@ impl Replica {
     }
 
     /// Follows `client`'s server from the replica's head to the signed
-    /// checkpoint `(size, root)`, [`STEP`] entries at a time: each entry's
+    /// checkpoint `(size, root)`, [`STEP`] entries at a time (see
+    /// [`Replica::set_step`]): each entry's
     /// leaf must re-hash to the leaf hash served and its chain hash follow
     /// from the entries before it, and each step must be a prefix of the
     /// signed tree (its root, computed here, is proven consistent with
@@ -116,7 +137,7 @@ impl Replica {
         let mut chain = head.chain;
         let mut next = head.size;
         while next < size {
-            let end = (next + STEP).min(size);
+            let end = (next + self.step).min(size);
             let mut leaves = Vec::with_capacity((end - next) as usize);
             while next + (leaves.len() as u64) < end {
                 let at = next + leaves.len() as u64;
@@ -218,6 +239,27 @@ impl Replica {
         self.projector
             .view_at_head(&self.log, task_class, now)
             .map_err(|e| refused(&e))
+    }
+
+    /// The task classes registered in the log up to the replica's size.
+    pub fn task_classes(&self) -> Vec<String> {
+        self.projector
+            .projection()
+            .task_classes()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// When the replica's last entry was sequenced (µs, UTC), if it has one.
+    pub fn last_sequenced_at(&self) -> anyhow::Result<Option<i64>> {
+        let size = self.size();
+        if size == 0 {
+            return Ok(None);
+        }
+        let entry = self.log.entry(size - 1)?;
+        let (_, at) = events::decode_logged_leaf(&entry.leaf)
+            .map_err(|e| anyhow::anyhow!("the replica's entry {}: {e}", size - 1))?;
+        Ok(Some(at))
     }
 
     /// Saves the replica's projection (sealed under the replica's key), so

@@ -34,6 +34,14 @@ pub struct AuditArgs {
     /// the replica's, field by field.
     #[arg(long, value_name = "DIR")]
     projections: Option<PathBuf>,
+    /// With --projections: the window every projection must state, in days
+    /// (the server's `window_days`).
+    #[arg(long, default_value_t = 30)]
+    window_days: u32,
+    /// With --projections: how far a projection's stated time may be from
+    /// this machine's clock, in seconds.
+    #[arg(long, default_value_t = 300)]
+    max_skew_secs: u32,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[arg(long)]
@@ -98,6 +106,18 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
             );
             if let Some(dir) = &a.projections {
                 let mut replica = verifier::replay::Replica::open(dir)?;
+                if let Some(why) = replica.refused() {
+                    eprintln!("note: the replica's saved projection was refused ({why}); it was folded again from the replica's log");
+                }
+                let rules = verifier::audit::ReplayRules {
+                    audited: (r.size, r.root),
+                    settings: projections::Settings {
+                        window_seconds: i64::from(a.window_days) * 24 * 3600,
+                        ..projections::Settings::default()
+                    },
+                    now_micros: events::Clock::now_micros(&events::SystemClock),
+                    max_skew_micros: i64::from(a.max_skew_secs) * 1_000_000,
+                };
                 let pb = if a.quiet {
                     ProgressBar::hidden()
                 } else {
@@ -106,6 +126,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                 let replayed = verifier::audit::audit_projections(
                     &client,
                     &a.keys,
+                    &rules,
                     &mut replica,
                     &mut |what, done, total| {
                         pb.set_message(what.to_owned());
@@ -120,11 +141,15 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                     Err(AuditError::Other(e)) => return Err(e),
                 };
                 println!(
-                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked and folded into {})",
+                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked and folded into {}); window {} days, confidence {}, {} resamples, stated times within {} s of this clock",
                     replayed.task_classes,
                     replayed.size,
                     replayed.followed,
-                    dir.display()
+                    dir.display(),
+                    a.window_days,
+                    rules.settings.confidence,
+                    rules.settings.resamples,
+                    a.max_skew_secs
                 );
             }
             let tmp = a.trusted.with_extension("tmp");
