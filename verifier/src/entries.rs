@@ -29,9 +29,9 @@ pub fn entries_verified(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), CheckError> {
     let mut frontier = Frontier::new();
-    let mut chain = ledger::GENESIS_CHAIN;
-    let mut next = 0;
-    while next < size {
+    let mut served = Served::from(0, ledger::GENESIS_CHAIN);
+    while served.next < size {
+        let next = served.next;
         let page: EntryPage = client.get_json(&format!("/v1/entries?start={next}&limit={PAGE}"))?;
         if page.entries.is_empty() {
             return Err(CheckError::Disproved(format!(
@@ -39,32 +39,11 @@ pub fn entries_verified(
             )));
         }
         for e in page.entries.iter().take((size - next) as usize) {
-            if e.index != next {
-                return Err(CheckError::Disproved(format!(
-                    "the server returned entry {} where {next} was expected",
-                    e.index
-                )));
-            }
-            let leaf = B64.decode(&e.leaf).map_err(|_| {
-                CheckError::Disproved(format!("entry {next}: the leaf is not base64"))
-            })?;
-            let lh = ledger::leaf_hash(&leaf);
-            if ledger::hash::to_hex(&lh) != e.leaf_hash {
-                return Err(CheckError::Disproved(format!(
-                    "first bad index {next}: the leaf does not hash to the leaf hash served"
-                )));
-            }
-            chain = ledger::chain_hash(&chain, &leaf);
-            if ledger::hash::to_hex(&chain) != e.chain_hash {
-                return Err(CheckError::Disproved(format!(
-                    "first bad index {next}: the chain hash served is not the chain of the entries"
-                )));
-            }
+            let (leaf, lh) = served.check(e)?;
             each(e, &leaf)?;
             frontier.push(lh);
-            next += 1;
         }
-        progress(next, size);
+        progress(served.next, size);
     }
     if frontier.root() != *root {
         return Err(CheckError::Disproved(format!(
@@ -72,4 +51,51 @@ pub fn entries_verified(
         )));
     }
     Ok(())
+}
+
+/// Served entries checked one after another: each must come at its index,
+/// its leaf re-hash to the leaf hash served, and its chain hash follow from
+/// the entries before it. Shared by [`entries_verified`] and the replica
+/// ([`crate::replay::Replica::follow`]).
+pub(crate) struct Served {
+    /// The index the next entry must have.
+    pub next: u64,
+    /// The chain value after the entry before it.
+    chain: Hash,
+}
+
+impl Served {
+    /// Entries from `next` on, after the chain value `chain`.
+    pub(crate) fn from(next: u64, chain: Hash) -> Served {
+        Served { next, chain }
+    }
+
+    /// Checks `e` as the next entry; its leaf bytes and leaf hash.
+    pub(crate) fn check(&mut self, e: &EntryView) -> Result<(Vec<u8>, Hash), CheckError> {
+        let next = self.next;
+        if e.index != next {
+            return Err(CheckError::Disproved(format!(
+                "the server returned entry {} where {next} was expected",
+                e.index
+            )));
+        }
+        let leaf = B64
+            .decode(&e.leaf)
+            .map_err(|_| CheckError::Disproved(format!("entry {next}: the leaf is not base64")))?;
+        let lh = ledger::leaf_hash(&leaf);
+        if ledger::hash::to_hex(&lh) != e.leaf_hash {
+            return Err(CheckError::Disproved(format!(
+                "first bad index {next}: the leaf does not hash to the leaf hash served"
+            )));
+        }
+        let chain = ledger::chain_hash(&self.chain, &leaf);
+        if ledger::hash::to_hex(&chain) != e.chain_hash {
+            return Err(CheckError::Disproved(format!(
+                "first bad index {next}: the chain hash served is not the chain of the entries"
+            )));
+        }
+        self.chain = chain;
+        self.next += 1;
+        Ok((leaf, lh))
+    }
 }

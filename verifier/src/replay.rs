@@ -20,8 +20,6 @@
 
 use std::path::{Path, PathBuf};
 
-use base64::engine::general_purpose::STANDARD as B64;
-use base64::Engine as _;
 use ledger::merkle::verify_consistency;
 use ledger::{Config, Hash, Ledger};
 use projections::driver::Projector;
@@ -134,13 +132,13 @@ impl Replica {
             .log
             .frontier_at(head.size)
             .map_err(anyhow::Error::from)?;
-        let mut chain = head.chain;
+        let mut served = crate::entries::Served::from(head.size, head.chain);
         let mut next = head.size;
         while next < size {
             let end = (next + self.step).min(size);
             let mut leaves = Vec::with_capacity((end - next) as usize);
-            while next + (leaves.len() as u64) < end {
-                let at = next + leaves.len() as u64;
+            while served.next < end {
+                let at = served.next;
                 let page: EntryPage = client.get_json(&format!(
                     "/v1/entries?start={at}&limit={}",
                     (end - at).min(crate::entries::PAGE)
@@ -151,28 +149,7 @@ impl Replica {
                     )));
                 }
                 for e in page.entries.iter().take((end - at) as usize) {
-                    let index = next + leaves.len() as u64;
-                    if e.index != index {
-                        return Err(CheckError::Disproved(format!(
-                            "the server returned entry {} where {index} was expected",
-                            e.index
-                        )));
-                    }
-                    let leaf = B64.decode(&e.leaf).map_err(|_| {
-                        CheckError::Disproved(format!("entry {index}: the leaf is not base64"))
-                    })?;
-                    let lh = ledger::leaf_hash(&leaf);
-                    if ledger::hash::to_hex(&lh) != e.leaf_hash {
-                        return Err(CheckError::Disproved(format!(
-                            "first bad index {index}: the leaf does not hash to the leaf hash served"
-                        )));
-                    }
-                    chain = ledger::chain_hash(&chain, &leaf);
-                    if ledger::hash::to_hex(&chain) != e.chain_hash {
-                        return Err(CheckError::Disproved(format!(
-                            "first bad index {index}: the chain hash served is not the chain of the entries"
-                        )));
-                    }
+                    let (leaf, lh) = served.check(e)?;
                     frontier.push(lh);
                     leaves.push(leaf);
                 }
