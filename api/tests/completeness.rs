@@ -41,6 +41,9 @@ enum Lie {
     FutureTime,
     /// A task class left off the list of task classes.
     HiddenClass,
+    /// A field the typed view does not have, added to the view served
+    /// (what a reader of the raw JSON would see, and nothing checks).
+    ExtraField,
 }
 
 struct Proxy {
@@ -159,7 +162,7 @@ fn lie_about(upstream: &Client, lie: Lie, mut p: ProjectionResponse) -> Projecti
         }
         Lie::OtherSettings => p.view.settings.window_seconds = 24 * 3600,
         Lie::FutureTime => p.view.now_micros += 10 * 24 * 3600 * 1_000_000,
-        Lie::HiddenClass => {}
+        Lie::HiddenClass | Lie::ExtraField => {}
     }
     p
 }
@@ -186,7 +189,12 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
             )
         } else if is_view && reply.status == 200 {
             let served: ProjectionResponse = reply.json().expect("projection");
-            let body = serde_json::to_vec(&lie_about(&upstream, p2.lie, served)).expect("json");
+            let mut answer =
+                serde_json::to_value(lie_about(&upstream, p2.lie, served)).expect("json");
+            if p2.lie == Lie::ExtraField {
+                answer["view"]["promotion_blocked"] = false.into();
+            }
+            let body = serde_json::to_vec(&answer).expect("json");
             (200, "application/json", body)
         } else if path == "/checkpoint" || path == "/v1/log/key" {
             (reply.status, "text/plain; charset=utf-8", reply.body)
@@ -346,6 +354,7 @@ fn every_omission_passes_the_evidence_check_and_is_caught_by_the_replay() {
         Lie::OlderScore,
         Lie::DroppedBlockFailure,
         Lie::HiddenRetirement,
+        Lie::ExtraField,
     ] {
         let base = proxy(&rt, &s.base, lie);
         let served: ProjectionResponse = Client::new(&base, None)

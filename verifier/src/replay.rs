@@ -247,9 +247,11 @@ impl Replica {
     }
 }
 
-/// The first field (a JSON path) in which `served` differs from
-/// `replayed`, or `None` when they are the same bit for bit.
-pub fn first_difference(served: &TaskClassView, replayed: &TaskClassView) -> Option<String> {
+/// The first field (a JSON path) in which the view as served (its JSON, as
+/// it arrived: every key counts, including any the typed view would pass
+/// over) differs from `replayed`, or `None` when they are the same, floats
+/// bit for bit.
+pub fn first_difference(served: &serde_json::Value, replayed: &TaskClassView) -> Option<String> {
     fn walk(a: &serde_json::Value, b: &serde_json::Value, path: &str) -> Option<String> {
         use serde_json::Value::{Array, Object};
         match (a, b) {
@@ -279,14 +281,10 @@ pub fn first_difference(served: &TaskClassView, replayed: &TaskClassView) -> Opt
             _ => (a != b).then(|| path.to_owned()),
         }
     }
-    if served == replayed {
-        return None;
-    }
-    let (a, b) = (
-        serde_json::to_value(served).unwrap_or_default(),
-        serde_json::to_value(replayed).unwrap_or_default(),
-    );
-    Some(walk(&a, &b, "view").unwrap_or_else(|| "view".to_owned()))
+    let Ok(replayed) = serde_json::to_value(replayed) else {
+        return Some("view".to_owned());
+    };
+    walk(served, &replayed, "view")
 }
 
 /// What a replay of the projections established.
@@ -328,28 +326,48 @@ mod tests {
     #[test]
     fn the_first_difference_is_named_down_to_the_field() {
         let a = view();
-        assert_eq!(first_difference(&a, &a.clone()), None);
+        let served = |v: &TaskClassView| serde_json::to_value(v).expect("json");
+        assert_eq!(first_difference(&served(&a), &a), None);
         let mut b = a.clone();
         b.failures.block = 0;
         assert_eq!(
-            first_difference(&a, &b).as_deref(),
+            first_difference(&served(&b), &a).as_deref(),
             Some("view.failures.block")
         );
         let mut b = a.clone();
         b.evidence.pop();
-        assert_eq!(first_difference(&a, &b).as_deref(), Some("view.evidence"));
+        assert_eq!(
+            first_difference(&served(&b), &a).as_deref(),
+            Some("view.evidence")
+        );
         let mut b = a.clone();
         b.evidence[1].score = 0.5;
         assert_eq!(
-            first_difference(&a, &b).as_deref(),
+            first_difference(&served(&b), &a).as_deref(),
             Some("view.evidence[1].score")
         );
         // One bit of a float is a difference.
         let mut b = a.clone();
         b.held_out.mean = Some(f64::from_bits(0.5f64.to_bits() + 1));
         assert_eq!(
-            first_difference(&a, &b).as_deref(),
+            first_difference(&served(&b), &a).as_deref(),
             Some("view.held_out.mean")
+        );
+        // A key the typed view does not have is a difference too.
+        let mut extra = served(&a);
+        extra["unstated"] = 1.into();
+        assert_eq!(
+            first_difference(&extra, &a).as_deref(),
+            Some("view.unstated")
+        );
+        // So is -0.0 for 0.0.
+        let mut b = a.clone();
+        b.cost_usd_in_window = 0.0;
+        let mut c = a.clone();
+        c.cost_usd_in_window = -0.0;
+        assert_eq!(
+            first_difference(&served(&c), &b).as_deref(),
+            Some("view.cost_usd_in_window")
         );
     }
 }
