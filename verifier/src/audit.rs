@@ -15,6 +15,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use ledger::merkle::{verify_consistency, verify_inclusion};
 use ledger::Hash;
+use serde::Deserialize as _;
 
 use crate::check::{check_projection, parse_proof};
 use crate::client::Client;
@@ -171,16 +172,7 @@ pub fn audit(
     }
     progress("spot-checking entries", n as u64, n as u64);
 
-    let classes_reply = client.get("/v1/task-classes")?;
-    let classes: Vec<TaskClassSummary> = if classes_reply.status == 200 {
-        classes_reply.json()?
-    } else {
-        return Err(AuditFailure::BadProjection {
-            task_class: "*".into(),
-            reason: format!("the server withholds projections: {}", classes_reply.text()),
-        }
-        .into());
-    };
+    let classes = task_classes(client)?;
     let mut evidence = 0;
     for (k, c) in classes.iter().enumerate() {
         progress("checking projections", k as u64, classes.len() as u64);
@@ -224,6 +216,19 @@ pub fn audit(
         projections_checked: classes.len(),
         evidence_checked: evidence,
     })
+}
+
+/// The server's list of task classes; a server that withholds it fails.
+fn task_classes(client: &Client) -> Result<Vec<TaskClassSummary>, AuditError> {
+    let reply = client.get("/v1/task-classes")?;
+    if reply.status != 200 {
+        return Err(AuditFailure::BadProjection {
+            task_class: "*".into(),
+            reason: format!("the server withholds projections: {}", reply.text()),
+        }
+        .into());
+    }
+    Ok(reply.json()?)
 }
 
 /// What a replay holds the server to, besides the log itself.
@@ -276,18 +281,7 @@ pub fn audit_projections(
     };
     let (audited_size, audited_root) = rules.audited;
     follow(replica, audited_size, &audited_root)?;
-    let listed = |client: &Client| -> Result<Vec<TaskClassSummary>, AuditError> {
-        let reply = client.get("/v1/task-classes")?;
-        if reply.status != 200 {
-            return Err(AuditFailure::BadProjection {
-                task_class: "*".into(),
-                reason: format!("the server withholds projections: {}", reply.text()),
-            }
-            .into());
-        }
-        Ok(reply.json()?)
-    };
-    let classes = listed(client)?;
+    let classes = task_classes(client)?;
     let mut answers = Vec::with_capacity(classes.len());
     for c in &classes {
         let bad = |reason: String| AuditFailure::BadProjection {
@@ -298,9 +292,12 @@ pub fn audit_projections(
         if r.status != 200 {
             return Err(bad(format!("status {}: {}", r.status, r.text())).into());
         }
-        let p: ProjectionResponse = r.json()?;
-        // The view exactly as served, every key of it, for the comparison.
-        let served: serde_json::Value = r.json::<serde_json::Value>()?["view"].take();
+        // Parsed once: the typed answer, and the view exactly as served
+        // (every key of it) for the comparison.
+        let mut raw: serde_json::Value = r.json()?;
+        let p = ProjectionResponse::deserialize(&raw)
+            .map_err(|e| bad(format!("not a projection answer: {e}")))?;
+        let served = raw["view"].take();
         if p.view.task_class != c.task_class {
             return Err(bad(format!("answered with `{}`", p.view.task_class)).into());
         }
@@ -362,8 +359,10 @@ pub fn audit_projections(
     }
     // A task class left off the list would never be compared: every class
     // the log has registered, up to the replica's size, must be listed now.
-    let now_listed: std::collections::BTreeSet<String> =
-        listed(client)?.into_iter().map(|c| c.task_class).collect();
+    let now_listed: std::collections::BTreeSet<String> = task_classes(client)?
+        .into_iter()
+        .map(|c| c.task_class)
+        .collect();
     if let Some(hidden) = replica
         .task_classes()
         .into_iter()

@@ -1,7 +1,7 @@
 //! `ledger post`, `ledger enrol` and `ledger revoke`: signed events posted
 //! through the API, every receipt checked.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::Args;
@@ -30,8 +30,10 @@ pub struct PostArgs {
     files: Vec<PathBuf>,
 }
 
+/// What every operator command takes: the server, the key its receipt is
+/// checked with, and the operator's key file.
 #[derive(Args)]
-pub struct EnrolArgs {
+pub struct Operator {
     #[arg(long, env = "LEDGER_SERVER")]
     server: String,
     /// The log's note verifier key to check the receipt with (without it,
@@ -41,6 +43,12 @@ pub struct EnrolArgs {
     /// The operator's key file.
     #[arg(long)]
     operator_key: PathBuf,
+}
+
+#[derive(Args)]
+pub struct EnrolArgs {
+    #[command(flatten)]
+    operator: Operator,
     /// The new principal's public key (base64), as `ledger keygen` prints it.
     #[arg(long)]
     public_key: String,
@@ -54,14 +62,8 @@ pub struct EnrolArgs {
 
 #[derive(Args)]
 pub struct RevokeArgs {
-    #[arg(long, env = "LEDGER_SERVER")]
-    server: String,
-    /// The log's note verifier key to check the receipt with (without it,
-    /// the key the server gives, which then vouches for its own receipt).
-    #[arg(long)]
-    key: Option<String>,
-    #[arg(long)]
-    operator_key: PathBuf,
+    #[command(flatten)]
+    operator: Operator,
     /// The key id to revoke (hex SHA-256 of its public key).
     #[arg(long)]
     key_id: String,
@@ -69,15 +71,10 @@ pub struct RevokeArgs {
     reason: String,
 }
 
-fn post_as_operator(
-    server: &str,
-    vkey: Option<String>,
-    operator_key: &Path,
-    event: events::Event,
-) -> anyhow::Result<()> {
-    let key = verifier::keys::read_signing_key(operator_key)?;
-    let client = Client::new(server, None);
-    let vkey = client.verifier_key(vkey, |k| {
+fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<()> {
+    let key = verifier::keys::read_signing_key(&op.operator_key)?;
+    let client = Client::new(&op.server, None);
+    let vkey = client.verifier_key(op.key, |k| {
         eprintln!("note: the receipt is checked against the key the server gave ({k}); pass --key to check it against a key you trust");
     })?;
     let envelope = verifier::post::sign_event(&key, "operator", event);
@@ -99,9 +96,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<events::Role>>>()?;
     post_as_operator(
-        &a.server,
-        a.key,
-        &a.operator_key,
+        a.operator,
         events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
             public_key: a.public_key,
             identity: a.identity,
@@ -112,9 +107,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
 
 pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
     post_as_operator(
-        &a.server,
-        a.key,
-        &a.operator_key,
+        a.operator,
         events::Event::PrincipalRevoked(events::model::PrincipalRevoked {
             key_id: a.key_id,
             reason: a.reason,
