@@ -1,0 +1,384 @@
+"""A client for one ledger server that verifies every answer it returns.
+
+    client = Client("http://127.0.0.1:7878", key=VKEY, trust=TrustedState.file("trusted.note"))
+    receipt = client.post(ScoreRecorded(...).sign(harness_key))     # checked receipt
+    view = client.projection("fix-flaky-test")                        # checked projection
+
+Every receipt, proof and projection is checked against `key` (a note
+verifier key the caller trusts) before it is returned, and every signed
+checkpoint the client sees is proven consistent with its `TrustedState`.
+A refusal raises the typed `ProblemError` for its code; an answer that does
+not verify raises a `VerificationError`; a 503 is retried after its
+`Retry-After` (writes are idempotent, so a retried post never appends
+twice), up to `retries` times.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional, Sequence, Union
+
+from .envelope import Envelope, decode_leaf
+from .errors import (
+    InvalidInput,
+    LedgerError,
+    MalformedAnswer,
+    ProblemError,
+    ProofMismatch,
+    ServiceUnavailable,
+    TransportError,
+    VerificationError,
+    problem_from,
+)
+from .merkle import leaf_hash, verify_inclusion
+from .note import Checkpoint, KeyLike, VerifierKey, as_verifier, open_checkpoint
+from .trust import TrustedState
+from .verify import BundleSummary, _proof, check_projection, check_receipt, verify_bundle
+from .wire import (
+    EntryView,
+    LogInfo,
+    ProjectionResponse,
+    RecommendationResponse,
+    TaskClassSummary,
+    WriteReceipt,
+    parse_batch,
+    parse_consistency,
+    parse_entry,
+    parse_entry_page,
+    parse_inclusion,
+    parse_log_info,
+    parse_projection,
+    parse_receipt,
+    parse_recommendation,
+    parse_task_classes,
+)
+
+#: The most bytes one batch request carries (under the server's default 1 MiB limit).
+BATCH_BODY_BYTES = 512 * 1024
+#: The most envelopes one batch request carries (the server takes up to 1,000).
+BATCH_SIZE = 500
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Posted:
+    """One envelope's outcome in `post_many`: a checked receipt, or the typed refusal."""
+
+    envelope: Envelope
+    receipt: Optional[WriteReceipt]
+    refusal: Optional[ProblemError]
+
+
+class Client:
+    """A verifying client for one server (see the module's doc)."""
+
+    def __init__(
+        self,
+        url: str,
+        key: Union[KeyLike, Sequence[KeyLike]],
+        *,
+        trust: Optional[TrustedState] = None,
+        token: Optional[str] = None,
+        timeout: float = 30.0,
+        retries: int = 5,
+        max_retry_wait: float = 30.0,
+    ) -> None:
+        self.base = url.rstrip("/")
+        keys = [key] if isinstance(key, (str, VerifierKey)) else list(key)
+        if not keys:
+            raise ValueError("at least one trusted verifier key is needed")
+        self.keys: list[VerifierKey] = [as_verifier(k) for k in keys]
+        self.trust = trust if trust is not None else TrustedState()
+        self.trust.load(self.keys)
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.max_retry_wait = max_retry_wait
+
+    @classmethod
+    def trusting_server_key(cls, url: str, **kw: Any) -> "Client":
+        """A client that takes the verifier key the server names (`GET /v1/log/key`).
+
+        The server then vouches only for its own consistency: a server that
+        lies from the start is not caught. Warns; pass a key you obtained
+        elsewhere instead where it matters.
+        """
+        probe = cls.__new__(cls)
+        probe.base, probe.token = url.rstrip("/"), kw.get("token")
+        probe.timeout, probe.retries, probe.max_retry_wait = kw.get("timeout", 30.0), kw.get("retries", 5), 30.0
+        text = probe._text("/v1/log/key").strip()
+        warnings.warn(f"trusting the verifier key the server names: {text}", stacklevel=2)
+        return cls(url, text, **kw)
+
+    # --- transport ------------------------------------------------------------
+
+    def _request(self, method: str, path: str, body: Optional[bytes] = None) -> Reply:
+        """One request, with 503s retried after their Retry-After and connection
+        failures retried with backoff (every request this client makes is safe
+        to repeat: reads, and idempotent writes)."""
+        url = self.base + path
+        headers = {"accept": "application/json"}
+        if body is not None:
+            headers["content-type"] = "application/json"
+        if self.token:
+            headers["authorization"] = f"Bearer {self.token}"
+        attempt = 0
+        while True:
+            req = urllib.request.Request(url, data=body, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                    reply = Reply(r.status, r.read(), {k.lower(): v for k, v in r.headers.items()})
+            except urllib.error.HTTPError as e:
+                reply = Reply(e.code, e.read(), {k.lower(): v for k, v in e.headers.items()})
+            except (urllib.error.URLError, OSError) as e:
+                if attempt >= self.retries:
+                    raise TransportError(f"{method} {path}: {e}") from e
+                time.sleep(min(0.2 * 2**attempt, self.max_retry_wait))
+                attempt += 1
+                continue
+            if reply.status == 503 and attempt < self.retries:
+                time.sleep(self._retry_after(reply))
+                attempt += 1
+                continue
+            return reply
+
+    def _retry_after(self, reply: Reply) -> float:
+        try:
+            wait = float(reply.headers.get("retry-after", "1"))
+        except ValueError:
+            wait = 1.0
+        return min(max(wait, 0.0), self.max_retry_wait)
+
+    def _raise(self, reply: Reply, what: str) -> None:
+        try:
+            doc = json.loads(reply.body)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("code"), str):
+            raise problem_from(reply.status, doc, self._retry_after(reply) if reply.status == 503 else None)
+        if reply.status == 503:
+            raise ServiceUnavailable(503, "", f"{what}: {reply.body[:200]!r}")
+        raise TransportError(f"{what}: status {reply.status}: {reply.body[:200]!r}")
+
+    def _json(self, method: str, path: str, body: Optional[bytes] = None) -> Any:
+        reply = self._request(method, path, body)
+        if not 200 <= reply.status < 300:
+            self._raise(reply, f"{method} {path}")
+        try:
+            return json.loads(reply.body)
+        except ValueError:
+            raise MalformedAnswer(path, "the answer is not JSON") from None
+
+    def _text(self, path: str) -> str:
+        reply = self._request("GET", path)
+        if not 200 <= reply.status < 300:
+            self._raise(reply, f"GET {path}")
+        return reply.body.decode("utf-8", "replace")
+
+    # --- trust ----------------------------------------------------------------
+
+    def _consistency(self, first: int, second: int) -> list[bytes]:
+        p = parse_consistency(self._json("GET", f"/v1/proofs/consistency?first={first}&second={second}"), "consistency")
+        if p.first != first or p.second != second:
+            raise MalformedAnswer("consistency", f"asked for {first} -> {second}, answered {p.first} -> {p.second}")
+        return _proof("consistency.proof", p.proof)
+
+    def _observe(self, cp: Checkpoint, *, allow_older: bool = True) -> None:
+        self.trust.observe(cp, self._consistency, allow_older=allow_older)
+
+    def checkpoint(self) -> Checkpoint:
+        """The server's latest checkpoint: signed by a trusted key, not older than the
+        trusted state and proven consistent with it (then it becomes the trusted state)."""
+        cp, _ = open_checkpoint(self._text("/checkpoint"), self.keys)
+        self._observe(cp, allow_older=False)
+        return cp
+
+    # --- writes ----------------------------------------------------------------
+
+    def post(self, envelope: Envelope) -> WriteReceipt:
+        """Posts one envelope; returns its receipt once checked (checkpoint signature,
+        inclusion proof, the leaf rebuilt from this envelope, consistency with the
+        trusted state). A refusal raises its typed `ProblemError`."""
+        r = parse_receipt(self._json("POST", "/v1/events", envelope.to_json()), "receipt")
+        cp = check_receipt(r, self.keys, envelope)
+        self._observe(cp)
+        return r
+
+    def post_many(self, envelopes: Iterable[Envelope], *, batch: int = BATCH_SIZE) -> list[Posted]:
+        """Posts envelopes through `POST /v1/events/batch`, in order, in batches of at most
+        `batch` envelopes and `BATCH_BODY_BYTES`. Each envelope is judged alone: the result
+        holds its checked receipt or its typed refusal. Envelopes refused with a 503 code
+        are posted again after Retry-After (re-posting is idempotent)."""
+        items = list(envelopes)
+        bodies = [e.to_json() for e in items]
+        out: list[Optional[Posted]] = [None] * len(items)
+        pending = list(range(len(items)))
+        attempt = 0
+        while pending:
+            retry: list[int] = []
+            wait = 0.0
+            k = 0
+            while k < len(pending):
+                chunk: list[int] = []
+                size = 2
+                while k < len(pending) and len(chunk) < batch and (not chunk or size + len(bodies[pending[k]]) < BATCH_BODY_BYTES):
+                    size += len(bodies[pending[k]]) + 1
+                    chunk.append(pending[k])
+                    k += 1
+                answer = parse_batch(self._json("POST", "/v1/events/batch", b"[" + b",".join(bodies[i] for i in chunk) + b"]"))
+                if len(answer.results) != len(chunk):
+                    raise VerificationError("batch.results", f"{len(answer.results)} results for {len(chunk)} envelopes")
+                checked: Optional[Checkpoint] = None
+                for i, item in zip(chunk, answer.results):
+                    if item.receipt is not None:
+                        cp = check_receipt(item.receipt, self.keys, items[i])
+                        if cp.size != answer.tree_size:
+                            raise VerificationError("batch.tree_size", "every receipt of a batch is proven in one tree size")
+                        checked = cp
+                        out[i] = Posted(items[i], item.receipt, None)
+                    elif item.problem is not None:
+                        p = problem_from(item.status, item.problem)
+                        if isinstance(p, ServiceUnavailable) and attempt < self.retries:
+                            retry.append(i)
+                            wait = max(wait, 1.0)
+                        else:
+                            out[i] = Posted(items[i], None, p)
+                    else:
+                        raise MalformedAnswer("batch.results", f"status {item.status} with neither a receipt nor a problem")
+                if checked is not None:
+                    self._observe(checked)
+            pending = retry
+            if pending:
+                time.sleep(min(wait, self.max_retry_wait))
+                attempt += 1
+        return [p for p in out if p is not None]
+
+    # --- reads -----------------------------------------------------------------
+
+    def log_info(self) -> LogInfo:
+        """`GET /v1/log` (unverified: what the server says of itself)."""
+        return parse_log_info(self._json("GET", "/v1/log"))
+
+    def task_classes(self) -> list[TaskClassSummary]:
+        return parse_task_classes(self._json("GET", "/v1/task-classes"))
+
+    def entry(self, index: int, tree_size: Optional[int] = None) -> EntryView:
+        """Entry `index`, proven included in a signed checkpoint (the latest unless
+        `tree_size` is given) that is consistent with the trusted state."""
+        e = parse_entry(self._json("GET", f"/v1/entries/{index}"))
+        if e.index != index:
+            raise MalformedAnswer("entry.index", f"asked for {index}, answered {e.index}")
+        leaf = _b64("entry.leaf", e.leaf)
+        if leaf_hash(leaf).hex() != e.leaf_hash:
+            raise VerificationError("entry.leaf", "the leaf does not hash to the leaf hash served")
+        self.prove_included(index, leaf_hash(leaf), tree_size)
+        return e
+
+    def prove_included(self, index: int, leaf: bytes, tree_size: Optional[int] = None) -> Checkpoint:
+        """Fetches and verifies an inclusion proof of `leaf` (a leaf hash) at `index`."""
+        q = f"index={index}" + (f"&tree_size={tree_size}" if tree_size is not None else "")
+        p = parse_inclusion(self._json("GET", f"/v1/proofs/inclusion?{q}"), "inclusion")
+        cp, _ = open_checkpoint(p.checkpoint, self.keys, "inclusion.checkpoint")
+        if p.tree_size != cp.size or p.index != index:
+            raise VerificationError("inclusion.tree_size", "the proof is not for the entry or checkpoint asked for")
+        try:
+            verify_inclusion(index, cp.size, leaf, _proof("inclusion.proof", p.proof), cp.root)
+        except ProofMismatch as e:
+            raise ProofMismatch("inclusion.proof", e.reason) from None
+        self._observe(cp)
+        return cp
+
+    def entries(self, start: int, limit: int = 1000) -> list[EntryView]:
+        """A page of entries as served (not proven: `replay.Replica` proves whole ranges)."""
+        return parse_entry_page(self._json("GET", f"/v1/entries?start={start}&limit={limit}")).entries
+
+    def projection(self, task_class: str) -> ProjectionResponse:
+        """A task class's projection, checked (`verify.check_projection`): signed
+        checkpoint, every evidence proof, statistics recomputed from the evidence;
+        its checkpoint proven consistent with the trusted state."""
+        p = parse_projection(self._json("GET", f"/v1/task-classes/{urllib.parse.quote(task_class, safe='')}"))
+        if p.view.task_class != task_class:
+            raise VerificationError("view.task_class", f"asked for `{task_class}`, answered `{p.view.task_class}`")
+        cp, _ = check_projection(p, self.keys)
+        self._observe(cp)
+        return p
+
+    def bundle(self, task_class: str) -> tuple[bytes, BundleSummary]:
+        """The task class's offline proof bundle (bytes to archive) and what it establishes."""
+        reply = self._request("GET", f"/v1/task-classes/{urllib.parse.quote(task_class, safe='')}/bundle")
+        if reply.status != 200:
+            self._raise(reply, "bundle")
+        summary = verify_bundle(reply.body, self.keys)
+        if summary.task_class != task_class:
+            raise VerificationError("bundle.view.task_class", f"asked for `{task_class}`, answered `{summary.task_class}`")
+        cp, _ = open_checkpoint(summary.projection.checkpoint, self.keys)
+        self._observe(cp)
+        return reply.body, summary
+
+    def recommend(self, request: Envelope) -> RecommendationResponse:
+        """Posts a signed `promotion.requested`; returns the ledger's recommendation once
+        checked: the receipt of the `promotion.recommended` entry, that entry read back,
+        proven and signed by the ledger's key for this request, and the projection it
+        was computed from (evidence and statistics). Advisory: only humans promote."""
+        if request.kind != "promotion.requested":
+            raise LedgerError(f"a recommendation is asked with promotion.requested, not {request.kind}")
+        answer = parse_recommendation(self._json("POST", "/v1/recommendations", request.to_json()))
+        rc = answer.recommendation
+        cp = check_receipt(rc, self.keys)
+        if rc.kind != "promotion.recommended":
+            raise VerificationError("recommendation.kind", f"the receipt is for {rc.kind}")
+        pcp, _ = check_projection(answer.projection, self.keys)
+        self._observe(cp)
+        self._observe(pcp)
+        entry = parse_entry(self._json("GET", f"/v1/entries/{rc.index}"))
+        leaf = _b64("recommendation.leaf", entry.leaf)
+        if leaf_hash(leaf).hex() != rc.leaf_hash:
+            raise VerificationError("recommendation.leaf_hash", "the entry read back is not the one the receipt proves")
+        try:
+            rec = decode_leaf(leaf, "recommendation")
+        except InvalidInput as e:
+            raise MalformedAnswer(e.field, e.rule) from None
+        body = rec.body
+        # The server names its ledger key; the entry's role was checked when it was
+        # appended, and replay (`replay.Replica`) re-checks it from the enrolment.
+        if rec.payload.get("signer") != self.log_info().ledger_key_id:
+            raise VerificationError("recommendation.signer", "not signed by the ledger's key")
+        if rec.kind != "promotion.recommended":
+            raise VerificationError("recommendation.kind", f"the entry is {rec.kind}")
+        if body.get("request_id") != request.id or body.get("task_class") != request.body.get("task_class"):
+            raise VerificationError("recommendation.request_id", "the recommendation answers another request")
+        if body.get("requires_human_approval") is not True:
+            raise VerificationError("recommendation.requires_human_approval", "must be true")
+        view = answer.projection.view
+        cited = body.get("evidence")
+        cited_pairs = [(e.get("index"), e.get("leaf_hash")) for e in cited if isinstance(e, dict)] if isinstance(cited, list) else None
+        if cited_pairs != [(e.index, e.leaf_hash) for e in view.evidence]:
+            raise VerificationError("recommendation.evidence", "the recommendation cites other evidence than its projection")
+        if body.get("recommended_tier") != view.recommendation.recommended_tier:
+            raise VerificationError("recommendation.recommended_tier", "differs from its projection's")
+        return answer
+
+    def audit_bundle(self, data: bytes) -> BundleSummary:
+        """Verifies bundle bytes against this client's keys (no request)."""
+        return verify_bundle(data, self.keys)
+
+
+def _b64(field: str, text: str) -> bytes:
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise MalformedAnswer(field, "not base64") from None

@@ -1,0 +1,184 @@
+"""The exceptions of the package, grouped by what the caller must do.
+
+- `InvalidInput`: the caller's own input is wrong (an event field, a key
+  file, an argument). Raised before anything is sent; names the field and
+  the rule it breaks.
+- `ProblemError`: the server refused a request with an
+  `application/problem+json` document. Every documented code has its own
+  class (`evidence_ledger.problems`), under a group base:
+  `MalformedRequest` (400), `Unauthenticated` (401), `Forbidden` (403),
+  `NotFoundError` (404), `Conflict` (409), `RuleViolation` (422),
+  `ServiceUnavailable` (503: retry later) and `ServerFault` (5xx).
+- `VerificationError`: an answer of the server does not verify against
+  what the client trusts (a key, a saved checkpoint, the evidence). The
+  server lied, or its data is damaged: do not use the answer, and alert.
+  `StaleCheckpoint` and `ForkDetected` are the two a trusted state raises.
+- `TransportError`: the server could not be reached, or answered something
+  that is not the API (after the retries the client allows).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+
+class LedgerError(Exception):
+    """Every error this package raises."""
+
+
+class InvalidInput(LedgerError, ValueError):
+    """The caller's input breaks a rule; nothing was sent.
+
+    `field` is the JSON path (or argument name) at fault and `rule` says
+    what it must be.
+    """
+
+    def __init__(self, field: str, rule: str, code: Optional[str] = None) -> None:
+        super().__init__(f"{field}: {rule}" + (f" ({code})" if code else ""))
+        self.field = field
+        self.rule = rule
+        #: The server's problem code for the same fault, when there is one.
+        self.code = code
+
+
+class ProblemError(LedgerError):
+    """The server refused a request (RFC 9457 problem document).
+
+    `code` is the stable code (docs/reject_codes.md, docs/API.md), `field`
+    the JSON path or parameter it concerns when there is one, `status` the
+    HTTP status, `detail` the server's explanation, and `recorded_index`
+    the entry that records the refusal (only for `tier.apply`).
+    """
+
+    code: str = ""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        field: Optional[str] = None,
+        recorded_index: Optional[int] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
+        where = f" on {field}" if field else ""
+        super().__init__(f"refused {status} {code}{where}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.field = field
+        self.recorded_index = recorded_index
+        self.retry_after = retry_after
+
+
+class MalformedRequest(ProblemError):
+    """400-class refusals: the request or envelope is malformed."""
+
+
+class Unauthenticated(ProblemError):
+    """401: the signer is unknown, the signature is bad, or a read token is missing."""
+
+
+class Forbidden(ProblemError):
+    """403: the signer may not do this (revoked, wrong role, tier.apply)."""
+
+
+class NotFoundError(ProblemError):
+    """404: no such route, entry or task class."""
+
+
+class Conflict(ProblemError):
+    """409: the id or thing already exists, or the capability is spent."""
+
+
+class RuleViolation(ProblemError):
+    """422: a domain rule of docs/EVENTS.md is broken."""
+
+
+class ServiceUnavailable(ProblemError):
+    """503: the server cannot answer now; it says when to retry."""
+
+
+class ServerFault(ProblemError):
+    """500: an internal error on the server."""
+
+
+class UnknownProblem(ProblemError):
+    """A problem code this package does not know (a newer server)."""
+
+
+class VerificationError(LedgerError):
+    """An answer does not verify: do not use it.
+
+    `what` names the part of the answer at fault (such as `receipt.inclusion_proof`
+    or `view.held_out.mean`).
+    """
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
+class BadSignature(VerificationError):
+    """A signed note (checkpoint, bundle attestation) has no valid signature by a trusted key."""
+
+
+class ProofMismatch(VerificationError):
+    """An inclusion or consistency proof does not lead to the signed root."""
+
+
+class LeafMismatch(VerificationError):
+    """A leaf does not hash to its leaf hash, or is not the envelope that was posted."""
+
+
+class StaleCheckpoint(VerificationError):
+    """The server shows a tree smaller than one the client already verified."""
+
+    def __init__(self, trusted: int, served: int) -> None:
+        super().__init__(
+            "checkpoint",
+            f"the server shows size {served}, older than the trusted size {trusted}",
+        )
+        self.trusted = trusted
+        self.served = served
+
+
+class ForkDetected(VerificationError):
+    """The server's tree is not an extension of the one the client trusts."""
+
+
+class EvidenceMismatch(VerificationError):
+    """A projection's evidence or statistics do not follow from the cited leaves."""
+
+
+class Incomplete(VerificationError):
+    """A projection is not the one the whole log gives (found by replay)."""
+
+
+class MalformedAnswer(VerificationError):
+    """An answer is not in the form the API documents (a field is missing or of the wrong type)."""
+
+
+class TransportError(LedgerError):
+    """The server could not be reached, or kept answering 503 past the retries allowed."""
+
+
+def problem_from(status: int, doc: Mapping[str, Any], retry_after: Optional[float] = None) -> ProblemError:
+    """The typed exception for a problem document."""
+    from .problems import BY_CODE
+
+    code = doc.get("code")
+    detail = doc.get("detail")
+    field = doc.get("field")
+    recorded = doc.get("recorded_index")
+    code_s = code if isinstance(code, str) else ""
+    cls: type[ProblemError] = BY_CODE.get(code_s, UnknownProblem)
+    return cls(
+        status,
+        code_s,
+        detail if isinstance(detail, str) else "",
+        field if isinstance(field, str) else None,
+        recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None,
+        retry_after,
+    )

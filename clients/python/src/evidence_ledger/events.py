@@ -1,0 +1,837 @@
+"""Typed constructors for every event kind of docs/EVENTS.md.
+
+Each class checks its fields as the ledger will (identifiers, text,
+digests, timestamps, numbers, banned breakdown keys, severities) and raises
+`InvalidInput` naming the field as the server would name it
+(`event.body.score.breakdown.model_confidence`) and the server's code.
+`sign(key)` turns an event into a signed `Envelope`.
+
+Rules that need the log's state (an enrolled signer, an active case, the
+current rubric digest, a declared breakdown key) are checked by the ledger
+only; a refusal comes back as a typed `ProblemError`.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Optional, Sequence
+
+from .envelope import Envelope, sign_payload
+from .errors import InvalidInput
+from .note import SigningKey, b64
+from .timefmt import parse_utc_micros
+
+TIERS = ("bronze", "silver", "gold")
+ROLES = ("harness", "curator", "gate", "rag-writer", "reconciler", "promotion-gate", "maintainer", "operator", "ledger")
+SEVERITIES = ("block", "warn", "info")
+DISPOSITIONS = ("positive", "negative", "ambiguous")
+ISOLATIONS = ("microvm", "shared_kernel")
+SOURCES = ("curated", "outcome-ledger-derived", "regression-converted")
+BANNED_BREAKDOWN_SUBSTRINGS = ("confidence", "llm", "self_reported", "model_says")
+RUBRIC_FAILURE_CODES = (
+    "rubric.timeout",
+    "rubric.killed_oom",
+    "rubric.malformed_output",
+    "rubric.unknown_breakdown_key",
+    "rubric.unknown_failure_mode",
+    "rubric.crashed",
+    "rubric.sandbox_violation",
+)
+
+
+def _body(f: str) -> str:
+    return f"event.body.{f}"
+
+
+def ident(value: str, f: str) -> str:
+    if not (isinstance(value, str) and 0 < len(value) <= 128 and all(c.isascii() and (c.isalnum() or c in "._:/@+-") for c in value)):
+        raise InvalidInput(_body(f), "must be 1–128 characters from [A-Za-z0-9._:/@+-]", "invalid_identifier")
+    return value
+
+
+def text(value: str, f: str) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > 4096 or any(unicodedata.category(c) == "Cc" for c in value):
+        raise InvalidInput(_body(f), "must be 1–4096 characters with no control characters", "invalid_text")
+    return value
+
+
+def digest(value: str, f: str) -> str:
+    ok = isinstance(value, str) and any(
+        value.startswith(p) and len(value) == len(p) + 64 and all(c in "0123456789abcdef" for c in value[len(p):])
+        for p in ("blake3:", "sha256:")
+    )
+    if not ok:
+        raise InvalidInput(_body(f), "must be blake3:<64 lower-case hex> or sha256:<64 lower-case hex>", "invalid_digest")
+    return value
+
+
+def timestamp(value: str, f: str) -> str:
+    if parse_utc_micros(value) is None:
+        raise InvalidInput(_body(f), "must be RFC 3339 in UTC (ending in Z)", "invalid_timestamp")
+    return value
+
+
+def key_id_field(value: str, f: str) -> str:
+    if not (isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)):
+        raise InvalidInput(_body(f), "a key id is 64 lower-case hex digits", "invalid_identifier")
+    return value
+
+
+def one_of(value: str, allowed: Sequence[str], f: str) -> str:
+    if value not in allowed:
+        raise InvalidInput(_body(f), f"must be one of {', '.join(allowed)}", "invalid_value")
+    return value
+
+
+def number(value: float, f: str, low: Optional[float] = None, high: Optional[float] = None, code: str = "invalid_value") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(_body(f), "must be a number", "invalid_type")
+    v = float(value)
+    if not math.isfinite(v) or (low is not None and v < low) or (high is not None and v > high):
+        bounds = f" within [{low}, {high}]" if high is not None else (f" and at least {low}" if low is not None else "")
+        raise InvalidInput(_body(f), f"must be finite{bounds}", code)
+    return v
+
+
+def count(value: int, f: str, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 2**32 - 1:
+        raise InvalidInput(_body(f), f"must be an integer of at least {low}", "invalid_value")
+    return value
+
+
+def index(value: int, f: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 2**53 - 1:
+        raise InvalidInput(_body(f), "must be a log index (a non-negative integer)", "invalid_value")
+    return value
+
+
+def banned(key: str, f: str) -> None:
+    lower = key.lower()
+    for b in BANNED_BREAKDOWN_SUBSTRINGS:
+        if b in lower:
+            raise InvalidInput(_body(f), f"breakdown keys may not contain `{b}`", "breakdown_key_banned")
+
+
+# --- co-signed statements (docs/EVENTS.md, "Co-signed statements") ---------
+
+
+def case_provenance_statement(case_id: str, added_at: str, case_digest: str) -> bytes:
+    return f"evidence-ledger/v1 case-provenance\n{case_id}\n{added_at}\n{case_digest}".encode()
+
+
+def case_retire_statement(case_id: str, case_digest: str) -> bytes:
+    return f"evidence-ledger/v1 case-retire\n{case_id}\n{case_digest}".encode()
+
+
+def tier_change_statement(task_class: str, from_tier: str, to_tier: str, recommendation_index: int) -> bytes:
+    return f"evidence-ledger/v1 tier-change\n{task_class}\n{from_tier}\n{to_tier}\n{recommendation_index}".encode()
+
+
+@dataclass(frozen=True)
+class CoSignature:
+    key_id: str
+    signature: str
+
+    @classmethod
+    def sign(cls, key: SigningKey, statement: bytes) -> "CoSignature":
+        return cls(key.key_id, b64(key.sign(statement)))
+
+    def check(self, f: str) -> None:
+        key_id_field(self.key_id, f"{f}.key_id")
+        if not isinstance(self.signature, str) or len(self.signature) != 88:
+            raise InvalidInput(_body(f"{f}.signature"), "base64 of a 64-byte signature", "cosignature_invalid")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key_id": self.key_id, "signature": self.signature}
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    size: int
+    root: str
+
+    def check(self, f: str) -> None:
+        index(self.size, f"{f}.size")
+        if not (isinstance(self.root, str) and len(self.root) == 64 and all(c in "0123456789abcdef" for c in self.root)):
+            raise InvalidInput(_body(f"{f}.root"), "must be 64 lower-case hex digits", "invalid_value")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "root": self.root}
+
+
+class Event(abc.ABC):
+    """Base of every event: `kind`, `body()` and `sign(key)`."""
+
+    kind: ClassVar[str]
+
+    @abc.abstractmethod
+    def body(self) -> dict[str, Any]:
+        """The event's body as JSON."""
+
+    def sign(self, key: SigningKey, *, id: Optional[str] = None, issued_at: Optional[str] = None) -> Envelope:
+        """This event signed by `key` as a new envelope (a fresh id, issued now, unless given)."""
+        return sign_payload(key, self.kind, self.body(), id=id, issued_at=issued_at)
+
+
+# --- principals (operator) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrincipalEnrolled(Event):
+    kind: ClassVar[str] = "principal.enrolled"
+    public_key: str
+    identity: str
+    roles: Sequence[str]
+
+    @classmethod
+    def of(cls, key: SigningKey, identity: str, roles: Sequence[str]) -> "PrincipalEnrolled":
+        return cls(key.public_key_b64, identity, tuple(roles))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.public_key, str) or len(self.public_key) != 44:
+            raise InvalidInput(_body("public_key"), "base64 of a 32-byte Ed25519 key", "invalid_value")
+        text(self.identity, "identity")
+        if not self.roles:
+            raise InvalidInput(_body("roles"), "at least one role", "invalid_value")
+        for i, r in enumerate(self.roles):
+            one_of(r, ROLES, f"roles[{i}]")
+
+    def body(self) -> dict[str, Any]:
+        return {"public_key": self.public_key, "identity": self.identity, "roles": list(self.roles)}
+
+
+@dataclass(frozen=True)
+class PrincipalRevoked(Event):
+    kind: ClassVar[str] = "principal.revoked"
+    key_id: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        key_id_field(self.key_id, "key_id")
+        text(self.reason, "reason")
+
+    def body(self) -> dict[str, Any]:
+        return {"key_id": self.key_id, "reason": self.reason}
+
+
+# --- task classes and rubrics (operator) -------------------------------------
+
+
+@dataclass(frozen=True)
+class TierRule:
+    min_cases_for_promotion: int
+    score_threshold: float
+
+    def check(self, f: str) -> None:
+        count(self.min_cases_for_promotion, f"{f}.min_cases_for_promotion", 1)
+        number(self.score_threshold, f"{f}.score_threshold", 0.0, 1.0, "tier_rules_invalid")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min_cases_for_promotion": self.min_cases_for_promotion, "score_threshold": float(self.score_threshold)}
+
+
+@dataclass(frozen=True)
+class FailureMode:
+    code: str
+    severity: str
+    description: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"code": self.code, "severity": self.severity, "description": self.description}
+
+
+@dataclass(frozen=True)
+class TaskClassRegistered(Event):
+    kind: ClassVar[str] = "task_class.registered"
+    task_class: str
+    silver: TierRule
+    gold: TierRule
+    failure_modes: Sequence[FailureMode]
+    breakdown_keys: Sequence[str]
+    rubric_digest: str
+    initial_tier: str = "bronze"
+
+    def __post_init__(self) -> None:
+        ident(self.task_class, "task_class")
+        self.silver.check("tiers.silver")
+        self.gold.check("tiers.gold")
+        if (
+            self.gold.min_cases_for_promotion < self.silver.min_cases_for_promotion
+            or self.gold.score_threshold < self.silver.score_threshold
+        ):
+            raise InvalidInput(_body("tiers.gold"), "gold must be at least as strict as silver", "tier_rules_invalid")
+        seen: set[str] = set()
+        for i, m in enumerate(self.failure_modes):
+            ident(m.code, f"failure_modes[{i}].code")
+            if m.severity not in SEVERITIES:
+                raise InvalidInput(_body(f"failure_modes[{i}].severity"), "must be block, warn or info", "severity_invalid")
+            text(m.description, f"failure_modes[{i}].description")
+            if m.code in seen:
+                raise InvalidInput(_body(f"failure_modes[{i}].code"), "failure mode codes are unique", "invalid_value")
+            seen.add(m.code)
+        for i, k in enumerate(self.breakdown_keys):
+            banned(k, f"breakdown_keys[{i}]")
+            ident(k, f"breakdown_keys[{i}]")
+        digest(self.rubric_digest, "rubric_digest")
+        one_of(self.initial_tier, TIERS, "initial_tier")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "task_class": self.task_class,
+            "tiers": {"silver": self.silver.to_json(), "gold": self.gold.to_json()},
+            "failure_modes": [m.to_json() for m in self.failure_modes],
+            "breakdown_keys": list(self.breakdown_keys),
+            "rubric_digest": self.rubric_digest,
+            "initial_tier": self.initial_tier,
+        }
+
+
+@dataclass(frozen=True)
+class RubricUpdated(Event):
+    kind: ClassVar[str] = "rubric.updated"
+    task_class: str
+    rubric_digest: str
+
+    def __post_init__(self) -> None:
+        ident(self.task_class, "task_class")
+        digest(self.rubric_digest, "rubric_digest")
+
+    def body(self) -> dict[str, Any]:
+        return {"task_class": self.task_class, "rubric_digest": self.rubric_digest}
+
+
+# --- cases (curators; reconcilers only propose) -------------------------------
+
+
+@dataclass(frozen=True)
+class CaseDraft:
+    """A case's fields without provenance (a reconciler's proposal)."""
+
+    case_id: str
+    title: str
+    disposition: str
+    difficulty: str
+    curation_class: str
+    case_digest: str
+    cassette_digest: str
+
+    def check(self, prefix: str) -> None:
+        ident(self.case_id, f"{prefix}case_id")
+        text(self.title, f"{prefix}title")
+        one_of(self.disposition, DISPOSITIONS, f"{prefix}disposition")
+        text(self.difficulty, f"{prefix}difficulty")
+        ident(self.curation_class, f"{prefix}curation_class")
+        digest(self.case_digest, f"{prefix}case_digest")
+        digest(self.cassette_digest, f"{prefix}cassette_digest")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id,
+            "title": self.title,
+            "disposition": self.disposition,
+            "difficulty": self.difficulty,
+            "curation_class": self.curation_class,
+            "case_digest": self.case_digest,
+            "cassette_digest": self.cassette_digest,
+        }
+
+
+@dataclass(frozen=True)
+class Provenance:
+    source: str
+    source_ref: str
+    added_at: str
+    added_by: CoSignature
+    reviewed_by: CoSignature
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "source_ref": self.source_ref,
+            "added_at": self.added_at,
+            "added_by": self.added_by.to_json(),
+            "reviewed_by": self.reviewed_by.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class CaseAdded(Event):
+    kind: ClassVar[str] = "case.added"
+    task_class: str
+    case: CaseDraft
+    provenance: Provenance
+
+    @classmethod
+    def cosigned(
+        cls,
+        task_class: str,
+        case: CaseDraft,
+        *,
+        source: str,
+        source_ref: str,
+        added_at: str,
+        added_by: SigningKey,
+        reviewed_by: SigningKey,
+    ) -> "CaseAdded":
+        """A case added by one curator and reviewed by another, both co-signing its provenance."""
+        st = case_provenance_statement(case.case_id, added_at, case.case_digest)
+        return cls(
+            task_class,
+            case,
+            Provenance(source, source_ref, added_at, CoSignature.sign(added_by, st), CoSignature.sign(reviewed_by, st)),
+        )
+
+    def __post_init__(self) -> None:
+        ident(self.task_class, "task_class")
+        self.case.check("")
+        p = self.provenance
+        one_of(p.source, SOURCES, "provenance.source")
+        text(p.source_ref, "provenance.source_ref")
+        timestamp(p.added_at, "provenance.added_at")
+        p.added_by.check("provenance.added_by")
+        p.reviewed_by.check("provenance.reviewed_by")
+        if p.added_by.key_id == p.reviewed_by.key_id:
+            raise InvalidInput(_body("provenance.reviewed_by"), "two different curators co-sign", "cosigners_not_distinct")
+
+    def body(self) -> dict[str, Any]:
+        b = {"task_class": self.task_class, **self.case.to_json(), "provenance": self.provenance.to_json()}
+        return b
+
+
+@dataclass(frozen=True)
+class CaseRetired(Event):
+    kind: ClassVar[str] = "case.retired"
+    case_id: str
+    reason: str
+    retired_by: CoSignature
+    reviewed_by: CoSignature
+
+    @classmethod
+    def cosigned(cls, case_id: str, case_digest: str, reason: str, *, retired_by: SigningKey, reviewed_by: SigningKey) -> "CaseRetired":
+        st = case_retire_statement(case_id, case_digest)
+        return cls(case_id, reason, CoSignature.sign(retired_by, st), CoSignature.sign(reviewed_by, st))
+
+    def __post_init__(self) -> None:
+        ident(self.case_id, "case_id")
+        text(self.reason, "reason")
+        self.retired_by.check("retired_by")
+        self.reviewed_by.check("reviewed_by")
+        if self.retired_by.key_id == self.reviewed_by.key_id:
+            raise InvalidInput(_body("reviewed_by"), "two different curators co-sign", "cosigners_not_distinct")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id,
+            "reason": self.reason,
+            "retired_by": self.retired_by.to_json(),
+            "reviewed_by": self.reviewed_by.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class CaseProposed(Event):
+    """A reconciler's pending case: never scored until two curators approve it."""
+
+    kind: ClassVar[str] = "case.proposed"
+    proposal_id: str
+    task_class: str
+    draft: CaseDraft
+    production_ref: str
+
+    def __post_init__(self) -> None:
+        ident(self.proposal_id, "proposal_id")
+        ident(self.task_class, "task_class")
+        self.draft.check("draft.")
+        text(self.production_ref, "production_ref")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "proposal_id": self.proposal_id,
+            "task_class": self.task_class,
+            "draft": self.draft.to_json(),
+            "production_ref": self.production_ref,
+        }
+
+
+@dataclass(frozen=True)
+class ProposalApproved(Event):
+    kind: ClassVar[str] = "proposal.approved"
+    proposal_id: str
+    added_at: str
+    added_by: CoSignature
+    reviewed_by: CoSignature
+
+    @classmethod
+    def cosigned(cls, proposal_id: str, draft: CaseDraft, added_at: str, *, added_by: SigningKey, reviewed_by: SigningKey) -> "ProposalApproved":
+        """Two curators co-sign the draft's case-provenance statement."""
+        st = case_provenance_statement(draft.case_id, added_at, draft.case_digest)
+        return cls(proposal_id, added_at, CoSignature.sign(added_by, st), CoSignature.sign(reviewed_by, st))
+
+    def __post_init__(self) -> None:
+        ident(self.proposal_id, "proposal_id")
+        timestamp(self.added_at, "added_at")
+        self.added_by.check("added_by")
+        self.reviewed_by.check("reviewed_by")
+        if self.added_by.key_id == self.reviewed_by.key_id:
+            raise InvalidInput(_body("reviewed_by"), "two different curators co-sign", "cosigners_not_distinct")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "proposal_id": self.proposal_id,
+            "added_at": self.added_at,
+            "added_by": self.added_by.to_json(),
+            "reviewed_by": self.reviewed_by.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class ProposalRejected(Event):
+    kind: ClassVar[str] = "proposal.rejected"
+    proposal_id: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        ident(self.proposal_id, "proposal_id")
+        text(self.reason, "reason")
+
+    def body(self) -> dict[str, Any]:
+        return {"proposal_id": self.proposal_id, "reason": self.reason}
+
+
+# --- runs, rubrics, scores (harness) -----------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run.started"
+    run_id: str
+    task_class: str
+    harness_version: str
+    rubric_digest: str
+    sandbox_image_digest: str
+    isolation_class: str = "microvm"
+
+    def __post_init__(self) -> None:
+        ident(self.run_id, "run_id")
+        ident(self.task_class, "task_class")
+        text(self.harness_version, "harness_version")
+        digest(self.rubric_digest, "rubric_digest")
+        digest(self.sandbox_image_digest, "sandbox_image_digest")
+        one_of(self.isolation_class, ISOLATIONS, "isolation_class")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "task_class": self.task_class,
+            "harness_version": self.harness_version,
+            "rubric_digest": self.rubric_digest,
+            "sandbox_image_digest": self.sandbox_image_digest,
+            "isolation_class": self.isolation_class,
+        }
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run.finished"
+    run_id: str
+
+    def __post_init__(self) -> None:
+        ident(self.run_id, "run_id")
+
+    def body(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
+
+
+@dataclass(frozen=True)
+class RubricInvoked(Event):
+    kind: ClassVar[str] = "rubric.invoked"
+    run_id: str
+    case_id: str
+    invocation_id: str
+
+    def __post_init__(self) -> None:
+        ident(self.run_id, "run_id")
+        ident(self.case_id, "case_id")
+        ident(self.invocation_id, "invocation_id")
+
+    def body(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "case_id": self.case_id, "invocation_id": self.invocation_id}
+
+
+@dataclass(frozen=True)
+class RubricCompleted(Event):
+    kind: ClassVar[str] = "rubric.completed"
+    invocation_id: str
+
+    def __post_init__(self) -> None:
+        ident(self.invocation_id, "invocation_id")
+
+    def body(self) -> dict[str, Any]:
+        return {"invocation_id": self.invocation_id}
+
+
+@dataclass(frozen=True)
+class RubricFailed(Event):
+    kind: ClassVar[str] = "rubric.failed"
+    invocation_id: str
+    failure_code: str
+
+    def __post_init__(self) -> None:
+        ident(self.invocation_id, "invocation_id")
+        if self.failure_code not in RUBRIC_FAILURE_CODES:
+            raise InvalidInput(_body("failure_code"), "must be one of " + ", ".join(RUBRIC_FAILURE_CODES), "rubric_failure_code_unknown")
+
+    def body(self) -> dict[str, Any]:
+        return {"invocation_id": self.invocation_id, "failure_code": self.failure_code}
+
+
+@dataclass(frozen=True)
+class BenchScore:
+    """`BenchScore`: passed, score in [0, 1], breakdown, failure modes, cost, duration."""
+
+    passed: bool
+    score: float
+    breakdown: Mapping[str, float] = field(default_factory=dict)
+    failure_modes: Sequence[tuple[str, str]] = ()
+    cost_usd: float = 0.0
+    duration_seconds: float = 0.0
+
+    def check(self) -> None:
+        if not isinstance(self.passed, bool):
+            raise InvalidInput(_body("score.passed"), "must be true or false", "invalid_type")
+        number(self.score, "score.score", 0.0, 1.0, "score_out_of_range")
+        number(self.cost_usd, "score.cost_usd", 0.0, None, "cost_out_of_range")
+        number(self.duration_seconds, "score.duration_seconds", 0.0, None, "duration_out_of_range")
+        for k, v in self.breakdown.items():
+            banned(k, f"score.breakdown.{k}")
+            number(v, f"score.breakdown.{k}", None, None, "breakdown_value_out_of_range")
+        for i, (code, severity) in enumerate(self.failure_modes):
+            if severity not in SEVERITIES:
+                raise InvalidInput(_body(f"score.failure_modes[{i}].severity"), "must be block, warn or info", "severity_invalid")
+            if not isinstance(code, str) or not code:
+                raise InvalidInput(_body(f"score.failure_modes[{i}].code"), "must be a failure mode code", "invalid_value")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "score": float(self.score),
+            "breakdown": {k: float(v) for k, v in self.breakdown.items()},
+            "failure_modes": [{"code": c, "severity": s} for c, s in self.failure_modes],
+            "cost_usd": float(self.cost_usd),
+            "duration_seconds": float(self.duration_seconds),
+        }
+
+
+@dataclass(frozen=True)
+class ScoreRecorded(Event):
+    """`BenchRunRecord`: one case's score in one run."""
+
+    kind: ClassVar[str] = "score.recorded"
+    run_id: str
+    task_class: str
+    case_id: str
+    case_digest: str
+    rubric_digest: str
+    cassette_digest: str
+    harness_version: str
+    image_digest: str
+    score: BenchScore
+    started_at: str
+    finished_at: str
+    operator_fingerprint: str
+
+    def __post_init__(self) -> None:
+        ident(self.run_id, "run_id")
+        ident(self.task_class, "task_class")
+        ident(self.case_id, "case_id")
+        digest(self.case_digest, "case_digest")
+        digest(self.rubric_digest, "rubric_digest")
+        digest(self.cassette_digest, "cassette_digest")
+        digest(self.image_digest, "image_digest")
+        self.score.check()
+        text(self.harness_version, "harness_version")
+        text(self.operator_fingerprint, "operator_fingerprint")
+        timestamp(self.started_at, "started_at")
+        timestamp(self.finished_at, "finished_at")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "task_class": self.task_class,
+            "case_id": self.case_id,
+            "case_digest": self.case_digest,
+            "rubric_digest": self.rubric_digest,
+            "cassette_digest": self.cassette_digest,
+            "harness_version": self.harness_version,
+            "image_digest": self.image_digest,
+            "score": self.score.to_json(),
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "operator_fingerprint": self.operator_fingerprint,
+        }
+
+
+# --- RAG write capabilities (gate; RAG writer) -------------------------------
+
+
+@dataclass(frozen=True)
+class CapabilityMinted(Event):
+    kind: ClassVar[str] = "rag.capability.minted"
+    capability_id: str
+    workflow_id: str
+    validated_at: str
+    minted_at: CheckpointRef
+    expires_at: str
+
+    def __post_init__(self) -> None:
+        ident(self.capability_id, "capability_id")
+        ident(self.workflow_id, "workflow_id")
+        timestamp(self.validated_at, "validated_at")
+        self.minted_at.check("minted_at")
+        timestamp(self.expires_at, "expires_at")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "capability_id": self.capability_id,
+            "workflow_id": self.workflow_id,
+            "validated_at": self.validated_at,
+            "minted_at": self.minted_at.to_json(),
+            "expires_at": self.expires_at,
+        }
+
+
+@dataclass(frozen=True)
+class RagExampleWritten(Event):
+    kind: ClassVar[str] = "rag.example.written"
+    capability_id: str
+    workflow_id: str
+    example_digest: str
+
+    def __post_init__(self) -> None:
+        ident(self.capability_id, "capability_id")
+        ident(self.workflow_id, "workflow_id")
+        digest(self.example_digest, "example_digest")
+
+    def body(self) -> dict[str, Any]:
+        return {"capability_id": self.capability_id, "workflow_id": self.workflow_id, "example_digest": self.example_digest}
+
+
+@dataclass(frozen=True)
+class RagRecordQuarantined(Event):
+    kind: ClassVar[str] = "rag.record.quarantined"
+    capability_id: str
+    reason: str
+
+    def __post_init__(self) -> None:
+        ident(self.capability_id, "capability_id")
+        text(self.reason, "reason")
+
+    def body(self) -> dict[str, Any]:
+        return {"capability_id": self.capability_id, "reason": self.reason}
+
+
+# --- promotion (promotion gate; maintainers) ---------------------------------
+
+
+@dataclass(frozen=True)
+class PromotionRequested(Event):
+    """The promotion gate asks the ledger for a recommendation (`POST /v1/recommendations`)."""
+
+    kind: ClassVar[str] = "promotion.requested"
+    task_class: str
+
+    def __post_init__(self) -> None:
+        ident(self.task_class, "task_class")
+
+    def body(self) -> dict[str, Any]:
+        return {"task_class": self.task_class}
+
+
+@dataclass(frozen=True)
+class TierApply(Event):
+    """A request to apply a tier change. The ledger always refuses it
+    (`PromotionMustBeHumanAuthorized`) and records the refusal."""
+
+    kind: ClassVar[str] = "tier.apply"
+    task_class: str
+    to: str
+
+    def __post_init__(self) -> None:
+        ident(self.task_class, "task_class")
+        one_of(self.to, TIERS, "to")
+
+    def body(self) -> dict[str, Any]:
+        return {"task_class": self.task_class, "to": self.to}
+
+
+@dataclass(frozen=True)
+class TierChanged(Event):
+    """A human decision, co-signed by two maintainers, citing a recommendation."""
+
+    kind: ClassVar[str] = "tier.changed"
+    task_class: str
+    from_tier: str
+    to_tier: str
+    recommendation_index: int
+    decided_by: CoSignature
+    confirmed_by: CoSignature
+
+    @classmethod
+    def cosigned(cls, task_class: str, from_tier: str, to_tier: str, recommendation_index: int, *, decided_by: SigningKey, confirmed_by: SigningKey) -> "TierChanged":
+        st = tier_change_statement(task_class, from_tier, to_tier, recommendation_index)
+        return cls(task_class, from_tier, to_tier, recommendation_index, CoSignature.sign(decided_by, st), CoSignature.sign(confirmed_by, st))
+
+    def __post_init__(self) -> None:
+        ident(self.task_class, "task_class")
+        one_of(self.from_tier, TIERS, "from")
+        one_of(self.to_tier, TIERS, "to")
+        if self.from_tier == self.to_tier:
+            raise InvalidInput(_body("to"), "a tier change goes somewhere", "tier_mismatch")
+        index(self.recommendation_index, "recommendation_index")
+        self.decided_by.check("decided_by")
+        self.confirmed_by.check("confirmed_by")
+        if self.decided_by.key_id == self.confirmed_by.key_id:
+            raise InvalidInput(_body("confirmed_by"), "two different maintainers co-sign", "cosigners_not_distinct")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "task_class": self.task_class,
+            "from": self.from_tier,
+            "to": self.to_tier,
+            "recommendation_index": self.recommendation_index,
+            "decided_by": self.decided_by.to_json(),
+            "confirmed_by": self.confirmed_by.to_json(),
+        }
+
+
+# --- anchors (operator) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnchorPublished(Event):
+    kind: ClassVar[str] = "anchor.published"
+    checkpoint: CheckpointRef
+    location: str
+
+    def __post_init__(self) -> None:
+        self.checkpoint.check("checkpoint")
+        text(self.location, "location")
+
+    def body(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint.to_json(), "location": self.location}
+
+
+#: The kinds a client can write, by wire name. `promotion.recommended` and
+#: `promotion.apply_blocked` are written by the ledger's own key only.
+CLIENT_KINDS: dict[str, type[Event]] = {
+    c.kind: c
+    for c in (
+        PrincipalEnrolled, PrincipalRevoked, TaskClassRegistered, RubricUpdated, CaseAdded, CaseRetired,
+        CaseProposed, ProposalApproved, ProposalRejected, RunStarted, RunFinished, RubricInvoked,
+        RubricCompleted, RubricFailed, ScoreRecorded, CapabilityMinted, RagExampleWritten,
+        RagRecordQuarantined, PromotionRequested, TierApply, TierChanged, AnchorPublished,
+    )
+}
