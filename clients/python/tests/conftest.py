@@ -1,0 +1,172 @@
+"""A live `ledger serve` for the tests, started by the tests.
+
+The binary comes from `LEDGER_BIN` (CI sets it to target/debug/ledger),
+else the repository's target/debug/ledger. Each server gets a fresh data
+directory (`ledger init`) and a free loopback port, and must stop cleanly
+(exit 0) when the test is done. The verifier key the tests trust is
+derived from the data directory's `log.key`, never taken from the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator, Optional
+
+import pytest
+
+from evidence_ledger import Client, SigningKey, VerifierKey
+from evidence_ledger import events as ev
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def ledger_bin() -> Path:
+    env = os.environ.get("LEDGER_BIN")
+    path = Path(env) if env else REPO / "target" / "debug" / "ledger"
+    if not path.exists():
+        pytest.fail(f"no ledger binary at {path}: build it (cargo build -p api --bin ledger) or set LEDGER_BIN")
+    return path.resolve()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LedgerServer:
+    """`ledger serve` over a data directory, on a loopback port."""
+
+    def __init__(self, data: Path, init: bool = True) -> None:
+        self.data = data
+        self.bin = ledger_bin()
+        if init:
+            subprocess.run([str(self.bin), "init", "--data-dir", str(data)], check=True, capture_output=True)
+        self.log_key = SigningKey.load(data / "log.key")
+        self.operator = SigningKey.load(data / "operator.key")
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.url = ""
+
+    @property
+    def vkey(self) -> VerifierKey:
+        return self.log_key.verifier_key
+
+    def start(self) -> "LedgerServer":
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = open(self.data.parent / f"{self.data.name}-server.log", "ab")
+        self.proc = subprocess.Popen(
+            [str(self.bin), "serve", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{port}"],
+            stdout=self.log,
+            stderr=self.log,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ledger serve exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("ledger serve did not become ready in 60 s")
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=30)
+        self.proc = None
+        self.log.close()
+        assert code == 0, f"ledger serve exited with {code}"
+
+    def client(self, **kw: object) -> Client:
+        return Client(self.url, self.vkey, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LedgerServer]:
+    s = LedgerServer(tmp_path_factory.mktemp("ledger") / "data").start()
+    yield s
+    s.stop()
+
+
+def digest(tag: str) -> str:
+    return "blake3:" + hashlib.sha256(tag.encode()).hexdigest()
+
+
+class Bench:
+    """Principals and a task class on a server, built through the package."""
+
+    def __init__(self, server: LedgerServer, name: str, *, cases: int = 6, silver: float = 0.5, gold: float = 0.95) -> None:
+        self.server = server
+        self.client = server.client()
+        self.name = name
+        op = server.operator
+        self.harness = SigningKey.generate(f"{name}-harness")
+        self.curators = (SigningKey.generate(f"{name}-curator-a"), SigningKey.generate(f"{name}-curator-b"))
+        self.reconciler = SigningKey.generate(f"{name}-reconciler")
+        self.gate = SigningKey.generate(f"{name}-gate")
+        self.maintainers = (SigningKey.generate(f"{name}-maint-a"), SigningKey.generate(f"{name}-maint-b"))
+        people = [
+            (self.harness, "harness"),
+            (self.curators[0], "curator"),
+            (self.curators[1], "curator"),
+            (self.reconciler, "reconciler"),
+            (self.gate, "promotion-gate"),
+            (self.maintainers[0], "maintainer"),
+            (self.maintainers[1], "maintainer"),
+        ]
+        for k, role in people:
+            self.client.post(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", [role]).sign(op))
+        self.rubric = digest(f"{name}-rubric")
+        self.client.post(
+            ev.TaskClassRegistered(
+                task_class=name,
+                silver=ev.TierRule(5, silver),
+                gold=ev.TierRule(10, gold),
+                failure_modes=[ev.FailureMode("build_broken", "block", "does not build"), ev.FailureMode("slow", "warn", "slow")],
+                breakdown_keys=["correctness", "style"],
+                rubric_digest=self.rubric,
+            ).sign(op)
+        )
+        self.cases: list[ev.CaseDraft] = []
+        for i in range(cases):
+            self.add_case(f"{name}-case-{i}")
+        self.run_id = f"{name}-run-1"
+        self.client.post(
+            ev.RunStarted(self.run_id, name, "harness 1.0", self.rubric, digest("image")).sign(self.harness)
+        )
+
+    def draft(self, case_id: str) -> ev.CaseDraft:
+        return ev.CaseDraft(case_id, f"case {case_id}", "positive", "medium", "held-out", digest(case_id), digest(case_id + "-cassette"))
+
+    def add_case(self, case_id: str) -> ev.CaseDraft:
+        d = self.draft(case_id)
+        self.client.post(
+            ev.CaseAdded.cosigned(
+                self.name, d, source="curated", source_ref="bench/curated", added_at="2026-11-20T00:00:00Z",
+                added_by=self.curators[0], reviewed_by=self.curators[1],
+            ).sign(self.curators[0])
+        )
+        self.cases.append(d)
+        return d
+
+    def score(self, case: ev.CaseDraft, value: float, passed: bool = True, failures: tuple[tuple[str, str], ...] = ()) -> ev.ScoreRecorded:
+        return ev.ScoreRecorded(
+            run_id=self.run_id, task_class=self.name, case_id=case.case_id, case_digest=case.case_digest,
+            rubric_digest=self.rubric, cassette_digest=case.cassette_digest, harness_version="harness 1.0",
+            image_digest=digest("image"),
+            score=ev.BenchScore(passed, value, {"correctness": value}, failures, cost_usd=0.01, duration_seconds=3.5),
+            started_at="2026-11-20T00:00:00Z", finished_at="2026-11-20T00:01:00Z", operator_fingerprint="ci",
+        )

@@ -1,0 +1,156 @@
+"""Input checks that need no server: each bad input is one typed error naming its field."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from evidence_ledger import canonical, problems
+from evidence_ledger import events as ev
+from evidence_ledger.envelope import Envelope, decode_leaf
+from evidence_ledger.errors import (
+    BadSignature,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    MalformedAnswer,
+    MalformedRequest,
+    RuleViolation,
+    ServiceUnavailable,
+    Unauthenticated,
+    UnknownProblem,
+    problem_from,
+)
+from evidence_ledger.note import SigningKey, VerifierKey, open_checkpoint, open_note
+
+REPO = Path(__file__).resolve().parents[3]
+D = "blake3:" + "ab" * 32
+
+
+def test_every_documented_problem_code_has_its_typed_exception() -> None:
+    codes = re.findall(r"^\| `([a-z_]+)` \|", (REPO / "docs/reject_codes.md").read_text(), re.M)
+    api = re.search(r"The API codes are (.*?)\.\s*A 503", (REPO / "docs/API.md").read_text(), re.S)
+    assert api is not None
+    api_codes = re.findall(r"`([a-z_]+)`", api.group(1))
+    assert len(codes) > 70 and len(api_codes) == 15
+    for code in codes + api_codes:
+        cls = problems.BY_CODE[code]
+        assert cls.code == code
+    assert set(problems.BY_CODE) == set(codes) | set(api_codes)
+
+
+def test_problem_documents_map_to_their_group_and_name_the_field() -> None:
+    p = problem_from(422, {"code": "breakdown_key_banned", "detail": "no", "field": "event.body.score.breakdown.model_confidence"})
+    assert isinstance(p, problems.BreakdownKeyBanned) and isinstance(p, RuleViolation)
+    assert p.field == "event.body.score.breakdown.model_confidence"
+    assert isinstance(problem_from(400, {"code": "invalid_digest"}), MalformedRequest)
+    assert isinstance(problem_from(401, {"code": "unknown_signer"}), Unauthenticated)
+    assert isinstance(problem_from(403, {"code": "promotion_must_be_human_authorized", "recorded_index": 7}), Forbidden)
+    assert problem_from(403, {"code": "promotion_must_be_human_authorized", "recorded_index": 7}).recorded_index == 7
+    assert isinstance(problem_from(409, {"code": "capability_spent"}), Conflict)
+    assert isinstance(problem_from(503, {"code": "overloaded"}), ServiceUnavailable)
+    assert isinstance(problem_from(418, {"code": "from_the_future"}), UnknownProblem)
+
+
+@pytest.mark.parametrize(
+    "text, rule",
+    [
+        (b'{"a":1,"a":2}', "duplicate_key"),
+        (b'{"a":9007199254740992}', "integer_precision"),
+        (b'{"a":NaN}', "malformed_json"),
+        (b'{"a":1e400}', "malformed_json"),
+        (b'{"a":', "malformed_json"),
+    ],
+)
+def test_strict_json_refuses_what_the_ledger_refuses(text: bytes, rule: str) -> None:
+    with pytest.raises(InvalidInput, match=rule):
+        canonical.parse_strict(text)
+
+
+def test_non_canonical_bytes_are_refused() -> None:
+    with pytest.raises(InvalidInput, match="canonical"):
+        canonical.parse_canonical(b'{"b":1, "a":2}')
+    with pytest.raises(InvalidInput, match="finite"):
+        canonical.encode({"x": float("nan")})
+    with pytest.raises(InvalidInput) as e:
+        canonical.encode({"x": [1, 2**60]})
+    assert e.value.field == "x[1]"
+
+
+@pytest.mark.parametrize(
+    "make, field, code",
+    [
+        (lambda: ev.RunStarted("run 1", "tc", "h", D, D), "event.body.run_id", "invalid_identifier"),
+        (lambda: ev.RunStarted("r1", "tc", "h", "md5:nope", D), "event.body.rubric_digest", "invalid_digest"),
+        (lambda: ev.RunStarted("r1", "tc", "h\x07", D, D), "event.body.harness_version", "invalid_text"),
+        (lambda: ev.RunStarted("r1", "tc", "h", D, D, "container"), "event.body.isolation_class", "invalid_value"),
+        (lambda: ev.BenchScore(True, 1.5).check(), "event.body.score.score", "score_out_of_range"),
+        (lambda: ev.BenchScore(True, 0.5, cost_usd=-1).check(), "event.body.score.cost_usd", "cost_out_of_range"),
+        (lambda: ev.BenchScore(True, 0.5, duration_seconds=float("inf")).check(), "event.body.score.duration_seconds", "duration_out_of_range"),
+        (lambda: ev.BenchScore(True, 0.5, {"model_confidence": 1.0}).check(), "event.body.score.breakdown.model_confidence", "breakdown_key_banned"),
+        (lambda: ev.BenchScore(True, 0.5, {"ok": float("nan")}).check(), "event.body.score.breakdown.ok", "breakdown_value_out_of_range"),
+        (lambda: ev.BenchScore(True, 0.5, failure_modes=[("x", "fatal")]).check(), "event.body.score.failure_modes[0].severity", "severity_invalid"),
+        (lambda: ev.RubricFailed("inv-1", "rubric.bored"), "event.body.failure_code", "rubric_failure_code_unknown"),
+        (lambda: ev.TierApply("tc", "platinum"), "event.body.to", "invalid_value"),
+        (lambda: ev.TaskClassRegistered("tc", ev.TierRule(5, 0.8), ev.TierRule(3, 0.9), [], [], D), "event.body.tiers.gold", "tier_rules_invalid"),
+        (lambda: ev.TaskClassRegistered("tc", ev.TierRule(5, 0.8), ev.TierRule(5, 0.9), [], ["llm_judge"], D), "event.body.breakdown_keys[0]", "breakdown_key_banned"),
+        (lambda: ev.CapabilityMinted("cap-1", "wf", "2026-11-22T00:00:00+01:00", ev.CheckpointRef(1, "00" * 32), "2026-11-23T00:00:00Z"), "event.body.validated_at", "invalid_timestamp"),
+        (lambda: ev.PrincipalRevoked("ABC", "lost"), "event.body.key_id", "invalid_identifier"),
+    ],
+)
+def test_event_constructors_refuse_bad_fields_naming_field_and_rule(make: object, field: str, code: str) -> None:
+    with pytest.raises(InvalidInput) as e:
+        make()  # type: ignore[operator]
+    assert e.value.field == field and e.value.code == code
+
+
+def test_co_signatures_by_one_curator_twice_are_refused() -> None:
+    k = SigningKey.generate("curator")
+    d = ev.CaseDraft("case-1", "t", "positive", "easy", "held-out", D, D)
+    with pytest.raises(InvalidInput) as e:
+        ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="r", added_at="2026-11-22T00:00:00Z", added_by=k, reviewed_by=k)
+    assert e.value.code == "cosigners_not_distinct"
+
+
+def test_envelope_round_trip_and_leaf_decoding() -> None:
+    k = SigningKey.generate("harness")
+    env = ev.RunFinished("run-1").sign(k, id="py-test-0001", issued_at="2026-11-22T08:00:00Z")
+    assert Envelope.parse(env.to_json()) == env and env.verify(k.public_key)
+    assert not env.verify(SigningKey.generate("other").public_key)
+    leaf = decode_leaf(env.leaf_bytes(1_795_334_400_000_000))
+    assert leaf.envelope == env and leaf.kind == "run.finished" and leaf.sequenced_at == 1_795_334_400_000_000
+    with pytest.raises(InvalidInput) as e:
+        Envelope.parse(env.to_json().replace(b'"keyid":"', b'"keyid":"0'))
+    assert e.value.code == "signer_mismatch"
+
+
+def test_key_files_round_trip_and_a_wrong_hash_is_refused(tmp_path: Path) -> None:
+    k = SigningKey.generate("alice")
+    k.save(tmp_path / "alice.key")
+    assert (tmp_path / "alice.key").stat().st_mode & 0o777 == 0o600
+    again = SigningKey.load(tmp_path / "alice.key")
+    assert again.key_id == k.key_id and again.verifier_key == k.verifier_key
+    text = k.private_key()
+    bad = text.replace(text.split("+")[3], "00000000")
+    with pytest.raises(InvalidInput, match="key hash"):
+        SigningKey.from_private(bad)
+    with pytest.raises(FileExistsError):
+        k.save(tmp_path / "alice.key")
+
+
+def test_signed_notes_verify_and_a_changed_byte_or_other_key_is_refused() -> None:
+    k = SigningKey.generate("example.org/log")
+    body = b"example.org/log\n5\n" + __import__("base64").b64encode(b"\x01" * 32) + b"\n"
+    note = k.sign_note(body)
+    cp, key = open_checkpoint(note, [k.verifier_key])
+    assert cp.size == 5 and cp.root == b"\x01" * 32 and key == k.verifier_key
+    with pytest.raises(BadSignature):
+        open_checkpoint(note.replace("\n5\n", "\n6\n"), [k.verifier_key])
+    with pytest.raises(BadSignature):
+        open_note(note, [SigningKey.generate("example.org/log").verifier_key])
+    with pytest.raises(MalformedAnswer):
+        open_note(note.replace("\n\n", "\n"), [k.verifier_key])
+    with pytest.raises(InvalidInput):
+        VerifierKey(str(k.verifier_key).replace("+", "-", 1))
