@@ -111,7 +111,7 @@ class Bench:
     def __init__(self, server: LedgerServer, name: str, *, cases: int = 6, silver: float = 0.5, gold: float = 0.95) -> None:
         self.server = server
         self.client = server.client()
-        self.name = name
+        self.name = name = f"{name}-{os.urandom(3).hex()}"
         op = server.operator
         self.harness = SigningKey.generate(f"{name}-harness")
         self.curators = (SigningKey.generate(f"{name}-curator-a"), SigningKey.generate(f"{name}-curator-b"))
@@ -170,3 +170,15 @@ class Bench:
             score=ev.BenchScore(passed, value, {"correctness": value}, failures, cost_usd=0.01, duration_seconds=3.5),
             started_at="2026-11-20T00:00:00Z", finished_at="2026-11-20T00:01:00Z", operator_fingerprint="ci",
         )
+
+
+@pytest.fixture()
+def twins(tmp_path: Path) -> Iterator[tuple[LedgerServer, LedgerServer]]:
+    a = LedgerServer(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    b = LedgerServer(tmp_path / "b", init=False)
+    a.start()
+    b.start()
+    yield a, b
+    a.stop()
+    b.stop()

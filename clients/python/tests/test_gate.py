@@ -1,0 +1,113 @@
+"""The gate scenario end to end: the harness posts scores, the promotion gate reads a
+verified projection and a verified recommendation, the apply is refused and recorded,
+and only two maintainers' co-signed decision changes the tier."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Bench, LedgerServer
+from evidence_ledger import Client, problems, verify_bundle
+from evidence_ledger import events as ev
+from evidence_ledger.envelope import decode_leaf
+
+
+def test_harness_scores_gate_reads_a_verified_recommendation_and_the_apply_is_refused(server: LedgerServer, tmp_path: Path) -> None:
+    # The harness.
+    b = Bench(server, "gate-e2e", cases=6, silver=0.6)
+    posted = b.client.post_many([b.score(c, 0.9 + 0.01 * i).sign(b.harness) for i, c in enumerate(b.cases)])
+    assert all(p.receipt is not None for p in posted)
+
+    # The promotion gate: its own client, trusting only the log's verifier key.
+    gate = Client(server.url, server.vkey)
+    p = gate.projection(b.name)
+    view = p.view
+    assert view.held_out.cases == 6 and len(p.evidence) == 6
+    assert view.recommendation.recommended_tier == "silver"
+    assert view.recommendation.requires_human_approval is True
+    assert {r.rule for r in view.recommendation.rationale} >= {"silver.lower_bound_meets_threshold", "silver.enough_held_out_cases"}
+
+    answer = gate.recommend(ev.PromotionRequested(b.name).sign(b.gate))
+    rec = answer.recommendation
+    assert rec.kind == "promotion.recommended"
+    assert answer.projection.view.recommendation.recommended_tier == "silver"
+
+    # Asking the ledger to apply the tier is refused, and the refusal is recorded.
+    with pytest.raises(problems.PromotionMustBeHumanAuthorized) as refused:
+        gate.post(ev.TierApply(b.name, "silver").sign(b.gate))
+    assert refused.value.status == 403 and refused.value.recorded_index is not None
+    blocked = gate.entry(refused.value.recorded_index)
+    assert blocked.kind == "promotion.apply_blocked"
+    assert {t.task_class: t.tier for t in gate.task_classes()}[b.name] == "bronze"
+
+    # The bundle is archived with the decision and verifies offline.
+    data, summary = gate.bundle(b.name)
+    (tmp_path / "bundle.json").write_bytes(data)
+    assert verify_bundle(data, [server.vkey]).recommended_tier == "silver"
+
+    # Humans promote: two maintainers co-sign a tier change citing the recommendation.
+    with pytest.raises(problems.RecommendationUnknown):
+        gate.post(ev.TierChanged.cosigned(b.name, "bronze", "gold", rec.index, decided_by=b.maintainers[0], confirmed_by=b.maintainers[1]).sign(b.maintainers[0]))
+    done = gate.post(ev.TierChanged.cosigned(b.name, "bronze", "silver", rec.index, decided_by=b.maintainers[0], confirmed_by=b.maintainers[1]).sign(b.maintainers[0]))
+    assert done.kind == "tier.changed"
+    assert {t.task_class: t.tier for t in gate.task_classes()}[b.name] == "silver"
+
+
+def test_the_recommendation_entry_is_the_ledgers_answer_to_this_request(server: LedgerServer) -> None:
+    b = Bench(server, "gate-request", cases=5)
+    b.client.post_many([b.score(c, 0.95).sign(b.harness) for c in b.cases])
+    req = ev.PromotionRequested(b.name).sign(b.gate)
+    answer = b.client.recommend(req)
+    again = b.client.recommend(req)
+    assert again.recommendation.index == answer.recommendation.index
+    entry = b.client.entry(answer.recommendation.index)
+    import base64
+
+    leaf = decode_leaf(base64.b64decode(entry.leaf))
+    assert leaf.body["request_id"] == req.id and leaf.body["requires_human_approval"] is True
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "evidence_ledger", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_cli_verify_bundle_passes_and_a_changed_bundle_fails(server: LedgerServer, tmp_path: Path) -> None:
+    b = Bench(server, "cli-bundle", cases=5)
+    b.client.post_many([b.score(c, 0.8).sign(b.harness) for c in b.cases])
+    data, _ = b.client.bundle(b.name)
+    f = tmp_path / "b.json"
+    f.write_bytes(data)
+    ok = run_cli("verify-bundle", str(f), "--key", str(server.vkey))
+    assert ok.returncode == 0, ok.stderr
+    assert "bundle verified" in ok.stdout
+    f.write_bytes(data.replace(b'"passed":', b'"passed" :', 1))
+    bad = run_cli("verify-bundle", str(f), "--key", str(server.vkey))
+    assert bad.returncode == 1 and "FAILED" in bad.stderr
+    nokey = run_cli("verify-bundle", str(f))
+    assert nokey.returncode == 2
+
+
+def test_cli_audit_saves_the_checkpoint_and_checks_consistency_next_time(server: LedgerServer, tmp_path: Path) -> None:
+    trusted = tmp_path / "trusted.note"
+    first = run_cli("audit", server.url, "--key", str(server.vkey), "--trusted", str(trusted))
+    assert first.returncode == 0, first.stderr
+    assert "first audit" in first.stdout and trusted.exists()
+    second = run_cli("audit", server.url, "--key", str(server.vkey), "--trusted", str(trusted))
+    assert second.returncode == 0, second.stderr
+    assert "consistent with trusted size" in second.stdout
+
+
+def test_cli_audit_of_a_server_behind_the_trusted_checkpoint_exits_3(twins: tuple[LedgerServer, LedgerServer], tmp_path: Path) -> None:
+    a, b = twins
+    trusted = tmp_path / "trusted.note"
+    from evidence_ledger import SigningKey, TrustedState
+
+    ca = Client(a.url, a.vkey, trust=TrustedState.file(trusted))
+    k = SigningKey.generate("cli-stale")
+    ca.post(ev.PrincipalEnrolled.of(k, "cli-stale@example.org", ["harness"]).sign(a.operator))
+    r = run_cli("audit", b.url, "--key", str(b.vkey), "--trusted", str(trusted))
+    assert r.returncode == 3, r.stderr
