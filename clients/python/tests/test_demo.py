@@ -1,0 +1,44 @@
+"""The sample bench of `ledger demo` (three task classes, 90 cases, realistic scores):
+every projection and bundle the server serves verifies here, statistics bit for bit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from conftest import LedgerServer, ledger_bin
+from evidence_ledger import Client, TrustedState, audit, verify_bundle
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LedgerServer]:
+    data = tmp_path_factory.mktemp("demo") / "data"
+    subprocess.run([str(ledger_bin()), "demo", "--exit", "--data-dir", str(data)], check=True, capture_output=True, timeout=300)
+    s = LedgerServer(data, init=False).start()
+    yield s
+    s.stop()
+
+
+def test_every_demo_projection_and_bundle_verifies_bit_for_bit(demo: LedgerServer) -> None:
+    c = Client(demo.url, demo.vkey)
+    classes = c.task_classes()
+    assert len(classes) == 3
+    cases = {}
+    for t in classes:
+        p = c.projection(t.task_class)
+        cases[t.task_class] = p.view.held_out.cases
+        assert p.view.held_out.mean_ci is not None and p.view.held_out.mean_ci.low < p.view.held_out.mean_ci.high
+        data, summary = c.bundle(t.task_class)
+        assert verify_bundle(data, [demo.vkey]).evidence == summary.evidence == p.view.held_out.cases
+    assert sorted(cases.values()) == [20, 30, 40]
+
+
+def test_audit_of_the_demo_passes_and_then_checks_consistency(demo: LedgerServer, tmp_path: Path) -> None:
+    trust = TrustedState.file(tmp_path / "trusted.note")
+    first = audit(Client(demo.url, demo.vkey, trust=trust), samples=20, seed=1)
+    assert first.previous_size is None and first.projections_checked == 3 and first.evidence_checked == 90
+    second = audit(Client(demo.url, demo.vkey, trust=TrustedState.file(tmp_path / "trusted.note")), samples=5, seed=2)
+    assert second.previous_size == first.size

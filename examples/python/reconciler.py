@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""A reconciler: propose a pending case from a production incident (it can write nothing else).
+
+    python3 examples/python/reconciler.py --server http://127.0.0.1:7878 --key "$(cat verifier.key)" --keys-dir keys
+
+Uses the keys harness.py wrote. The proposal stays pending, and is never
+scored, until two curators approve it.
+"""
+
+import argparse
+import hashlib
+import os
+from pathlib import Path
+
+from evidence_ledger import Client, SigningKey, problems
+from evidence_ledger import events as ev
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--server", default="http://127.0.0.1:7878")
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--keys-dir", required=True)
+    args = ap.parse_args()
+    keys = Path(args.keys_dir)
+    client = Client(args.server, args.key)
+    me = SigningKey.load(keys / "reconciler.key")
+    name = (keys / "task_class").read_text().strip()
+    incident = f"INC-{os.urandom(2).hex()}"
+    draft = ev.CaseDraft(f"{name}-{incident}", f"regression from {incident}", "negative", "hard",
+                         "corpus-derived", "blake3:" + hashlib.sha256(incident.encode()).hexdigest(),
+                         "blake3:" + hashlib.sha256(b"cassette " + incident.encode()).hexdigest())
+    r = client.post(ev.CaseProposed(f"proposal-{incident}", name, draft, f"outcome-ledger {incident}").sign(me))
+    print(f"proposed {draft.case_id}: entry {r.index}, pending until two curators approve it")
+    try:
+        client.post(ev.CaseAdded.cosigned(name, draft, source="curated", source_ref="sneaky",
+                                          added_at="2026-11-20T00:00:00Z", added_by=me,
+                                          reviewed_by=SigningKey.generate("nobody")).sign(me))
+        raise SystemExit("a reconciler added a case")
+    except problems.RoleNotPermitted as e:
+        print(f"a reconciler cannot add a case: {e.code}")
+    print("OK")
+
+
+if __name__ == "__main__":
+    main()
