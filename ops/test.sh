@@ -14,7 +14,7 @@ work=$(mktemp -d)
 cleanup() {
     [[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true
     [[ -f "$work/nginx.pid" ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-    rm -rf "$work"
+    rm -rf "$work" "${tiles:-}"
 }
 trap cleanup EXIT
 
@@ -30,12 +30,18 @@ echo "-- a live server behind nginx"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 tls_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" init --data-dir "$work/data" --origin ops.test/log > /dev/null
-"$BIN" serve --data-dir "$work/data" --listen "127.0.0.1:$port" 2> "$work/server.log" &
+static_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# nginx's workers run as another user: the tiles live outside the private $work.
+tiles=$(mktemp -d)
+chmod 755 "$tiles"
+"$BIN" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --tiles-dir "$tiles" --tiles-sync-secs 1 2> "$work/server.log" &
 server=$!
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=localhost" \
     -keyout "$work/privkey.pem" -out "$work/fullchain.pem" 2> /dev/null
 sed -e "s|127.0.0.1:7878|127.0.0.1:$port|" -e "s|listen 443 ssl http2;|listen 127.0.0.1:$tls_port ssl http2;|" \
     -e "s|/etc/evidence-ledger/tls|$work|g" ops/nginx/evidence-ledger.conf > "$work/site.conf"
+sed -e "s|listen 443 ssl http2;|listen 127.0.0.1:$static_port;|" -e "s|/etc/evidence-ledger/tls|$work|g" \
+    -e "s|root /var/lib/evidence-ledger/tiles;|root $tiles;|" ops/nginx/tiles-static.conf > "$work/tiles.conf"
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1;
 pid $work/nginx.pid;
@@ -46,6 +52,7 @@ http {
     client_body_temp_path $work/body;
     proxy_temp_path $work/proxy;
     include $work/site.conf;
+    include $work/tiles.conf;
 }
 CONF
 nginx -t -c "$work/nginx.conf" -p "$work"
@@ -71,6 +78,27 @@ except urllib.error.HTTPError as e:
     assert e.code == 404
 print(f"through nginx over TLS: size {info['tree_size']}, key {info['verifier_key'][:40]}...")
 PY
+
+echo "-- the static tiles directory (serve --tiles-dir) through nginx, read by an independent reader"
+python3 - "$static_port" "$tiles" <<'PY'
+import os, sys, time, urllib.request
+base, tiles = f"http://127.0.0.1:{sys.argv[1]}", sys.argv[2]
+for _ in range(300):
+    if os.path.exists(os.path.join(tiles, "checkpoint")):
+        break
+    time.sleep(0.1)
+else:
+    sys.exit("serve --tiles-dir wrote no checkpoint")
+r = urllib.request.urlopen(f"{base}/checkpoint", timeout=5)
+assert r.headers["Cache-Control"] == "no-cache", r.headers
+assert r.headers["Content-Type"].startswith("text/plain"), r.headers
+size = int(r.read().decode().split("\n")[1])
+r = urllib.request.urlopen(f"{base}/tile/0/000.p/{size}", timeout=5)
+assert r.headers["Cache-Control"] == "public, max-age=604800, immutable", r.headers
+assert r.headers["Access-Control-Allow-Origin"] == "*", r.headers
+assert len(r.read()) == 32 * size
+PY
+python3 api/tests/tiles_reader.py --base "http://127.0.0.1:$static_port" --api "http://127.0.0.1:$port"
 
 echo "-- every metric the alerts and dashboard use is exported"
 python3 - "$port" <<'PY'

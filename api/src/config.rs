@@ -43,6 +43,11 @@ pub struct ServeConfig {
     pub anchor_interval_secs: u64,
     /// Earlier log verifier keys whose anchors stay trusted after a key rotation.
     pub anchor_keys: Vec<String>,
+    /// Keep a C2SP tlog-tiles directory (checkpoint, tiles, entry bundles)
+    /// up to date here, for a static server or CDN. Env: LEDGER_TILES_DIR.
+    pub tiles_dir: Option<PathBuf>,
+    /// Sync `tiles_dir` every this many seconds. Env: LEDGER_TILES_SYNC_SECS.
+    pub tiles_sync_secs: u64,
 }
 
 impl Default for ServeConfig {
@@ -62,6 +67,8 @@ impl Default for ServeConfig {
             anchors_dir: None,
             anchor_interval_secs: 86_400,
             anchor_keys: Vec::new(),
+            tiles_dir: None,
+            tiles_sync_secs: 5,
         }
     }
 }

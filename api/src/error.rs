@@ -184,6 +184,7 @@ pub fn rejection_status(code: RejectCode) -> StatusCode {
         | InvalidTimestamp
         | SignatureCount
         | SignerMismatch => StatusCode::BAD_REQUEST,
+        EntryTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         SignatureInvalid | UnknownSigner => StatusCode::UNAUTHORIZED,
         SignerRevoked | RoleNotPermitted | PromotionMustBeHumanAuthorized | GenesisRequired => {
             StatusCode::FORBIDDEN
@@ -206,6 +207,9 @@ impl From<ledger::Error> for ApiError {
                 ApiError::param("tree_size", format!("tree size {size}: {rule}"))
             }
             ledger::Error::EntryTooLarge { .. } => ApiError::PayloadTooLarge,
+            ledger::Error::TileNotInTree { tile, size } => {
+                ApiError::NotFound(format!("{tile} is not in the tree of size {size}"))
+            }
             ledger::Error::Busy | ledger::Error::Closed => ApiError::Overloaded,
             ledger::Error::Corrupt(c) => ApiError::LogCorrupt(c.to_string()),
             ledger::Error::Storage(e) => ApiError::StorageUnavailable(e.to_string()),

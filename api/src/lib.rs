@@ -15,3 +15,4 @@ pub mod init;
 pub mod listen;
 pub mod metrics;
 pub mod server;
+pub mod tiles;

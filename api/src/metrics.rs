@@ -53,6 +53,9 @@ pub struct Metrics {
     anchor_failures: Counter,
     derived_mismatches: Counter,
     derived_check: Gauge,
+    /// Tree size of the tiles directory's checkpoint (`tiles_dir`).
+    pub tiles_synced_size: Gauge,
+    tiles_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -142,6 +145,17 @@ impl Metrics {
             "The background check of derived state against the log: 1 passed, 0 failed, -1 running (until it passes, nothing built from derived state is signed)",
             derived_check.clone(),
         );
+        let (tiles_synced_size, tiles_failures) = (Gauge::default(), Counter::default());
+        registry.register(
+            "tiles_synced_size",
+            "Tree size of the checkpoint in the static tiles directory (tiles_dir)",
+            tiles_synced_size.clone(),
+        );
+        registry.register(
+            "tiles_sync_failures",
+            "Syncs of the static tiles directory that failed",
+            tiles_failures.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             append_latency,
@@ -159,7 +173,14 @@ impl Metrics {
             anchor_failures,
             derived_mismatches,
             derived_check,
+            tiles_synced_size,
+            tiles_failures,
         }
+    }
+
+    /// A sync of the static tiles directory failed.
+    pub fn count_tiles_failure(&self) {
+        self.tiles_failures.inc();
     }
 
     /// An anchor check failed, or an anchor could not be published.

@@ -315,7 +315,7 @@ fn decode_envelope_as(bytes: &[u8], check: Check) -> Result<Decoded, Rejection> 
             "must equal the payload's signer",
         );
     }
-    Ok(Decoded {
+    let d = Decoded {
         payload_digest: *blake3::hash(&payload_bytes).as_bytes(),
         payload,
         payload_bytes,
@@ -324,7 +324,23 @@ fn decode_envelope_as(bytes: &[u8], check: Check) -> Result<Decoded, Rejection> 
         preverified: Vec::new(),
         sig_b64: sig.sig.clone(),
         payload_b64: env.payload,
-    })
+    };
+    // Every leaf must fit a C2SP entry bundle (a u16 length); the
+    // sequencing time has a fixed width, so any time gives the length.
+    if check == Check::Door {
+        let len = d.leaf_bytes(0).len();
+        if len > ledger::tiles::MAX_ENTRY_BYTES {
+            return reject(
+                RejectCode::EntryTooLarge,
+                "payload",
+                format!(
+                    "the logged record would be {len} bytes; an entry holds at most {}",
+                    ledger::tiles::MAX_ENTRY_BYTES
+                ),
+            );
+        }
+    }
+    Ok(d)
 }
 
 /// Parses payload bytes: strict JSON, canonical, typed, supported schema.

@@ -65,6 +65,8 @@ codes! {
     SignatureCount = "signature_count",
     /// The envelope's keyid differs from the payload's signer.
     SignerMismatch = "signer_mismatch",
+    /// The leaf record (the envelope as logged) would exceed 65,535 bytes, the most a C2SP tlog-tiles entry bundle can hold.
+    EntryTooLarge = "entry_too_large",
     /// The signer's key is not enrolled.
     UnknownSigner = "unknown_signer",
     /// The envelope signature does not verify (strict Ed25519).

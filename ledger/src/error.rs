@@ -72,7 +72,7 @@ impl Corruption {
 /// Errors from the log core.
 ///
 /// - Invalid input: [`Error::IndexOutOfRange`], [`Error::InvalidSize`],
-///   [`Error::EntryTooLarge`]. The caller asked for something that does not
+///   [`Error::EntryTooLarge`], [`Error::TileNotInTree`]. The caller asked for something that does not
 ///   exist; answer 4xx.
 /// - Pushback: [`Error::Busy`], [`Error::Closed`]. Try again later; answer 503.
 /// - Fatal: [`Error::Corrupt`], [`Error::Storage`], [`Error::NewerFormat`].
@@ -85,6 +85,8 @@ pub enum Error {
     InvalidSize { size: u64, rule: &'static str },
     #[error("entry of {len} bytes exceeds the limit of {max} bytes")]
     EntryTooLarge { len: usize, max: usize },
+    #[error("{tile} is not in the tree of size {size}")]
+    TileNotInTree { tile: String, size: u64 },
     #[error("append queue is full; retry later")]
     Busy,
     #[error("the ledger is shutting down")]

@@ -17,6 +17,8 @@
 //! - [`Ledger`]: open with a self-check, group-committed appends, reads and
 //!   proofs.
 //! - [`verify`]: full and incremental verification of a data directory.
+//! - [`tiles`]: the log as C2SP tlog-tiles (tile paths, tile and entry
+//!   bundle bytes).
 //!
 //! Signed domain events live in the `events` crate, which plugs into the
 //! committer through [`Sequencer`]; this crate knows nothing of them.
@@ -39,6 +41,7 @@ pub mod merkle;
 mod overlay;
 pub mod sealed;
 pub mod store;
+pub mod tiles;
 pub mod verify;
 
 pub use error::{Corruption, CorruptionKind, Error};

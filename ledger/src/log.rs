@@ -22,7 +22,7 @@ mod view;
 
 pub use view::LogView;
 
-use reads::checked_entry;
+pub(crate) use reads::checked_entry;
 
 use committer::commit_loop;
 
@@ -39,7 +39,9 @@ pub struct Config {
     /// Appends queued beyond this are refused with [`Error::Busy`] by
     /// [`Ledger::submit`] (and wait in [`Ledger::append`]).
     pub queue_capacity: usize,
-    /// The largest leaf accepted, in bytes.
+    /// The largest leaf accepted, in bytes; never more than
+    /// [`crate::tiles::MAX_ENTRY_BYTES`], which is what a C2SP entry bundle
+    /// can hold.
     pub max_entry_bytes: usize,
     /// The storage backend (fault injection in tests); `None` is the file.
     pub backend: Option<crate::store::BackendFactory>,
@@ -51,7 +53,7 @@ impl Default for Config {
             max_batch: 1024,
             max_wait: Duration::ZERO,
             queue_capacity: 16 * 1024,
-            max_entry_bytes: 1 << 20,
+            max_entry_bytes: crate::tiles::MAX_ENTRY_BYTES,
             backend: None,
         }
     }
@@ -327,10 +329,14 @@ impl Ledger<Raw> {
     }
 
     fn check_size(&self, leaf: &[u8]) -> Result<(), Error> {
-        if leaf.len() > self.config.max_entry_bytes {
+        let max = self
+            .config
+            .max_entry_bytes
+            .min(crate::tiles::MAX_ENTRY_BYTES);
+        if leaf.len() > max {
             return Err(Error::EntryTooLarge {
                 len: leaf.len(),
-                max: self.config.max_entry_bytes,
+                max,
             });
         }
         Ok(())

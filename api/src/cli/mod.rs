@@ -21,6 +21,7 @@ mod init;
 mod post;
 mod proof;
 mod serve;
+mod tiles;
 mod verify;
 
 #[derive(Parser)]
@@ -94,6 +95,11 @@ enum Command {
         #[command(subcommand)]
         action: anchor::AnchorAction,
     },
+    /// The log as C2SP tlog-tiles static files.
+    Tiles {
+        #[command(subcommand)]
+        action: tiles::TilesAction,
+    },
     /// Start a server on a fresh data directory, load a realistic sample bench through the API,
     /// print scores and recommendations, check every proof, and keep serving.
     Demo(demo::DemoArgs),
@@ -166,6 +172,7 @@ pub fn main() -> ExitCode {
         Command::Export(a) => export::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Anchor { action } => anchor::run(action),
+        Command::Tiles { action } => tiles::run(action),
         Command::Audit(a) => audit::run(a),
         Command::Backup(a) => backup::backup(a),
         Command::Restore(a) => backup::restore(a),
@@ -228,12 +235,17 @@ async fn shutdown_signal() {
 }
 
 fn progress_bar(quiet: bool, what: &str) -> ProgressBar {
+    progress_bar_of(quiet, what, "entries")
+}
+
+/// A progress bar counting `unit`s.
+fn progress_bar_of(quiet: bool, what: &str, unit: &str) -> ProgressBar {
     if quiet {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new(0);
     let tpl = format!(
-        "{{spinner}} {what} [{{bar:40}}] {{pos}}/{{len}} entries ({{per_sec}}, eta {{eta}})"
+        "{{spinner}} {what} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{per_sec}}, eta {{eta}})"
     );
     pb.set_style(
         ProgressStyle::with_template(&tpl)

@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// An earlier log verifier key whose anchors stay trusted (repeatable).
     #[arg(long = "anchor-key")]
     anchor_keys: Vec<String>,
+    /// Keep a C2SP tlog-tiles directory up to date for a static server.
+    #[arg(long, env = "LEDGER_TILES_DIR")]
+    tiles_dir: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_TILES_SYNC_SECS")]
+    tiles_sync_secs: Option<u64>,
 }
 
 fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
@@ -71,6 +76,8 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         } else {
             a.anchor_keys
         },
+        tiles_dir: a.tiles_dir.or(file.tiles_dir),
+        tiles_sync_secs: a.tiles_sync_secs.unwrap_or(file.tiles_sync_secs),
     })
 }
 

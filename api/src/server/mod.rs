@@ -39,7 +39,8 @@ pub use state::{AppState, Shared, VERIFY_FAILED, VERIFY_OK, VERIFY_RUNNING};
         verifier::wire::ProjectionResponse, verifier::wire::RecommendationResponse,
         verifier::wire::EnvelopeBody, verifier::wire::EnvelopeSig
     )),
-    tags((name = "writes"), (name = "reads"), (name = "proofs"), (name = "projections"), (name = "operations"))
+    paths(routes::tiles::get_tile),
+    tags((name = "writes"), (name = "reads"), (name = "proofs"), (name = "tiles"), (name = "projections"), (name = "operations"))
 )]
 pub struct ApiDoc;
 
@@ -128,6 +129,29 @@ pub async fn serve(
     run(state, listener, shutdown).await
 }
 
+/// Brings `tiles_dir` up to the log's size (once the log has verified: a
+/// log that failed its check is not published).
+fn sync_tiles(st: &AppState) {
+    let Some(dir) = &st.config.tiles_dir else {
+        return;
+    };
+    if st.verify_status.load(std::sync::atomic::Ordering::SeqCst) != VERIFY_OK {
+        return;
+    }
+    match crate::tiles::sync_dir(st.events.ledger(), &st.log_key, dir, false, |_, _| {}) {
+        Ok(s) => {
+            st.metrics.tiles_synced_size.set(i64::try_from(s.size).unwrap_or(i64::MAX));
+            if s.written > 0 {
+                tracing::debug!(size = s.size, written = s.written, "tiles directory synced");
+            }
+        }
+        Err(e) => {
+            st.metrics.count_tiles_failure();
+            tracing::error!(error = format!("{e:#}"), dir = %dir.display(), "could not sync the tiles directory");
+        }
+    }
+}
+
 /// Runs `job` on a blocking thread every `period` (the first run one period
 /// from now), until the returned task is aborted.
 fn every(
@@ -169,6 +193,13 @@ pub async fn run(
             st.save_derived();
         },
     );
+    let tiler = state.config.tiles_dir.is_some().then(|| {
+        every(
+            &state,
+            Duration::from_secs(state.config.tiles_sync_secs.max(1)),
+            sync_tiles,
+        )
+    });
     let anchorer = (state.config.anchor_interval_secs > 0).then(|| {
         every(
             &state,
@@ -192,8 +223,8 @@ pub async fn run(
     };
     crate::listen::serve(listener, router(Arc::clone(&state)), limits, shutdown).await?;
     saver.abort();
-    if let Some(a) = anchorer {
-        a.abort();
+    for job in [anchorer, tiler].into_iter().flatten() {
+        job.abort();
     }
     state.save_derived();
     Ok(())

@@ -292,7 +292,7 @@ fn root_in(r: &Reader<'_>, size: u64, head: &Head) -> Result<Hash, Error> {
     tlog_tiles::tree_hash(size, r).map_err(|e| r.take_err(e))
 }
 
-pub(super) fn checked_entry(snap: &Snapshot, index: u64) -> Result<Entry, Error> {
+pub(crate) fn checked_entry(snap: &Snapshot, index: u64) -> Result<Entry, Error> {
     let stored = snap.entry(index)?.ok_or_else(|| {
         Corruption::new(
             index,

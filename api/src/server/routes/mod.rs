@@ -18,6 +18,7 @@ pub mod operations;
 pub mod proofs;
 pub mod reads;
 pub mod task_classes;
+pub mod tiles;
 pub mod writes;
 
 /// Every route the server answers, each documented by its handler's
@@ -42,6 +43,12 @@ pub fn all() -> OpenApiRouter<Shared> {
         .routes(routes!(operations::readyz))
         .routes(routes!(operations::metrics))
         .routes(routes!(operations::openapi_json))
+        // A C2SP tile path spans several segments; its document entry is
+        // `/tile/{path}` (ApiDoc's `paths`).
+        .route(
+            "/tile/{*path}",
+            axum::routing::get(tiles::get_tile),
+        )
 }
 
 pub(crate) fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {

@@ -113,7 +113,15 @@ pub async fn get_checkpoint(State(state): State<Shared>) -> Result<Response, Api
     state.refuse_if_failed()?;
     let head = state.events.ledger().head();
     let note = state.checkpoint(head.size, &head.root)?;
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], note).into_response())
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::CACHE_CONTROL, ledger::tiles::MUTABLE),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        note,
+    )
+        .into_response())
 }
 
 /// `GET /v1/log/key`: the log's note verifier key (text/plain).

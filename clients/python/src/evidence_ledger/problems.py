@@ -128,6 +128,12 @@ class SignerMismatch(MalformedRequest):
     code = "signer_mismatch"
 
 
+class EntryTooLarge(MalformedRequest):
+    """`entry_too_large`: The leaf record (the envelope as logged) would exceed 65,535 bytes, the most a C2SP tlog-tiles entry bundle can hold."""
+
+    code = "entry_too_large"
+
+
 class UnknownSigner(Unauthenticated):
     """`unknown_signer`: The signer's key is not enrolled."""
 
@@ -568,6 +574,7 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "invalid_timestamp": InvalidTimestamp,
     "signature_count": SignatureCount,
     "signer_mismatch": SignerMismatch,
+    "entry_too_large": EntryTooLarge,
     "unknown_signer": UnknownSigner,
     "signature_invalid": SignatureInvalid,
     "signer_revoked": SignerRevoked,

@@ -1,0 +1,104 @@
+//! C2SP tlog-tiles reads: Merkle tree tiles and entry bundles
+//! (`GET /tile/...`); the checkpoint is `GET /checkpoint` ([`super::proofs`]).
+//! Tiles never change, so they are served with a week-long immutable
+//! `Cache-Control`; entry bundles are gzipped for clients that accept it.
+//! Anyone may fetch them from a browser (`Access-Control-Allow-Origin: *`);
+//! a configured read token still applies.
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use ledger::tiles::{Kind, TilePath, IMMUTABLE};
+
+use crate::error::ApiError;
+use crate::server::state::Shared;
+use verifier::wire::Problem;
+
+/// `GET /tile/{path}`: a C2SP tlog-tiles tile (`tile/<L>/<N>[.p/<W>]`) or
+/// entry bundle (`tile/entries/<N>[.p/<W>]`).
+#[utoipa::path(get, path = "/tile/{path}", tag = "tiles",
+    params(("path" = String, Path, description = "The rest of a C2SP tile path: `<L>/<N>[.p/<W>]` or `entries/<N>[.p/<W>]`, N in 3-digit elements (`x001/x234/067`)")),
+    responses(
+        (status = 200, content_type = "application/octet-stream", body = Vec<u8>, description = "256 (or W) 32-byte hashes, or length-prefixed entries"),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 404, body = Problem, content_type = "application/problem+json", description = "the tree does not hold this tile yet")))]
+pub async fn get_tile(
+    State(state): State<Shared>,
+    Path(rest): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.refuse_if_failed()?;
+    let path = format!("tile/{rest}");
+    let t = TilePath::parse(&path).map_err(|e| ApiError::param("path", e.to_string()))?;
+    let bytes = state.events.ledger().tile(&t)?;
+    let gzip = t.kind == Kind::Entries && accepts_gzip(&headers);
+    let body = if gzip { gzip_bytes(&bytes)? } else { bytes };
+    let mut resp = (
+        [
+            (header::CONTENT_TYPE, "application/octet-stream"),
+            (header::CACHE_CONTROL, IMMUTABLE),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        body,
+    )
+        .into_response();
+    if t.kind == Kind::Entries {
+        let h = resp.headers_mut();
+        h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        if gzip {
+            h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+    }
+    Ok(resp)
+}
+
+/// Whether the client's `Accept-Encoding` accepts gzip (by name or `*`,
+/// with a q-value above zero).
+pub(crate) fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| {
+                p.trim()
+                    .strip_prefix("q=")
+                    .is_some_and(|q| q.trim().parse::<f32>().map_or(true, |q| q <= 0.0))
+            });
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
+}
+
+fn gzip_bytes(bytes: &[u8]) -> Result<Vec<u8>, ApiError> {
+    use std::io::Write as _;
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    enc.write_all(bytes)
+        .and_then(|()| enc.finish())
+        .map_err(|e| ApiError::Internal(format!("compressing an entry bundle: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(v: &str) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        m.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).expect("header"));
+        m
+    }
+
+    #[test]
+    fn gzip_is_used_only_when_accepted() {
+        assert!(accepts_gzip(&h("gzip")));
+        assert!(accepts_gzip(&h("br, GZIP;q=0.5")));
+        assert!(accepts_gzip(&h("*")));
+        assert!(!accepts_gzip(&h("gzip;q=0")));
+        assert!(!accepts_gzip(&h("gzip; q=0.0, identity")));
+        assert!(!accepts_gzip(&h("identity")));
+        assert!(!accepts_gzip(&h("gzipx")));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+}
