@@ -16,3 +16,4 @@ pub mod listen;
 pub mod metrics;
 pub mod server;
 pub mod tiles;
+pub mod witness;

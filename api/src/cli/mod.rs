@@ -22,6 +22,7 @@ mod post;
 mod proof;
 mod serve;
 mod tiles;
+mod witness;
 mod verify;
 
 #[derive(Parser)]
@@ -100,6 +101,11 @@ enum Command {
         #[command(subcommand)]
         action: tiles::TilesAction,
     },
+    /// A C2SP tlog-witness: cosign the checkpoints of the logs it follows.
+    Witness {
+        #[command(subcommand)]
+        action: witness::WitnessAction,
+    },
     /// Start a server on a fresh data directory, load a realistic sample bench through the API,
     /// print scores and recommendations, check every proof, and keep serving.
     Demo(demo::DemoArgs),
@@ -156,7 +162,14 @@ fn checked(e: verifier::CheckError) -> anyhow::Error {
 /// Parses the command line, runs the subcommand, and reports its outcome.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let default_level = if matches!(cli.command, Command::Serve(_)) {
+    let serving = matches!(
+        cli.command,
+        Command::Serve(_)
+            | Command::Witness {
+                action: witness::WitnessAction::Serve(_)
+            }
+    );
+    let default_level = if serving {
         "info"
     } else {
         "warn"
@@ -173,6 +186,7 @@ pub fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Anchor { action } => anchor::run(action),
         Command::Tiles { action } => tiles::run(action),
+        Command::Witness { action } => witness::run(action),
         Command::Audit(a) => audit::run(a),
         Command::Backup(a) => backup::backup(a),
         Command::Restore(a) => backup::restore(a),
