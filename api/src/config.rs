@@ -48,6 +48,14 @@ pub struct ServeConfig {
     pub tiles_dir: Option<PathBuf>,
     /// Sync `tiles_dir` every this many seconds. Env: LEDGER_TILES_SYNC_SECS.
     pub tiles_sync_secs: u64,
+    /// A C2SP tlog-policy file naming witnesses (with their add-checkpoint
+    /// URLs) and the quorum: checkpoints are submitted to them, and
+    /// `/checkpoint` serves the newest one a quorum cosigned.
+    /// Env: LEDGER_WITNESS_POLICY.
+    pub witness_policy: Option<PathBuf>,
+    /// Submit the head to the witnesses every this many seconds when it
+    /// has grown. Env: LEDGER_WITNESS_INTERVAL_SECS.
+    pub witness_interval_secs: u64,
 }
 
 impl Default for ServeConfig {
@@ -69,6 +77,8 @@ impl Default for ServeConfig {
             anchor_keys: Vec::new(),
             tiles_dir: None,
             tiles_sync_secs: 5,
+            witness_policy: None,
+            witness_interval_secs: 5,
         }
     }
 }

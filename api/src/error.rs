@@ -41,6 +41,10 @@ pub const API_CODES: &[(&str, &str)] = &[
         "The request took longer than the server's limit; retry.",
     ),
     (
+        "checkpoint_not_witnessed",
+        "The server submits its checkpoints to witnesses and no checkpoint has a quorum of cosignatures yet; retry.",
+    ),
+    (
         "log_verifying",
         "The server is still verifying its log; projections are withheld until it is done.",
     ),
@@ -97,6 +101,7 @@ pub enum ApiError {
     Overloaded,
     Timeout,
     LogVerifying,
+    NotWitnessed,
     LogUnverified(String),
     LogCorrupt(String),
     /// Derived state disagrees with the log (a projection checkpoint, or
@@ -129,6 +134,7 @@ impl ApiError {
             ApiError::Overloaded => "overloaded",
             ApiError::Timeout => "timeout",
             ApiError::LogVerifying => "log_verifying",
+            ApiError::NotWitnessed => "checkpoint_not_witnessed",
             ApiError::LogUnverified(_) => "log_unverified",
             ApiError::LogCorrupt(_) => "log_corrupt",
             ApiError::DerivedStateMismatch(_) => "derived_state_mismatch",
@@ -151,6 +157,7 @@ impl ApiError {
             ApiError::Overloaded
             | ApiError::Timeout
             | ApiError::LogVerifying
+            | ApiError::NotWitnessed
             | ApiError::LogUnverified(_)
             | ApiError::LogCorrupt(_)
             | ApiError::DerivedStateMismatch(_)

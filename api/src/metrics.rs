@@ -56,6 +56,9 @@ pub struct Metrics {
     /// Tree size of the tiles directory's checkpoint (`tiles_dir`).
     pub tiles_synced_size: Gauge,
     tiles_failures: Counter,
+    /// Tree size of the newest checkpoint a witness quorum cosigned.
+    pub witnessed_size: Gauge,
+    witness_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -156,6 +159,17 @@ impl Metrics {
             "Syncs of the static tiles directory that failed",
             tiles_failures.clone(),
         );
+        let (witnessed_size, witness_failures) = (Gauge::default(), Counter::default());
+        registry.register(
+            "witnessed_size",
+            "Tree size of the newest checkpoint a quorum of witnesses cosigned (witness_policy)",
+            witnessed_size.clone(),
+        );
+        registry.register(
+            "witness_failures",
+            "Submissions to a witness that brought no valid cosignature",
+            witness_failures.clone(),
+        );
         Metrics {
             registry: Mutex::new(registry),
             append_latency,
@@ -175,7 +189,14 @@ impl Metrics {
             derived_check,
             tiles_synced_size,
             tiles_failures,
+            witnessed_size,
+            witness_failures,
         }
+    }
+
+    /// A witness brought no valid cosignature.
+    pub fn count_witness_failure(&self) {
+        self.witness_failures.inc();
     }
 
     /// A sync of the static tiles directory failed.

@@ -36,15 +36,18 @@ pub struct Synced {
 /// The checkpoint file's name in a tiles directory.
 pub const CHECKPOINT: &str = "checkpoint";
 
-/// Brings `dir` up to the log's current size. `progress(done, total)` is
-/// called as tiles are written. With `full`, every tile is written again
-/// whatever the directory holds (its checkpoint is still checked, unless
-/// it does not verify at all, which `full` overrides).
+/// Brings `dir` up to the log's current size, or to the size of `note`
+/// when given (a checkpoint signed by `key` that the log holds: the newest
+/// witnessed one, which may be behind the head). `progress(done, total)`
+/// is called as tiles are written. With `full`, every tile is written again
+/// whatever the directory holds (its checkpoint is still checked, unless it
+/// does not verify at all, which `full` overrides).
 pub fn sync_dir<S: Sequencer>(
     log: &Ledger<S>,
     key: &LogKey,
     dir: &Path,
     full: bool,
+    note: Option<&str>,
     mut progress: impl FnMut(usize, usize),
 ) -> anyhow::Result<Synced> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -57,8 +60,30 @@ pub fn sync_dir<S: Sequencer>(
         }
         Err(e) => return Err(e),
     };
-    let head = log.head();
-    let tiles = tiles_between(from, head.size);
+    let (size, note) = match note {
+        Some(n) => {
+            let cp = anchors::open_checkpoint(n.as_bytes(), key.verifier_key())
+                .context("the checkpoint to publish")?;
+            if log.root_at(cp.size)? != cp.root {
+                bail!("the checkpoint to publish names a root this log does not have");
+            }
+            (cp.size, n.to_owned())
+        }
+        None => {
+            let head = log.head();
+            (head.size, key.sign_checkpoint(head.size, &head.root)?)
+        }
+    };
+    if size < from {
+        // The directory is ahead of what may be published (a witnessed
+        // checkpoint lags the head): leave it as it is.
+        return Ok(Synced {
+            from,
+            size: from,
+            written: 0,
+        });
+    }
+    let tiles = tiles_between(from, size);
     let total = tiles.len();
     for (done, t) in tiles.iter().enumerate() {
         let bytes = log
@@ -70,13 +95,12 @@ pub fn sync_dir<S: Sequencer>(
         }
         progress(done + 1, total);
     }
-    if head.size > from || !dir.join(CHECKPOINT).exists() {
-        let note = key.sign_checkpoint(head.size, &head.root)?;
+    if size > from || !dir.join(CHECKPOINT).exists() {
         write_atomic(&dir.join(CHECKPOINT), note.as_bytes())?;
     }
     Ok(Synced {
         from,
-        size: head.size,
+        size,
         written: total,
     })
 }
@@ -189,7 +213,7 @@ mod tests {
         let key = LogKey::generate("tiles.test/log").expect("key");
         let (_d, log) = raw_log(300);
         let out = tempfile::tempdir().expect("out");
-        let s = sync_dir(&log, &key, out.path(), false, |_, _| {}).expect("sync");
+        let s = sync_dir(&log, &key, out.path(), false, None, |_, _| {}).expect("sync");
         assert_eq!((s.from, s.size, s.written), (0, 300, 5));
         assert_eq!(
             files(out.path()),
@@ -205,14 +229,14 @@ mod tests {
         for i in 300..600 {
             log.append(format!("entry {i}").into_bytes()).expect("append");
         }
-        let s = sync_dir(&log, &key, out.path(), false, |_, _| {}).expect("sync");
+        let s = sync_dir(&log, &key, out.path(), false, None, |_, _| {}).expect("sync");
         assert_eq!((s.from, s.size), (300, 600));
         let f = files(out.path());
         assert!(!f.iter().any(|p| p.starts_with("tile/0/001.p")), "{f:?}");
         assert!(f.contains(&"tile/0/002.p/88".to_owned()), "{f:?}");
         assert!(f.contains(&"tile/1/000.p/2".to_owned()), "{f:?}");
         // Nothing new: nothing written.
-        let s = sync_dir(&log, &key, out.path(), false, |_, _| {}).expect("sync");
+        let s = sync_dir(&log, &key, out.path(), false, None, |_, _| {}).expect("sync");
         assert_eq!(s.written, 0);
     }
 
@@ -225,14 +249,14 @@ mod tests {
             other.append(format!("other {i}").into_bytes()).expect("append");
         }
         let out = tempfile::tempdir().expect("out");
-        sync_dir(&other, &key, out.path(), false, |_, _| {}).expect("sync");
-        let e = sync_dir(&log, &key, out.path(), false, |_, _| {}).expect_err("refused");
+        sync_dir(&other, &key, out.path(), false, None, |_, _| {}).expect("sync");
+        let e = sync_dir(&log, &key, out.path(), false, None, |_, _| {}).expect_err("refused");
         assert!(e.to_string().contains("another history"), "{e}");
         // Another key's checkpoint is refused too; --full overrides both.
         let other_key = LogKey::generate("tiles.test/other").expect("key");
-        let e = sync_dir(&log, &other_key, out.path(), false, |_, _| {}).expect_err("refused");
+        let e = sync_dir(&log, &other_key, out.path(), false, None, |_, _| {}).expect_err("refused");
         assert!(e.to_string().contains("not a checkpoint of this log"), "{e:#}");
-        sync_dir(&log, &key, out.path(), true, |_, _| {}).expect("full");
+        sync_dir(&log, &key, out.path(), true, None, |_, _| {}).expect("full");
         let note = std::fs::read(out.path().join(CHECKPOINT)).expect("checkpoint");
         let cp = anchors::open_checkpoint(&note, key.verifier_key()).expect("verifies");
         assert_eq!(cp.root, log.head().root);

@@ -108,6 +108,7 @@ fn the_static_directory_is_byte_identical_to_the_api_and_an_independent_reader_a
         &s.state.log_key,
         out.path(),
         false,
+        None,
         |_, _| {},
     )
     .expect("sync");

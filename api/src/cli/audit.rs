@@ -42,10 +42,41 @@ pub struct AuditArgs {
     /// this machine's clock, in seconds.
     #[arg(long, default_value_t = 300)]
     max_skew_secs: u32,
+    /// A C2SP tlog-policy file: the audited checkpoint must carry
+    /// cosignatures from a quorum of its witnesses (exit 1 otherwise).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[arg(long)]
     quiet: bool,
+}
+
+/// Reads a witness policy file.
+pub(super) fn read_policy(path: &std::path::Path) -> anyhow::Result<anchors::Policy> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    anchors::Policy::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Checks a checkpoint note against a policy with the first of `keys` the
+/// policy allows and that signed it; the witnesses that cosigned it.
+pub(super) fn witnessed(
+    policy: &anchors::Policy,
+    note: &[u8],
+    keys: &[String],
+) -> anyhow::Result<Vec<String>> {
+    let mut last = None;
+    for k in keys {
+        match policy.open_checkpoint(note, k) {
+            Ok(w) => return Ok(w.cosigned.into_iter().map(|c| c.witness).collect()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(fail(format!(
+        "the checkpoint does not meet the witness policy: {}",
+        last.map_or_else(|| "no key given".to_owned(), |e| e.to_string())
+    )))
 }
 
 pub fn run(a: AuditArgs) -> anyhow::Result<()> {
@@ -57,6 +88,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
             a.trusted.display()
         ),
     };
+    let policy = a.policy.as_deref().map(read_policy).transpose()?;
     let client = Client::new(&a.server, a.token.clone());
     let pb = if a.quiet {
         ProgressBar::hidden()
@@ -86,6 +118,10 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
     pb.finish_and_clear();
     match result {
         Ok(r) => {
+            if let Some(p) = &policy {
+                let by = witnessed(p, r.checkpoint.as_bytes(), &a.keys)?;
+                println!("witnesses:   cosigned by {} ({})", by.len(), by.join(", "));
+            }
             match r.previous_size {
                 Some(p) => println!(
                     "checkpoint: size {} is consistent with the trusted size {p}",

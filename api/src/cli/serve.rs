@@ -46,6 +46,11 @@ pub struct ServeArgs {
     tiles_dir: Option<PathBuf>,
     #[arg(long, env = "LEDGER_TILES_SYNC_SECS")]
     tiles_sync_secs: Option<u64>,
+    /// A C2SP tlog-policy file: the witnesses (with URLs) to submit checkpoints to, and the quorum.
+    #[arg(long, env = "LEDGER_WITNESS_POLICY")]
+    witness_policy: Option<PathBuf>,
+    #[arg(long, env = "LEDGER_WITNESS_INTERVAL_SECS")]
+    witness_interval_secs: Option<u64>,
 }
 
 fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
@@ -78,6 +83,10 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         },
         tiles_dir: a.tiles_dir.or(file.tiles_dir),
         tiles_sync_secs: a.tiles_sync_secs.unwrap_or(file.tiles_sync_secs),
+        witness_policy: a.witness_policy.or(file.witness_policy),
+        witness_interval_secs: a
+            .witness_interval_secs
+            .unwrap_or(file.witness_interval_secs),
     })
 }
 

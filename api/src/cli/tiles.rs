@@ -43,7 +43,7 @@ pub fn run(action: TilesAction) -> anyhow::Result<()> {
     let log = ledger::Ledger::open(&a.data_dir, ledger::Config::default())
         .with_context(|| format!("opening {}", a.data_dir.display()))?;
     let pb = super::progress_bar_of(a.quiet, "writing tiles", "tiles");
-    let s = api::tiles::sync_dir(&log, &key, &a.out, a.full, |done, total| {
+    let s = api::tiles::sync_dir(&log, &key, &a.out, a.full, None, |done, total| {
         pb.set_length(total as u64);
         pb.set_position(done as u64);
     })?;

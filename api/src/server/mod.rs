@@ -20,6 +20,7 @@ pub mod checks;
 pub mod guard;
 pub mod routes;
 pub mod state;
+pub mod witnessing;
 
 pub use anchoring::{anchor_tick, check_anchors, publish_anchor, trusted_keys};
 pub use checks::{deep_check, ready_check, start_verify, startup_check};
@@ -138,7 +139,26 @@ fn sync_tiles(st: &AppState) {
     if st.verify_status.load(std::sync::atomic::Ordering::SeqCst) != VERIFY_OK {
         return;
     }
-    match crate::tiles::sync_dir(st.events.ledger(), &st.log_key, dir, false, |_, _| {}) {
+    // With witnesses, the directory publishes the newest cosigned
+    // checkpoint, as `/checkpoint` does; none yet, nothing to publish.
+    let note = if st.policy.is_some() {
+        let w = st.witnessed.lock().unwrap_or_else(|p| p.into_inner());
+        match w.as_ref() {
+            Some((_, n)) => Some(n.clone()),
+            None => return,
+        }
+    } else {
+        None
+    };
+    let synced = crate::tiles::sync_dir(
+        st.events.ledger(),
+        &st.log_key,
+        dir,
+        false,
+        note.as_deref(),
+        |_, _| {},
+    );
+    match synced {
         Ok(s) => {
             st.metrics.tiles_synced_size.set(i64::try_from(s.size).unwrap_or(i64::MAX));
             if s.written > 0 {
@@ -200,6 +220,17 @@ pub async fn run(
             sync_tiles,
         )
     });
+    let witnesser = state.policy.is_some().then(|| {
+        every(
+            &state,
+            Duration::from_secs(state.config.witness_interval_secs.max(1)),
+            |st| match witnessing::witness_tick(st) {
+                Ok(Some(size)) => tracing::info!(size, "checkpoint witnessed"),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = format!("{e:#}"), "checkpoint not witnessed"),
+            },
+        )
+    });
     let anchorer = (state.config.anchor_interval_secs > 0).then(|| {
         every(
             &state,
@@ -223,7 +254,7 @@ pub async fn run(
     };
     crate::listen::serve(listener, router(Arc::clone(&state)), limits, shutdown).await?;
     saver.abort();
-    for job in [anchorer, tiler].into_iter().flatten() {
+    for job in [anchorer, tiler, witnesser].into_iter().flatten() {
         job.abort();
     }
     state.save_derived();

@@ -82,6 +82,12 @@ pub struct AppState {
     pub(crate) anchored_at: AtomicU64,
     pub(crate) request_counter: AtomicU64,
     pub(crate) request_prefix: String,
+    /// The witness policy (`witness_policy`), when checkpoints are witnessed.
+    pub policy: Option<anchors::Policy>,
+    /// The newest checkpoint cosigned by a quorum: (size, signed note).
+    pub witnessed: Mutex<Option<(u64, String)>>,
+    /// The size each witness last cosigned, by its policy name.
+    pub(crate) witness_sizes: Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 pub type Shared = Arc<AppState>;
@@ -172,6 +178,25 @@ impl AppState {
             tracing::error!(reason = %why, "derived state does not match the log");
         }
         let projection_key = projections::driver::seal_key(&log_key.event_signing_key());
+        let policy = match &config.witness_policy {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+                let p = anchors::Policy::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                p.allows_log(log_key.verifier_key())
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+                if let Some(w) = p.witnesses().iter().find(|w| w.url.is_none()) {
+                    anyhow::bail!(
+                        "{}: witness `{}` has no URL to submit checkpoints to",
+                        path.display(),
+                        w.name
+                    );
+                }
+                Some(p)
+            }
+        };
         Ok(AppState {
             events,
             projector: Mutex::new(projector),
@@ -197,6 +222,9 @@ impl AppState {
             anchored_at: AtomicU64::new(u64::MAX),
             request_counter: AtomicU64::new(0),
             request_prefix: format!("{:08x}", rand::random::<u32>()),
+            policy,
+            witnessed: Mutex::new(None),
+            witness_sizes: Mutex::new(std::collections::BTreeMap::new()),
         })
     }
 

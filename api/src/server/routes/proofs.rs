@@ -107,12 +107,19 @@ pub async fn get_consistency(
     }))
 }
 
-/// `GET /checkpoint`: the latest C2SP checkpoint in a signed note (text/plain).
-#[utoipa::path(get, path = "/checkpoint", tag = "proofs", responses((status = 200, content_type = "text/plain", body = String, description = "C2SP tlog-checkpoint in a signed note")))]
+/// `GET /checkpoint`: the latest C2SP checkpoint in a signed note
+/// (text/plain); with a witness policy, the newest one a quorum cosigned.
+#[utoipa::path(get, path = "/checkpoint", tag = "proofs", responses((status = 200, content_type = "text/plain", body = String, description = "C2SP tlog-checkpoint in a signed note"), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn get_checkpoint(State(state): State<Shared>) -> Result<Response, ApiError> {
     state.refuse_if_failed()?;
-    let head = state.events.ledger().head();
-    let note = state.checkpoint(head.size, &head.root)?;
+    let note = if state.policy.is_some() {
+        // Witnessed: the newest checkpoint a quorum has cosigned.
+        let w = state.witnessed.lock().unwrap_or_else(|p| p.into_inner());
+        w.as_ref().map(|(_, n)| n.clone()).ok_or(ApiError::NotWitnessed)?
+    } else {
+        let head = state.events.ledger().head();
+        state.checkpoint(head.size, &head.root)?
+    };
     Ok((
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
