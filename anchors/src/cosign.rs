@@ -117,7 +117,11 @@ impl CosignerKey {
     /// The verifier key `name+hash+base64(0x04‖public key)`.
     pub fn verifier_key(&self) -> String {
         let mut typed = vec![COSIGNATURE_TYPE];
-        typed.extend_from_slice(&SigningKey::from_bytes(&self.seed).verifying_key().to_bytes());
+        typed.extend_from_slice(
+            &SigningKey::from_bytes(&self.seed)
+                .verifying_key()
+                .to_bytes(),
+        );
         format!("{}+{:08x}+{}", self.name, self.id, B64.encode(&typed))
     }
 
@@ -282,7 +286,9 @@ pub enum PolicyError {
     Checkpoint(#[from] CheckpointError),
     #[error("the policy does not list the log key `{0}`")]
     LogNotListed(String),
-    #[error("the checkpoint lacks a witness quorum: cosigned by {have:?}, the policy needs {needs}")]
+    #[error(
+        "the checkpoint lacks a witness quorum: cosigned by {have:?}, the policy needs {needs}"
+    )]
     NoQuorum { have: Vec<String>, needs: String },
 }
 
@@ -519,7 +525,10 @@ mod tests {
         let blob = B64.decode(line).expect("base64");
         assert_eq!(blob.len(), 4 + 8 + 64);
         assert_eq!(&blob[..4], &[0x8d, 0x66, 0xcf, 0x3f]);
-        assert_eq!(u64::from_be_bytes(blob[4..12].try_into().expect("8")), 1_679_315_147);
+        assert_eq!(
+            u64::from_be_bytes(blob[4..12].try_into().expect("8")),
+            1_679_315_147
+        );
         // And the message layout of the specification's example.
         assert_eq!(
             cosigned_message(body(), 1_679_315_147),
@@ -535,7 +544,9 @@ mod tests {
         let back = CosignerKey::from_private(&w.private_key()).expect("skey");
         assert_eq!(back.verifier_key(), w.verifier_key());
         let log = LogKey::from_seed("example.com/log", [1; 32]).expect("log key");
-        let note = log.sign_checkpoint(5, &ledger::Hash([3; 32])).expect("note");
+        let note = log
+            .sign_checkpoint(5, &ledger::Hash([3; 32]))
+            .expect("note");
         let text = note.split_once("\n\n").expect("text").0.to_owned() + "\n";
         let cosigned = format!("{note}{}", w.cosign(text.as_bytes(), 1_700_000_000));
         let got = cosignatures(cosigned.as_bytes(), std::slice::from_ref(&v)).expect("verifies");
@@ -556,7 +567,9 @@ mod tests {
         blob[11] ^= 1;
         let forged = format!("{note}— witness.example/w1 {}\n", B64.encode(&blob));
         assert!(cosignatures(forged.as_bytes(), std::slice::from_ref(&v)).is_err());
-        let other = log.sign_checkpoint(6, &ledger::Hash([3; 32])).expect("note");
+        let other = log
+            .sign_checkpoint(6, &ledger::Hash([3; 32]))
+            .expect("note");
         let moved = format!("{other}{line}");
         assert!(cosignatures(moved.as_bytes(), std::slice::from_ref(&v)).is_err());
         let stranger = CosignerKey::from_seed("witness.example/w1", [8; 32]).expect("key");
@@ -584,7 +597,9 @@ mod tests {
             .collect();
         let refs: Vec<&CosignerKey> = ws.iter().collect();
         let log = LogKey::from_seed("example.com/log", [1; 32]).expect("log key");
-        let note = log.sign_checkpoint(5, &ledger::Hash([3; 32])).expect("note");
+        let note = log
+            .sign_checkpoint(5, &ledger::Hash([3; 32]))
+            .expect("note");
         let text = note.split_once("\n\n").expect("text").0.to_owned() + "\n";
         let with = |idx: &[usize]| {
             let mut n = note.clone();
@@ -593,8 +608,8 @@ mod tests {
             }
             n
         };
-        let two_of_three = Policy::parse(&policy_with(&refs, "group g 2 w0 w1 w2\nquorum g\n"))
-            .expect("policy");
+        let two_of_three =
+            Policy::parse(&policy_with(&refs, "group g 2 w0 w1 w2\nquorum g\n")).expect("policy");
         assert!(two_of_three
             .open_checkpoint(with(&[0, 2]).as_bytes(), log.verifier_key())
             .is_ok());
@@ -607,12 +622,18 @@ mod tests {
             "group a any w0 w1\ngroup b all a w2\nquorum b\n",
         ))
         .expect("policy");
-        assert!(nested.open_checkpoint(with(&[1, 2]).as_bytes(), log.verifier_key()).is_ok());
-        assert!(nested.open_checkpoint(with(&[0, 1]).as_bytes(), log.verifier_key()).is_err());
+        assert!(nested
+            .open_checkpoint(with(&[1, 2]).as_bytes(), log.verifier_key())
+            .is_ok());
+        assert!(nested
+            .open_checkpoint(with(&[0, 1]).as_bytes(), log.verifier_key())
+            .is_err());
         let none = Policy::parse("quorum none\n").expect("policy");
-        assert!(none.open_checkpoint(note.as_bytes(), log.verifier_key()).is_ok());
-        let listed = Policy::parse(&format!("log {}\nquorum none\n", log.verifier_key()))
-            .expect("policy");
+        assert!(none
+            .open_checkpoint(note.as_bytes(), log.verifier_key())
+            .is_ok());
+        let listed =
+            Policy::parse(&format!("log {}\nquorum none\n", log.verifier_key())).expect("policy");
         assert!(listed.allows_log(log.verifier_key()).is_ok());
         let other = LogKey::from_seed("example.com/other", [2; 32]).expect("key");
         assert!(matches!(

@@ -17,8 +17,8 @@ pub mod cosign;
 pub use anchor::{
     check_anchors, open_anchor, Anchor, AnchorError, AnchorTarget, DirTarget, LogAccess,
 };
-pub use cosign::{CosignatureVerifier, CosignerKey, Policy, PolicyError, WitnessedCheckpoint};
 pub use checkpoint::{
     open_checkpoint, open_checkpoint_any, open_note_any, CheckpointError, LogKey,
     VerifiedCheckpoint,
 };
+pub use cosign::{CosignatureVerifier, CosignerKey, Policy, PolicyError, WitnessedCheckpoint};

@@ -185,7 +185,8 @@ mod tests {
         let d = tempfile::tempdir().expect("tempdir");
         let log = Ledger::open(d.path(), ledger::Config::default()).expect("open");
         for i in 0..n {
-            log.append(format!("entry {i}").into_bytes()).expect("append");
+            log.append(format!("entry {i}").into_bytes())
+                .expect("append");
         }
         (d, log)
     }
@@ -227,7 +228,8 @@ mod tests {
             ]
         );
         for i in 300..600 {
-            log.append(format!("entry {i}").into_bytes()).expect("append");
+            log.append(format!("entry {i}").into_bytes())
+                .expect("append");
         }
         let s = sync_dir(&log, &key, out.path(), false, None, |_, _| {}).expect("sync");
         assert_eq!((s.from, s.size), (300, 600));
@@ -246,7 +248,9 @@ mod tests {
         let (_d1, log) = raw_log(10);
         let (_d2, other) = raw_log(0);
         for i in 0..10 {
-            other.append(format!("other {i}").into_bytes()).expect("append");
+            other
+                .append(format!("other {i}").into_bytes())
+                .expect("append");
         }
         let out = tempfile::tempdir().expect("out");
         sync_dir(&other, &key, out.path(), false, None, |_, _| {}).expect("sync");
@@ -254,8 +258,12 @@ mod tests {
         assert!(e.to_string().contains("another history"), "{e}");
         // Another key's checkpoint is refused too; --full overrides both.
         let other_key = LogKey::generate("tiles.test/other").expect("key");
-        let e = sync_dir(&log, &other_key, out.path(), false, None, |_, _| {}).expect_err("refused");
-        assert!(e.to_string().contains("not a checkpoint of this log"), "{e:#}");
+        let e =
+            sync_dir(&log, &other_key, out.path(), false, None, |_, _| {}).expect_err("refused");
+        assert!(
+            e.to_string().contains("not a checkpoint of this log"),
+            "{e:#}"
+        );
         sync_dir(&log, &key, out.path(), true, None, |_, _| {}).expect("full");
         let note = std::fs::read(out.path().join(CHECKPOINT)).expect("checkpoint");
         let cp = anchors::open_checkpoint(&note, key.verifier_key()).expect("verifies");

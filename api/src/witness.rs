@@ -138,7 +138,9 @@ fn parse_request(body: &[u8]) -> Result<Request<'_>, WitnessError> {
         .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
         .filter(|d| *d == "0" || !d.starts_with('0'))
         .and_then(|d| d.parse::<u64>().ok())
-        .ok_or_else(|| bad("the first line must be `old <size>`, a decimal without leading zeros"))?;
+        .ok_or_else(|| {
+            bad("the first line must be `old <size>`, a decimal without leading zeros")
+        })?;
     let mut proof = Vec::new();
     loop {
         let l = line()?;
@@ -265,8 +267,10 @@ impl Witness {
             return Err(WitnessError::Conflict(held_size));
         }
         if held.is_some() || !req.proof.is_empty() {
-            ledger::merkle::verify_consistency(held_size, &held_root, cp.size, &cp.root, &req.proof)
-                .map_err(|e| WitnessError::BadProof(e.to_string()))?;
+            ledger::merkle::verify_consistency(
+                held_size, &held_root, cp.size, &cp.root, &req.proof,
+            )
+            .map_err(|e| WitnessError::BadProof(e.to_string()))?;
         }
         let text_end = req
             .note
@@ -376,12 +380,20 @@ mod tests {
         }
         let other = LogKey::from_seed("log.test/b", [2; 32]).expect("key");
         let e = w
-            .add_checkpoint(&body(0, &[], &other.sign_checkpoint(1, &Hash([1; 32])).expect("n")))
+            .add_checkpoint(&body(
+                0,
+                &[],
+                &other.sign_checkpoint(1, &Hash([1; 32])).expect("n"),
+            ))
             .expect_err("unknown");
         assert_eq!(e.status(), StatusCode::NOT_FOUND);
         let impostor = LogKey::from_seed("log.test/a", [3; 32]).expect("key");
         let e = w
-            .add_checkpoint(&body(0, &[], &impostor.sign_checkpoint(1, &Hash([1; 32])).expect("n")))
+            .add_checkpoint(&body(
+                0,
+                &[],
+                &impostor.sign_checkpoint(1, &Hash([1; 32])).expect("n"),
+            ))
             .expect_err("forbidden");
         assert_eq!(e.status(), StatusCode::FORBIDDEN);
     }

@@ -93,7 +93,10 @@ fn python_reader(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "the independent reader refused: {text}");
+    assert!(
+        out.status.success(),
+        "the independent reader refused: {text}"
+    );
     text
 }
 
@@ -278,7 +281,12 @@ fn an_entry_too_long_for_a_bundle_is_refused_and_nothing_is_appended() {
             }),
         )
         .expect("answer");
-    assert_eq!(reply.status, 413, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.status,
+        413,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     let p: serde_json::Value = serde_json::from_slice(&reply.body).expect("problem");
     assert_eq!(p["code"], "entry_too_large");
     assert!(

@@ -112,7 +112,11 @@ fn post(addr: &str, path: &str, body: &[u8]) -> (u16, String, String) {
     let mut raw = String::new();
     t.read_to_string(&mut raw).expect("read");
     let (head, body) = raw.split_once("\r\n\r\n").expect("headers");
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
     let ct = head
         .lines()
         .find_map(|l| {
@@ -147,15 +151,30 @@ fn a_witness_killed_and_restarted_keeps_its_state() {
     let dir = tempfile::tempdir().expect("dir");
     let key_file = dir.path().join("witness.key");
     let key_file = key_file.to_str().expect("utf-8");
-    let out = run_ledger(&["witness", "keygen", "--name", "witness.test/w", "--out", key_file]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run_ledger(&[
+        "witness",
+        "keygen",
+        "--name",
+        "witness.test/w",
+        "--out",
+        key_file,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let state = dir.path().join("state");
     let state = state.to_str().expect("utf-8");
     let key = LogKey::from_seed("restart.test/log", [6; 32]).expect("key");
     let (_d, log) = raw_log("entry", 7);
     let addr = free_addr();
     let mut w = spawn_witness(key_file, state, key.verifier_key(), &addr);
-    let (status, _, body) = post(&addr, "/add-checkpoint", &request(0, &[], &note_of(&key, &log)));
+    let (status, _, body) = post(
+        &addr,
+        "/add-checkpoint",
+        &request(0, &[], &note_of(&key, &log)),
+    );
     assert_eq!(status, 200, "{body}");
     // SIGKILL, then a new process on the same state.
     w.kill().expect("kill");
@@ -163,21 +182,40 @@ fn a_witness_killed_and_restarted_keeps_its_state() {
     let addr = free_addr();
     let mut w = spawn_witness(key_file, state, key.verifier_key(), &addr);
     log.append(b"entry 7".to_vec()).expect("append");
-    let (status, ct, body) = post(&addr, "/add-checkpoint", &request(0, &[], &note_of(&key, &log)));
-    assert_eq!((status, ct.as_str(), body.as_str()), (409, "text/x.tlog.size", "7\n"));
+    let (status, ct, body) = post(
+        &addr,
+        "/add-checkpoint",
+        &request(0, &[], &note_of(&key, &log)),
+    );
+    assert_eq!(
+        (status, ct.as_str(), body.as_str()),
+        (409, "text/x.tlog.size", "7\n")
+    );
     let proof = log.consistency_proof(7, 8).expect("proof");
-    let (status, _, body) = post(&addr, "/add-checkpoint", &request(7, &proof, &note_of(&key, &log)));
+    let (status, _, body) = post(
+        &addr,
+        "/add-checkpoint",
+        &request(7, &proof, &note_of(&key, &log)),
+    );
     assert_eq!(status, 200, "{body}");
     // The protocol's other answers, through HTTP.
     let (status, ct, _) = post(&addr, "/add-checkpoint", b"old 0\n");
     assert_eq!((status, ct.as_str()), (400, "application/problem+json"));
     let stranger = LogKey::from_seed("other.test/log", [7; 32]).expect("key");
-    let (status, _, _) = post(&addr, "/add-checkpoint", &request(0, &[], &note_of(&stranger, &log)));
+    let (status, _, _) = post(
+        &addr,
+        "/add-checkpoint",
+        &request(0, &[], &note_of(&stranger, &log)),
+    );
     assert_eq!(status, 404);
     let mut bad = proof.clone();
     bad[0].0[0] ^= 1;
     log.append(b"entry 8".to_vec()).expect("append");
-    let (status, _, _) = post(&addr, "/add-checkpoint", &request(8, &bad, &note_of(&key, &log)));
+    let (status, _, _) = post(
+        &addr,
+        "/add-checkpoint",
+        &request(8, &bad, &note_of(&key, &log)),
+    );
     assert_eq!(status, 422);
     w.kill().expect("kill");
     w.wait().expect("wait");
@@ -210,8 +248,8 @@ fn serve_witness(name: &str, seed: u8, log_vkey: &str) -> (String, String, tempf
 fn a_server_with_witnesses_serves_only_cosigned_checkpoints() {
     // The log key is made before the server so that the witnesses know it.
     let data = tempfile::tempdir().expect("data");
-    let init = api::init::init(data.path(), "witnessed.test/log", "operator@test", None)
-        .expect("init");
+    let init =
+        api::init::init(data.path(), "witnessed.test/log", "operator@test", None).expect("init");
     let vkey = init.log_key.verifier_key().to_owned();
     let (u0, v0, _s0) = serve_witness("witness.test/w0", 20, &vkey);
     let (u1, v1, _s1) = serve_witness("witness.test/w1", 21, &vkey);
@@ -245,8 +283,15 @@ fn a_server_with_witnesses_serves_only_cosigned_checkpoints() {
             events::model::Event::ScoreRecorded(testkit::world::score("case-2", 0.5)),
         )
         .expect("score");
-    assert!(within_30s(|| cosigned_at(size + 1)), "never cosigned at {}", size + 1);
-    assert_eq!(common::metric(&c, "ledger_witnessed_size"), (size + 1) as f64);
+    assert!(
+        within_30s(|| cosigned_at(size + 1)),
+        "never cosigned at {}",
+        size + 1
+    );
+    assert_eq!(
+        common::metric(&c, "ledger_witnessed_size"),
+        (size + 1) as f64
+    );
 
     // An independent Ed25519 implementation verifies each cosignature.
     let note = c.get("/checkpoint").expect("checkpoint").text();
@@ -284,13 +329,26 @@ print("verified", len(vkeys))
     let pfile = policy_file.to_str().expect("utf-8");
     let audit = |policy: &str| {
         run_ledger(&[
-            "audit", "--server", &s.base, "--key", &vkey, "--init", "--quiet",
-            "--trusted", trusted.to_str().expect("utf-8"), "--policy", policy,
+            "audit",
+            "--server",
+            &s.base,
+            "--key",
+            &vkey,
+            "--init",
+            "--quiet",
+            "--trusted",
+            trusted.to_str().expect("utf-8"),
+            "--policy",
+            policy,
         ])
     };
     let out = audit(pfile);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("cosigned by 2"), "{text}");
     let absent = CosignerKey::from_seed("witness.test/absent", [22; 32]).expect("key");
     let stricter = dir.path().join("stricter");
@@ -303,6 +361,11 @@ print("verified", len(vkeys))
     )
     .expect("write");
     let out = audit(stricter.to_str().expect("utf-8"));
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("witness policy"));
 }

@@ -379,9 +379,14 @@ mod tests {
             TilePath::entries(0, 7).expect("bundle").to_string(),
             "tile/entries/000.p/7"
         );
-        assert_eq!(p("tile/entries/x001/000"), TilePath::entries(1000, 256).expect("bundle"));
         assert_eq!(
-            TilePath::hashes(63, u64::MAX, 255).expect("tile").to_string(),
+            p("tile/entries/x001/000"),
+            TilePath::entries(1000, 256).expect("bundle")
+        );
+        assert_eq!(
+            TilePath::hashes(63, u64::MAX, 255)
+                .expect("tile")
+                .to_string(),
             "tile/63/x018/x446/x744/x073/x709/x551/615.p/255"
         );
     }
@@ -472,9 +477,20 @@ mod tests {
         let t = TilePath::hashes(1, 2, 17).expect("tile");
         assert_eq!(t.tree_size_needed(), Some((2 * 256 + 17) * 256));
         assert_eq!(t.first_entry(), Some(2 * 256 * 256));
-        assert_eq!(TilePath::hashes(8, 0, 1).expect("tile").tree_size_needed(), None);
-        assert_eq!(TilePath::hashes(7, 0, 1).expect("tile").tree_size_needed(), Some(1 << 56));
-        assert_eq!(TilePath::hashes(0, u64::MAX, 256).expect("tile").tree_size_needed(), None);
+        assert_eq!(
+            TilePath::hashes(8, 0, 1).expect("tile").tree_size_needed(),
+            None
+        );
+        assert_eq!(
+            TilePath::hashes(7, 0, 1).expect("tile").tree_size_needed(),
+            Some(1 << 56)
+        );
+        assert_eq!(
+            TilePath::hashes(0, u64::MAX, 256)
+                .expect("tile")
+                .tree_size_needed(),
+            None
+        );
     }
 
     #[test]
@@ -489,7 +505,10 @@ mod tests {
         let long = vec![0u8; MAX_ENTRY_BYTES + 1];
         assert!(matches!(
             encode_bundle([long.as_slice()]),
-            Err(Error::EntryTooLarge { len: 65_536, max: 65_535 })
+            Err(Error::EntryTooLarge {
+                len: 65_536,
+                max: 65_535
+            })
         ));
     }
 }

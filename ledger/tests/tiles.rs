@@ -8,7 +8,11 @@ use ledger::{Config, Error, Ledger};
 use sha2::{Digest, Sha256};
 
 fn leaf_hash(leaf: &[u8]) -> [u8; 32] {
-    Sha256::new().chain_update([0]).chain_update(leaf).finalize().into()
+    Sha256::new()
+        .chain_update([0])
+        .chain_update(leaf)
+        .finalize()
+        .into()
 }
 
 fn node(l: &[u8; 32], r: &[u8; 32]) -> [u8; 32] {

@@ -22,8 +22,8 @@ mod post;
 mod proof;
 mod serve;
 mod tiles;
-mod witness;
 mod verify;
+mod witness;
 
 #[derive(Parser)]
 #[command(
@@ -169,11 +169,7 @@ pub fn main() -> ExitCode {
                 action: witness::WitnessAction::Serve(_)
             }
     );
-    let default_level = if serving {
-        "info"
-    } else {
-        "warn"
-    };
+    let default_level = if serving { "info" } else { "warn" };
     init_logging(cli.log_format, default_level);
     let result = match cli.command {
         Command::Serve(a) => serve::run(a),

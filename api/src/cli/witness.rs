@@ -30,7 +30,11 @@ pub struct ServeArgs {
     #[arg(long = "log", required = true)]
     logs: Vec<String>,
     /// Where the latest cosigned checkpoint of each log is kept.
-    #[arg(long, env = "LEDGER_WITNESS_STATE_DIR", default_value = "./witness-state")]
+    #[arg(
+        long,
+        env = "LEDGER_WITNESS_STATE_DIR",
+        default_value = "./witness-state"
+    )]
     state_dir: PathBuf,
     /// Listen address.
     #[arg(long, env = "LEDGER_WITNESS_LISTEN", default_value = "127.0.0.1:7879")]

@@ -160,7 +160,9 @@ fn sync_tiles(st: &AppState) {
     );
     match synced {
         Ok(s) => {
-            st.metrics.tiles_synced_size.set(i64::try_from(s.size).unwrap_or(i64::MAX));
+            st.metrics
+                .tiles_synced_size
+                .set(i64::try_from(s.size).unwrap_or(i64::MAX));
             if s.written > 0 {
                 tracing::debug!(size = s.size, written = s.written, "tiles directory synced");
             }

@@ -57,7 +57,10 @@ pub fn witness_tick(st: &AppState) -> anyhow::Result<Option<u64>> {
         }
     }
     if !policy.satisfied_by(&names) {
-        bail!("no witness quorum for size {}: cosigned by {names:?}", head.size);
+        bail!(
+            "no witness quorum for size {}: cosigned by {names:?}",
+            head.size
+        );
     }
     // The note as it will be served must pass the same check a client runs.
     policy

@@ -45,10 +45,7 @@ pub fn all() -> OpenApiRouter<Shared> {
         .routes(routes!(operations::openapi_json))
         // A C2SP tile path spans several segments; its document entry is
         // `/tile/{path}` (ApiDoc's `paths`).
-        .route(
-            "/tile/{*path}",
-            axum::routing::get(tiles::get_tile),
-        )
+        .route("/tile/{*path}", axum::routing::get(tiles::get_tile))
 }
 
 pub(crate) fn parse_hash(field: &str, s: &str) -> Result<Hash, ApiError> {

@@ -115,7 +115,9 @@ pub async fn get_checkpoint(State(state): State<Shared>) -> Result<Response, Api
     let note = if state.policy.is_some() {
         // Witnessed: the newest checkpoint a quorum has cosigned.
         let w = state.witnessed.lock().unwrap_or_else(|p| p.into_inner());
-        w.as_ref().map(|(_, n)| n.clone()).ok_or(ApiError::NotWitnessed)?
+        w.as_ref()
+            .map(|(_, n)| n.clone())
+            .ok_or(ApiError::NotWitnessed)?
     } else {
         let head = state.events.ledger().head();
         state.checkpoint(head.size, &head.root)?

@@ -86,7 +86,10 @@ mod tests {
 
     fn h(v: &str) -> HeaderMap {
         let mut m = HeaderMap::new();
-        m.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(v).expect("header"));
+        m.insert(
+            header::ACCEPT_ENCODING,
+            HeaderValue::from_str(v).expect("header"),
+        );
         m
     }
 

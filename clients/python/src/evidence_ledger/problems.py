@@ -512,6 +512,12 @@ class Timeout(ServiceUnavailable):
     code = "timeout"
 
 
+class CheckpointNotWitnessed(ServiceUnavailable):
+    """`checkpoint_not_witnessed` (HTTP 503): The server's checkpoints are witnessed and none has a quorum of cosignatures yet."""
+
+    code = "checkpoint_not_witnessed"
+
+
 class LogVerifying(ServiceUnavailable):
     """`log_verifying` (HTTP 503): The server is still checking its log; no numbers yet."""
 
@@ -638,6 +644,7 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "read_token_required": ReadTokenRequired,
     "overloaded": Overloaded,
     "timeout": Timeout,
+    "checkpoint_not_witnessed": CheckpointNotWitnessed,
     "log_verifying": LogVerifying,
     "log_unverified": LogUnverified,
     "log_corrupt": LogCorrupt,
