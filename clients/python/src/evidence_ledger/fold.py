@@ -279,7 +279,7 @@ def _interval(i: Optional[Interval]) -> Optional[dict[str, Optional[float]]]:
     return None if i is None else {"low": _json_float(i.low), "high": _json_float(i.high)}
 
 
-def _stats_json(s: ScoreStats) -> dict[str, Any]:
+def stats_json(s: ScoreStats) -> dict[str, Any]:
     return {
         "cases": s.cases,
         "mean": _json_float(s.mean),
@@ -475,8 +475,8 @@ class Projection:
             "runs_in_window": runs_in_window,
             "scores_in_window": scores,
             "shared_kernel_scores_in_window": shared_scores,
-            "held_out": _stats_json(held_stats),
-            "all_cases": _stats_json(stats_of(ordered)),
+            "held_out": stats_json(held_stats),
+            "all_cases": stats_json(stats_of(ordered)),
             "failures": failures,
             "shared_kernel_failures": shared,
             "cost_usd_in_window": _json_float(cost.value()),

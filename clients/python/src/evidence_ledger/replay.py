@@ -220,7 +220,7 @@ class Replica:
             raise LeafMismatch(f"entry {index}", f"first bad index {index}: the leaf does not hash to the leaf hash served")
         chain = chain_hash(self.chain, leaf)
         if chain.hex() != e.chain_hash:
-            raise LeafMismatch(f"entry {index}", f"first bad index {index}: the chain hash served is not the chain of the entries")
+            raise ForkDetected(f"entry {index}", f"first bad index {index}: the chain hash served is not the chain of the entries before it")
         try:
             decoded: Leaf = decode_leaf(leaf, f"entry {index}")
         except InvalidInput as err:
@@ -377,12 +377,13 @@ def _stated(p: ProjectionResponse, cp: Checkpoint, audited: Optional[Checkpoint]
         )
 
 
-def _compare(client: Client, replica: Replica, p: ProjectionResponse, cp: Checkpoint) -> None:
-    """Follows `cp` (the answer's signed checkpoint) and requires the served view to be the replica's."""
+def _compare(client: Client, replica: Replica, p: ProjectionResponse, cp: Checkpoint, *, after_last: bool = True) -> None:
+    """Follows `cp` (the answer's signed checkpoint) and requires the served view to be the
+    replica's; with `after_last`, its stated time must not be before its last entry."""
     tc = p.view.task_class
     replica.follow(client, cp)
     last = replica.last_sequenced_at
-    if last is not None and p.view.now_micros < last:
+    if after_last and last is not None and p.view.now_micros < last:
         raise Incomplete(
             f"projection `{tc}`",
             f"stated time {p.view.now_micros} µs is before its last entry was sequenced ({last} µs)",
@@ -507,7 +508,9 @@ class Gate:
         p = answer.projection
         cp = _checkpoint_of(p, self.client.keys)
         _stated(p, cp, audited, self.rules, self._now())
-        # The recommendation entry itself comes after the projection's checkpoint.
-        _compare(self.client, self.replica, p, cp)
+        # The ledger reads its clock when the request arrives, before it sequences the
+        # request, so this view's time is just before its last entry (the request):
+        # the time is held to the allowed skew only.
+        _compare(self.client, self.replica, p, cp, after_last=False)
         self.replica.save()
         return answer
