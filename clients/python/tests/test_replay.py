@@ -408,3 +408,65 @@ def test_cli_audit_with_projections_passes_then_fails_a_liar_and_keeps_the_trust
     bad = run_cli("audit", world.server.url, "--key", key, "--trusted", str(trusted), "--projections", str(tmp_path / "x"),
                   "--window-days", "7")
     assert bad.returncode == 1 and "stated settings" in bad.stderr
+
+
+# --- every kind of event, every task class -----------------------------------------
+
+
+def test_every_projection_of_a_log_with_every_kind_of_event_equals_the_replicas(server: LedgerServer, tmp_path: Path) -> None:
+    """The session server's log (every earlier test's events too) plus a bench with
+    shared-kernel runs, failures of each severity, proposals pending, approved and
+    rejected, a rubric update, a human tier change, capabilities, an anchor and a
+    revocation: every task class's projection equals the replica's, bit for bit."""
+    from evidence_ledger import SigningKey
+
+    b = Bench(server, "rich", cases=6, silver=0.5)
+    c = b.client
+    op = server.operator
+    c.post_many([b.score(x, 0.9 - 0.01 * i, failures=(("slow", "warn"),) if i == 3 else ()).sign(b.harness)
+                 for i, x in enumerate(b.cases)])
+    sk = f"{b.name}-run-sk"
+    c.post(ev.RunStarted(sk, b.name, "harness 1.0", b.rubric, digest("image"), "shared_kernel").sign(b.harness))
+    c.post_many([replace(b.score(x, 0.2, failures=(("build_broken", "block"),)), run_id=sk).sign(b.harness) for x in b.cases[:2]])
+    drafts = [replace(b.draft(f"{b.name}-p{i}"), curation_class="corpus-derived") for i in range(3)]
+    for i, d in enumerate(drafts):
+        c.post(ev.CaseProposed(f"{b.name}-prop-{i}", b.name, d, f"outcome-ledger INC-{i}").sign(b.reconciler))
+    c.post(ev.ProposalApproved.cosigned(f"{b.name}-prop-1", drafts[1], "2026-11-21T00:00:00Z",
+                                        added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[1]))
+    c.post(ev.ProposalRejected(f"{b.name}-prop-2", "not reproducible").sign(b.curators[0]))
+    c.post(b.score(drafts[1], 0.7).sign(b.harness))
+    inv = f"{b.name}-inv"
+    c.post(ev.RubricInvoked(b.run_id, b.cases[0].case_id, inv + "-1").sign(b.harness))
+    c.post(ev.RubricCompleted(inv + "-1").sign(b.harness))
+    c.post(ev.RubricInvoked(b.run_id, b.cases[1].case_id, inv + "-2").sign(b.harness))
+    c.post(ev.RubricFailed(inv + "-2", "rubric.timeout").sign(b.harness))
+    answer = c.recommend(ev.PromotionRequested(b.name).sign(b.gate))
+    assert answer.projection.view.recommendation.recommended_tier == "silver"
+    c.post(ev.TierChanged.cosigned(b.name, "bronze", "silver", answer.recommendation.index,
+                                   decided_by=b.maintainers[0], confirmed_by=b.maintainers[1]).sign(b.maintainers[1]))
+    c.post(ev.RunFinished(b.run_id).sign(b.harness))
+    rubric2 = digest(f"{b.name}-rubric-2")
+    c.post(ev.RubricUpdated(b.name, rubric2).sign(op))
+    b.rubric, b.run_id = rubric2, f"{b.name}-run-2"
+    c.post(ev.RunStarted(b.run_id, b.name, "harness 1.1", rubric2, digest("image")).sign(b.harness))
+    c.post(b.score(b.cases[0], 0.6, passed=False, failures=(("slow", "warn"),)).sign(b.harness))
+    gate, writer = SigningKey.generate(f"{b.name}-vgate"), SigningKey.generate(f"{b.name}-writer")
+    for k, role in ((gate, "gate"), (writer, "rag-writer")):
+        c.post(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", [role]).sign(op))
+    cp = c.checkpoint()
+    ref = ev.CheckpointRef(cp.size, cp.root_hex)
+    for i in range(2):
+        c.post(ev.CapabilityMinted(f"{b.name}-cap-{i}", "wf-1", "2026-11-21T00:00:00Z", ref, "2099-01-01T00:00:00Z").sign(gate))
+    c.post(ev.RagExampleWritten(f"{b.name}-cap-0", "wf-1", digest("example")).sign(writer))
+    c.post(ev.RagRecordQuarantined(f"{b.name}-cap-1", "poisoned").sign(gate))
+    c.post(ev.AnchorPublished(ref, "file:///anchors/test").sign(op))
+    c.post(ev.PrincipalRevoked(writer.key_id, "rotated").sign(op))
+
+    client = Client(server.url, server.vkey)
+    rp = replay_projections(client, Replica.open(tmp_path / "r", client.keys))
+    assert rp.task_classes == len(client.task_classes()) >= 1
+    v = client.projection(b.name).view.raw
+    assert v["tier"] == "silver" and v["pending_proposals"] == 1
+    assert v["active_cases_by_curation_class"] == {"held-out": 6, "corpus-derived": 1}
+    assert v["shared_kernel_scores_in_window"] == 2 and v["shared_kernel_failures"]["block"] == 2
+    assert v["failures"] == {"block": 0, "warn": 2, "info": 0} and v["scores_in_window"] == 10
