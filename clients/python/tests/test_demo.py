@@ -42,3 +42,14 @@ def test_audit_of_the_demo_passes_and_then_checks_consistency(demo: LedgerServer
     assert first.previous_size is None and first.projections_checked == 3 and first.evidence_checked == 90
     second = audit(Client(demo.url, demo.vkey, trust=TrustedState.file(tmp_path / "trusted.note")), samples=5, seed=2)
     assert second.previous_size == first.size
+
+
+def test_a_replay_of_the_demo_agrees_bit_for_bit_with_every_projection(demo: LedgerServer, tmp_path: Path) -> None:
+    from evidence_ledger import Replica, replay_projections
+
+    client = Client(demo.url, demo.vkey)
+    size = client.checkpoint().size
+    r = replay_projections(client, Replica.open(tmp_path / "replica", client.keys))
+    assert (r.task_classes, r.followed, r.size) == (3, size, size)
+    again = replay_projections(Client(demo.url, demo.vkey), Replica.open(tmp_path / "replica", client.keys))
+    assert again.followed == 0

@@ -10,11 +10,16 @@ The pieces, by user:
   evidence bit for bit;
 - auditors: `TrustedState`, `Client.checkpoint`, `audit`, and the CLI
   (`python -m evidence_ledger verify-bundle FILE --key VKEY`,
-  `python -m evidence_ledger audit URL --key VKEY --trusted FILE`).
+  `python -m evidence_ledger audit URL --key VKEY --trusted FILE`);
+- completeness by replay, for the gate and auditors: `Replica`,
+  `replay_projections` and `Gate` (`evidence_ledger.replay`), and
+  `audit ... --projections DIR`: every projection must equal the one a
+  replica of the whole log gives, bit for bit.
 
 Errors: `InvalidInput` (your input), one `ProblemError` subclass per server
 code (`evidence_ledger.problems`), `VerificationError` (an answer that does
-not verify), `TransportError`.
+not verify), `TransportError`, `ReplicaError` (a replica directory that
+cannot be used).
 """
 
 from __future__ import annotations
@@ -38,9 +43,12 @@ from .errors import (
     NotFoundError,
     ProblemError,
     ProofMismatch,
+    ReplicaError,
+    RuleBroken,
     RuleViolation,
     ServerFault,
     ServiceUnavailable,
+    SettingsMismatch,
     StaleCheckpoint,
     TransportError,
     Unauthenticated,
@@ -48,6 +56,7 @@ from .errors import (
     VerificationError,
 )
 from .note import Checkpoint, SigningKey, VerifierKey, open_checkpoint
+from .replay import Gate, Replayed, Replica, ReplayRules, VerifiedProjection, first_difference, replay_projections
 from .trust import TrustedState
 from .verify import BundleSummary, check_projection, check_receipt, verify_bundle
 
@@ -63,6 +72,7 @@ __all__ = [
     "Envelope",
     "EvidenceMismatch",
     "Forbidden",
+    "Gate",
     "ForkDetected",
     "Incomplete",
     "InvalidInput",
@@ -74,9 +84,15 @@ __all__ = [
     "Posted",
     "ProblemError",
     "ProofMismatch",
+    "Replayed",
+    "Replica",
+    "ReplicaError",
+    "ReplayRules",
+    "RuleBroken",
     "RuleViolation",
     "ServerFault",
     "ServiceUnavailable",
+    "SettingsMismatch",
     "SigningKey",
     "StaleCheckpoint",
     "TransportError",
@@ -84,14 +100,17 @@ __all__ = [
     "Unauthenticated",
     "UnknownProblem",
     "VerificationError",
+    "VerifiedProjection",
     "VerifierKey",
     "audit",
     "check_projection",
     "check_receipt",
     "decode_leaf",
     "events",
+    "first_difference",
     "open_checkpoint",
     "problems",
+    "replay_projections",
     "sign_payload",
     "verify_bundle",
 ]

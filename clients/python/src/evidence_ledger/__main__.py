@@ -2,10 +2,18 @@
 
     python -m evidence_ledger verify-bundle FILE --key VKEY [--key VKEY ...]
     python -m evidence_ledger audit URL --key VKEY --trusted FILE [--samples N]
+        [--projections DIR [--window-days 30] [--max-skew-secs 300]]
+
+`audit` saves the new trusted checkpoint only when every check passed.
+With `--projections DIR` it also keeps a replica of the log in DIR, follows
+it from the trusted checkpoint (only new entries are fetched), replays the
+ledger's rules and the projection fold, and requires every task class's
+projection to equal the replica's, bit for bit (`evidence_ledger.replay`).
 
 Exit status: 0 verified; 1 the answer does not verify (the server lied or
-the file was changed); 2 usage, input or network error; 3 a stale
-checkpoint (the server shows an older tree than the trusted one).
+the file was changed); 2 usage, input or network error (or a replica
+directory that cannot be used); 3 a stale checkpoint (the server shows an
+older tree than the trusted one or the replica).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from typing import Optional, Sequence
 from .audit import audit
 from .client import Client
 from .errors import InvalidInput, LedgerError, ProblemError, StaleCheckpoint, TransportError, VerificationError
+from .replay import Replica, ReplayRules, replay_projections
+from .stats import Settings
 from .trust import TrustedState
 from .verify import verify_bundle
 
@@ -41,6 +51,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     au.add_argument("--trusted", required=True, help="the trusted checkpoint file (created on the first run)")
     au.add_argument("--samples", type=int, default=16, help="random entries to re-hash and prove")
     au.add_argument("--token", help="the server's read token, if it has one")
+    au.add_argument("--projections", metavar="DIR", help="also replay the log into the replica kept in DIR and require every projection to equal its own")
+    au.add_argument("--window-days", type=int, default=30, help="with --projections: the window every projection must state (the server's window_days)")
+    au.add_argument("--max-skew-secs", type=int, default=300, help="with --projections: how far a projection's stated time may be from this clock")
     for p in (vb, au):
         p.add_argument("--key", action="append", help="a trusted note verifier key (repeatable)")
         p.add_argument("--key-file", action="append", help="a file holding a trusted verifier key")
@@ -57,13 +70,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"human approval required: {str(s.requires_human_approval).lower()}"
             )
             return 0
-        client = Client(args.url, keys, trust=TrustedState.file(args.trusted), token=args.token)
+        trust = TrustedState.file(args.trusted, autosave=False)
+        client = Client(args.url, keys, trust=trust, token=args.token)
+        replica = Replica.open(args.projections, client.keys) if args.projections else None
         r = audit(client, samples=args.samples)
         since = f"consistent with trusted size {r.previous_size}" if r.previous_size is not None else "first audit: checkpoint saved"
         print(
             f"audit passed: size {r.size} root {r.root} ({since}); {r.entries_checked} entries proven, "
             f"{r.projections_checked} projections and {r.evidence_checked} evidence entries verified"
         )
+        if replica is not None:
+            if args.window_days < 1 or args.max_skew_secs < 0:
+                raise InvalidInput("--window-days", "the window is at least one day and the skew not negative")
+            rules = ReplayRules(Settings(window_seconds=args.window_days * 24 * 3600), args.max_skew_secs * 1_000_000)
+            rp = replay_projections(client, replica, rules)
+            print(
+                f"replay: {rp.task_classes} task classes equal the replica's projections at size {rp.size} "
+                f"({rp.followed} new entries checked and folded into {args.projections}); window {args.window_days} days, "
+                f"confidence {rules.settings.confidence}, {rules.settings.resamples} resamples, "
+                f"stated times within {args.max_skew_secs} s of this clock"
+            )
+        trust.save()
+        print(f"OK: saved the new trusted checkpoint to {args.trusted}")
         return 0
     except StaleCheckpoint as e:
         print(f"stale: {e}", file=sys.stderr)

@@ -200,6 +200,17 @@ class Client:
     def _observe(self, cp: Checkpoint, *, allow_older: bool = True) -> None:
         self.trust.observe(cp, self._consistency, allow_older=allow_older)
 
+    def consistency_proof(self, first: int, second: int) -> list[bytes]:
+        """The server's RFC 6962 consistency proof between two tree sizes (unverified:
+        `merkle.verify_consistency` checks it against roots you trust)."""
+        return self._consistency(first, second)
+
+    def observe(self, cp: Checkpoint) -> None:
+        """Requires a verified checkpoint (one this client saw before, such as a replica's)
+        to be consistent with the trusted state: a newer one is proven to extend it and
+        becomes the trusted one, an older one is proven a prefix of it."""
+        self._observe(cp)
+
     def checkpoint(self) -> Checkpoint:
         """The server's latest checkpoint: signed by a trusted key, not older than the
         trusted state and proven consistent with it (then it becomes the trusted state)."""
@@ -303,7 +314,7 @@ class Client:
         return cp
 
     def entries(self, start: int, limit: int = 1000) -> list[EntryView]:
-        """A page of entries as served (not proven: `replay.Replica` proves whole ranges)."""
+        """A page of entries as served (not proven: `replay.Replica.follow` proves whole ranges)."""
         return parse_entry_page(self._json("GET", f"/v1/entries?start={start}&limit={limit}")).entries
 
     def projection(self, task_class: str) -> ProjectionResponse:

@@ -156,6 +156,28 @@ class Incomplete(VerificationError):
     """A projection is not the one the whole log gives (found by replay)."""
 
 
+class RuleBroken(VerificationError):
+    """The log holds an entry the ledger's acceptance rules refuse (found by replay):
+    no honest ledger appended it. `index` is the entry, `code` the server's
+    refusal code for it, `field` the JSON path at fault."""
+
+    def __init__(self, index: int, code: str, field: str, reason: str) -> None:
+        super().__init__(f"entry {index}", f"{code} on {field}: {reason}")
+        self.index = index
+        self.code = code
+        self.field = field
+
+
+class SettingsMismatch(VerificationError):
+    """A projection states settings (window, confidence, resamples) other than the
+    agreed ones, or a time too far from this machine's clock (found by replay)."""
+
+
+class ReplicaError(LedgerError):
+    """The replica's saved state cannot be used: unreadable, of another format or
+    log, or not at the checkpoint it claims. Nothing was checked against the server."""
+
+
 class MalformedAnswer(VerificationError):
     """An answer is not in the form the API documents (a field is missing or of the wrong type)."""
 

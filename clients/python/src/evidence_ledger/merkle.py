@@ -77,6 +77,24 @@ class Frontier:
         self.size = 0
         self._nodes: list[tuple[int, bytes]] = []
 
+    @classmethod
+    def from_nodes(cls, size: int, nodes: Sequence[tuple[int, bytes]]) -> "Frontier":
+        """A frontier saved as `nodes` (levels and hashes, largest subtree first) after `size` leaves.
+        Raises `InvalidInput` unless the levels are the binary digits of `size`."""
+        levels = [lvl for lvl, _ in nodes]
+        want = [lvl for lvl in range(size.bit_length() - 1, -1, -1) if size >> lvl & 1]
+        if levels != want or any(len(h) != 32 for _, h in nodes):
+            raise InvalidInput("frontier", f"not the right edge of a tree of {size} leaves")
+        f = cls()
+        f.size = size
+        f._nodes = list(nodes)
+        return f
+
+    @property
+    def nodes(self) -> list[tuple[int, bytes]]:
+        """The right edge: (level, hash) of each perfect subtree, largest first."""
+        return list(self._nodes)
+
     def push(self, leaf: bytes) -> None:
         level, h = 0, leaf
         while self._nodes and self._nodes[-1][0] == level:

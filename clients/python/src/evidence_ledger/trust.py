@@ -8,8 +8,10 @@ shows an older tree than already seen fails with `StaleCheckpoint`.
 
 `TrustedState()` keeps it in memory; `TrustedState.file(path)` in a file
 (the signed note itself, so the file can be checked again with the key
-alone), replaced atomically on every advance. The state is only as safe as
-where it is kept: keep the file where the server cannot write it.
+alone), replaced atomically on every advance, or only when `save()` is
+called (`autosave=False`: an audit saves once everything has passed). The
+state is only as safe as where it is kept: keep the file where the server
+cannot write it.
 """
 
 from __future__ import annotations
@@ -31,15 +33,17 @@ ProofFetcher = Callable[[int, int], list[bytes]]
 class TrustedState:
     """The last verified checkpoint, in memory or in a file."""
 
-    def __init__(self, path: Optional[Union[str, Path]] = None) -> None:
+    def __init__(self, path: Optional[Union[str, Path]] = None, *, autosave: bool = True) -> None:
         self.path = Path(path) if path is not None else None
         self.checkpoint: Optional[Checkpoint] = None
+        self.autosave = autosave
         self._lock = threading.Lock()
 
     @classmethod
-    def file(cls, path: Union[str, Path]) -> "TrustedState":
-        """A state kept in `path` (loaded when the client first checks it against a key)."""
-        return cls(path)
+    def file(cls, path: Union[str, Path], *, autosave: bool = True) -> "TrustedState":
+        """A state kept in `path` (loaded when the client first checks it against a key),
+        written on every advance, or with `autosave=False` only by `save()`."""
+        return cls(path, autosave=autosave)
 
     @property
     def size(self) -> Optional[int]:
@@ -52,7 +56,8 @@ class TrustedState:
         note = self.path.read_text(encoding="utf-8")
         self.checkpoint, _ = open_checkpoint(note, keys, f"trusted checkpoint {self.path}")
 
-    def _save(self) -> None:
+    def save(self) -> None:
+        """Writes the trusted checkpoint to the file now (atomically)."""
         if self.path is None or self.checkpoint is None:
             return
         directory = self.path.parent
@@ -80,7 +85,7 @@ class TrustedState:
             old = self.checkpoint
             if old is None:
                 self.checkpoint = cp
-                self._save()
+                self._advanced()
                 return
             if cp.size == old.size:
                 if cp.root != old.root:
@@ -99,4 +104,8 @@ class TrustedState:
                 ) from None
             if cp.size > old.size:
                 self.checkpoint = cp
-                self._save()
+                self._advanced()
+
+    def _advanced(self) -> None:
+        if self.autosave:
+            self.save()

@@ -1,0 +1,739 @@
+"""The ledger's acceptance rules, replayed (`events/src/state`, in Python).
+
+The ledger checks every event against these rules before it appends it, in
+log order, and its log does not open if one entry breaks them. A replica
+that folds a server's log replays them too: an entry the rules refuse
+cannot be in an honest log, so finding one disproves the server (a forged
+score signed by no enrolled harness, a case without two curators, a score
+for a retired case, a second use of an envelope id).
+
+`State.check(leaf, index)` checks one decoded leaf against the state of the
+entries before it and raises `RuleBroken` naming the entry, the field and
+the server's code; `State.apply` folds it in. Every rule of docs/EVENTS.md
+is checked, with these differences (docs/PROJECTIONS.md says why):
+
+- envelope and co-signatures are verified with libsodium (PyNaCl), not
+  with `ed25519-dalek`'s `verify_strict`; a key that is not a valid curve
+  point is refused only when something it signed is verified;
+- a checkpoint an event cites (`rag.capability.minted`, `promotion.recommended`,
+  `anchor.published`) is checked by the caller: `State` hands each one to
+  `cite(size, root, what)`, and the replica proves it with a consistency
+  proof against the signed root it follows;
+- the sequencing time must never decrease along the log (the ledger's clock
+  is made monotonic; windows rely on it).
+
+`tier.apply` is never appended by an honest ledger: one in the log breaks
+the rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+import nacl.exceptions
+import nacl.signing
+
+from .envelope import Leaf
+from .errors import InvalidInput, RuleBroken
+from .note import b64decode_strict
+from .timefmt import parse_utc_micros
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, field_: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.field = field_
+        self.reason = reason
+
+
+def _no(code: str, f: str, reason: str) -> _Refused:
+    return _Refused(code, f, reason)
+
+
+TIERS = ("bronze", "silver", "gold")
+ROLES = ("harness", "curator", "gate", "rag-writer", "reconciler", "promotion-gate", "maintainer", "operator", "ledger")
+DISPOSITIONS = ("positive", "negative", "ambiguous")
+SOURCES = ("curated", "outcome-ledger-derived", "regression-converted")
+ISOLATIONS = ("microvm", "shared_kernel")
+BANNED = ("confidence", "llm", "self_reported", "model_says")
+RUBRIC_FAILURE_CODES = (
+    "rubric.timeout", "rubric.killed_oom", "rubric.malformed_output", "rubric.unknown_breakdown_key",
+    "rubric.unknown_failure_mode", "rubric.crashed", "rubric.sandbox_violation",
+)
+
+#: Which kinds each role may append (`Role::may_append`); `tier.apply` is open to all.
+MAY_APPEND: Mapping[str, frozenset[str]] = {
+    "operator": frozenset({"principal.enrolled", "principal.revoked", "task_class.registered", "rubric.updated", "anchor.published"}),
+    "curator": frozenset({"case.added", "case.retired", "proposal.approved", "proposal.rejected"}),
+    "reconciler": frozenset({"case.proposed"}),
+    "harness": frozenset({"run.started", "run.finished", "rubric.invoked", "rubric.completed", "rubric.failed", "score.recorded"}),
+    "gate": frozenset({"rag.capability.minted", "rag.record.quarantined"}),
+    "rag-writer": frozenset({"rag.example.written"}),
+    "promotion-gate": frozenset({"promotion.requested"}),
+    "maintainer": frozenset({"tier.changed"}),
+    "ledger": frozenset({"promotion.recommended", "promotion.apply_blocked", "anchor.published"}),
+}
+
+# --- the bodies' schema (events/src/model.rs: every struct refuses unknown fields) ---
+
+S, U32, U64, F64, B = "str", "u32", "u64", "f64", "bool"
+Schema = Any
+COSIG: Schema = {"key_id": S, "signature": S}
+CHECKPOINT: Schema = {"size": U64, "root": S}
+DRAFT: Schema = {"case_id": S, "title": S, "disposition": DISPOSITIONS, "difficulty": S, "curation_class": S,
+                 "case_digest": S, "cassette_digest": S}
+BODIES: Mapping[str, Schema] = {
+    "principal.enrolled": {"public_key": S, "identity": S, "roles": [ROLES]},
+    "principal.revoked": {"key_id": S, "reason": S},
+    "task_class.registered": {
+        "task_class": S,
+        "tiers": ("map", TIERS, {"min_cases_for_promotion": U32, "score_threshold": F64}),
+        "failure_modes": [{"code": S, "severity": S, "description": S}],
+        "breakdown_keys": [S], "rubric_digest": S, "initial_tier": TIERS,
+    },
+    "rubric.updated": {"task_class": S, "rubric_digest": S},
+    "case.added": {
+        "task_class": S, "case_id": S, "title": S, "disposition": DISPOSITIONS, "difficulty": S, "curation_class": S,
+        "provenance": {"source": SOURCES, "source_ref": S, "added_at": S, "added_by": COSIG, "reviewed_by": COSIG},
+        "case_digest": S, "cassette_digest": S,
+    },
+    "case.retired": {"case_id": S, "reason": S, "retired_by": COSIG, "reviewed_by": COSIG},
+    "case.proposed": {"proposal_id": S, "task_class": S, "draft": DRAFT, "production_ref": S},
+    "proposal.approved": {"proposal_id": S, "added_at": S, "added_by": COSIG, "reviewed_by": COSIG},
+    "proposal.rejected": {"proposal_id": S, "reason": S},
+    "run.started": {"run_id": S, "task_class": S, "harness_version": S, "rubric_digest": S, "sandbox_image_digest": S,
+                    "isolation_class": ISOLATIONS},
+    "run.finished": {"run_id": S},
+    "rubric.invoked": {"run_id": S, "case_id": S, "invocation_id": S},
+    "rubric.completed": {"invocation_id": S},
+    "rubric.failed": {"invocation_id": S, "failure_code": S},
+    "score.recorded": {
+        "run_id": S, "task_class": S, "case_id": S, "case_digest": S, "rubric_digest": S, "cassette_digest": S,
+        "harness_version": S, "image_digest": S,
+        "score": {"passed": B, "score": F64, "breakdown": ("map", None, F64), "failure_modes": [{"code": S, "severity": S}],
+                  "cost_usd": F64, "duration_seconds": F64},
+        "started_at": S, "finished_at": S, "operator_fingerprint": S,
+    },
+    "rag.capability.minted": {"capability_id": S, "workflow_id": S, "validated_at": S, "minted_at": CHECKPOINT, "expires_at": S},
+    "rag.example.written": {"capability_id": S, "workflow_id": S, "example_digest": S},
+    "rag.record.quarantined": {"capability_id": S, "reason": S},
+    "promotion.requested": {"task_class": S},
+    "promotion.recommended": {
+        "task_class": S, "current_tier": TIERS, "recommended_tier": TIERS,
+        "evidence": [{"index": U64, "leaf_hash": S}], "rationale": [{"rule": S, "holds": B, "detail": S}],
+        "checkpoint": CHECKPOINT, "requires_human_approval": B, "request_id": S,
+    },
+    "tier.apply": {"task_class": S, "to": TIERS},
+    "promotion.apply_blocked": {"task_class": S, "requested_tier": TIERS, "requested_by": S, "request_id": S, "code": S},
+    "tier.changed": {"task_class": S, "from": TIERS, "to": TIERS, "recommendation_index": U64,
+                     "decided_by": COSIG, "confirmed_by": COSIG},
+    "anchor.published": {"checkpoint": CHECKPOINT, "location": S},
+}
+
+
+def _typed(v: Any, schema: Schema, path: str) -> None:
+    """Raises `_Refused` unless `v` has the type `schema` describes (serde's view of it)."""
+    if isinstance(schema, dict):
+        if not isinstance(v, dict):
+            raise _no("invalid_type", path, "must be an object")
+        for k in v:
+            if k not in schema:
+                raise _no("unknown_field", f"{path}.{k}", "unknown field")
+        for k, sub in schema.items():
+            if k not in v:
+                raise _no("missing_field", f"{path}.{k}", "missing")
+            _typed(v[k], sub, f"{path}.{k}")
+    elif isinstance(schema, list):
+        if not isinstance(v, list):
+            raise _no("invalid_type", path, "must be a list")
+        for i, item in enumerate(v):
+            _typed(item, schema[0], f"{path}[{i}]")
+    elif isinstance(schema, tuple) and schema and schema[0] == "map":
+        _, keys, sub = schema
+        if not isinstance(v, dict):
+            raise _no("invalid_type", path, "must be an object")
+        for k, item in v.items():
+            if keys is not None and k not in keys:
+                raise _no("invalid_value", f"{path}.{k}", "not a known key")
+            _typed(item, sub, f"{path}.{k}")
+    elif isinstance(schema, tuple):
+        if not isinstance(v, str) or v not in schema:
+            raise _no("invalid_value", path, f"must be one of {', '.join(schema)}")
+    elif schema == S:
+        if not isinstance(v, str):
+            raise _no("invalid_type", path, "must be a string")
+    elif schema == B:
+        if not isinstance(v, bool):
+            raise _no("invalid_type", path, "must be a boolean")
+    elif schema in (U32, U64):
+        top = 2**32 - 1 if schema == U32 else 2**64 - 1
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= top:
+            raise _no("invalid_type", path, f"must be an integer in 0..={top}")
+    elif schema == F64:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise _no("invalid_type", path, "must be a number")
+
+
+# --- field formats (events/src/state/mod.rs) ----------------------------------------
+
+
+def _body(f: str) -> str:
+    return f"event.body.{f}"
+
+
+def _ident(s: str, f: str) -> None:
+    if not (0 < len(s) <= 128 and all(c.isascii() and (c.isalnum() or c in "._:/@+-") for c in s)):
+        raise _no("invalid_identifier", _body(f), "must be 1–128 characters from [A-Za-z0-9._:/@+-]")
+
+
+def _text(s: str, f: str) -> None:
+    if not s.strip() or len(s) > 4096 or any(unicodedata.category(c) == "Cc" for c in s):
+        raise _no("invalid_text", _body(f), "must be 1–4096 characters with no control characters")
+
+
+def _digest(s: str, f: str) -> None:
+    for p in ("blake3:", "sha256:"):
+        h = s[len(p):]
+        if s.startswith(p) and len(h) == 64 and all(c in "0123456789abcdef" for c in h):
+            return
+    raise _no("invalid_digest", _body(f), "must be blake3:<64 lower-case hex> or sha256:<64 lower-case hex>")
+
+
+def _timestamp(s: str, f: str) -> int:
+    t = parse_utc_micros(s)
+    if t is None:
+        raise _no("invalid_timestamp", _body(f), "must be RFC 3339 in UTC (ending in Z)")
+    return t
+
+
+def _key_id_format(s: str, f: str) -> None:
+    if not (len(s) == 64 and all(c in "0123456789abcdef" for c in s)):
+        raise _no("invalid_identifier", _body(f), "a key id is 64 lower-case hex digits")
+
+
+def _severity(s: str, f: str) -> None:
+    if s not in ("block", "warn", "info"):
+        raise _no("severity_invalid", _body(f), f"`{s}` is not one of block, warn, info")
+
+
+def _banned(k: str, f: str) -> None:
+    lower = k.lower()
+    for b in BANNED:
+        if b in lower:
+            raise _no("breakdown_key_banned", _body(f), f"breakdown keys may not contain `{b}`")
+
+
+def _public_key(s: str) -> Optional[bytes]:
+    try:
+        raw = b64decode_strict("public_key", s)
+    except InvalidInput:
+        return None
+    return raw if len(raw) == 32 else None
+
+
+def _key_id(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _verifies(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    try:
+        nacl.signing.VerifyKey(public_key).verify(message, signature)
+        return True
+    except (nacl.exceptions.BadSignatureError, nacl.exceptions.CryptoError, ValueError, TypeError):
+        return False
+
+
+def case_provenance_statement(case_id: str, added_at: str, case_digest: str) -> bytes:
+    return f"evidence-ledger/v1 case-provenance\n{case_id}\n{added_at}\n{case_digest}".encode()
+
+
+def case_retire_statement(case_id: str, case_digest: str) -> bytes:
+    return f"evidence-ledger/v1 case-retire\n{case_id}\n{case_digest}".encode()
+
+
+def tier_change_statement(task_class: str, from_tier: str, to_tier: str, index: int) -> bytes:
+    return f"evidence-ledger/v1 tier-change\n{task_class}\n{from_tier}\n{to_tier}\n{index}".encode()
+
+
+#: Called for each checkpoint an event cites: (size, root hex, field).
+Cite = Callable[[int, str, str], None]
+
+
+@dataclass
+class State:
+    """What the log has established that decides whether the next entry is allowed."""
+
+    #: key id -> {public_key (hex), identity, roles, revoked}
+    principals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: name -> {registration (body), rubric_digest, tier}
+    task_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: case id -> {task_class, case_digest, cassette_digest, curation_class, active}
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: proposal id -> {task_class, draft, status}
+    proposals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: run id -> {task_class, isolation, finished}
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: invocation id -> open
+    invocations: dict[str, bool] = field(default_factory=dict)
+    #: capability id -> {workflow_id, expires_at, spent_at, quarantined}
+    capabilities: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: index -> [task_class, from, to]
+    recommendations: dict[int, list[str]] = field(default_factory=dict)
+    #: Every envelope id in the log.
+    ids: set[str] = field(default_factory=set)
+    size: int = 0
+    last_sequenced_at: Optional[int] = None
+
+    # --- signers and co-signers ---------------------------------------------------
+
+    def _check_signer(self, leaf: Leaf) -> None:
+        kind, keyid = leaf.kind, leaf.envelope.keyid
+        if not self.principals:
+            body = leaf.body
+            raw = _public_key(body.get("public_key", "")) if kind == "principal.enrolled" else None
+            if raw is None or "operator" not in body.get("roles", []) or _key_id(raw) != keyid:
+                raise _no("genesis_required", "event",
+                          "the first event must be the operator enrolling its own key with the operator role")
+            if not leaf.envelope.verify(raw):
+                raise _no("signature_invalid", "signatures[0].sig", "does not verify with the signer's key")
+            return
+        p = self.principals.get(keyid)
+        if p is None:
+            raise _no("unknown_signer", "signer", "no enrolled principal has this key id")
+        if not leaf.envelope.verify(bytes.fromhex(p["public_key"])):
+            raise _no("signature_invalid", "signatures[0].sig", "does not verify with the signer's enrolled key")
+        if p["revoked"]:
+            raise _no("signer_revoked", "signer", "this key has been revoked and may write nothing")
+        if kind != "tier.apply" and not any(kind in MAY_APPEND.get(r, frozenset()) for r in p["roles"]):
+            raise _no("role_not_permitted", "event.kind", f"roles [{', '.join(p['roles'])}] may not append {kind}")
+
+    def _check_cosigners(self, pair: list[tuple[Mapping[str, str], str]], role: str, statement: bytes) -> None:
+        identities: list[tuple[str, str]] = []
+        for cs, f in pair:
+            _key_id_format(cs["key_id"], f"{f}.key_id")
+            p = self.principals.get(cs["key_id"])
+            if p is None:
+                raise _no("cosigner_unknown", _body(f"{f}.key_id"), "no enrolled principal has this key id")
+            if p["revoked"]:
+                raise _no("cosigner_revoked", _body(f"{f}.key_id"), "this co-signer's key has been revoked")
+            if role not in p["roles"]:
+                raise _no("cosigner_not_permitted", _body(f"{f}.key_id"), f"co-signer must have the {role} role")
+            try:
+                sig = b64decode_strict(f, cs["signature"])
+            except InvalidInput:
+                sig = b""
+            if len(sig) != 64:
+                raise _no("malformed_base64", _body(f"{f}.signature"), "not base64 of 64 bytes")
+            if not _verifies(bytes.fromhex(p["public_key"]), statement, sig):
+                raise _no("cosignature_invalid", _body(f"{f}.signature"), "does not verify over the statement")
+            identities.append((cs["key_id"], p["identity"]))
+        if identities[0][0] == identities[1][0] or identities[0][1] == identities[1][1]:
+            raise _no("cosigners_not_distinct", _body(pair[1][1]),
+                      "the two co-signers must be different principals with different identities")
+
+    # --- lookups ------------------------------------------------------------------
+
+    def _task_class(self, name: str) -> dict[str, Any]:
+        tc = self.task_classes.get(name)
+        if tc is None:
+            raise _no("task_class_unknown", _body("task_class"), f"task class `{name}` is not registered")
+        return tc
+
+    def _pending_case(self, case_id: str) -> bool:
+        return any(p["draft"]["case_id"] == case_id and p["status"] == "pending" for p in self.proposals.values())
+
+    def _active_case(self, case_id: str, f: str) -> dict[str, Any]:
+        c = self.cases.get(case_id)
+        if c is not None:
+            if not c["active"]:
+                raise _no("case_not_active", _body(f), "the case is retired")
+            return c
+        if self._pending_case(case_id):
+            raise _no("case_pending", _body(f), "the case is a pending proposal; it is never scored until approved")
+        raise _no("case_unknown", _body(f), "no such case")
+
+    def _case_id_free(self, case_id: str, f: str) -> None:
+        if case_id in self.cases or self._pending_case(case_id):
+            raise _no("case_exists", _body(f), f"case id `{case_id}` is already used")
+
+    def _pending_proposal(self, pid: str) -> dict[str, Any]:
+        p = self.proposals.get(pid)
+        if p is None:
+            raise _no("proposal_unknown", _body("proposal_id"), "no such proposal")
+        if p["status"] != "pending":
+            raise _no("proposal_not_pending", _body("proposal_id"), "already approved or rejected")
+        return p
+
+    def _open_run(self, run_id: str) -> dict[str, Any]:
+        r = self.runs.get(run_id)
+        if r is None:
+            raise _no("run_unknown", _body("run_id"), "no such run")
+        if r["finished"]:
+            raise _no("run_finished", _body("run_id"), "the run has finished")
+        return r
+
+    def _open_invocation(self, inv: str) -> None:
+        if not self.invocations.get(inv, False):
+            raise _no("invocation_unknown", _body("invocation_id"), "no open invocation has this id")
+
+    # --- the rules ----------------------------------------------------------------
+
+    def check(self, leaf: Leaf, index: int, cite: Cite) -> None:
+        """Raises `RuleBroken` unless the ledger's rules accept `leaf` as entry `index`
+        after the entries folded so far."""
+        try:
+            self._check(leaf, index, cite)
+        except _Refused as r:
+            raise RuleBroken(index, r.code, r.field, r.reason) from None
+
+    def _check(self, leaf: Leaf, index: int, cite: Cite) -> None:
+        if index != self.size:
+            raise _no("out_of_order", "index", f"the rules have seen {self.size} entries")
+        if self.last_sequenced_at is not None and leaf.sequenced_at < self.last_sequenced_at:
+            raise _no("sequenced_at_decreased", "sequenced_at", "the ledger's sequencing time went back")
+        p, kind, b = leaf.payload, leaf.kind, leaf.body
+        schema = BODIES.get(kind)
+        if schema is None:
+            raise _no("unknown_event_kind", "event.kind", f"`{kind}` is not an event kind")
+        _typed(b, schema, "event.body")
+        eid = p["id"]
+        if len(eid) < 8 or not (len(eid) <= 128 and all(c.isascii() and (c.isalnum() or c in "._:/@+-") for c in eid)):
+            raise _no("invalid_identifier", "id", "the envelope id must be 8–128 characters from [A-Za-z0-9._:/@+-]")
+        if parse_utc_micros(p["issued_at"]) is None:
+            raise _no("invalid_timestamp", "issued_at", "must be RFC 3339 in UTC (ending in Z)")
+        self._check_signer(leaf)
+        if eid in self.ids:
+            raise _no("envelope_id_reused", "id", "an envelope id appears twice in the log")
+        getattr(self, "_check_" + kind.replace(".", "_"))(b, leaf.sequenced_at, index, cite)
+
+    def _check_principal_enrolled(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        raw = _public_key(b["public_key"])
+        if raw is None:
+            raise _no("invalid_value", _body("public_key"), "not base64 of a valid 32-byte Ed25519 public key")
+        _text(b["identity"], "identity")
+        if not b["roles"]:
+            raise _no("invalid_value", _body("roles"), "at least one role is required")
+        if _key_id(raw) in self.principals:
+            raise _no("principal_exists", _body("public_key"), "this key is already enrolled")
+
+    def _check_principal_revoked(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        _key_id_format(b["key_id"], "key_id")
+        _text(b["reason"], "reason")
+        p = self.principals.get(b["key_id"])
+        if p is None or p["revoked"]:
+            raise _no("principal_unknown", _body("key_id"), "no active principal has this key id")
+
+    def _check_task_class_registered(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        _ident(b["task_class"], "task_class")
+        if b["task_class"] in self.task_classes:
+            raise _no("task_class_exists", _body("task_class"), "already registered")
+        tiers = b["tiers"]
+        s, g = tiers.get("silver"), tiers.get("gold")
+        if s is None or g is None:
+            raise _no("tier_rules_invalid", _body("tiers"), "rules for silver and gold are required")
+        if "bronze" in tiers:
+            raise _no("tier_rules_invalid", _body("tiers.bronze"), "bronze is the floor and has no promotion rule")
+        for t, r in (("silver", s), ("gold", g)):
+            thr = float(r["score_threshold"])
+            if not (math.isfinite(thr) and 0.0 <= thr <= 1.0):
+                raise _no("tier_rules_invalid", _body(f"tiers.{t}.score_threshold"), "must be within [0, 1]")
+            if r["min_cases_for_promotion"] == 0:
+                raise _no("tier_rules_invalid", _body(f"tiers.{t}.min_cases_for_promotion"), "must be at least 1")
+        if g["min_cases_for_promotion"] < s["min_cases_for_promotion"] or float(g["score_threshold"]) < float(s["score_threshold"]):
+            raise _no("tier_rules_invalid", _body("tiers.gold"), "gold's rules must be at least as strict as silver's")
+        codes: set[str] = set()
+        for i, f in enumerate(b["failure_modes"]):
+            _ident(f["code"], f"failure_modes[{i}].code")
+            _severity(f["severity"], f"failure_modes[{i}].severity")
+            _text(f["description"], f"failure_modes[{i}].description")
+            if f["code"] in codes:
+                raise _no("invalid_value", _body(f"failure_modes[{i}].code"), "failure mode codes must be unique")
+            codes.add(f["code"])
+        for i, k in enumerate(b["breakdown_keys"]):
+            _ident(k, f"breakdown_keys[{i}]")
+            _banned(k, f"breakdown_keys[{i}]")
+        _digest(b["rubric_digest"], "rubric_digest")
+
+    def _check_rubric_updated(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._task_class(b["task_class"])
+        _digest(b["rubric_digest"], "rubric_digest")
+
+    def _check_case_added(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._task_class(b["task_class"])
+        _ident(b["case_id"], "case_id")
+        self._case_id_free(b["case_id"], "case_id")
+        _text(b["title"], "title")
+        _text(b["difficulty"], "difficulty")
+        _ident(b["curation_class"], "curation_class")
+        _digest(b["case_digest"], "case_digest")
+        _digest(b["cassette_digest"], "cassette_digest")
+        pv = b["provenance"]
+        _text(pv["source_ref"], "provenance.source_ref")
+        _timestamp(pv["added_at"], "provenance.added_at")
+        st = case_provenance_statement(b["case_id"], pv["added_at"], b["case_digest"])
+        self._check_cosigners([(pv["added_by"], "provenance.added_by"), (pv["reviewed_by"], "provenance.reviewed_by")], "curator", st)
+
+    def _check_case_retired(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        c = self.cases.get(b["case_id"])
+        if c is None:
+            raise _no("case_unknown", _body("case_id"), "no such case")
+        if not c["active"]:
+            raise _no("case_not_active", _body("case_id"), "the case is already retired")
+        _text(b["reason"], "reason")
+        st = case_retire_statement(b["case_id"], c["case_digest"])
+        self._check_cosigners([(b["retired_by"], "retired_by"), (b["reviewed_by"], "reviewed_by")], "curator", st)
+
+    def _check_case_proposed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        _ident(b["proposal_id"], "proposal_id")
+        if b["proposal_id"] in self.proposals:
+            raise _no("proposal_exists", _body("proposal_id"), "already used")
+        self._task_class(b["task_class"])
+        d = b["draft"]
+        _ident(d["case_id"], "draft.case_id")
+        _text(d["title"], "draft.title")
+        _text(d["difficulty"], "draft.difficulty")
+        _ident(d["curation_class"], "draft.curation_class")
+        _digest(d["case_digest"], "draft.case_digest")
+        _digest(d["cassette_digest"], "draft.cassette_digest")
+        self._case_id_free(d["case_id"], "draft.case_id")
+        _text(b["production_ref"], "production_ref")
+
+    def _check_proposal_approved(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        prop = self._pending_proposal(b["proposal_id"])
+        _timestamp(b["added_at"], "added_at")
+        d = prop["draft"]
+        if d["case_id"] in self.cases:
+            raise _no("case_exists", _body("proposal_id"), "the draft's case id is already used")
+        st = case_provenance_statement(d["case_id"], b["added_at"], d["case_digest"])
+        self._check_cosigners([(b["added_by"], "added_by"), (b["reviewed_by"], "reviewed_by")], "curator", st)
+
+    def _check_proposal_rejected(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._pending_proposal(b["proposal_id"])
+        _text(b["reason"], "reason")
+
+    def _check_run_started(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        _ident(b["run_id"], "run_id")
+        if b["run_id"] in self.runs:
+            raise _no("run_exists", _body("run_id"), "already used")
+        tc = self._task_class(b["task_class"])
+        _text(b["harness_version"], "harness_version")
+        _digest(b["rubric_digest"], "rubric_digest")
+        _digest(b["sandbox_image_digest"], "sandbox_image_digest")
+        if b["rubric_digest"] != tc["rubric_digest"]:
+            raise _no("rubric_digest_mismatch", _body("rubric_digest"), "differs from the task class's current rubric")
+
+    def _check_run_finished(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._open_run(b["run_id"])
+
+    def _check_rubric_invoked(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        run = self._open_run(b["run_id"])
+        case = self._active_case(b["case_id"], "case_id")
+        if case["task_class"] != run["task_class"]:
+            raise _no("case_task_class_mismatch", _body("case_id"), "the case belongs to another task class")
+        _ident(b["invocation_id"], "invocation_id")
+        if b["invocation_id"] in self.invocations:
+            raise _no("invocation_exists", _body("invocation_id"), "already used")
+
+    def _check_rubric_completed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._open_invocation(b["invocation_id"])
+
+    def _check_rubric_failed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._open_invocation(b["invocation_id"])
+        if b["failure_code"] not in RUBRIC_FAILURE_CODES:
+            raise _no("rubric_failure_code_unknown", _body("failure_code"), f"must be one of {', '.join(RUBRIC_FAILURE_CODES)}")
+
+    def _check_score_recorded(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        run = self._open_run(b["run_id"])
+        if run["task_class"] != b["task_class"]:
+            raise _no("run_task_class_mismatch", _body("task_class"), "the run is for another task class")
+        tc = self._task_class(b["task_class"])
+        case = self._active_case(b["case_id"], "case_id")
+        if case["task_class"] != b["task_class"]:
+            raise _no("case_task_class_mismatch", _body("case_id"), "the case belongs to another task class")
+        for f in ("case_digest", "rubric_digest", "cassette_digest", "image_digest"):
+            _digest(b[f], f)
+        if b["case_digest"] != case["case_digest"]:
+            raise _no("case_digest_mismatch", _body("case_digest"), "differs from the active case's digest (stale or poisoned case)")
+        if b["rubric_digest"] != tc["rubric_digest"]:
+            raise _no("rubric_digest_mismatch", _body("rubric_digest"), "differs from the task class's current rubric")
+        if b["cassette_digest"] != case["cassette_digest"]:
+            raise _no("cassette_digest_mismatch", _body("cassette_digest"), "differs from the case's cassette (a swapped cassette)")
+        s = b["score"]
+        score, cost, duration = float(s["score"]), float(s["cost_usd"]), float(s["duration_seconds"])
+        if not (math.isfinite(score) and 0.0 <= score <= 1.0):
+            raise _no("score_out_of_range", _body("score.score"), "must be finite and within [0, 1]")
+        if not (math.isfinite(cost) and cost >= 0.0):
+            raise _no("cost_out_of_range", _body("score.cost_usd"), "must be finite and at least 0")
+        if not (math.isfinite(duration) and duration >= 0.0):
+            raise _no("duration_out_of_range", _body("score.duration_seconds"), "must be finite and at least 0")
+        reg = tc["registration"]
+        for k, v in sorted(s["breakdown"].items()):
+            f = f"score.breakdown.{k}"
+            _banned(k, f)
+            if k not in reg["breakdown_keys"]:
+                raise _no("breakdown_key_undeclared", _body(f), "not declared by the task class")
+            if not math.isfinite(float(v)):
+                raise _no("breakdown_value_out_of_range", _body(f), "must be finite")
+        for i, fm in enumerate(s["failure_modes"]):
+            _severity(fm["severity"], f"score.failure_modes[{i}].severity")
+            t = next((t for t in reg["failure_modes"] if t["code"] == fm["code"]), None)
+            if t is None:
+                raise _no("failure_mode_unknown", _body(f"score.failure_modes[{i}].code"),
+                          f"`{fm['code']}` is not in the task class's taxonomy")
+            if t["severity"] != fm["severity"]:
+                raise _no("severity_mismatch", _body(f"score.failure_modes[{i}].severity"), f"the taxonomy says {t['severity']}")
+        _text(b["harness_version"], "harness_version")
+        _text(b["operator_fingerprint"], "operator_fingerprint")
+        _timestamp(b["started_at"], "started_at")
+        _timestamp(b["finished_at"], "finished_at")
+
+    def _cited(self, cp: Mapping[str, Any], f: str, index: int, cite: Cite) -> None:
+        root = cp["root"]
+        if cp["size"] > index or not (len(root) == 64 and all(c in "0123456789abcdef" for c in root)):
+            raise _no("checkpoint_unknown", _body(f), f"({cp['size']}, {root}) is not a committed checkpoint of this log")
+        cite(int(cp["size"]), root, _body(f))
+
+    def _check_rag_capability_minted(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        _ident(b["capability_id"], "capability_id")
+        if b["capability_id"] in self.capabilities:
+            raise _no("capability_exists", _body("capability_id"), "already used")
+        _ident(b["workflow_id"], "workflow_id")
+        _timestamp(b["validated_at"], "validated_at")
+        if _timestamp(b["expires_at"], "expires_at") <= at:
+            raise _no("capability_expired", _body("expires_at"), "already expired when minted")
+        self._cited(b["minted_at"], "minted_at", index, cite)
+
+    def _check_rag_example_written(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        cap = self.capabilities.get(b["capability_id"])
+        if cap is None:
+            raise _no("capability_unknown", _body("capability_id"), "no such capability")
+        if cap["workflow_id"] != b["workflow_id"]:
+            raise _no("capability_workflow_mismatch", _body("workflow_id"), "the capability was minted for another workflow")
+        if cap["spent_at"] is not None:
+            raise _no("capability_spent", _body("capability_id"), f"already spent by entry {cap['spent_at']}")
+        if cap["quarantined"]:
+            raise _no("capability_quarantined", _body("capability_id"), "the capability was quarantined")
+        if at >= cap["expires_at"]:
+            raise _no("capability_expired", _body("capability_id"), "expired before this write was sequenced")
+        _digest(b["example_digest"], "example_digest")
+
+    def _check_rag_record_quarantined(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        if b["capability_id"] not in self.capabilities:
+            raise _no("capability_unknown", _body("capability_id"), "no such capability")
+        _text(b["reason"], "reason")
+
+    def _check_promotion_requested(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._task_class(b["task_class"])
+
+    def _check_promotion_recommended(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        tc = self._task_class(b["task_class"])
+        if b["requires_human_approval"] is not True:
+            raise _no("requires_human_approval", _body("requires_human_approval"), "must be true: the ledger recommends, humans promote")
+        if b["current_tier"] != tc["tier"]:
+            raise _no("tier_mismatch", _body("current_tier"), "differs from the task class's tier")
+        self._cited(b["checkpoint"], "checkpoint", index, cite)
+
+    def _check_tier_apply(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        raise _no("promotion_must_be_human_authorized", "event.kind", "the ledger never applies a tier change")
+
+    def _check_promotion_apply_blocked(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._task_class(b["task_class"])
+
+    def _check_tier_changed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        tc = self._task_class(b["task_class"])
+        if b["from"] != tc["tier"] or b["to"] == b["from"]:
+            raise _no("tier_mismatch", _body("from"),
+                      f"the task class is at {tc['tier']}; a change must start there and go elsewhere")
+        r = self.recommendations.get(b["recommendation_index"])
+        if r is None or r != [b["task_class"], b["from"], b["to"]]:
+            raise _no("recommendation_unknown", _body("recommendation_index"),
+                      "must be a promotion.recommended entry for this task class recommending this change")
+        st = tier_change_statement(b["task_class"], b["from"], b["to"], b["recommendation_index"])
+        self._check_cosigners([(b["decided_by"], "decided_by"), (b["confirmed_by"], "confirmed_by")], "maintainer", st)
+
+    def _check_anchor_published(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        self._cited(b["checkpoint"], "checkpoint", index, cite)
+        _text(b["location"], "location")
+
+    # --- folding an accepted entry ------------------------------------------------
+
+    def apply(self, leaf: Leaf, index: int) -> None:
+        """Folds the accepted entry `index`."""
+        self.size = index + 1
+        at = leaf.sequenced_at
+        self.last_sequenced_at = at if self.last_sequenced_at is None else max(self.last_sequenced_at, at)
+        self.ids.add(leaf.payload["id"])
+        kind, b = leaf.kind, leaf.body
+        if kind == "principal.enrolled":
+            raw = _public_key(b["public_key"])
+            if raw is not None:
+                self.principals[_key_id(raw)] = {"public_key": raw.hex(), "identity": b["identity"],
+                                                 "roles": sorted(set(b["roles"])), "revoked": False}
+        elif kind == "principal.revoked":
+            p = self.principals.get(b["key_id"])
+            if p is not None:
+                p["revoked"] = True
+        elif kind == "task_class.registered":
+            self.task_classes[b["task_class"]] = {"registration": b, "rubric_digest": b["rubric_digest"], "tier": b["initial_tier"]}
+        elif kind == "rubric.updated":
+            self.task_classes[b["task_class"]]["rubric_digest"] = b["rubric_digest"]
+        elif kind == "case.added":
+            self.cases[b["case_id"]] = {"task_class": b["task_class"], "case_digest": b["case_digest"],
+                                        "cassette_digest": b["cassette_digest"], "curation_class": b["curation_class"], "active": True}
+        elif kind == "case.retired":
+            self.cases[b["case_id"]]["active"] = False
+        elif kind == "case.proposed":
+            self.proposals[b["proposal_id"]] = {"task_class": b["task_class"], "draft": b["draft"], "status": "pending"}
+        elif kind == "proposal.approved":
+            p = self.proposals[b["proposal_id"]]
+            p["status"] = "approved"
+            d = p["draft"]
+            self.cases[d["case_id"]] = {"task_class": p["task_class"], "case_digest": d["case_digest"],
+                                        "cassette_digest": d["cassette_digest"], "curation_class": d["curation_class"], "active": True}
+        elif kind == "proposal.rejected":
+            self.proposals[b["proposal_id"]]["status"] = "rejected"
+        elif kind == "run.started":
+            self.runs[b["run_id"]] = {"task_class": b["task_class"], "isolation": b["isolation_class"], "finished": False}
+        elif kind == "run.finished":
+            self.runs[b["run_id"]]["finished"] = True
+        elif kind == "rubric.invoked":
+            self.invocations[b["invocation_id"]] = True
+        elif kind in ("rubric.completed", "rubric.failed"):
+            self.invocations[b["invocation_id"]] = False
+        elif kind == "rag.capability.minted":
+            self.capabilities[b["capability_id"]] = {"workflow_id": b["workflow_id"], "expires_at": parse_utc_micros(b["expires_at"]),
+                                                     "spent_at": None, "quarantined": False}
+        elif kind == "rag.example.written":
+            self.capabilities[b["capability_id"]]["spent_at"] = index
+        elif kind == "rag.record.quarantined":
+            self.capabilities[b["capability_id"]]["quarantined"] = True
+        elif kind == "promotion.recommended":
+            self.recommendations[index] = [b["task_class"], b["current_tier"], b["recommended_tier"]]
+        elif kind == "tier.changed":
+            self.task_classes[b["task_class"]]["tier"] = b["to"]
+
+    # --- saved form ---------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "principals": self.principals, "task_classes": self.task_classes, "cases": self.cases,
+            "proposals": self.proposals, "runs": self.runs, "invocations": self.invocations,
+            "capabilities": self.capabilities,
+            "recommendations": {str(k): v for k, v in sorted(self.recommendations.items())},
+            "ids": sorted(self.ids), "size": self.size, "last_sequenced_at": self.last_sequenced_at,
+        }
+
+    @classmethod
+    def from_json(cls, v: Mapping[str, Any]) -> "State":
+        return cls(
+            principals=dict(v["principals"]), task_classes=dict(v["task_classes"]), cases=dict(v["cases"]),
+            proposals=dict(v["proposals"]), runs=dict(v["runs"]), invocations=dict(v["invocations"]),
+            capabilities=dict(v["capabilities"]),
+            recommendations={int(k): list(r) for k, r in v["recommendations"].items()},
+            ids=set(v["ids"]), size=int(v["size"]), last_sequenced_at=v["last_sequenced_at"],
+        )

@@ -1,0 +1,516 @@
+"""Completeness by replay (`verifier/src/replay.rs` and `audit.rs`, in Python).
+
+A projection answer proves that every evidence entry it cites is in the
+log. It does not prove that nothing was left out: a server can omit a
+case's newer, lower score, cite an older one in its place, drop a block
+failure or count a retired case, and every cited entry is still real. A
+replica closes that gap. It follows the server's log from a trusted
+checkpoint, checks every entry, folds each one with the ledger's rules
+(`acceptance`) and the projection fold (`fold`), and then requires each
+projection the server answers to equal its own view at the same tree size,
+time and settings: every key of the JSON as served, floats bit for bit.
+
+- `Replica`: the replica, kept in a directory (`replica.json`, see
+  `Replica.save`). `follow` fetches `/v1/entries` from where it stands to a
+  signed checkpoint: each leaf must re-hash to the leaf hash served, each
+  chain hash follow from the entries before it, and every `STEP` entries
+  must hash to a root proven (RFC 6962 consistency proof) to be a prefix of
+  the signed tree, before anything is folded for good.
+- `first_difference`: the first JSON path where a served view differs
+  from the replayed one (`verifier::replay::first_difference`).
+- `replay_projections`: the audit of every listed task class
+  (`ledger audit --projections DIR`); `Gate`: one task class's verified
+  projection, or a recommendation, for a promotion gate.
+
+What it proves: each projection compared is the one the whole log up to its
+signed checkpoint gives, at the agreed settings and a current time, and the
+log obeys the ledger's rules. What it still trusts: the verifier key; the
+trusted checkpoint and the replica's directory (keep both where the server
+cannot write); that everyone else is shown the same log (anchors and
+witnesses answer that, not a replay).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from .acceptance import State
+from .client import Client
+from .envelope import Envelope, Leaf, decode_leaf
+from .errors import (
+    ForkDetected,
+    Incomplete,
+    InvalidInput,
+    LeafMismatch,
+    ProofMismatch,
+    ReplicaError,
+    RuleBroken,
+    SettingsMismatch,
+    StaleCheckpoint,
+    VerificationError,
+)
+from .fold import Projection, UnknownTaskClass
+from .merkle import EMPTY_ROOT, GENESIS_CHAIN, chain_hash, leaf_hash, verify_consistency
+from .note import Checkpoint, KeyLike, as_verifier, open_checkpoint
+from .stats import Settings
+from .timefmt import now_micros as clock_micros
+from .wire import EntryView, ProjectionResponse, RecommendationResponse
+
+#: How many entries are folded between two proofs against the signed root.
+STEP = 10_000
+#: How many entries one page request asks for.
+PAGE = 1000
+#: The replica file's name in its directory, its format and version.
+STATE_FILE = "replica.json"
+FORMAT = "evidence-ledger/python-replica"
+VERSION = 1
+
+#: Progress callback: (what, done, total).
+Progress = Callable[[str, int, int], None]
+
+
+def _quiet(what: str, done: int, total: int) -> None:
+    pass
+
+
+class Replica:
+    """A replica of one server's log and its projection, kept in a directory.
+
+    `Replica.open(dir, keys)` loads what the last run saved (or starts
+    empty); `follow` brings it to a signed checkpoint; `view` answers as the
+    server must; `save` keeps it for the next run, which then fetches and
+    folds only what is new.
+    """
+
+    def __init__(self, directory: Union[str, Path], keys: Sequence[KeyLike]) -> None:
+        self.dir = Path(directory)
+        self.path = self.dir / STATE_FILE
+        self.keys = [as_verifier(k) for k in keys]
+        self.fold = Projection()
+        self.rules = State()
+        self.chain = GENESIS_CHAIN
+        #: The signed checkpoint the replica is at (None while empty and never saved).
+        self.checkpoint: Optional[Checkpoint] = None
+        self.step = STEP
+        #: Entries fetched and folded since the replica was opened.
+        self.followed = 0
+
+    @classmethod
+    def open(cls, directory: Union[str, Path], keys: Sequence[KeyLike]) -> "Replica":
+        """The replica saved in `directory`, or an empty one. Raises `ReplicaError` when
+        the file is not a replica of this format and version, was changed, is not at a
+        checkpoint signed by one of `keys`, or its fold is not at that checkpoint."""
+        r = cls(directory, keys)
+        if not r.path.exists():
+            return r
+        where = str(r.path)
+        try:
+            doc = json.loads(r.path.read_bytes())
+        except (OSError, ValueError) as e:
+            raise ReplicaError(f"{where}: not readable JSON: {e}") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ReplicaError(f"{where}: not a replica file ({FORMAT})")
+        if doc.get("version") != VERSION:
+            raise ReplicaError(f"{where}: replica version {doc.get('version')!r}; this package reads version {VERSION}")
+        body = doc.get("body")
+        if not isinstance(body, dict) or doc.get("sha256") != _digest(body):
+            raise ReplicaError(f"{where}: the body does not match its SHA-256 (the file was changed or damaged)")
+        try:
+            cp, _ = open_checkpoint(body["checkpoint"], r.keys, "replica checkpoint")
+        except VerificationError as e:
+            raise ReplicaError(f"{where}: its checkpoint is not signed by a trusted key: {e}") from None
+        except (KeyError, TypeError) as e:
+            raise ReplicaError(f"{where}: no checkpoint: {e}") from None
+        try:
+            r.fold = Projection.from_json(body["fold"])
+            r.rules = State.from_json(body["rules"])
+            r.chain = bytes.fromhex(body["chain"])
+        except (KeyError, TypeError, ValueError, IndexError, InvalidInput) as e:
+            raise ReplicaError(f"{where}: malformed state: {e!r}") from None
+        if not (r.fold.size == r.rules.size == cp.size) or r.fold.root() != cp.root or len(r.chain) != 32:
+            raise ReplicaError(
+                f"{where}: the folded state (size {r.fold.size}, root {r.fold.root().hex()}) is not at its "
+                f"signed checkpoint (size {cp.size}, root {cp.root_hex})"
+            )
+        r.checkpoint = cp
+        return r
+
+    @property
+    def size(self) -> int:
+        return self.fold.size
+
+    def root(self) -> bytes:
+        return self.fold.root()
+
+    def task_classes(self) -> list[str]:
+        """The task classes the log registers, up to the replica's size."""
+        return self.fold.task_classes()
+
+    @property
+    def last_sequenced_at(self) -> Optional[int]:
+        """When the replica's last entry was sequenced (µs, UTC)."""
+        return self.fold.last_at
+
+    def follow(self, client: Client, cp: Checkpoint, progress: Progress = _quiet) -> int:
+        """Brings the replica to the signed, verified checkpoint `cp` (see the module's doc);
+        returns how many entries were added. `StaleCheckpoint` if `cp` is older than the
+        replica, `ForkDetected` if the served log does not extend it or is not the signed
+        one, `LeafMismatch` for an entry that is not what it claims, `RuleBroken` for an
+        entry the ledger's rules refuse. On any failure the replica must not be saved."""
+        head = self.size
+        size, root = cp.size, cp.root
+        if size < head:
+            raise StaleCheckpoint(head, size)
+        if size == head:
+            if root != self.root():
+                raise ForkDetected("checkpoint", f"the server signs a root for size {size} that is not the replica's")
+            self.checkpoint = cp
+            return 0
+        cites: list[tuple[int, str, str, int]] = []
+        nxt = head
+        while nxt < size:
+            end = min(nxt + self.step, size)
+            while self.size < end:
+                at = self.size
+                page = client.entries(at, min(end - at, PAGE))
+                if not page:
+                    raise ForkDetected("entries", f"the server returned no entries at {at} below its checkpoint size {size}")
+                for e in page[: end - at]:
+                    self._take(e, cites)
+            step_root = self.root()
+            if end < size:
+                try:
+                    verify_consistency(end, step_root, size, root, client.consistency_proof(end, size))
+                except ProofMismatch as err:
+                    raise ForkDetected(
+                        "entries", f"entries {nxt}..{end} are not a prefix of the signed tree of size {size}: {err.reason}"
+                    ) from None
+            elif step_root != root:
+                raise ForkDetected("entries", f"the {size} entries served do not hash to the signed root")
+            for csize, croot, field, index in cites:
+                self._prove_cited(client, csize, croot, field, index, end, step_root)
+            cites.clear()
+            nxt = end
+            progress("following the log", nxt - head, size - head)
+        self.checkpoint = cp
+        self.followed += size - head
+        return size - head
+
+    def _take(self, e: EntryView, cites: list[tuple[int, str, str, int]]) -> None:
+        """Checks the served entry `e` as the next one and folds it."""
+        index = self.size
+        if e.index != index:
+            raise ForkDetected("entries", f"the server returned entry {e.index} where {index} was expected")
+        try:
+            leaf = base64.b64decode(e.leaf.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError, ValueError):
+            raise LeafMismatch(f"entry {index}", "the leaf is not base64") from None
+        lh = leaf_hash(leaf)
+        if lh.hex() != e.leaf_hash:
+            raise LeafMismatch(f"entry {index}", f"first bad index {index}: the leaf does not hash to the leaf hash served")
+        chain = chain_hash(self.chain, leaf)
+        if chain.hex() != e.chain_hash:
+            raise ForkDetected(f"entry {index}", f"first bad index {index}: the chain hash served is not the chain of the entries before it")
+        try:
+            decoded: Leaf = decode_leaf(leaf, f"entry {index}")
+        except InvalidInput as err:
+            raise RuleBroken(index, err.code or "malformed_envelope", err.field, err.rule) from None
+
+        def cite(csize: int, croot: str, field: str) -> None:
+            cites.append((csize, croot, field, index))
+
+        self.rules.check(decoded, index, cite)
+        self.rules.apply(decoded, index)
+        self.fold.apply(index, leaf, decoded)
+        self.chain = chain
+
+    @staticmethod
+    def _prove_cited(client: Client, csize: int, croot: str, field: str, index: int, size: int, root: bytes) -> None:
+        """A checkpoint entry `index` cites is one of this log's: (csize, croot) is a
+        prefix of the proven tree (size, root)."""
+        claimed = bytes.fromhex(croot)
+        ok = True
+        if csize == 0:
+            ok = claimed == EMPTY_ROOT
+        elif csize == size:
+            ok = claimed == root
+        else:
+            try:
+                verify_consistency(csize, claimed, size, root, client.consistency_proof(csize, size))
+            except ProofMismatch:
+                ok = False
+        if not ok:
+            raise RuleBroken(index, "checkpoint_unknown", field, f"({csize}, {croot}) is not a committed checkpoint of this log")
+
+    def view(self, task_class: str, now_micros: int, settings: Settings) -> dict[str, Any]:
+        """The replica's view of `task_class` at its checkpoint, as the server must serialize it."""
+        cp = self.checkpoint
+        if cp is None:
+            raise ReplicaError("the replica has followed no checkpoint yet")
+        return self.fold.view(task_class, now_micros, settings, cp.size, cp.root)
+
+    def save(self) -> None:
+        """Writes the replica to `replica.json` in its directory, atomically:
+        `{"format", "version", "sha256", "body": {"checkpoint", "chain", "fold", "rules"}}`,
+        where `sha256` is over the body's canonical JSON (sorted keys, no spaces)."""
+        if self.checkpoint is None:
+            raise ReplicaError("the replica has followed no checkpoint yet")
+        body = {
+            "checkpoint": self.checkpoint.note,
+            "chain": self.chain.hex(),
+            "fold": self.fold.to_json(),
+            "rules": self.rules.to_json(),
+        }
+        doc = {"format": FORMAT, "version": VERSION, "sha256": _digest(body), "body": body}
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".replica-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(doc, f, sort_keys=True, separators=(",", ":"), allow_nan=False)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+
+def _digest(body: Any) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()).hexdigest()
+
+
+# --- the comparison ----------------------------------------------------------------
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def _same_number(a: Union[int, float], b: Union[int, float]) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return _bits(float(a)) == _bits(float(b))
+        except OverflowError:
+            return False
+    return a == b
+
+
+def first_difference(served: Any, replayed: Any, path: str = "view") -> Optional[str]:
+    """The first JSON path (keys in sorted order, depth first) where `served` (the view
+    as it arrived) differs from `replayed`, or None: every key counts, floats are
+    compared bit for bit (-0.0 is not 0.0), a list of another length differs as a whole."""
+    if isinstance(served, dict) and isinstance(replayed, dict):
+        for k in sorted(set(served) | set(replayed)):
+            if k not in served or k not in replayed:
+                return f"{path}.{k}"
+            d = first_difference(served[k], replayed[k], f"{path}.{k}")
+            if d is not None:
+                return d
+        return None
+    if isinstance(served, list) and isinstance(replayed, list) and len(served) == len(replayed):
+        for i, (a, b) in enumerate(zip(served, replayed)):
+            d = first_difference(a, b, f"{path}[{i}]")
+            if d is not None:
+                return d
+        return None
+    if _is_number(served) and _is_number(replayed):
+        return None if _same_number(served, replayed) else path
+    same = type(served) is type(replayed) and served == replayed and not isinstance(served, (dict, list))
+    return None if same else path
+
+
+# --- the audit and the gate --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplayRules:
+    """What a replay holds the server to, besides the log itself."""
+
+    #: The settings every projection must state (the agreed window, confidence, resamples).
+    settings: Settings = Settings()
+    #: How far a projection's stated time may be from this machine's clock (µs).
+    max_skew_micros: int = 300 * 1_000_000
+    #: This machine's clock (µs since the Unix epoch, UTC); read when the check runs if None.
+    now_micros: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What a replay established."""
+
+    #: The replica's size after the run.
+    size: int
+    #: Entries fetched, checked and folded in this run.
+    followed: int
+    #: Task classes whose served view equals the replica's, bit for bit.
+    task_classes: int
+
+
+def _stated(p: ProjectionResponse, cp: Checkpoint, audited: Optional[Checkpoint], rules: ReplayRules, now: int) -> None:
+    """The answer is no older than the audited checkpoint and states the agreed settings and a current time."""
+    tc = p.view.task_class
+    if audited is not None and cp.size < audited.size:
+        raise StaleCheckpoint(audited.size, cp.size)
+    if p.view.settings != rules.settings:
+        raise SettingsMismatch(
+            f"projection `{tc}`.view.settings", f"stated settings {p.view.settings} are not the agreed {rules.settings}"
+        )
+    if abs(p.view.now_micros - now) > rules.max_skew_micros:
+        raise SettingsMismatch(
+            f"projection `{tc}`.view.now_micros",
+            f"stated time {p.view.now_micros} µs is more than {rules.max_skew_micros // 1_000_000} s from this machine's clock",
+        )
+
+
+def _compare(client: Client, replica: Replica, p: ProjectionResponse, cp: Checkpoint, *, after_last: bool = True) -> None:
+    """Follows `cp` (the answer's signed checkpoint) and requires the served view to be the
+    replica's; with `after_last`, its stated time must not be before its last entry."""
+    tc = p.view.task_class
+    replica.follow(client, cp)
+    last = replica.last_sequenced_at
+    if after_last and last is not None and p.view.now_micros < last:
+        raise Incomplete(
+            f"projection `{tc}`",
+            f"stated time {p.view.now_micros} µs is before its last entry was sequenced ({last} µs)",
+        )
+    try:
+        replayed = replica.view(tc, p.view.now_micros, p.view.settings)
+    except UnknownTaskClass:
+        raise Incomplete(f"projection `{tc}`", f"not registered in the log up to size {cp.size}") from None
+    path = first_difference(p.raw.get("view"), replayed)
+    if path is not None:
+        raise Incomplete(f"projection `{tc}`", f"`{path}` is not what the log up to size {cp.size} gives")
+
+
+def _checkpoint_of(p: ProjectionResponse, keys: Sequence[KeyLike]) -> Checkpoint:
+    cp, _ = open_checkpoint(p.checkpoint, keys, f"projection `{p.view.task_class}`.checkpoint")
+    return cp
+
+
+def replay_projections(
+    client: Client,
+    replica: Replica,
+    rules: ReplayRules = ReplayRules(),
+    progress: Progress = _quiet,
+) -> Replayed:
+    """Checks every task class's projection for completeness by replay
+    (`verifier::audit::audit_projections`), then saves the replica.
+
+    The replica is first proven consistent with the client's trusted state and
+    follows the server's latest checkpoint (which becomes the trusted one). Each
+    listed task class's projection is then checked (`Client.projection`: signature,
+    evidence, statistics), must be no older than that checkpoint, state the agreed
+    settings and a time within the allowed skew; the replica follows each answer's
+    checkpoint in order of size, and its own view must equal the served one. Every
+    task class the log registers must be on the list. Raises `SettingsMismatch`,
+    `Incomplete`, `StaleCheckpoint`, `ForkDetected`, `LeafMismatch`, `RuleBroken` or
+    any other `VerificationError` of the checks; the replica is saved only on success.
+    """
+    start = replica.size
+    audited = _start(client, replica)
+    now = rules.now_micros if rules.now_micros is not None else clock_micros()
+    answers: list[tuple[Checkpoint, ProjectionResponse]] = []
+    for c in client.task_classes():
+        p = client.projection(c.task_class)
+        cp = _checkpoint_of(p, client.keys)
+        _stated(p, cp, audited, rules, now)
+        answers.append((cp, p))
+    answers.sort(key=lambda a: a[0].size)
+    for k, (cp, p) in enumerate(answers):
+        progress("replaying the log", k, len(answers))
+        _compare(client, replica, p, cp)
+    listed = {c.task_class for c in client.task_classes()}
+    for hidden in replica.task_classes():
+        if hidden not in listed:
+            raise Incomplete(f"task class `{hidden}`", "registered in the log but left off the list of task classes")
+    progress("replaying the log", len(answers), len(answers))
+    replica.save()
+    return Replayed(size=replica.size, followed=replica.size - start, task_classes=len(answers))
+
+
+def _start(client: Client, replica: Replica) -> Checkpoint:
+    """Proves the replica's checkpoint consistent with the client's trusted state (the
+    replica's is a checkpoint this client saw before), then follows the latest one."""
+    if replica.checkpoint is not None:
+        client.observe(replica.checkpoint)
+    audited = client.checkpoint()
+    replica.follow(client, audited)
+    return audited
+
+
+@dataclass(frozen=True)
+class VerifiedProjection:
+    """A projection that passed the evidence check and equals the replica's own view."""
+
+    projection: ProjectionResponse
+    #: The replica's size when it agreed.
+    replica_size: int
+
+    @property
+    def recommended_tier(self) -> str:
+        return self.projection.view.recommendation.recommended_tier
+
+
+class Gate:
+    """The promotion gate's replayed reads: one task class at a time.
+
+        gate = Gate(client, "gate-replica")          # client with a TrustedState.file(...)
+        v = gate.verified_projection("dependency-bump")
+        answer = gate.recommend(ev.PromotionRequested("dependency-bump").sign(gate_key))
+
+    Each call brings the replica to the server's latest checkpoint, requires the
+    answer to state the agreed settings and a current time, to pass the evidence
+    check, and to equal the replica's own view bit for bit; then saves the replica.
+    """
+
+    def __init__(self, client: Client, directory: Union[str, Path], rules: ReplayRules = ReplayRules()) -> None:
+        self.client = client
+        self.replica = Replica.open(directory, client.keys)
+        self.rules = rules
+
+    def _now(self) -> int:
+        return self.rules.now_micros if self.rules.now_micros is not None else clock_micros()
+
+    def verified_projection(self, task_class: str) -> VerifiedProjection:
+        """The task class's projection, checked complete against the whole log."""
+        audited = _start(self.client, self.replica)
+        p = self.client.projection(task_class)
+        cp = _checkpoint_of(p, self.client.keys)
+        _stated(p, cp, audited, self.rules, self._now())
+        _compare(self.client, self.replica, p, cp)
+        self.replica.save()
+        return VerifiedProjection(p, self.replica.size)
+
+    def verified_recommendation(self, task_class: str) -> VerifiedProjection:
+        """`verified_projection`: the recommendation it carries (advisory; humans promote)."""
+        return self.verified_projection(task_class)
+
+    def recommend(self, request: Envelope) -> RecommendationResponse:
+        """`Client.recommend`, and the projection the ledger's signed recommendation
+        rests on checked complete against the whole log."""
+        audited = _start(self.client, self.replica)
+        answer = self.client.recommend(request)
+        p = answer.projection
+        cp = _checkpoint_of(p, self.client.keys)
+        _stated(p, cp, audited, self.rules, self._now())
+        # The ledger reads its clock when the request arrives, before it sequences the
+        # request, so this view's time is just before its last entry (the request):
+        # the time is held to the allowed skew only.
+        _compare(self.client, self.replica, p, cp, after_last=False)
+        self.replica.save()
+        return answer

@@ -1,0 +1,265 @@
+"""The replay's parts without a server: the comparison, the promotion rules at their
+edges, the exact cost sum, the Ed25519 edge cases the ledger decides with
+`verify_strict`, and the acceptance rules refusing entries no honest ledger appends."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from evidence_ledger import RuleBroken, SigningKey
+from evidence_ledger import events as ev
+from evidence_ledger.acceptance import State, _verifies
+from evidence_ledger.envelope import Envelope, decode_leaf, sign_payload
+from evidence_ledger.fold import ExactSum, Projection, RuleInput, TierRule, recommend, rules_for, rust_display
+from evidence_ledger.replay import first_difference
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+# --- first_difference (verifier::replay::first_difference) -------------------------
+
+
+def view() -> dict[str, Any]:
+    return {
+        "task_class": "tc", "tree_size": 3, "root": "00", "now_micros": 5, "window_start_micros": 0,
+        "settings": {"window_seconds": 2592000, "confidence": 0.95, "resamples": 2000}, "tier": "bronze",
+        "active_cases_by_curation_class": {"held-out": 2}, "pending_proposals": 0, "runs_in_window": 1,
+        "scores_in_window": 2, "shared_kernel_scores_in_window": 0,
+        "held_out": {"cases": 2, "mean": 0.5, "mean_ci": None, "passed": 1, "pass_rate": 0.5, "pass_rate_ci": None},
+        "all_cases": {"cases": 2, "mean": 0.5, "mean_ci": None, "passed": 1, "pass_rate": 0.5, "pass_rate_ci": None},
+        "failures": {"block": 1, "warn": 0, "info": 0}, "shared_kernel_failures": {"block": 0, "warn": 0, "info": 0},
+        "cost_usd_in_window": 0.25, "latest_run": None,
+        "evidence": [{"index": 1, "leaf_hash": "aa", "case_id": "c1", "score": 0.25},
+                     {"index": 2, "leaf_hash": "bb", "case_id": "c2", "score": 0.75}],
+        "recommendation": {"current_tier": "bronze", "recommended_tier": "bronze", "rationale": [], "requires_human_approval": True},
+    }
+
+
+def changed(f: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    v = copy.deepcopy(view())
+    f(v)
+    return v
+
+
+def test_the_first_difference_is_named_down_to_the_field() -> None:
+    a = view()
+    assert first_difference(json.loads(json.dumps(a)), a) is None
+    assert first_difference(changed(lambda v: v["failures"].update(block=0)), a) == "view.failures.block"
+    assert first_difference(changed(lambda v: v["evidence"].pop()), a) == "view.evidence"
+    assert first_difference(changed(lambda v: v["evidence"][1].update(score=0.5)), a) == "view.evidence[1].score"
+    one_bit = math.nextafter(0.5, 1.0)
+    assert first_difference(changed(lambda v: v["held_out"].update(mean=one_bit)), a) == "view.held_out.mean"
+    assert first_difference(changed(lambda v: v.update(unstated=1)), a) == "view.unstated"
+    zero = changed(lambda v: v.update(cost_usd_in_window=0.0))
+    assert first_difference(changed(lambda v: v.update(cost_usd_in_window=-0.0)), zero) == "view.cost_usd_in_window"
+    # Keys are taken in sorted order: the first differing one is named.
+    both = changed(lambda v: (v["failures"].update(block=0), v["all_cases"].update(cases=3)))
+    assert first_difference(both, a) == "view.all_cases.cases"
+    # A boolean is not a number, and an integer equals the same float (as serde_json's Number).
+    assert first_difference(changed(lambda v: v["recommendation"].update(requires_human_approval=1)), a) == "view.recommendation.requires_human_approval"
+    assert first_difference(changed(lambda v: v["evidence"][0].update(score=1)), changed(lambda v: v["evidence"][0].update(score=1.0))) is None
+    assert first_difference(changed(lambda v: v.update(latest_run={})), a) == "view.latest_run"
+
+
+# --- the rules (projections/src/rules.rs), at their edges -------------------------------
+
+SILVER, GOLD = TierRule(10, 0.7), TierRule(20, 0.9)
+
+
+def rule_of(t: str) -> TierRule | None:
+    return SILVER if t == "silver" else GOLD if t == "gold" else None
+
+
+GOOD = RuleInput(active_held_out=10, scored_held_out=10, lower_bound=0.7, block_failures=0)
+
+
+def test_each_rule_holds_exactly_at_its_edge_and_fails_one_below() -> None:
+    holds = [o["holds"] for o in rules_for("silver", GOOD, SILVER)]
+    assert holds == [True, True, True, True]
+    assert not rules_for("silver", RuleInput(9, 9, 0.7, 0), SILVER)[0]["holds"]
+    assert not rules_for("silver", RuleInput(10, 9, 0.7, 0), SILVER)[1]["holds"]
+    assert not rules_for("silver", RuleInput(0, 0, None, 0), SILVER)[1]["holds"]
+    assert not rules_for("silver", RuleInput(10, 10, 0.7 - 1e-9, 0), SILVER)[2]["holds"]
+    assert not rules_for("silver", RuleInput(10, 10, 0.7, 1), SILVER)[3]["holds"]
+
+
+def test_recommendations_move_one_tier_and_demote_below_the_current_rules() -> None:
+    assert recommend("bronze", GOOD, rule_of)[0] == "silver"
+    assert recommend("bronze", RuleInput(10, 10, 0.69, 0), rule_of)[0] == "bronze"
+    t, why = recommend("silver", RuleInput(20, 20, 0.9, 0), rule_of)
+    assert t == "gold" and len(why) == 8
+    assert recommend("silver", RuleInput(10, 10, 0.7, 1), rule_of)[0] == "bronze"
+    assert recommend("gold", GOOD, rule_of)[0] == "silver"
+    assert recommend("silver", RuleInput(10, 0, None, 0), rule_of)[0] == "bronze"
+
+
+def test_the_rationale_text_is_the_ledgers() -> None:
+    why = rules_for("silver", RuleInput(30, 29, 0.76449, 2), TierRule(15, 0.7))
+    assert [o["detail"] for o in why] == [
+        "30 active held-out cases; silver needs at least 15",
+        "29 of 30 active held-out cases have a microvm score in the window",
+        "lower 95% bound 0.7645; silver needs at least 0.7",
+        "2 block-severity failures in the window",
+    ]
+    assert rules_for("gold", RuleInput(0, 0, None, 0), TierRule(1, 1.0))[2]["detail"] == \
+        "no scores in the window; gold needs a lower bound of at least 1"
+    # Rust's `{}` for f64 (shortest round trip, no exponent) and `{:.4}` (ties to even).
+    assert [rust_display(x) for x in (0.7, 1.0, 0.0, -0.0, 1e-7, 1e21, 0.1 + 0.2)] == \
+        ["0.7", "1", "0", "-0", "0.0000001", "1000000000000000000000", "0.30000000000000004"]
+    assert rules_for("silver", RuleInput(1, 1, 0.03125, 0), SILVER)[2]["detail"].startswith("lower 95% bound 0.0312;")
+
+
+def test_the_exact_cost_sum_is_pythons_fsum_and_infinite_with_a_huge_term() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        xs = [rng.choice([0.1, 0.01, 1e-17, 3.0, 1e16, 2.5e-300]) * rng.random() for _ in range(rng.randrange(0, 40))]
+        s = ExactSum()
+        for x in xs:
+            s.add(x)
+        assert s.value().hex() == math.fsum(xs).hex()
+    s = ExactSum()
+    s.add(2.0**960)
+    assert s.value() == math.inf
+    assert ExactSum().value().hex() == (0.0).hex()
+
+
+# --- Ed25519: the ledger decides with verify_strict -------------------------------------
+
+
+def test_signatures_are_decided_as_verify_strict_decides_them() -> None:
+    d = json.loads((REPO / "events/testdata/ed25519_edge_cases.json").read_text())
+    for c in d["speccheck"]["cases"]:
+        got = _verifies(bytes.fromhex(c["pub_key"]), bytes.fromhex(c["message"]), bytes.fromhex(c["signature"]))
+        assert got == c["verify_strict"], c
+    for c in d["rfc8032"]["cases"]:
+        assert _verifies(bytes.fromhex(c["pub_key"]), bytes.fromhex(c["message"]), bytes.fromhex(c["signature"]))
+
+
+# --- the acceptance rules refuse what no honest ledger appends -------------------------
+
+
+class Log:
+    """A log built in memory: entries checked and folded as the replica does."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.fold = Projection()
+        self.at = 1_790_000_000_000_000
+        self.op = SigningKey.generate("op")
+        self.append(ev.PrincipalEnrolled.of(self.op, "op@example.org", ["operator"]).sign(self.op))
+
+    def append(self, env: Envelope, at: int | None = None) -> None:
+        self.at = self.at + 1 if at is None else at
+        leaf = env.leaf_bytes(self.at)
+        d = decode_leaf(leaf)
+        index = self.state.size
+        self.state.check(d, index, lambda size, root, field: None)
+        self.state.apply(d, index)
+        self.fold.apply(index, leaf, d)
+
+
+def digest(tag: str) -> str:
+    import hashlib
+
+    return "blake3:" + hashlib.sha256(tag.encode()).hexdigest()
+
+
+@pytest.fixture()
+def log() -> tuple[Log, dict[str, SigningKey], ev.CaseDraft]:
+    g = Log()
+    keys = {n: SigningKey.generate(n) for n in ("harness", "cur-a", "cur-b", "stranger")}
+    for n, role in (("harness", "harness"), ("cur-a", "curator"), ("cur-b", "curator")):
+        g.append(ev.PrincipalEnrolled.of(keys[n], f"{n}@example.org", [role]).sign(g.op))
+    g.append(ev.TaskClassRegistered(task_class="tc", silver=ev.TierRule(1, 0.5), gold=ev.TierRule(2, 0.9),
+                                    failure_modes=[ev.FailureMode("build_broken", "block", "does not build")],
+                                    breakdown_keys=["correctness"], rubric_digest=digest("rubric")).sign(g.op))
+    d = ev.CaseDraft("case-1", "case 1", "positive", "medium", "held-out", digest("case-1"), digest("cassette-1"))
+    g.append(ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
+                                   added_by=keys["cur-a"], reviewed_by=keys["cur-b"]).sign(keys["cur-a"]))
+    g.append(ev.RunStarted("run-1", "tc", "h 1", digest("rubric"), digest("image")).sign(keys["harness"]))
+    return g, keys, d
+
+
+def score(d: ev.CaseDraft, value: float = 0.9) -> ev.ScoreRecorded:
+    return ev.ScoreRecorded(run_id="run-1", task_class="tc", case_id=d.case_id, case_digest=d.case_digest,
+                            rubric_digest=digest("rubric"), cassette_digest=d.cassette_digest, harness_version="h 1",
+                            image_digest=digest("image"), score=ev.BenchScore(True, value, {"correctness": value}),
+                            started_at="2026-11-20T00:00:00Z", finished_at="2026-11-20T00:01:00Z", operator_fingerprint="ci")
+
+
+def refused(g: Log, env: Envelope, code: str, at: int | None = None) -> None:
+    with pytest.raises(RuleBroken) as e:
+        g.append(env, at)
+    assert e.value.code == code, e.value
+
+
+def test_a_score_signed_by_a_key_never_enrolled_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    g.append(score(d).sign(keys["harness"]))
+    refused(g, score(d).sign(keys["stranger"]), "unknown_signer")
+
+
+def test_a_score_signed_by_a_curator_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    refused(g, score(d).sign(keys["cur-a"]), "role_not_permitted")
+
+
+def test_a_case_co_signed_by_two_keys_of_one_curator_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, _ = log
+    second = SigningKey.generate("cur-a-2")
+    g.append(ev.PrincipalEnrolled.of(second, "cur-a@example.org", ["curator"]).sign(g.op))
+    d = ev.CaseDraft("case-2", "case 2", "positive", "medium", "held-out", digest("case-2"), digest("cassette-2"))
+    env = ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
+                                added_by=keys["cur-a"], reviewed_by=second).sign(keys["cur-a"])
+    refused(g, env, "cosigners_not_distinct")
+
+
+def test_a_case_whose_co_signature_is_over_another_digest_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, _ = log
+    d = ev.CaseDraft("case-3", "case 3", "positive", "medium", "held-out", digest("case-3"), digest("cassette-3"))
+    body = ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
+                                 added_by=keys["cur-a"], reviewed_by=keys["cur-b"]).body()
+    body["case_digest"] = digest("swapped")
+    refused(g, sign_payload(keys["cur-a"], "case.added", body), "cosignature_invalid")
+
+
+def test_a_score_of_a_retired_case_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    g.append(ev.CaseRetired.cosigned(d.case_id, d.case_digest, "superseded", retired_by=keys["cur-a"], reviewed_by=keys["cur-b"]).sign(keys["cur-b"]))
+    refused(g, score(d).sign(keys["harness"]), "case_not_active")
+
+
+def test_a_score_with_a_poisoned_case_digest_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    poisoned = ev.CaseDraft(d.case_id, d.title, d.disposition, d.difficulty, d.curation_class, digest("poison"), d.cassette_digest)
+    refused(g, score(poisoned).sign(keys["harness"]), "case_digest_mismatch")
+
+
+def test_an_envelope_appended_twice_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    env = score(d).sign(keys["harness"])
+    g.append(env)
+    refused(g, env, "envelope_id_reused")
+
+
+def test_a_sequencing_time_that_goes_back_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    refused(g, score(d).sign(keys["harness"]), "sequenced_at_decreased", at=g.at - 1)
+
+
+def test_a_tier_apply_in_the_log_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, _ = log
+    refused(g, ev.TierApply("tc", "silver").sign(keys["harness"]), "promotion_must_be_human_authorized")
+
+
+def test_a_revoked_harness_writes_nothing(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, d = log
+    g.append(ev.PrincipalRevoked(keys["harness"].key_id, "lost").sign(g.op))
+    refused(g, score(d).sign(keys["harness"]), "signer_revoked")
