@@ -368,4 +368,36 @@ print("verified", len(vkeys))
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("witness policy"));
+
+    // A receipt's entry proven into the witnessed tree; one the witnesses
+    // have not seen yet is not, and the stricter policy refuses the tree.
+    let proof = |index: u64, policy: &str| {
+        run_ledger(&[
+            "proof",
+            "--server",
+            &s.base,
+            "--key",
+            &vkey,
+            "--index",
+            &index.to_string(),
+            "--policy",
+            policy,
+        ])
+    };
+    let out = proof(size, pfile);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("cosigned by witness.test/w0, witness.test/w1"),
+        "{text}"
+    );
+    let out = proof(size + 1, pfile);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not in the witnessed tree"));
+    let out = proof(0, stricter.to_str().expect("utf-8"));
+    assert_eq!(out.status.code(), Some(1));
 }

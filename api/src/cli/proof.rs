@@ -28,6 +28,11 @@ pub struct ProofArgs {
     /// Prove consistency from this tree size to the current one.
     #[arg(long)]
     first: Option<u64>,
+    /// A C2SP tlog-policy file: prove the entry into the server's witnessed
+    /// checkpoint (`GET /checkpoint`), which must carry a quorum of its
+    /// witnesses' cosignatures, instead of the log's own checkpoint.
+    #[arg(long, value_name = "FILE", conflicts_with = "first")]
+    policy: Option<PathBuf>,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
@@ -39,6 +44,9 @@ pub struct CheckpointArgs {
     /// Verifier key to check a remote checkpoint with.
     #[arg(long)]
     key: Option<String>,
+    /// With --key: a C2SP tlog-policy file the checkpoint must meet.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    policy: Option<PathBuf>,
 }
 
 pub fn run(a: ProofArgs) -> anyhow::Result<()> {
@@ -75,9 +83,40 @@ pub fn run(a: ProofArgs) -> anyhow::Result<()> {
         (None, Some(h)) => format!("leaf_hash={h}"),
         _ => bail!("give one of --index, --leaf-hash or --first"),
     };
-    let p: InclusionProof = client.get_json(&format!("/v1/proofs/inclusion?{q}"))?;
-    let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
-        .map_err(|e| fail(format!("checkpoint: {e}")))?;
+    let (p, cp, witnessed_by) = match &a.policy {
+        None => {
+            let p: InclusionProof = client.get_json(&format!("/v1/proofs/inclusion?{q}"))?;
+            let cp = anchors::open_checkpoint(p.checkpoint.as_bytes(), &a.key)
+                .map_err(|e| fail(format!("checkpoint: {e}")))?;
+            (p, cp, None)
+        }
+        Some(file) => {
+            // The tree to prove into is the witnessed one, not the one the
+            // proof's answer names.
+            let policy = super::audit::read_policy(file)?;
+            let note = client.get_text("/checkpoint")?;
+            let w = policy
+                .open_checkpoint(note.as_bytes(), &a.key)
+                .map_err(|e| fail(format!("the witnessed checkpoint: {e}")))?;
+            let size = w.checkpoint.size;
+            let r = client.get(&format!("/v1/proofs/inclusion?{q}&tree_size={size}"))?;
+            if r.status == 400 || r.status == 404 {
+                bail!(
+                    "the entry is not in the witnessed tree of size {size} yet ({}); try again after the next witnessing",
+                    r.text().trim()
+                );
+            }
+            let p: InclusionProof = r.json()?;
+            if p.tree_size != size {
+                return Err(fail(format!(
+                    "asked for a proof in the witnessed tree of size {size}, got one of size {}",
+                    p.tree_size
+                )));
+            }
+            let by: Vec<String> = w.cosigned.into_iter().map(|c| c.witness).collect();
+            (p, w.checkpoint, Some(by))
+        }
+    };
     let asked = match (a.index, &a.leaf_hash) {
         (Some(i), _) => p.index == i,
         (_, Some(h)) => p.leaf_hash.eq_ignore_ascii_case(h),
@@ -99,20 +138,44 @@ pub fn run(a: ProofArgs) -> anyhow::Result<()> {
     )
     .map_err(|e| fail(format!("inclusion proof: {e}")))?;
     println!("{}", serde_json::to_string_pretty(&p)?);
-    println!(
-        "OK: entry {} is included in the signed tree of size {}",
-        p.index, cp.size
-    );
+    match witnessed_by {
+        None => println!(
+            "OK: entry {} is included in the signed tree of size {}",
+            p.index, cp.size
+        ),
+        Some(by) => println!(
+            "OK: entry {} is included in the tree of size {} signed by the log and cosigned by {}",
+            p.index,
+            cp.size,
+            by.join(", ")
+        ),
+    }
     Ok(())
 }
 
 pub fn checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
-    let CheckpointArgs { source, key } = a;
+    let CheckpointArgs {
+        source,
+        key,
+        policy,
+    } = a;
     let key = key.as_deref();
     if let Some(server) = &source.server {
         let client = Client::new(server, source.token.clone());
         let note = client.get_text("/checkpoint")?;
-        if let Some(k) = key {
+        if let (Some(k), Some(file)) = (key, &policy) {
+            let p = super::audit::read_policy(file)?;
+            let w = p
+                .open_checkpoint(note.as_bytes(), k)
+                .map_err(|e| fail(format!("checkpoint: {e}")))?;
+            let by: Vec<String> = w.cosigned.into_iter().map(|c| c.witness).collect();
+            eprintln!(
+                "signature OK, cosigned by {}; size {} root {}",
+                by.join(", "),
+                w.checkpoint.size,
+                ledger::hash::to_hex(&w.checkpoint.root)
+            );
+        } else if let Some(k) = key {
             let cp = anchors::open_checkpoint(note.as_bytes(), k)
                 .map_err(|e| fail(format!("checkpoint: {e}")))?;
             eprintln!(
