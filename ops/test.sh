@@ -13,6 +13,7 @@ BIN=$(realpath "${LEDGER_BIN:-target/debug/ledger}")
 work=$(mktemp -d)
 cleanup() {
     [[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true
+    [[ -n "${watcher:-}" ]] && kill "$watcher" 2>/dev/null || true
     [[ -f "$work/nginx.pid" ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
     rm -rf "$work" "${tiles:-}"
 }
@@ -100,15 +101,33 @@ assert len(r.read()) == 32 * size
 PY
 python3 api/tests/tiles_reader.py --base "http://127.0.0.1:$static_port" --api "http://127.0.0.1:$port"
 
+echo "-- ledger watch follows the static tiles through nginx, and exports its metrics"
+vkey=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).read().decode().strip())' "http://127.0.0.1:$port/v1/log/key")
+"$BIN" watch --once --log "http://127.0.0.1:$static_port" --key "$vkey" --state "$work/watch.checkpoint"
+watch_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$BIN" watch --log "http://127.0.0.1:$static_port" --key "$vkey" --state "$work/watch.checkpoint" \
+    --interval 1 --metrics-listen "127.0.0.1:$watch_port" > /dev/null 2> "$work/watch.log" &
+watcher=$!
+
 echo "-- every metric the alerts and dashboard use is exported"
-python3 - "$port" <<'PY'
-import json, re, sys, urllib.error, urllib.request
+python3 - "$port" "$watch_port" <<'PY'
+import json, re, sys, time, urllib.error, urllib.request
 try:
     urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/no-such-route")  # so error counters have samples
 except urllib.error.HTTPError:
     pass
 exported = set()
-for line in urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode().splitlines():
+# The server's metrics, and the watcher's (ledger_watch_*).
+for _ in range(300):
+    try:
+        watch = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[2]}/metrics").read().decode()
+        break
+    except Exception:
+        time.sleep(0.1)
+else:
+    sys.exit("the watcher serves no metrics")
+server = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode()
+for line in (server + "\n" + watch).splitlines():
     if line and not line.startswith("#"):
         exported.add(re.split(r"[{ ]", line)[0])
 name = r"\bledger_[a-z_]+(?=[\[{\s)]|$)"

@@ -25,6 +25,7 @@ pub mod entries;
 pub mod keys;
 pub mod post;
 pub mod replay;
+pub mod watch;
 pub mod wire;
 
 pub use check::{parse_hash, parse_proof};

@@ -23,6 +23,7 @@ mod proof;
 mod serve;
 mod tiles;
 mod verify;
+mod watch;
 mod witness;
 
 #[derive(Parser)]
@@ -101,6 +102,11 @@ enum Command {
         #[command(subcommand)]
         action: tiles::TilesAction,
     },
+    /// Follow a log through its C2SP tiles (the ledger or any static copy): every checkpoint
+    /// signed (and, with --policy, witnessed), consistent with the last one trusted, every new
+    /// entry matching its leaf hash, every anchor a prefix. Exit 1 on divergence, or serve
+    /// ledger_watch_* metrics for an alert (--metrics-listen).
+    Watch(watch::WatchArgs),
     /// A C2SP tlog-witness: cosign the checkpoints of the logs it follows.
     Witness {
         #[command(subcommand)]
@@ -183,6 +189,7 @@ pub fn main() -> ExitCode {
         Command::Anchor { action } => anchor::run(action),
         Command::Tiles { action } => tiles::run(action),
         Command::Witness { action } => witness::run(action),
+        Command::Watch(a) => watch::run(a),
         Command::Audit(a) => audit::run(a),
         Command::Backup(a) => backup::backup(a),
         Command::Restore(a) => backup::restore(a),
