@@ -13,6 +13,7 @@
 pub mod anchor;
 pub mod checkpoint;
 pub mod cosign;
+pub mod git;
 
 pub use anchor::{
     check_anchors, open_anchor, Anchor, AnchorError, AnchorTarget, DirTarget, LogAccess,
@@ -22,3 +23,4 @@ pub use checkpoint::{
     VerifiedCheckpoint,
 };
 pub use cosign::{CosignatureVerifier, CosignerKey, Policy, PolicyError, WitnessedCheckpoint};
+pub use git::GitTarget;

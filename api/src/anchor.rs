@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use anchors::AnchorTarget as _;
 use events::EventLog;
 
 /// An anchor that was published and recorded.
@@ -36,11 +35,14 @@ pub fn publish(
         .map_err(|e| anyhow::anyhow!("no anchor published: {e}"))?;
     let head = log.ledger().head();
     let note = key.sign_checkpoint(head.size, &head.root)?;
-    let location = anchors::DirTarget::new(anchors_dir.to_path_buf()).publish(
-        &note,
-        head.size,
-        now.div_euclid(1_000_000),
-    )?;
+    // An anchors directory that is a git work tree gets each anchor as a
+    // commit, pushed to its remote (anchors::git).
+    let target: Box<dyn anchors::AnchorTarget> = if anchors::git::is_repo(anchors_dir) {
+        Box::new(anchors::GitTarget::new(anchors_dir))
+    } else {
+        Box::new(anchors::DirTarget::new(anchors_dir.to_path_buf()))
+    };
+    let location = target.publish(&note, head.size, now.div_euclid(1_000_000))?;
     let envelope = events::anchor_published_envelope(
         &key.event_signing_key(),
         (head.size, &head.root),

@@ -28,8 +28,12 @@ pub struct VerifyArgs {
     #[arg(long)]
     trusted: Option<PathBuf>,
     /// Local: also check the log against every anchor in this directory.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "anchors_repo")]
     anchors: Option<PathBuf>,
+    /// Local: also check the log against every anchor in this git repository
+    /// (cloned into a scratch directory; any URL `git clone` takes).
+    #[arg(long, value_name = "URL")]
+    anchors_repo: Option<String>,
     /// Local, with --anchors: an anchor verifier key to trust (repeatable; default: the data
     /// directory's log key).
     #[arg(long = "anchor-key")]
@@ -79,21 +83,26 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         }),
     };
     pb.finish_and_clear();
-    if let (Ok(_), Some(anchor_dir)) = (&result, &a.anchors) {
+    let scratch = tempfile::tempdir()?;
+    let source = match (&a.anchors, &a.anchors_repo) {
+        (Some(d), _) => Some((d.display().to_string(), anchors::anchor::read_dir(d))),
+        (None, Some(url)) => Some((
+            url.clone(),
+            anchors::git::clone_anchors(url, &scratch.path().join("anchors")),
+        )),
+        (None, None) => None,
+    };
+    if let (Ok(_), Some((anchor_dir, list))) = (&result, source) {
         let key = verifier::keys::local_key(&dir)?;
         let mut keys = a.anchor_keys.clone();
         if keys.is_empty() {
             keys.push(key.verifier_key().to_owned());
         }
-        let list = anchors::anchor::read_dir(anchor_dir)?;
+        let list = list?;
         let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
         let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
             .map_err(|e| fail(e.to_string()))?;
-        println!(
-            "consistent with {} anchors in {}",
-            checked.len(),
-            anchor_dir.display()
-        );
+        println!("consistent with {} anchors in {anchor_dir}", checked.len());
     }
     match result {
         Ok(v) => {
