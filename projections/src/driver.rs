@@ -349,6 +349,10 @@ pub fn recommend(
         &blake3::hash(decoded.payload.id.as_bytes()).to_hex()[..32]
     );
     let asked = events.append(request)?;
+    // The view includes the request, so it is stated as of no earlier than
+    // the request's own sequencing time (a clock read before the append
+    // would put the answer before the entry it answers).
+    let now = now.max(asked.accepted.sequenced_at);
     if asked.existing {
         if let Some(index) = events.find_id(&rec_id) {
             let entry = events.ledger().entry(index)?;

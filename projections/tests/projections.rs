@@ -335,8 +335,21 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
     }
     let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let req = request(&mut w, TASK_CLASS);
-    let rec =
-        recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("recommend");
+    // The caller read its clock before the request was sequenced: the view
+    // is still stated as of no earlier than the request it answers.
+    let read_before = w.clock.now_micros() - 1;
+    let rec = recommend(&w.log, &mut p, &key("ledger"), &req, read_before).expect("recommend");
+    let asked = w
+        .log
+        .ledger()
+        .entry(rec.receipt.appended.index - 1)
+        .expect("the request");
+    let (_, asked_at) = events::decode_leaf(&asked.leaf).expect("decode");
+    assert!(
+        rec.view.now_micros >= asked_at,
+        "the view is stated at {} before the request's {asked_at}",
+        rec.view.now_micros
+    );
     assert_eq!(
         rec.view.recommendation.recommended_tier,
         Tier::Silver,

@@ -304,10 +304,12 @@ pub fn audit_projections(
         let (cp, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
             .map_err(|e| bad(format!("checkpoint signature: {e}")))?;
         if cp.size < audited_size {
-            return Err(bad(format!(
-                "computed at size {}, older than the audited size {audited_size}",
-                cp.size
-            ))
+            // An answer older than the checkpoint audited is stale, as a
+            // checkpoint older than the trusted one is.
+            return Err(AuditFailure::Stale {
+                trusted: audited_size,
+                served: cp.size,
+            }
             .into());
         }
         if p.view.settings != rules.settings {

@@ -173,6 +173,14 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                 pb.finish_and_clear();
                 let replayed = match replayed {
                     Ok(r) => r,
+                    Err(AuditError::Failed(f @ AuditFailure::Stale { .. })) => {
+                        return Err(Failure {
+                            status: 3,
+                            label: "STALE",
+                            message: f.to_string(),
+                        }
+                        .into())
+                    }
                     Err(AuditError::Failed(f)) => return Err(fail(f.to_string())),
                     Err(AuditError::Other(e)) => return Err(e),
                 };
