@@ -400,4 +400,72 @@ print("verified", len(vkeys))
     assert!(String::from_utf8_lossy(&out.stderr).contains("not in the witnessed tree"));
     let out = proof(0, stricter.to_str().expect("utf-8"));
     assert_eq!(out.status.code(), Some(1));
+
+    // An offline bundle whose tree is proven a prefix of a witnessed one.
+    let bundle = dir.path().join("bundle.json");
+    let b = bundle.to_str().expect("utf-8");
+    let out = run_ledger(&[
+        "bundle",
+        "--server",
+        &s.base,
+        "--task-class",
+        testkit::world::TASK_CLASS,
+        "--out",
+        b,
+        "--policy",
+        pfile,
+        "--key",
+        &vkey,
+        "--wait-secs",
+        "30",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verify =
+        |policy: &str| run_ledger(&["verify-bundle", b, "--key", &vkey, "--policy", policy]);
+    let out = verify(pfile);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("cosigned by witness.test/w0, witness.test/w1"),
+        "{text}"
+    );
+    assert_eq!(
+        verify(stricter.to_str().expect("utf-8")).status.code(),
+        Some(1)
+    );
+    // Its witnessed part must prove the body's tree a prefix: one proof hash
+    // too many (re-encoded canonically, so only that check can catch it).
+    let bytes = std::fs::read(&bundle).expect("bundle");
+    let mut v: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    v["witnessed"]["consistency"] = serde_json::json!(["ab".repeat(32)]);
+    let forged = events::canonical::encode(&events::canonical::from_json(&v).expect("canonical"));
+    let e = verifier::check::verify_bundle_with(&forged, std::slice::from_ref(&vkey), Some(&p))
+        .expect_err("refused");
+    assert!(format!("{e:#}").contains("not proven a prefix"), "{e:#}");
+    // A bundle with no witnessed part does not meet a policy.
+    let plain = dir.path().join("plain.json");
+    let out = run_ledger(&[
+        "bundle",
+        "--server",
+        &s.base,
+        "--task-class",
+        testkit::world::TASK_CLASS,
+        "--out",
+        plain.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success());
+    let out = run_ledger(&[
+        "verify-bundle",
+        plain.to_str().expect("utf-8"),
+        "--key",
+        &vkey,
+        "--policy",
+        pfile,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("has none"));
 }

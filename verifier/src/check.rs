@@ -198,6 +198,16 @@ pub struct BundleSummary {
     pub tree_size: u64,
     pub evidence: usize,
     pub recommended_tier: String,
+    /// With a `witnessed` part: the size of the witnessed tree the body's
+    /// tree is proven a prefix of, and the key names of the witnesses whose
+    /// cosignatures counted (none without a policy).
+    pub witnessed: Option<(u64, Vec<String>)>,
+}
+
+/// Verifies an offline proof bundle with no server; see
+/// [`verify_bundle_with`] (no witness policy).
+pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSummary> {
+    verify_bundle_with(bytes, keys, None)
 }
 
 /// Verifies an offline proof bundle with no server:
@@ -205,8 +215,16 @@ pub struct BundleSummary {
 /// 2. the attestation is signed by a trusted key and names the body's hash;
 /// 3. the checkpoint is signed, every evidence leaf re-hashes and is
 ///    included under its root, and the held-out statistics recomputed from
-///    the evidence leaves equal the ones stated ([`check_projection`]).
-pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSummary> {
+///    the evidence leaves equal the ones stated ([`check_projection`]);
+/// 4. a `witnessed` part, when there is one (`ledger bundle --policy`): a
+///    checkpoint signed by the same log key, and a consistency proof from
+///    the body's tree to it. With `policy`, that part is required and its
+///    checkpoint must carry the policy's quorum of cosignatures.
+pub fn verify_bundle_with(
+    bytes: &[u8],
+    keys: &[String],
+    policy: Option<&anchors::Policy>,
+) -> anyhow::Result<BundleSummary> {
     use events::canonical;
     let value = canonical::parse_strict(bytes).map_err(|e| anyhow!("not strict JSON: {e:?}"))?;
     if canonical::encode(&value) != bytes {
@@ -215,8 +233,9 @@ pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSumm
     let canonical::Value::Object(top) = &value else {
         bail!("not a bundle object")
     };
-    if top.len() != 2 {
-        bail!("a bundle has exactly `attestation` and `body`");
+    let witnessed_part = top.get("witnessed");
+    if top.len() != 2 + usize::from(witnessed_part.is_some()) {
+        bail!("a bundle has exactly `attestation`, `body` and, when witnessed, `witnessed`");
     }
     let (Some(canonical::Value::Str(note)), Some(body)) = (top.get("attestation"), top.get("body"))
     else {
@@ -235,12 +254,124 @@ pub fn verify_bundle(bytes: &[u8], keys: &[String]) -> anyhow::Result<BundleSumm
     let p: ProjectionResponse = serde_json::from_value(canonical::to_json(body))
         .context("the body is not a projection response")?;
     let n = check_projection(&p, key)?;
+    let witnessed = match (witnessed_part, policy) {
+        (None, None) => None,
+        (None, Some(_)) => bail!("the policy needs a witnessed checkpoint and the bundle has none (make it with `ledger bundle --policy`)"),
+        (Some(w), policy) => {
+            let w: Witnessed = serde_json::from_value(canonical::to_json(w))
+                .context("the `witnessed` part")?;
+            Some(check_witnessed(&p, &w, key, policy)?)
+        }
+    };
     Ok(BundleSummary {
         task_class: p.view.task_class,
         tree_size: p.tree_size,
         evidence: n,
         recommended_tier: p.view.recommendation.recommended_tier.as_str().to_owned(),
+        witnessed,
     })
+}
+
+/// A bundle's `witnessed` part: a checkpoint a witness quorum cosigned, and
+/// the RFC 6962 consistency proof from the body's tree to it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Witnessed {
+    pub checkpoint: String,
+    pub consistency: Vec<String>,
+}
+
+/// Checks a `witnessed` part against the body `p` (signed with `key`).
+fn check_witnessed(
+    p: &ProjectionResponse,
+    w: &Witnessed,
+    key: &str,
+    policy: Option<&anchors::Policy>,
+) -> anyhow::Result<(u64, Vec<String>)> {
+    let body =
+        anchors::open_checkpoint(p.checkpoint.as_bytes(), key).context("the body's checkpoint")?;
+    let (cp, by) = match policy {
+        Some(pol) => {
+            let wc = pol
+                .open_checkpoint(w.checkpoint.as_bytes(), key)
+                .map_err(|e| anyhow!("the witnessed checkpoint: {e}"))?;
+            let by = wc.cosigned.into_iter().map(|c| c.witness).collect();
+            (wc.checkpoint, by)
+        }
+        None => (
+            anchors::open_checkpoint(w.checkpoint.as_bytes(), key)
+                .context("the witnessed checkpoint")?,
+            Vec::new(),
+        ),
+    };
+    let proof = parse_proof("witnessed.consistency", &w.consistency)?;
+    ledger::merkle::verify_consistency(body.size, &body.root, cp.size, &cp.root, &proof).map_err(
+        |e| {
+            anyhow!(
+                "the body's tree of size {} is not proven a prefix of the witnessed tree of size {}: {e}",
+                body.size,
+                cp.size
+            )
+        },
+    )?;
+    Ok((cp.size, by))
+}
+
+/// Adds a `witnessed` part to `bundle`: waits (up to `wait`) until the
+/// server's `/checkpoint` meets `policy` and covers the bundle's tree,
+/// fetches the consistency proof from the bundle's tree to it, and checks
+/// the result as [`verify_bundle_with`] will. Returns the new bundle bytes.
+pub fn witness_bundle(
+    client: &crate::Client,
+    bundle: &[u8],
+    keys: &[String],
+    policy: &anchors::Policy,
+    wait: std::time::Duration,
+) -> anyhow::Result<Vec<u8>> {
+    use events::canonical;
+    let first = verify_bundle_with(bundle, keys, None)?;
+    let deadline = std::time::Instant::now() + wait;
+    let (note, size) = loop {
+        let note = client.get_text("/checkpoint")?;
+        let open = keys
+            .iter()
+            .find_map(|k| policy.open_checkpoint(note.as_bytes(), k).ok());
+        match open {
+            Some(w) if w.checkpoint.size >= first.tree_size => break (note, w.checkpoint.size),
+            _ if std::time::Instant::now() >= deadline => bail!(
+                "no checkpoint meeting the policy covers the bundle's tree of size {} within {} s",
+                first.tree_size,
+                wait.as_secs()
+            ),
+            _ => std::thread::sleep(std::time::Duration::from_millis(500)),
+        }
+    };
+    let proof = if size == first.tree_size {
+        Vec::new()
+    } else {
+        let c: crate::wire::ConsistencyProof = client.get_json(&format!(
+            "/v1/proofs/consistency?first={}&second={size}",
+            first.tree_size
+        ))?;
+        c.proof
+    };
+    let mut value =
+        canonical::parse_strict(bundle).map_err(|e| anyhow!("not strict JSON: {e:?}"))?;
+    let canonical::Value::Object(top) = &mut value else {
+        bail!("not a bundle object")
+    };
+    let w = serde_json::to_value(Witnessed {
+        checkpoint: note,
+        consistency: proof,
+    })?;
+    top.insert(
+        "witnessed".to_owned(),
+        canonical::from_json(&w)
+            .ok_or_else(|| anyhow!("the witnessed part is not canonical JSON"))?,
+    );
+    let out = canonical::encode(&value);
+    verify_bundle_with(&out, keys, Some(policy))?;
+    Ok(out)
 }
 
 #[cfg(test)]
