@@ -111,6 +111,31 @@ fn a_growing_log_is_followed_and_every_divergence_is_caught() {
     std::fs::write(served.path().join("checkpoint"), &older).expect("write");
     let (code, out) = watch(&url, &key, &state, &[]);
     assert_eq!(code, Some(3), "{out}");
+    // A reader of that older checkpoint finds its partial tiles deleted
+    // (their full tiles exist now) and reads the full ones instead.
+    assert!(!served.path().join("tile/0/001.p").exists());
+    let (code, out) = watch(&url, &key, &work.path().join("older.checkpoint"), &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("size 300 consistent with nothing"), "{out}");
+    std::fs::write(served.path().join("checkpoint"), &newest).expect("write");
+
+    // A tile that cannot be fetched is an error of the step (exit 2), not
+    // a divergence.
+    let tile = served.path().join("tile/0/000");
+    let kept = std::fs::read(&tile).expect("tile");
+    std::fs::remove_file(&tile).expect("remove");
+    let (code, out) = watch(&url, &key, &work.path().join("missing.checkpoint"), &[]);
+    assert_eq!(code, Some(2), "{out}");
+    std::fs::write(&tile, kept).expect("write");
+
+    // A signed, absurd tree size is refused as such, without a panic.
+    let absurd = key
+        .sign_checkpoint(u64::MAX, &ledger::Hash([1; 32]))
+        .expect("note");
+    std::fs::write(served.path().join("checkpoint"), &absurd).expect("write");
+    let (code, out) = watch(&url, &key, &state, &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("more than any log can hold"), "{out}");
     std::fs::write(served.path().join("checkpoint"), &newest).expect("write");
 
     // A tampered entry in a bundle: the leaf no longer hashes to its tile.

@@ -98,6 +98,12 @@ impl Client {
     }
 
     pub fn get(&self, path: &str) -> anyhow::Result<Reply> {
+        self.get_limited(path, 512 << 20)
+    }
+
+    /// `GET path`, refusing a body longer than `limit` bytes (for answers of
+    /// a known size, such as tiles).
+    pub fn get_limited(&self, path: &str, limit: u64) -> anyhow::Result<Reply> {
         let mut req = self.agent.get(format!("{}{path}", self.base));
         if let Some(t) = &self.token {
             req = req.header("authorization", format!("Bearer {t}"));
@@ -107,7 +113,7 @@ impl Client {
         let body = resp
             .body_mut()
             .with_config()
-            .limit(512 << 20)
+            .limit(limit.saturating_add(1))
             .read_to_vec()
             .map_err(|e| anyhow!("GET {path}: {e}"))?;
         Ok(Reply { status, body })

@@ -25,6 +25,10 @@ use tlog_tiles::{HashReader as _, Tile, TileHashReader, TileReader};
 
 use crate::Client;
 
+/// The largest tree size a checkpoint may name and be followed: far above
+/// any real log, and far from the u64 arithmetic of tile indices.
+pub const MAX_TREE_SIZE: u64 = 1 << 62;
+
 /// Why a step of the watcher failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Divergence {
@@ -56,13 +60,20 @@ pub enum WatchError {
 }
 
 /// Fetches C2SP tiles from a log; every tile fetched is kept for the
-/// step (a `TileHashReader` authenticates it each time it is used).
+/// step (a `TileHashReader` authenticates it each time it is used). A tile
+/// that cannot be fetched is told apart from one that does not match: the
+/// first is an error of the step, the second a divergence.
 pub struct TileFetcher<'a> {
     client: &'a Client,
     cache: RefCell<HashMap<Tile, Vec<u8>>>,
     fetched: RefCell<u64>,
-    failure: RefCell<Option<String>>,
+    unavailable: RefCell<Option<String>>,
 }
+
+/// The most a tile, an entry bundle and a checkpoint may be.
+const MAX_TILE: u64 = 32 * 256;
+const MAX_BUNDLE: u64 = 256 * (2 + 65_535);
+const MAX_CHECKPOINT: u64 = 64 * 1024;
 
 impl<'a> TileFetcher<'a> {
     pub fn new(client: &'a Client) -> Self {
@@ -70,7 +81,7 @@ impl<'a> TileFetcher<'a> {
             client,
             cache: RefCell::new(HashMap::new()),
             fetched: RefCell::new(0),
-            failure: RefCell::new(None),
+            unavailable: RefCell::new(None),
         }
     }
 
@@ -79,21 +90,43 @@ impl<'a> TileFetcher<'a> {
         *self.fetched.borrow()
     }
 
-    /// The body at a C2SP path (`tile/...`), or why not.
-    pub fn get(&self, path: &str) -> anyhow::Result<Vec<u8>> {
+    /// The body at a C2SP path (`tile/...`), at most `limit` bytes; `None`
+    /// for a 404.
+    fn fetch(&self, path: &str, limit: u64) -> anyhow::Result<Option<Vec<u8>>> {
         *self.fetched.borrow_mut() += 1;
-        let r = self.client.get(&format!("/{path}"))?;
-        if r.status != 200 {
-            anyhow::bail!("GET /{path}: status {}", r.status);
+        let r = self.client.get_limited(&format!("/{path}"), limit)?;
+        match r.status {
+            200 => Ok(Some(r.body)),
+            404 => Ok(None),
+            s => anyhow::bail!("GET /{path}: status {s}"),
         }
-        Ok(r.body)
     }
 
-    fn take_failure(&self, e: tlog_tiles::Error) -> String {
-        self.failure
-            .borrow_mut()
-            .take()
-            .unwrap_or_else(|| e.to_string())
+    /// A hash tile's `width` hashes: the partial tile, or, when a log has
+    /// replaced it by its full tile (C2SP allows deleting partial tiles
+    /// then), the first `width` hashes of the full one.
+    fn hash_tile(&self, level: u8, index: u64, width: u32) -> anyhow::Result<Vec<u8>> {
+        let path = TilePath::hashes(level, index, width)
+            .ok_or_else(|| anyhow::anyhow!("no tile {level}/{index} of width {width}"))?
+            .to_string();
+        if let Some(b) = self.fetch(&path, MAX_TILE)? {
+            return Ok(b);
+        }
+        if width < WIDTH {
+            let full = TilePath::hashes(level, index, WIDTH)
+                .ok_or_else(|| anyhow::anyhow!("no full tile {level}/{index}"))?
+                .to_string();
+            if let Some(mut b) = self.fetch(&full, MAX_TILE)? {
+                b.truncate(width as usize * 32);
+                return Ok(b);
+            }
+        }
+        anyhow::bail!("GET /{path}: not found")
+    }
+
+    /// Why the last read failed, when it was an error of the fetch.
+    fn take_unavailable(&self) -> Option<String> {
+        self.unavailable.borrow_mut().take()
     }
 }
 
@@ -109,20 +142,15 @@ impl TileReader for TileFetcher<'_> {
                 out.push(d.clone());
                 continue;
             }
-            let path = TilePath::hashes(t.level(), t.level_index(), t.width())
-                .ok_or(tlog_tiles::Error::InvalidTile)?
-                .to_string();
-            let data = self.get(&path).map_err(|e| {
-                *self.failure.borrow_mut() = Some(format!("{e:#}"));
-                tlog_tiles::Error::InvalidTile
-            })?;
+            let data = self
+                .hash_tile(t.level(), t.level_index(), t.width())
+                .map_err(|e| {
+                    *self.unavailable.borrow_mut() = Some(format!("{e:#}"));
+                    tlog_tiles::Error::InvalidTile
+                })?;
             if data.len() != t.width() as usize * 32 {
-                *self.failure.borrow_mut() = Some(format!(
-                    "{path} is {} bytes, not {}",
-                    data.len(),
-                    t.width() as usize * 32
-                ));
-                return Err(tlog_tiles::Error::InvalidTile);
+                // Served, but not a tile of this width: not the tree signed.
+                return Err(tlog_tiles::Error::InconsistentTile);
             }
             self.cache.borrow_mut().insert(*t, data.clone());
             out.push(data);
@@ -131,6 +159,16 @@ impl TileReader for TileFetcher<'_> {
     }
 
     fn save_tiles(&self, _tiles: &[Tile], _data: &[Vec<u8>]) {}
+}
+
+/// A failed read of authenticated hashes: an error of the step when a tile
+/// could not be fetched, a divergence when what was served does not match
+/// the signed root.
+fn tile_failure(tiles: &TileFetcher<'_>, e: &tlog_tiles::Error, what: &str) -> WatchError {
+    match tiles.take_unavailable() {
+        Some(why) => WatchError::Other(anyhow::anyhow!("{what}: {why}")),
+        None => Divergence::BadTiles(format!("{what}: {e}")).into(),
+    }
 }
 
 /// The served tree, as far as tiles authenticated against its signed root
@@ -149,7 +187,13 @@ impl anchors::LogAccess for TiledLog<'_> {
     }
     fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String> {
         let r = TileHashReader::new(self.cp.size, self.cp.root, self.tiles);
-        tlog_tiles::prove_tree(new, old, &r).map_err(|e| self.tiles.take_failure(e))
+        tlog_tiles::prove_tree(new, old, &r).map_err(|e| {
+            // Remembered for the caller, which tells the two apart.
+            let why = self.tiles.take_unavailable();
+            let text = why.clone().unwrap_or_else(|| e.to_string());
+            *self.tiles.unavailable.borrow_mut() = why;
+            text
+        })
     }
 }
 
@@ -177,9 +221,29 @@ pub fn step(
     trusted: Option<&VerifiedCheckpoint>,
     anchors: &[Anchor],
 ) -> Result<Step, WatchError> {
-    let note = client.get_text("/checkpoint")?;
-    let (cp, key) = anchors::open_checkpoint_any(note.as_bytes(), keys)
-        .map_err(|e| Divergence::BadCheckpoint(e.to_string()))?;
+    let r = client.get_limited("/checkpoint", MAX_CHECKPOINT)?;
+    if r.status != 200 {
+        return Err(anyhow::anyhow!("GET /checkpoint: status {}", r.status).into());
+    }
+    let note = String::from_utf8(r.body)
+        .map_err(|_| anyhow::anyhow!("GET /checkpoint: not UTF-8 text"))?;
+    let (cp, key) = match anchors::open_checkpoint_any(note.as_bytes(), keys) {
+        Ok(ok) => ok,
+        // Not a checkpoint at all (an error page): nothing was signed.
+        Err(
+            e @ (anchors::CheckpointError::MalformedNote(_)
+            | anchors::CheckpointError::MalformedCheckpoint),
+        ) => return Err(anyhow::anyhow!("GET /checkpoint: {e}").into()),
+        Err(e) => return Err(Divergence::BadCheckpoint(e.to_string()).into()),
+    };
+    if cp.size > MAX_TREE_SIZE {
+        // Signed, and absurd: no log holds 2^62 entries.
+        return Err(Divergence::BadCheckpoint(format!(
+            "a signed tree of {} entries, more than any log can hold",
+            cp.size
+        ))
+        .into());
+    }
     let cosigned_by = match policy {
         None => Vec::new(),
         Some(p) => p
@@ -195,35 +259,48 @@ pub fn step(
         cp: &cp,
         tiles: &tiles,
     };
-    let from = match trusted {
-        None => 0,
-        Some(t) if cp.size < t.size => {
-            return Err(WatchError::Stale {
-                trusted: t.size,
-                served: cp.size,
-            })
-        }
-        Some(t) => {
-            let fork = |reason: String| Divergence::Fork {
-                trusted: t.size,
-                reason,
-            };
-            if t.size == cp.size {
-                if t.root != cp.root {
-                    return Err(fork("two roots for one size".into()).into());
-                }
-            } else if t.size > 0 {
-                let proof = anchors::LogAccess::consistency_proof(&log, t.size, cp.size)
-                    .map_err(|e| Divergence::BadTiles(format!("consistency from tiles: {e}")))?;
-                verify_consistency(t.size, &t.root, cp.size, &cp.root, &proof)
-                    .map_err(|e| fork(e.to_string()))?;
+    let from =
+        match trusted {
+            None => 0,
+            Some(t) if cp.size < t.size => {
+                return Err(WatchError::Stale {
+                    trusted: t.size,
+                    served: cp.size,
+                })
             }
-            t.size
-        }
-    };
+            Some(t) => {
+                let fork = |reason: String| Divergence::Fork {
+                    trusted: t.size,
+                    reason,
+                };
+                if t.size == cp.size {
+                    if t.root != cp.root {
+                        return Err(fork("two roots for one size".into()).into());
+                    }
+                } else if t.size > 0 {
+                    let proof = anchors::LogAccess::consistency_proof(&log, t.size, cp.size)
+                        .map_err(|e| match tiles.take_unavailable() {
+                            Some(_) => {
+                                WatchError::Other(anyhow::anyhow!("consistency from tiles: {e}"))
+                            }
+                            None => {
+                                Divergence::BadTiles(format!("consistency from tiles: {e}")).into()
+                            }
+                        })?;
+                    verify_consistency(t.size, &t.root, cp.size, &cp.root, &proof)
+                        .map_err(|e| fork(e.to_string()))?;
+                }
+                t.size
+            }
+        };
     let new_entries = check_entries(&tiles, &cp, from)?;
-    let checked = anchors::check_anchors(&log, anchors, keys, &cp.origin)
-        .map_err(|e| Divergence::Anchor(e.to_string()))?;
+    let checked =
+        anchors::check_anchors(&log, anchors, keys, &cp.origin).map_err(|e| {
+            match tiles.take_unavailable() {
+                Some(why) => WatchError::Other(anyhow::anyhow!("checking the anchors: {why}")),
+                None => Divergence::Anchor(e.to_string()).into(),
+            }
+        })?;
     Ok(Step {
         new_entries,
         anchors_checked: checked.len(),
@@ -250,9 +327,24 @@ fn check_entries(
         let path = TilePath::entries(n, width)
             .ok_or_else(|| anyhow::anyhow!("bundle {n} of width {width}"))?
             .to_string();
-        let body = tiles.get(&path)?;
-        let leaves = decode_bundle(&body)
+        // A partial bundle may have been replaced by its full one.
+        let body = match tiles.fetch(&path, MAX_BUNDLE)? {
+            Some(b) => b,
+            None if width < WIDTH => {
+                let full = TilePath::entries(n, WIDTH)
+                    .ok_or_else(|| anyhow::anyhow!("bundle {n}"))?
+                    .to_string();
+                tiles
+                    .fetch(&full, MAX_BUNDLE)?
+                    .ok_or_else(|| anyhow::anyhow!("GET /{path}: not found (nor {full})"))?
+            }
+            None => return Err(anyhow::anyhow!("GET /{path}: not found").into()),
+        };
+        let mut leaves = decode_bundle(&body)
             .ok_or_else(|| Divergence::BadTiles(format!("{path} is malformed")))?;
+        if leaves.len() == WIDTH as usize && width < WIDTH {
+            leaves.truncate(width as usize);
+        }
         if leaves.len() != width as usize {
             return Err(Divergence::BadTiles(format!(
                 "{path} holds {} entries, not {width}",
@@ -266,7 +358,7 @@ fn check_entries(
             .collect();
         let hashes = reader
             .read_hashes(&indexes)
-            .map_err(|e| Divergence::BadTiles(tiles.take_failure(e)))?;
+            .map_err(|e| tile_failure(tiles, &e, &format!("the leaf hashes of {path}")))?;
         for (k, h) in hashes.iter().enumerate() {
             let i = first + k as u64;
             if ledger::leaf_hash(leaves[(i - start) as usize]) != *h {
