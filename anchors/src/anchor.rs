@@ -51,6 +51,16 @@ pub enum AnchorError {
         expected: String,
         found: String,
     },
+    /// An anchor once published was changed or removed in the anchors
+    /// repository's history.
+    #[error(
+        "anchor {anchor} was {change} in commit {commit}: published anchors are only ever added"
+    )]
+    HistoryRewritten {
+        anchor: String,
+        commit: String,
+        change: String,
+    },
     #[error("anchors: {0}")]
     Io(String),
 }

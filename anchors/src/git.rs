@@ -23,6 +23,11 @@ pub fn is_repo(dir: &Path) -> bool {
 fn git(dir: &Path, args: &[&str]) -> Result<String, AnchorError> {
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).args(args);
+    // Never wait for a person: no credential prompt, no host-key question.
+    cmd.env("GIT_TERMINAL_PROMPT", "0");
+    if std::env::var_os("GIT_SSH_COMMAND").is_none() {
+        cmd.env("GIT_SSH_COMMAND", "ssh -oBatchMode=yes");
+    }
     // A commit needs an identity; the repository's own, if it has one.
     for (var, value) in [
         ("GIT_AUTHOR_NAME", "evidence-ledger"),
@@ -120,13 +125,91 @@ impl AnchorTarget for GitTarget {
 }
 
 /// Clones the anchors repository at `url` into `into` (which must not
-/// exist) and reads its anchors.
+/// exist) and reads its anchors. An anchor is only ever added: a history in
+/// which any anchor file was changed, deleted or renamed, on any branch,
+/// is refused ([`AnchorError::HistoryRewritten`]), so a plain (not forced)
+/// commit that removes an inconvenient anchor is caught as surely as a
+/// forced push that rewrote history would be by the remote.
 pub fn clone_anchors(url: &str, into: &Path) -> Result<Vec<Anchor>, AnchorError> {
     let parent = into.parent().unwrap_or(Path::new("."));
     let name = into
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| AnchorError::Io(format!("{} has no file name", into.display())))?;
-    git(parent, &["clone", "-q", "--", url, &name])?;
+    git(parent, &["clone", "-q", "--no-checkout", "--", url, &name])?;
+    check_history(into)?;
+    git(into, &["checkout", "-q"])?;
     DirTarget::new(into).list()
+}
+
+/// Refuses a history in which an anchor file was ever modified, deleted or
+/// renamed (renames are shown as a deletion and an addition).
+pub fn check_history(dir: &Path) -> Result<(), AnchorError> {
+    let changes = git(
+        dir,
+        &[
+            "log",
+            "--all",
+            "--no-renames",
+            "--diff-filter=MDT",
+            "--format=commit %H",
+            "--name-status",
+            "--",
+            "*.checkpoint",
+        ],
+    )?;
+    let mut commit = String::new();
+    for line in changes.lines() {
+        if let Some(c) = line.strip_prefix("commit ") {
+            commit = c.to_owned();
+        } else if let Some((status, file)) = line.split_once('\t') {
+            return Err(AnchorError::HistoryRewritten {
+                anchor: file.to_owned(),
+                commit: commit.clone(),
+                change: match status {
+                    "D" => "deleted",
+                    "T" => "replaced by another kind of file",
+                    _ => "modified",
+                }
+                .to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dir: &Path, args: &[&str]) {
+        git(dir, args).unwrap_or_else(|e| panic!("git {args:?}: {e}"));
+    }
+
+    #[test]
+    fn an_anchor_deleted_or_renamed_in_history_is_refused() {
+        let d = tempfile::tempdir().expect("dir");
+        let repo = d.path();
+        run(repo, &["init", "-q"]);
+        std::fs::write(repo.join("a.checkpoint"), "first\n").expect("write");
+        std::fs::write(repo.join("README"), "anchors\n").expect("write");
+        run(repo, &["add", "."]);
+        run(repo, &["commit", "-q", "-m", "one"]);
+        check_history(repo).expect("only additions");
+        // Other files may change.
+        std::fs::write(repo.join("README"), "the anchors\n").expect("write");
+        run(repo, &["commit", "-q", "-am", "readme"]);
+        check_history(repo).expect("only additions");
+        run(repo, &["mv", "a.checkpoint", "b.checkpoint"]);
+        run(repo, &["commit", "-q", "-m", "rename"]);
+        match check_history(repo) {
+            Err(AnchorError::HistoryRewritten { anchor, change, .. }) => {
+                assert_eq!(
+                    (anchor.as_str(), change.as_str()),
+                    ("a.checkpoint", "deleted")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

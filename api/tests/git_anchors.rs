@@ -119,7 +119,7 @@ fn anchors_are_pushed_to_git_and_verified_from_a_clone() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("forked after it"),
+        String::from_utf8_lossy(&out.stdout).contains("was modified in commit"),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );

@@ -98,7 +98,11 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         if keys.is_empty() {
             keys.push(key.verifier_key().to_owned());
         }
-        let list = list?;
+        // A rewritten anchors history is a failed check, not an error.
+        let list = list.map_err(|e| match e {
+            anchors::AnchorError::HistoryRewritten { .. } => fail(e.to_string()),
+            e => anyhow::Error::from(e),
+        })?;
         let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
         let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
             .map_err(|e| fail(e.to_string()))?;
