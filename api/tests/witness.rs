@@ -468,4 +468,32 @@ print("verified", len(vkeys))
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("has none"));
+
+    // Restarted while its witnesses are unreachable, the server serves the
+    // witnessed checkpoint it saved, at once.
+    let served_before = c.get("/checkpoint").expect("checkpoint").body;
+    let key_text = std::fs::read_to_string(s.path().join("log.key")).expect("key");
+    let operator = s.operator.clone();
+    let data = s.stop();
+    let unreachable = dir.path().join("unreachable");
+    let dead = "http://127.0.0.1:9";
+    std::fs::write(
+        &unreachable,
+        format!(
+            "witness w0 {v0} {dead}\nwitness w1 {v1} {dead}\ngroup both all w0 w1\nquorum both\n"
+        ),
+    )
+    .expect("policy");
+    let s = TestServer::start_on(
+        data,
+        anchors::LogKey::from_private(&key_text).expect("key"),
+        operator,
+        move |c| {
+            c.witness_policy = Some(unreachable);
+            c.witness_interval_secs = 1;
+        },
+    );
+    let r = s.client().get("/checkpoint").expect("checkpoint");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.body, served_before);
 }

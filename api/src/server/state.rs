@@ -197,6 +197,9 @@ impl AppState {
                 Some(p)
             }
         };
+        let witnessed = policy.as_ref().and_then(|p| {
+            crate::server::witnessing::load_witnessed(events.ledger(), p, log_key.verifier_key())
+        });
         Ok(AppState {
             events,
             projector: Mutex::new(projector),
@@ -222,8 +225,8 @@ impl AppState {
             anchored_at: AtomicU64::new(u64::MAX),
             request_counter: AtomicU64::new(0),
             request_prefix: format!("{:08x}", rand::random::<u32>()),
+            witnessed: Mutex::new(witnessed),
             policy,
-            witnessed: Mutex::new(None),
             witness_sizes: Mutex::new(std::collections::BTreeMap::new()),
         })
     }

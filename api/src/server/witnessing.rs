@@ -20,6 +20,39 @@ use ledger::Head;
 
 use crate::server::state::{AppState, VERIFY_OK};
 
+/// The name the newest witnessed checkpoint is saved under in the data
+/// file's derived records.
+pub const WITNESSED: &str = "witnessed_checkpoint";
+
+/// The witnessed checkpoint saved by an earlier run, if it still passes
+/// `policy` and names a root this log has: what `/checkpoint` serves until
+/// the witnesses cosign a newer one.
+pub fn load_witnessed(
+    log: &ledger::Ledger<events::EventSequencer>,
+    policy: &anchors::Policy,
+    vkey: &str,
+) -> Option<(u64, String)> {
+    let bytes = log.get_aux(WITNESSED).ok().flatten()?;
+    let note = String::from_utf8(bytes).ok()?;
+    let w = match policy.open_checkpoint(note.as_bytes(), vkey) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!(error = %e, "the saved witnessed checkpoint does not pass the policy; waiting for a new quorum");
+            return None;
+        }
+    };
+    let size = w.checkpoint.size;
+    let ours = size <= log.head().size && log.root_at(size).ok() == Some(w.checkpoint.root);
+    if !ours {
+        tracing::error!(
+            size,
+            "the saved witnessed checkpoint names a root this log does not have"
+        );
+        return None;
+    }
+    Some((size, note))
+}
+
 /// Submits the head to every witness when it has grown since the last
 /// quorum; the size newly witnessed, if any.
 pub fn witness_tick(st: &AppState) -> anyhow::Result<Option<u64>> {
@@ -66,6 +99,11 @@ pub fn witness_tick(st: &AppState) -> anyhow::Result<Option<u64>> {
     policy
         .open_checkpoint(cosigned.as_bytes(), st.log_key.verifier_key())
         .context("the cosigned checkpoint does not pass the policy")?;
+    // Kept in the data file too, so that a restart serves it at once
+    // instead of waiting for a new quorum.
+    if let Err(e) = st.events.ledger().put_aux(WITNESSED, cosigned.as_bytes()) {
+        tracing::warn!(error = %e, "could not save the witnessed checkpoint");
+    }
     *st.witnessed.lock().unwrap_or_else(|p| p.into_inner()) = Some((head.size, cosigned));
     st.metrics
         .witnessed_size
