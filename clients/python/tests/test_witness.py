@@ -261,3 +261,29 @@ def test_a_receipt_is_proven_into_the_witnessed_tree_once_it_covers_it(witnessed
     assert proven.witnessed.size > r.index
     assert sorted(x.witness for x in proven.witnessed.cosigned) == ["witness.test/w0", "witness.test/w1"]
     assert c.trust.checkpoint == proven.witnessed.checkpoint
+
+
+def test_a_replay_audit_with_the_policy_passes_twice_while_the_witnessed_tree_lags(
+    witnessed: Witnessed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A projection's checkpoint is the log's head, newer than the witnessed one: the
+    # replica follows it, and the next run finds the witnessed tree behind the replica.
+    c = witnessed.client()
+    first_witnessed(c)
+    w1 = witnessed.witnesses[1]
+    w1.stop()
+    try:
+        op = witnessed.server.operator
+        c.post(ev.TaskClassRegistered(
+            task_class="witnessed-class", silver=ev.TierRule(5, 0.5), gold=ev.TierRule(10, 0.95),
+            failure_modes=[ev.FailureMode("build_broken", "block", "does not build")],
+            breakdown_keys=["correctness"], rubric_digest="blake3:" + "ab" * 32,
+        ).sign(op))
+        args = ["audit", witnessed.server.url, "--key", witnessed.server.vkey.text, "--trusted", str(tmp_path / "t.note"),
+                "--policy", str(witnessed.policy_file), "--projections", str(tmp_path / "replica")]
+        assert main(args) == 0, capsys.readouterr().err
+        assert main(args) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert "1 task classes equal" in out or "task classes equal" in out
+    finally:
+        w1.start()
