@@ -59,12 +59,13 @@ class LedgerServer:
     def vkey(self) -> VerifierKey:
         return self.log_key.verifier_key
 
-    def start(self) -> "LedgerServer":
+    def start(self, *extra: str) -> "LedgerServer":
+        """Serves on a free port (`extra`: more `ledger serve` options) until ready."""
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = open(self.data.parent / f"{self.data.name}-server.log", "ab")
         self.proc = subprocess.Popen(
-            [str(self.bin), "serve", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{port}"],
+            [str(self.bin), "serve", "--data-dir", str(self.data), "--listen", f"127.0.0.1:{port}", *extra],
             stdout=self.log,
             stderr=self.log,
         )

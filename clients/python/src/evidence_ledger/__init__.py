@@ -14,19 +14,24 @@ The pieces, by user:
 - completeness by replay, for the gate and auditors: `Replica`,
   `replay_projections` and `Gate` (`evidence_ledger.replay`), and
   `audit ... --projections DIR`: every projection must equal the one a
-  replica of the whole log gives, bit for bit.
+  replica of the whole log gives, bit for bit;
+- witnesses: `Policy` (C2SP tlog-policy) and `Client(..., policy=...)`,
+  under which the trusted state advances only to checkpoints a quorum of
+  witnesses cosigned (`evidence_ledger.cosign`, type 0x04 cosignatures),
+  `Client.witnessed_inclusion`, and `audit ... --policy FILE`.
 
 Errors: `InvalidInput` (your input), one `ProblemError` subclass per server
 code (`evidence_ledger.problems`), `VerificationError` (an answer that does
 not verify), `TransportError`, `ReplicaError` (a replica directory that
-cannot be used).
+cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses).
 """
 
 from __future__ import annotations
 
 from . import events, problems
 from .audit import AuditReport, audit
-from .client import Client, Posted
+from .client import Client, Posted, WitnessedInclusion
+from .cosign import Cosigned, CosignatureVerifier, CosignerKey, Policy, WitnessedCheckpoint, cosignatures
 from .envelope import Envelope, decode_leaf, sign_payload
 from .errors import (
     BadSignature,
@@ -38,9 +43,13 @@ from .errors import (
     InvalidInput,
     LeafMismatch,
     LedgerError,
+    LogNotListed,
     MalformedAnswer,
     MalformedRequest,
+    NoQuorum,
     NotFoundError,
+    NotYetWitnessed,
+    PolicyError,
     ProblemError,
     ProofMismatch,
     ReplicaError,
@@ -69,25 +78,33 @@ __all__ = [
     "Checkpoint",
     "Client",
     "Conflict",
+    "CosignatureVerifier",
+    "Cosigned",
+    "CosignerKey",
     "Envelope",
     "EvidenceMismatch",
     "Forbidden",
-    "Gate",
     "ForkDetected",
+    "Gate",
     "Incomplete",
     "InvalidInput",
     "LeafMismatch",
     "LedgerError",
+    "LogNotListed",
     "MalformedAnswer",
     "MalformedRequest",
+    "NoQuorum",
     "NotFoundError",
+    "NotYetWitnessed",
+    "Policy",
+    "PolicyError",
     "Posted",
     "ProblemError",
     "ProofMismatch",
+    "ReplayRules",
     "Replayed",
     "Replica",
     "ReplicaError",
-    "ReplayRules",
     "RuleBroken",
     "RuleViolation",
     "ServerFault",
@@ -102,9 +119,12 @@ __all__ = [
     "VerificationError",
     "VerifiedProjection",
     "VerifierKey",
+    "WitnessedCheckpoint",
+    "WitnessedInclusion",
     "audit",
     "check_projection",
     "check_receipt",
+    "cosignatures",
     "decode_leaf",
     "events",
     "first_difference",

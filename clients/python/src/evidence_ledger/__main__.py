@@ -2,13 +2,16 @@
 
     python -m evidence_ledger verify-bundle FILE --key VKEY [--key VKEY ...]
     python -m evidence_ledger audit URL --key VKEY --trusted FILE [--samples N]
-        [--projections DIR [--window-days 30] [--max-skew-secs 300]]
+        [--projections DIR [--window-days 30] [--max-skew-secs 300]] [--policy FILE]
 
 `audit` saves the new trusted checkpoint only when every check passed.
 With `--projections DIR` it also keeps a replica of the log in DIR, follows
 it from the trusted checkpoint (only new entries are fetched), replays the
 ledger's rules and the projection fold, and requires every task class's
 projection to equal the replica's, bit for bit (`evidence_ledger.replay`).
+With `--policy FILE` (C2SP tlog-policy) the audited checkpoint is the
+server's witnessed one and must be cosigned by witnesses that meet the
+policy's quorum; the trusted checkpoint is only ever replaced by such one.
 
 Exit status: 0 verified; 1 the answer does not verify (the server lied or
 the file was changed); 2 usage, input or network error (or a replica
@@ -25,6 +28,7 @@ from typing import Optional, Sequence
 
 from .audit import audit
 from .client import Client
+from .cosign import Policy
 from .errors import InvalidInput, LedgerError, ProblemError, StaleCheckpoint, TransportError, VerificationError
 from .replay import Replica, ReplayRules, replay_projections
 from .stats import Settings
@@ -53,6 +57,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     au.add_argument("--token", help="the server's read token, if it has one")
     au.add_argument("--projections", metavar="DIR", help="also replay the log into the replica kept in DIR and require every projection to equal its own")
     au.add_argument("--window-days", type=int, default=30, help="with --projections: the window every projection must state (the server's window_days)")
+    au.add_argument("--policy", metavar="FILE", help="a C2SP tlog-policy file: the audited checkpoint must be cosigned by a quorum of its witnesses")
     au.add_argument("--max-skew-secs", type=int, default=300, help="with --projections: how far a projection's stated time may be from this clock")
     for p in (vb, au):
         p.add_argument("--key", action="append", help="a trusted note verifier key (repeatable)")
@@ -71,13 +76,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             )
             return 0
         trust = TrustedState.file(args.trusted, autosave=False)
-        client = Client(args.url, keys, trust=trust, token=args.token)
+        policy = Policy.load(args.policy) if args.policy else None
+        client = Client(args.url, keys, trust=trust, token=args.token, policy=policy)
         replica = Replica.open(args.projections, client.keys) if args.projections else None
         r = audit(client, samples=args.samples)
         since = f"consistent with trusted size {r.previous_size}" if r.previous_size is not None else "first audit: checkpoint saved"
+        witnessed = ""
+        if policy is not None:
+            witnessed = f"; cosigned by {len(r.cosigned)} witnesses ({', '.join(r.cosigned) or 'none: quorum none'})"
         print(
             f"audit passed: size {r.size} root {r.root} ({since}); {r.entries_checked} entries proven, "
-            f"{r.projections_checked} projections and {r.evidence_checked} evidence entries verified"
+            f"{r.projections_checked} projections and {r.evidence_checked} evidence entries verified{witnessed}"
         )
         if replica is not None:
             if args.window_days < 1 or args.max_skew_secs < 0:

@@ -1,7 +1,8 @@
 """An audit of a running server, trusting only a verifier key and the
 checkpoint saved by the last audit (as `ledger audit` does):
 
-1. the latest checkpoint is signed by a trusted key;
+1. the latest checkpoint is signed by a trusted key (and, for a client
+   with a witness policy, cosigned by witnesses that meet its quorum);
 2. it is not older than the trusted one, and a consistency proof shows the
    trusted tree is a prefix of it;
 3. `samples` random entries re-hash to their leaf hash and are proven
@@ -11,8 +12,8 @@ checkpoint saved by the last audit (as `ledger audit` does):
    consistent with the audited one.
 
 On success the trusted state holds the new checkpoint. What it does not
-prove: that nothing was left out of a projection (replay does), and that
-other clients see the same log (anchors and witnesses do).
+prove: that nothing was left out of a projection (replay does), and, without
+a witness policy, that other clients see the same log (anchors and witnesses do).
 """
 
 from __future__ import annotations
@@ -33,12 +34,21 @@ class AuditReport:
     entries_checked: int
     projections_checked: int
     evidence_checked: int
+    #: The witnesses (key names) whose cosignatures on the audited checkpoint
+    #: verified, when the client has a witness policy; empty otherwise.
+    cosigned: tuple[str, ...] = ()
 
 
 def audit(client: Client, *, samples: int = 16, seed: Optional[int] = None) -> AuditReport:
     """Runs the audit (see the module's doc); raises a `VerificationError` on a lie."""
     previous = client.trust.size
-    cp = client.checkpoint()
+    cosigned: tuple[str, ...] = ()
+    if client.policy is not None:
+        w = client.witnessed_checkpoint()
+        cp = w.checkpoint
+        cosigned = tuple(c.witness for c in w.cosigned)
+    else:
+        cp = client.checkpoint()
     rng = random.Random(seed)
     n = min(samples, cp.size)
     for _ in range(n):
@@ -58,4 +68,5 @@ def audit(client: Client, *, samples: int = 16, seed: Optional[int] = None) -> A
         entries_checked=n,
         projections_checked=projections,
         evidence_checked=evidence,
+        cosigned=cosigned,
     )

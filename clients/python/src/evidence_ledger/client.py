@@ -11,6 +11,15 @@ A refusal raises the typed `ProblemError` for its code; an answer that does
 not verify raises a `VerificationError`; a 503 is retried after its
 `Retry-After` (writes are idempotent, so a retried post never appends
 twice), up to `retries` times.
+
+With a witness `policy` (C2SP tlog-policy, `cosign.Policy`), `checkpoint()`
+returns only the server's witnessed checkpoint (`GET /checkpoint`, which
+must carry cosignatures that meet the quorum, or `NoQuorum` is raised),
+and the trusted state advances only to such checkpoints: every other
+signed checkpoint (a receipt's, a proof's, a projection's) is still
+proven consistent with the trusted state, but does not replace it.
+`witnessed_inclusion(receipt)` proves a receipt's entry into the
+witnessed tree.
 """
 
 from __future__ import annotations
@@ -26,11 +35,14 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence, Union
 
+from .cosign import Policy, WitnessedCheckpoint
 from .envelope import Envelope, decode_leaf
 from .errors import (
+    ForkDetected,
     InvalidInput,
     LedgerError,
     MalformedAnswer,
+    NotYetWitnessed,
     ProblemError,
     ProofMismatch,
     ServiceUnavailable,
@@ -41,7 +53,7 @@ from .errors import (
 from .merkle import leaf_hash, verify_inclusion
 from .note import Checkpoint, KeyLike, VerifierKey, as_verifier, open_checkpoint
 from .trust import TrustedState
-from .verify import BundleSummary, _proof, check_projection, check_receipt, verify_bundle
+from .verify import BundleSummary, _hash, _proof, check_projection, check_receipt, verify_bundle
 from .wire import (
     EntryView,
     LogInfo,
@@ -75,6 +87,16 @@ class Reply:
 
 
 @dataclass(frozen=True)
+class WitnessedInclusion:
+    """A receipt's entry proven into the witnessed tree: entry `index` with leaf hash
+    `leaf_hash` is included in `witnessed`, the checkpoint a quorum cosigned."""
+
+    index: int
+    leaf_hash: str
+    witnessed: WitnessedCheckpoint
+
+
+@dataclass(frozen=True)
 class Posted:
     """One envelope's outcome in `post_many`: a checked receipt, or the typed refusal."""
 
@@ -96,12 +118,18 @@ class Client:
         timeout: float = 30.0,
         retries: int = 5,
         max_retry_wait: float = 30.0,
+        policy: Optional[Policy] = None,
     ) -> None:
         self.base = url.rstrip("/")
         keys = [key] if isinstance(key, (str, VerifierKey)) else list(key)
         if not keys:
             raise ValueError("at least one trusted verifier key is needed")
         self.keys: list[VerifierKey] = [as_verifier(k) for k in keys]
+        if policy is not None:
+            for k in self.keys:
+                if not policy.allows_log(k):
+                    raise InvalidInput("policy", f"the policy's log lines do not list the trusted key `{k}`")
+        self.policy = policy
         self.trust = trust if trust is not None else TrustedState()
         self.trust.load(self.keys)
         self.token = token
@@ -197,8 +225,9 @@ class Client:
             raise MalformedAnswer("consistency", f"asked for {first} -> {second}, answered {p.first} -> {p.second}")
         return _proof("consistency.proof", p.proof)
 
-    def _observe(self, cp: Checkpoint, *, allow_older: bool = True) -> None:
-        self.trust.observe(cp, self._consistency, allow_older=allow_older)
+    def _observe(self, cp: Checkpoint, *, allow_older: bool = True, witnessed: bool = False) -> None:
+        advance = self.policy is None or witnessed
+        self.trust.observe(cp, self._consistency, allow_older=allow_older, advance=advance)
 
     def consistency_proof(self, first: int, second: int) -> list[bytes]:
         """The server's RFC 6962 consistency proof between two tree sizes (unverified:
@@ -208,15 +237,80 @@ class Client:
     def observe(self, cp: Checkpoint) -> None:
         """Requires a verified checkpoint (one this client saw before, such as a replica's)
         to be consistent with the trusted state: a newer one is proven to extend it and
-        becomes the trusted one, an older one is proven a prefix of it."""
-        self._observe(cp)
+        becomes the trusted one (with a policy: only if it meets the quorum), an older one
+        is proven a prefix of it."""
+        witnessed = False
+        if self.policy is not None:
+            try:
+                self.policy.open_checkpoint(cp.note, self.keys)
+                witnessed = True
+            except VerificationError:
+                witnessed = False
+        self._observe(cp, witnessed=witnessed)
 
     def checkpoint(self) -> Checkpoint:
         """The server's latest checkpoint: signed by a trusted key, not older than the
-        trusted state and proven consistent with it (then it becomes the trusted state)."""
+        trusted state and proven consistent with it (then it becomes the trusted state).
+        With a policy, the witnessed one: cosigned by a quorum, or `NoQuorum`."""
+        if self.policy is not None:
+            return self.witnessed_checkpoint().checkpoint
         cp, _ = open_checkpoint(self._text("/checkpoint"), self.keys)
         self._observe(cp, allow_older=False)
         return cp
+
+    def witnessed_checkpoint(self) -> WitnessedCheckpoint:
+        """The server's witnessed checkpoint (`GET /checkpoint` of a server with a witness
+        policy): signed by a trusted log key, cosigned by witnesses that meet this client's
+        policy (`NoQuorum` otherwise), not older than the trusted state and proven
+        consistent with it; it becomes the trusted state. Until the server's first quorum
+        it answers 503 `checkpoint_not_witnessed` (retried, then raised)."""
+        if self.policy is None:
+            raise InvalidInput("policy", "a witnessed checkpoint needs a client with a witness policy")
+        w = self.policy.open_checkpoint(self._text("/checkpoint"), self.keys)
+        self._observe(w.checkpoint, allow_older=False, witnessed=True)
+        return w
+
+    def witnessed_inclusion(
+        self,
+        receipt: WriteReceipt,
+        envelope: Optional[Envelope] = None,
+        *,
+        wait: float = 0.0,
+        poll: float = 0.5,
+    ) -> WitnessedInclusion:
+        """Proves a receipt's entry into the witnessed tree: checks the receipt (and, given
+        the `envelope` posted, that its leaf is that envelope), fetches the witnessed
+        checkpoint (`witnessed_checkpoint`), then an inclusion proof of the entry at that
+        tree size, verified against the cosigned root. Raises `NotYetWitnessed` while the
+        witnessed tree does not cover the entry, after waiting up to `wait` seconds for it
+        (polling every `poll` seconds); `ForkDetected` if the log signs another root for
+        the witnessed size."""
+        cp = check_receipt(receipt, self.keys, envelope)
+        self._observe(cp)
+        deadline = time.monotonic() + wait
+        while True:
+            w = self.witnessed_checkpoint()
+            if w.size > receipt.index:
+                break
+            if time.monotonic() >= deadline:
+                raise NotYetWitnessed(receipt.index, w.size)
+            time.sleep(poll)
+        size = w.size
+        p = parse_inclusion(self._json("GET", f"/v1/proofs/inclusion?index={receipt.index}&tree_size={size}"), "inclusion")
+        if p.index != receipt.index or p.tree_size != size:
+            raise VerificationError("inclusion.tree_size", f"asked for entry {receipt.index} in the witnessed tree of size {size}, answered entry {p.index} at size {p.tree_size}")
+        if p.leaf_hash != receipt.leaf_hash:
+            raise VerificationError("inclusion.leaf_hash", "the proof is of another leaf than the receipt's")
+        try:
+            verify_inclusion(receipt.index, size, _hash("inclusion.leaf_hash", p.leaf_hash), _proof("inclusion.proof", p.proof), w.root)
+        except ProofMismatch as e:
+            raise ProofMismatch("inclusion.proof", f"not included in the witnessed tree: {e.reason}") from None
+        # The log's own checkpoint at that size must name the root the witnesses cosigned.
+        logs, _ = open_checkpoint(p.checkpoint, self.keys, "inclusion.checkpoint")
+        if logs.size == size and logs.root != w.root:
+            raise ForkDetected("inclusion.checkpoint", f"the log signs two roots for size {size}: the witnessed one and another")
+        self._observe(logs)
+        return WitnessedInclusion(receipt.index, receipt.leaf_hash, w)
 
     # --- writes ----------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The exceptions of the package, grouped by what the caller must do.
 
 - `InvalidInput`: the caller's own input is wrong (an event field, a key
-  file, an argument). Raised before anything is sent; names the field and
+  file, an argument, a policy file: `PolicyError` names its line). Raised before anything is sent; names the field and
   the rule it breaks.
 - `ProblemError`: the server refused a request with an
   `application/problem+json` document. Every documented code has its own
@@ -12,14 +12,17 @@
 - `VerificationError`: an answer of the server does not verify against
   what the client trusts (a key, a saved checkpoint, the evidence). The
   server lied, or its data is damaged: do not use the answer, and alert.
-  `StaleCheckpoint` and `ForkDetected` are the two a trusted state raises.
+  `StaleCheckpoint` and `ForkDetected` are the two a trusted state raises;
+  `NoQuorum` and `LogNotListed` are a witness policy's refusals.
+- `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
+  after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
   that is not the API (after the retries the client allows).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 
 class LedgerError(Exception):
@@ -180,6 +183,47 @@ class ReplicaError(LedgerError):
 
 class MalformedAnswer(VerificationError):
     """An answer is not in the form the API documents (a field is missing or of the wrong type)."""
+
+
+class PolicyError(InvalidInput):
+    """A policy file breaks a rule of C2SP tlog-policy (or of the ledger's reading of it).
+
+    `line` is the 1-based line at fault (0: the file as a whole, such as a
+    missing quorum line) and `rule` says what it must be.
+    """
+
+    def __init__(self, line: int, rule: str, source: str = "policy") -> None:
+        super().__init__(f"{source} line {line}" if line else source, rule)
+        self.line = line
+
+
+class NoQuorum(VerificationError):
+    """A checkpoint lacks the cosignatures the policy's quorum needs.
+
+    `have` lists the policy names of the witnesses whose cosignatures
+    verified, `needs` the quorum's name.
+    """
+
+    def __init__(self, have: Sequence[str], needs: str) -> None:
+        cosigned = ", ".join(have) if have else "no witness"
+        super().__init__("checkpoint", f"cosigned by {cosigned}; the policy's quorum `{needs}` is not met")
+        self.have = tuple(have)
+        self.needs = needs
+
+
+class LogNotListed(VerificationError):
+    """The log key that signed the checkpoint is not one of the policy's `log` lines."""
+
+
+class NotYetWitnessed(LedgerError):
+    """The entry is not in the witnessed tree yet: the newest checkpoint a quorum
+    cosigned (`witnessed_size`) does not cover entry `index`. Not a lie: the server
+    submits its head to the witnesses every few seconds; ask again later."""
+
+    def __init__(self, index: int, witnessed_size: int) -> None:
+        super().__init__(f"entry {index} is not in the witnessed tree of size {witnessed_size} yet; try again after the next witnessing")
+        self.index = index
+        self.witnessed_size = witnessed_size
 
 
 class TransportError(LedgerError):

@@ -449,6 +449,14 @@ def _start(client: Client, replica: Replica) -> Checkpoint:
     if replica.checkpoint is not None:
         client.observe(replica.checkpoint)
     audited = client.checkpoint()
+    if client.policy is not None and replica.checkpoint is not None and audited.size < replica.size:
+        # The witnessed checkpoint lags the log's head, which the replica may have
+        # followed through a projection's checkpoint: it must be a prefix of the replica.
+        try:
+            verify_consistency(audited.size, audited.root, replica.size, replica.root(), client.consistency_proof(audited.size, replica.size))
+        except ProofMismatch as e:
+            raise ForkDetected("checkpoint", f"the witnessed tree of size {audited.size} is not a prefix of the replica's: {e.reason}") from None
+        return audited
     replica.follow(client, audited)
     return audited
 

@@ -73,19 +73,22 @@ class TrustedState:
                 os.unlink(tmp)
             raise
 
-    def observe(self, cp: Checkpoint, fetch: ProofFetcher, *, allow_older: bool = True) -> None:
+    def observe(self, cp: Checkpoint, fetch: ProofFetcher, *, allow_older: bool = True, advance: bool = True) -> None:
         """Requires the verified checkpoint `cp` to be consistent with the trusted one.
 
         A newer `cp` is proven an extension of the trusted tree and becomes
-        the trusted one. An older `cp` is proven a prefix of it (the trusted
-        state does not move back), or, with `allow_older` false, refused as
-        stale. The same size must have the same root.
+        the trusted one (unless `advance` is false: a client with a witness
+        policy advances only to checkpoints that meet its quorum, and only
+        checks the others). An older `cp` is proven a prefix of it (the
+        trusted state does not move back), or, with `allow_older` false,
+        refused as stale. The same size must have the same root.
         """
         with self._lock:
             old = self.checkpoint
             if old is None:
-                self.checkpoint = cp
-                self._advanced()
+                if advance:
+                    self.checkpoint = cp
+                    self._advanced()
                 return
             if cp.size == old.size:
                 if cp.root != old.root:
@@ -102,7 +105,7 @@ class TrustedState:
                     "checkpoint",
                     f"size {cp.size} is not consistent with the trusted size {old.size}: {e.reason}",
                 ) from None
-            if cp.size > old.size:
+            if cp.size > old.size and advance:
                 self.checkpoint = cp
                 self._advanced()
 
