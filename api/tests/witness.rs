@@ -437,6 +437,33 @@ print("verified", len(vkeys))
         verify(stricter.to_str().expect("utf-8")).status.code(),
         Some(1)
     );
+    // The Python package, an implementation of its own, agrees.
+    let python = |file: &str| {
+        std::process::Command::new("python3")
+            .args([
+                "-m",
+                "evidence_ledger",
+                "verify-bundle",
+                file,
+                "--key",
+                &vkey,
+            ])
+            .args(["--policy", pfile])
+            .env(
+                "PYTHONPATH",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../clients/python/src"),
+            )
+            .output()
+            .expect("python3")
+    };
+    let out = python(b);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("a prefix of the witnessed tree"));
     // Its witnessed part must prove the body's tree a prefix: one proof hash
     // too many (re-encoded canonically, so only that check can catch it).
     let bytes = std::fs::read(&bundle).expect("bundle");
@@ -468,6 +495,10 @@ print("verified", len(vkeys))
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("has none"));
+    assert_eq!(
+        python(plain.to_str().expect("utf-8")).status.code(),
+        Some(1)
+    );
 
     // Restarted while its witnesses are unreachable, the server serves the
     // witnessed checkpoint it saved, at once.

@@ -50,6 +50,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     vb = sub.add_parser("verify-bundle", help="verify an offline proof bundle (`ledger bundle` output)")
     vb.add_argument("file", help="the bundle file, or - for standard input")
+    vb.add_argument("--policy", metavar="FILE", help="a C2SP tlog-policy file: the bundle's tree must be proven a prefix of a checkpoint its witnesses' quorum cosigned (`ledger bundle --policy`)")
     au = sub.add_parser("audit", help="audit a running server")
     au.add_argument("url")
     au.add_argument("--trusted", required=True, help="the trusted checkpoint file (created on the first run)")
@@ -67,12 +68,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         keys = _keys(args)
         if args.command == "verify-bundle":
             data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
-            s = verify_bundle(data, keys)
+            s = verify_bundle(data, keys, Policy.load(args.policy) if args.policy else None)
+            witnessed = "" if s.witnessed_size is None else f"; a prefix of the witnessed tree of size {s.witnessed_size}"
             print(
                 f"bundle verified: task class {s.task_class} at tree size {s.tree_size}, "
                 f"{s.evidence} evidence entries proven, held-out statistics recomputed; "
                 f"recommends {s.recommended_tier} (from {s.current_tier}), "
-                f"human approval required: {str(s.requires_human_approval).lower()}"
+                f"human approval required: {str(s.requires_human_approval).lower()}{witnessed}"
             )
             return 0
         trust = TrustedState.file(args.trusted, autosave=False)

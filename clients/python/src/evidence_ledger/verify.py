@@ -23,16 +23,19 @@ import base64
 import binascii
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from . import canonical
 from .envelope import Envelope
 from .errors import EvidenceMismatch, InvalidInput, LeafMismatch, MalformedAnswer, ProofMismatch, VerificationError
 from .evidence import check_view
-from .merkle import leaf_hash, parse_hash, parse_proof, verify_inclusion
+from .merkle import leaf_hash, parse_hash, parse_proof, verify_consistency, verify_inclusion
 from .note import Checkpoint, KeyLike, VerifierKey, open_checkpoint, open_note
 from .timefmt import parse_utc_micros
 from .wire import ProjectionResponse, WriteReceipt, parse_projection
+
+if TYPE_CHECKING:
+    from .cosign import Policy
 
 #: The first line of a bundle attestation note.
 BUNDLE_STATEMENT = "evidence-ledger/v1 projection-bundle"
@@ -115,10 +118,16 @@ class BundleSummary:
     requires_human_approval: bool
     key: VerifierKey
     projection: ProjectionResponse
+    #: With a `witnessed` part (`ledger bundle --policy`): the size of the
+    #: witnessed tree the body's tree is proven a prefix of.
+    witnessed_size: Optional[int] = None
 
 
-def verify_bundle(data: bytes, keys: Sequence[KeyLike]) -> BundleSummary:
-    """Verifies an offline proof bundle with no server (see the module's doc)."""
+def verify_bundle(data: bytes, keys: Sequence[KeyLike], policy: Optional["Policy"] = None) -> BundleSummary:
+    """Verifies an offline proof bundle with no server (see the module's doc). A
+    `witnessed` part (`ledger bundle --policy`), when present, must prove the body's
+    tree a prefix of a checkpoint signed by the same key; with `policy` that part is
+    required and its checkpoint must carry the policy's quorum."""
     try:
         value: Any = canonical.parse_strict(data, "bundle")
     except InvalidInput as e:
@@ -129,8 +138,8 @@ def verify_bundle(data: bytes, keys: Sequence[KeyLike]) -> BundleSummary:
         same = False
     if not same:
         raise MalformedAnswer("bundle", "not in canonical form (it was edited)")
-    if not isinstance(value, dict) or set(value) != {"attestation", "body"}:
-        raise MalformedAnswer("bundle", "a bundle has exactly `attestation` and `body`")
+    if not isinstance(value, dict) or set(value) - {"witnessed"} != {"attestation", "body"}:
+        raise MalformedAnswer("bundle", "a bundle has exactly `attestation`, `body` and, when witnessed, `witnessed`")
     note, body = value["attestation"], value["body"]
     if not isinstance(note, str) or not isinstance(body, dict):
         raise MalformedAnswer("bundle", "a bundle has a string `attestation` and an object `body`")
@@ -139,7 +148,8 @@ def verify_bundle(data: bytes, keys: Sequence[KeyLike]) -> BundleSummary:
     if text != f"{BUNDLE_STATEMENT}\n{key.name}\n{digest}\n".encode():
         raise VerificationError("bundle.attestation", "the attestation does not cover this body")
     p = parse_projection(body, "bundle.body")
-    _, leaves = check_projection(p, [key])
+    cp, leaves = check_projection(p, [key])
+    witnessed_size = _check_witnessed(value.get("witnessed"), cp, key, policy)
     return BundleSummary(
         task_class=p.view.task_class,
         tree_size=p.tree_size,
@@ -150,4 +160,25 @@ def verify_bundle(data: bytes, keys: Sequence[KeyLike]) -> BundleSummary:
         requires_human_approval=p.view.recommendation.requires_human_approval,
         key=key,
         projection=p,
+        witnessed_size=witnessed_size,
     )
+
+
+def _check_witnessed(part: Any, body: Checkpoint, key: VerifierKey, policy: Optional["Policy"]) -> Optional[int]:
+    """Checks a bundle's `witnessed` part against the body's checkpoint."""
+    what = "bundle.witnessed"
+    if part is None:
+        if policy is not None:
+            raise VerificationError(what, "the policy needs a witnessed checkpoint and the bundle has none")
+        return None
+    if not isinstance(part, dict) or set(part) != {"checkpoint", "consistency"}:
+        raise MalformedAnswer(what, "has exactly `checkpoint` and `consistency`")
+    note, proof = part["checkpoint"], part["consistency"]
+    if not isinstance(note, str) or not isinstance(proof, list):
+        raise MalformedAnswer(what, "a string `checkpoint` and a list `consistency`")
+    if policy is not None:
+        w = policy.open_checkpoint(note, [key], what + ".checkpoint").checkpoint
+    else:
+        w, _ = open_checkpoint(note, [key], what + ".checkpoint")
+    verify_consistency(body.size, body.root, w.size, w.root, parse_proof(what + ".consistency", proof))
+    return w.size
