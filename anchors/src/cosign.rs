@@ -321,25 +321,20 @@ impl Policy {
         for (i, raw) in text.split('\n').enumerate() {
             let line = i + 1;
             let err = |rule: String| PolicyError::Syntax { line, rule };
-            if raw
-                .bytes()
-                .any(|b| b < 0x20 && b != b'\t' && b != b'\r' || b == 0x7f)
-            {
+            if raw.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
                 return Err(err("only tab and newline may be control characters".into()));
             }
-            let words: Vec<&str> = raw
-                .split([' ', '\t', '\r'])
-                .filter(|w| !w.is_empty())
-                .collect();
+            let words: Vec<&str> = raw.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
             match words.as_slice() {
                 [] => {}
                 [first, ..] if first.starts_with('#') => {}
                 ["log", vkey] | ["log", vkey, _] => {
-                    let v = signed_note::StandardVerifier::new(vkey)
+                    signed_note::StandardVerifier::new(vkey)
                         .map_err(|e| err(format!("log key `{vkey}`: {e}")))?;
-                    let _ = v;
-                    if logs.iter().any(|l| l == vkey) {
-                        return Err(err(format!("log `{vkey}` is listed twice")));
+                    // Duplicates are the same public key, whatever the name.
+                    let public = |k: &str| k.splitn(3, '+').nth(2).map(str::to_owned);
+                    if logs.iter().any(|l| public(l) == public(vkey)) {
+                        return Err(err(format!("log `{vkey}` repeats another log's key")));
                     }
                     logs.push((*vkey).to_owned());
                 }
@@ -354,6 +349,15 @@ impl Policy {
                         .any(|w| w.verifier.public_key() == verifier.public_key())
                     {
                         return Err(err(format!("witness `{name}` repeats another's key")));
+                    }
+                    // Two keys whose lines look alike (same key name and key
+                    // ID) would make each other's cosignatures unreadable.
+                    if witnesses.iter().any(|w| {
+                        w.verifier.name == verifier.name && w.verifier.id == verifier.id
+                    }) {
+                        return Err(err(format!(
+                            "witness `{name}` has another witness's key name and key ID"
+                        )));
                     }
                     names.insert((*name).to_owned(), Member::Witness(witnesses.len()));
                     witnesses.push(Witness {
@@ -488,7 +492,10 @@ impl Policy {
         let mut cosigned = Vec::new();
         let mut names = BTreeSet::new();
         for w in &self.witnesses {
-            let found = cosignatures(note, std::slice::from_ref(&w.verifier))?;
+            // A line that does not verify counts for nobody (it may be a
+            // forgery, or another key's look-alike); it does not stop the
+            // others from counting.
+            let found = cosignatures(note, std::slice::from_ref(&w.verifier)).unwrap_or_default();
             if !found.is_empty() {
                 names.insert(w.name.clone());
                 cosigned.extend(found);

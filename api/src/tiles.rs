@@ -40,8 +40,9 @@ pub const CHECKPOINT: &str = "checkpoint";
 /// when given (a checkpoint signed by `key` that the log holds: the newest
 /// witnessed one, which may be behind the head). `progress(done, total)`
 /// is called as tiles are written. With `full`, every tile is written again
-/// whatever the directory holds (its checkpoint is still checked, unless it
-/// does not verify at all, which `full` overrides).
+/// and a directory holding another log or another history is overwritten;
+/// one holding a longer tree of this very key is still refused (a rewrite
+/// would roll its published size back).
 pub fn sync_dir<S: Sequencer>(
     log: &Ledger<S>,
     key: &LogKey,
@@ -51,6 +52,20 @@ pub fn sync_dir<S: Sequencer>(
     mut progress: impl FnMut(usize, usize),
 ) -> anyhow::Result<Synced> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if full {
+        let longer = std::fs::read(dir.join(CHECKPOINT))
+            .ok()
+            .and_then(|n| anchors::open_checkpoint(&n, key.verifier_key()).ok())
+            .filter(|cp| cp.size > log.head().size);
+        if let Some(cp) = longer {
+            bail!(
+                "{} publishes a tree of {} entries signed by this key, more than this log's {}: refusing to roll it back",
+                dir.display(),
+                cp.size,
+                log.head().size
+            );
+        }
+    }
     let from = match held_size(log, key, dir) {
         Ok(n) if !full => n,
         Ok(_) => 0,
@@ -86,9 +101,12 @@ pub fn sync_dir<S: Sequencer>(
     let tiles = tiles_between(from, size);
     let total = tiles.len();
     for (done, t) in tiles.iter().enumerate() {
-        let bytes = log
-            .tile(t)
-            .with_context(|| format!("reading {t} from the log"))?;
+        let bytes = log.tile(t).map_err(|e| match e {
+            ledger::Error::EntryTooLarge { len, max } => anyhow::anyhow!(
+                "{t} cannot be written: it holds an entry of {len} bytes, more than the {max} an entry bundle holds (appended before that limit; docs/UPGRADES.md)"
+            ),
+            e => anyhow::Error::from(e).context(format!("reading {t} from the log")),
+        })?;
         write_atomic(&dir.join(t.to_string()), &bytes)?;
         if !t.is_partial() {
             remove_partials(dir, t)?;
@@ -268,5 +286,9 @@ mod tests {
         let note = std::fs::read(out.path().join(CHECKPOINT)).expect("checkpoint");
         let cp = anchors::open_checkpoint(&note, key.verifier_key()).expect("verifies");
         assert_eq!(cp.root, log.head().root);
+        // Even --full does not roll a published tree of this key back.
+        let (_d3, shorter) = raw_log(4);
+        let e = sync_dir(&shorter, &key, out.path(), true, None, |_, _| {}).expect_err("refused");
+        assert!(e.to_string().contains("refusing to roll it back"), "{e}");
     }
 }

@@ -296,7 +296,7 @@ fn a_server_with_witnesses_serves_only_cosigned_checkpoints() {
     // An independent Ed25519 implementation verifies each cosignature.
     let note = c.get("/checkpoint").expect("checkpoint").text();
     let script = r#"
-import base64, sys
+import base64, hashlib, sys
 from nacl.signing import VerifyKey
 note, vkeys = sys.argv[1], sys.argv[2:]
 text, _, sigs = note.rpartition("\n\n")
@@ -307,6 +307,7 @@ for vk in vkeys:
     assert raw[0] == 4, "a cosigner key is type 0x04"
     line = next(l for l in sigs.splitlines() if l.startswith("\u2014 " + name + " "))
     blob = base64.b64decode(line.split(" ")[2])
+    assert blob[:4] == hashlib.sha256(name.encode() + b"\n\x04" + raw[1:]).digest()[:4], "key ID"
     ts = int.from_bytes(blob[4:12], "big")
     msg = f"cosignature/v1\ntime {ts}\n".encode() + text.encode()
     VerifyKey(raw[1:]).verify(msg, blob[12:])

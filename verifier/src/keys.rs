@@ -38,3 +38,24 @@ pub fn write_secret(path: &Path, text: &str) -> anyhow::Result<()> {
     f.sync_all()?;
     Ok(())
 }
+
+/// Replaces `path` with `bytes` durably: a scratch file beside it, fsynced,
+/// renamed over it, and the directory fsynced, so that a crash leaves the
+/// old file or the new one, never an empty or torn one (a trusted
+/// checkpoint that vanished would make the next audit trust anything).
+pub fn replace_durably(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let mut f = tempfile::NamedTempFile::new_in(&dir)
+        .with_context(|| format!("creating a scratch file in {}", dir.display()))?;
+    f.write_all(bytes)?;
+    f.as_file().sync_all()?;
+    f.persist(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    std::fs::File::open(&dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))?;
+    Ok(())
+}

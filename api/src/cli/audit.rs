@@ -196,9 +196,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                     a.max_skew_secs
                 );
             }
-            let tmp = a.trusted.with_extension("tmp");
-            std::fs::write(&tmp, &r.checkpoint)?;
-            std::fs::rename(&tmp, &a.trusted)?;
+            verifier::keys::replace_durably(&a.trusted, r.checkpoint.as_bytes())?;
             println!(
                 "OK: saved the new trusted checkpoint to {}",
                 a.trusted.display()

@@ -168,9 +168,13 @@ pub fn checkpoint(a: CheckpointArgs) -> anyhow::Result<()> {
             let w = p
                 .open_checkpoint(note.as_bytes(), k)
                 .map_err(|e| fail(format!("checkpoint: {e}")))?;
-            let by: Vec<String> = w.cosigned.into_iter().map(|c| c.witness).collect();
+            let by: Vec<String> = w
+                .cosigned
+                .into_iter()
+                .map(|c| format!("{} at {}", c.witness, c.timestamp))
+                .collect();
             eprintln!(
-                "signature OK, cosigned by {}; size {} root {}",
+                "signature OK, cosigned by {} (POSIX seconds); size {} root {}",
                 by.join(", "),
                 w.checkpoint.size,
                 ledger::hash::to_hex(&w.checkpoint.root)

@@ -142,9 +142,7 @@ pub fn run(a: WatchArgs) -> anyhow::Result<()> {
         );
         match result {
             Ok(s) => {
-                let tmp = a.state.with_extension("tmp");
-                std::fs::write(&tmp, &s.note)?;
-                std::fs::rename(&tmp, &a.state)?;
+                verifier::keys::replace_durably(&a.state, s.note.as_bytes())?;
                 metrics.stale.set(0);
                 metrics
                     .size

@@ -30,7 +30,17 @@ pub async fn get_tile(
     state.refuse_if_failed()?;
     let path = format!("tile/{rest}");
     let t = TilePath::parse(&path).map_err(|e| ApiError::param("path", e.to_string()))?;
-    let bytes = state.events.ledger().tile(&t)?;
+    let bytes = match state.events.ledger().tile(&t) {
+        Ok(b) => b,
+        // A leaf appended before leaves were limited to what a bundle
+        // holds (docs/UPGRADES.md): this bundle cannot exist.
+        Err(ledger::Error::EntryTooLarge { len, max }) => {
+            return Err(ApiError::NotFound(format!(
+                "{t} cannot be served: it holds an entry of {len} bytes, more than the {max} an entry bundle holds"
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let gzip = t.kind == Kind::Entries && accepts_gzip(&headers);
     let body = if gzip { gzip_bytes(&bytes)? } else { bytes };
     let mut resp = (
