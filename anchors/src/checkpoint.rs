@@ -20,6 +20,48 @@ pub enum CheckpointError {
     WrongOrigin { expected: String, found: String },
 }
 
+/// The parts of a note signer key `PRIVATE+KEY+name+hash+base64(type‖seed)`.
+pub(crate) struct PrivateKey<'a> {
+    pub name: &'a str,
+    pub hash: &'a str,
+    /// The base64 text, as written.
+    pub key: &'a str,
+    pub seed: [u8; 32],
+}
+
+/// Splits a note signer key of signature type `ty` (`kind` names the type
+/// in errors) into its parts; the caller checks the hash.
+pub(crate) fn parse_private<'a>(
+    skey: &'a str,
+    ty: u8,
+    kind: &str,
+) -> Result<PrivateKey<'a>, CheckpointError> {
+    let bad = |m: &str| CheckpointError::MalformedKey(m.to_owned());
+    let rest = skey
+        .trim()
+        .strip_prefix("PRIVATE+KEY+")
+        .ok_or_else(|| bad("missing PRIVATE+KEY+ prefix"))?;
+    // Names never contain '+'; the base64 key may.
+    let mut parts = rest.splitn(3, '+');
+    let (Some(name), Some(hash), Some(key)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad("expected name+hash+key"));
+    };
+    let typed = B64.decode(key).map_err(|_| bad("key is not base64"))?;
+    let seed = match typed.split_first() {
+        Some((t, seed)) if *t == ty => seed,
+        _ => return Err(bad(&format!("not {kind} key"))),
+    };
+    let seed: [u8; 32] = seed
+        .try_into()
+        .map_err(|_| bad("Ed25519 seed must be 32 bytes"))?;
+    Ok(PrivateKey {
+        name,
+        hash,
+        key,
+        seed,
+    })
+}
+
 /// The log's signing key: signs checkpoints, and derives the key the ledger
 /// signs its own events with.
 pub struct LogKey {
@@ -84,26 +126,15 @@ impl LogKey {
 
     /// Parses a note signer key `PRIVATE+KEY+name+hash+base64(0x01‖seed)`.
     pub fn from_private(skey: &str) -> Result<LogKey, CheckpointError> {
-        let bad = |m: &str| CheckpointError::MalformedKey(m.to_owned());
-        let rest = skey
-            .trim()
-            .strip_prefix("PRIVATE+KEY+")
-            .ok_or_else(|| bad("missing PRIVATE+KEY+ prefix"))?;
-        // Names never contain '+'; the base64 key may.
-        let mut parts = rest.splitn(3, '+');
-        let (Some(name), Some(hash), Some(b64)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("expected name+hash+key"));
-        };
-        let typed = B64.decode(b64).map_err(|_| bad("key is not base64"))?;
-        let [0x01, seed @ ..] = typed.as_slice() else {
-            return Err(bad("not an Ed25519 (type 0x01) key"));
-        };
-        let seed: [u8; 32] = seed
-            .try_into()
-            .map_err(|_| bad("Ed25519 seed must be 32 bytes"))?;
-        let key = LogKey::from_seed(name, seed)?;
-        if !key.private_key().ends_with(&format!("+{hash}+{b64}")) {
-            return Err(bad("key hash does not match the name and key"));
+        let p = parse_private(skey, 0x01, "an Ed25519 (type 0x01)")?;
+        let key = LogKey::from_seed(p.name, p.seed)?;
+        if !key
+            .private_key()
+            .ends_with(&format!("+{}+{}", p.hash, p.key))
+        {
+            return Err(CheckpointError::MalformedKey(
+                "key hash does not match the name and key".into(),
+            ));
         }
         Ok(key)
     }

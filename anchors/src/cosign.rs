@@ -79,25 +79,16 @@ impl CosignerKey {
 
     /// Parses `PRIVATE+KEY+name+hash+base64(0x04‖seed)`.
     pub fn from_private(skey: &str) -> Result<CosignerKey, CheckpointError> {
-        let bad = |m: &str| CheckpointError::MalformedKey(m.to_owned());
-        let rest = skey
-            .trim()
-            .strip_prefix("PRIVATE+KEY+")
-            .ok_or_else(|| bad("missing PRIVATE+KEY+ prefix"))?;
-        let mut parts = rest.splitn(3, '+');
-        let (Some(name), Some(hash), Some(b64)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(bad("expected name+hash+key"));
-        };
-        let typed = B64.decode(b64).map_err(|_| bad("key is not base64"))?;
-        let [COSIGNATURE_TYPE, seed @ ..] = typed.as_slice() else {
-            return Err(bad("not an Ed25519 cosignature (type 0x04) key"));
-        };
-        let seed: [u8; 32] = seed
-            .try_into()
-            .map_err(|_| bad("Ed25519 seed must be 32 bytes"))?;
-        let key = CosignerKey::from_seed(name, seed)?;
-        if format!("{:08x}", key.id) != hash {
-            return Err(bad("key hash does not match the name and key"));
+        let p = crate::checkpoint::parse_private(
+            skey,
+            COSIGNATURE_TYPE,
+            "an Ed25519 cosignature (type 0x04)",
+        )?;
+        let key = CosignerKey::from_seed(p.name, p.seed)?;
+        if format!("{:08x}", key.id) != p.hash {
+            return Err(CheckpointError::MalformedKey(
+                "key hash does not match the name and key".into(),
+            ));
         }
         Ok(key)
     }

@@ -216,17 +216,17 @@ impl Witness {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(WitnessError::Storage(format!("{}: {e}", path.display()))),
         };
-        let cp = tlog_tiles_checkpoint(&text).ok_or_else(|| {
+        let cp = tlog_tiles::Checkpoint::from_bytes(&text).map_err(|_| {
             WitnessError::Storage(format!("{} is not a checkpoint", path.display()))
         })?;
-        if cp.0 != origin {
+        if cp.origin() != origin {
             return Err(WitnessError::Storage(format!(
                 "{} holds the origin `{}`",
                 path.display(),
-                cp.0
+                cp.origin()
             )));
         }
-        Ok(Some((cp.1, cp.2)))
+        Ok(Some((cp.size(), *cp.hash())))
     }
 
     /// Handles one `add-checkpoint` body: the cosignature lines, or why not.
@@ -294,17 +294,6 @@ impl Witness {
             .layer(axum::extract::DefaultBodyLimit::max(64 * 1024))
             .with_state(self)
     }
-}
-
-/// (origin, size, root) of checkpoint text, unverified: the witness's own
-/// state file.
-fn tlog_tiles_checkpoint(text: &[u8]) -> Option<(String, u64, Hash)> {
-    let s = std::str::from_utf8(text).ok()?;
-    let mut lines = s.lines();
-    let origin = lines.next()?.to_owned();
-    let size = lines.next()?.parse().ok()?;
-    let root: [u8; 32] = B64.decode(lines.next()?).ok()?.try_into().ok()?;
-    Some((origin, size, Hash(root)))
 }
 
 fn write_state(path: &Path, text: &[u8]) -> Result<(), WitnessError> {

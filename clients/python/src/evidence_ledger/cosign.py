@@ -43,6 +43,8 @@ from .note import (
     is_valid_key_name,
     open_checkpoint,
     parse_note,
+    parse_private_key,
+    read_key_file,
 )
 
 #: The signature type byte of an Ed25519 cosignature.
@@ -131,28 +133,15 @@ class CosignerKey:
     @classmethod
     def from_private(cls, text: str) -> "CosignerKey":
         """Parses `PRIVATE+KEY+name+hash+base64(0x04 ‖ seed)`."""
-        text = text.strip()
-        if not text.startswith("PRIVATE+KEY+"):
-            raise InvalidInput("key", "missing PRIVATE+KEY+ prefix")
-        parts = text[len("PRIVATE+KEY+") :].split("+", 2)
-        if len(parts) != 3:
-            raise InvalidInput("key", "expected PRIVATE+KEY+name+hash+key")
-        name, hash_hex, key_b64 = parts
-        typed = b64decode_strict("key", key_b64)
-        if len(typed) != 33 or typed[:1] != _TYPE:
-            raise InvalidInput("key", "not an Ed25519 cosignature (type 0x04) key with a 32-byte seed")
-        key = cls(name, typed[1:])
+        name, hash_hex, seed = parse_private_key(text, _TYPE, "an Ed25519 cosignature (type 0x04)")
+        key = cls(name, seed)
         if f"{key.key_id:08x}" != hash_hex:
             raise InvalidInput("key", "the key hash does not match the name and key")
         return key
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "CosignerKey":
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise InvalidInput(str(path), f"cannot read the key file: {e}") from e
-        return cls.from_private(text)
+        return cls.from_private(read_key_file(path))
 
     @property
     def verifier_key(self) -> CosignatureVerifier:

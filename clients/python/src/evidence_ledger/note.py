@@ -116,6 +116,31 @@ def as_verifier(key: KeyLike) -> VerifierKey:
     return key if isinstance(key, VerifierKey) else VerifierKey(key)
 
 
+def parse_private_key(text: str, sig_type: bytes, kind: str) -> tuple[str, str, bytes]:
+    """Splits a note signer key `PRIVATE+KEY+name+hash+base64(type || seed)` of
+    signature type `sig_type` into its name, hash text and 32-byte seed; the
+    caller checks the hash."""
+    text = text.strip()
+    if not text.startswith("PRIVATE+KEY+"):
+        raise InvalidInput("key", "missing PRIVATE+KEY+ prefix")
+    parts = text[len("PRIVATE+KEY+") :].split("+", 2)
+    if len(parts) != 3:
+        raise InvalidInput("key", "expected PRIVATE+KEY+name+hash+key")
+    name, hash_hex, key_b64 = parts
+    typed = b64decode_strict("key", key_b64)
+    if len(typed) != 33 or typed[:1] != sig_type:
+        raise InvalidInput("key", f"not {kind} key with a 32-byte seed")
+    return name, hash_hex, typed[1:]
+
+
+def read_key_file(path: Union[str, Path]) -> str:
+    """A key file's text; an unreadable file is bad input naming the path."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(str(path), f"cannot read the key file: {e}") from e
+
+
 class SigningKey:
     """An Ed25519 key with a note key name: a principal's key or a log key.
 
@@ -142,28 +167,15 @@ class SigningKey:
     @classmethod
     def from_private(cls, text: str) -> "SigningKey":
         """Parses `PRIVATE+KEY+name+hash+base64(0x01 || seed)`."""
-        text = text.strip()
-        if not text.startswith("PRIVATE+KEY+"):
-            raise InvalidInput("key", "missing PRIVATE+KEY+ prefix")
-        parts = text[len("PRIVATE+KEY+") :].split("+", 2)
-        if len(parts) != 3:
-            raise InvalidInput("key", "expected PRIVATE+KEY+name+hash+key")
-        name, hash_hex, key_b64 = parts
-        typed = b64decode_strict("key", key_b64)
-        if len(typed) != 33 or typed[:1] != _ED25519:
-            raise InvalidInput("key", "not an Ed25519 (type 0x01) key with a 32-byte seed")
-        key = cls(name, typed[1:])
+        name, hash_hex, seed = parse_private_key(text, _ED25519, "an Ed25519 (type 0x01)")
+        key = cls(name, seed)
         if f"{key._hash:08x}" != hash_hex:
             raise InvalidInput("key", "the key hash does not match the name and key")
         return key
 
     @classmethod
     def load(cls, path: Union[str, Path]) -> "SigningKey":
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise InvalidInput(str(path), f"cannot read the key file: {e}") from e
-        return cls.from_private(text)
+        return cls.from_private(read_key_file(path))
 
     def private_key(self) -> str:
         """The note signer key text (keep it secret)."""
