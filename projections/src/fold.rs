@@ -10,6 +10,7 @@ use ledger::merkle::Frontier;
 use ledger::Hash;
 use serde::{Deserialize, Serialize};
 
+use crate::commit::{self, CaseRecord, ClassRecord, ClassState, FailedScore, LatestScore};
 use crate::rules::{self, RuleInput};
 use crate::stats::{bca, bca_reusing, wilson, ExactSum, Interval, KeptDraws};
 
@@ -115,6 +116,8 @@ struct ClassFold {
     window: WindowSums,
     /// By case number.
     newest: BTreeMap<u32, Newest>,
+    /// By case number: the eligible scores that carried failure modes.
+    failing: BTreeMap<u32, Vec<FailedScore>>,
     runs: Vec<(i64, String, Isolation)>,
 }
 
@@ -438,6 +441,7 @@ impl Projection {
                         registered: index,
                         window: WindowSums::default(),
                         newest: BTreeMap::new(),
+                        failing: BTreeMap::new(),
                         runs: Vec::new(),
                     },
                 );
@@ -515,6 +519,15 @@ impl Projection {
                             return Ok(());
                         };
                         c.window.change(&obs, 1);
+                        if obs.eligible && obs.block + obs.warn + obs.info > 0 {
+                            c.failing.entry(case).or_default().push(FailedScore {
+                                index,
+                                sequenced_at: at,
+                                block: obs.block,
+                                warn: obs.warn,
+                                info: obs.info,
+                            });
+                        }
                         if obs.eligible {
                             c.newest.insert(
                                 case,
@@ -962,6 +975,61 @@ impl Projection {
                 requires_human_approval: true,
             },
         }
+    }
+
+    /// The state committed at this size (docs/COMPLETENESS.md): every
+    /// registered class with all its cases, sorted by name and case id.
+    pub fn state(&self) -> commit::State {
+        let mut by_class: BTreeMap<&str, Vec<CaseRecord>> = BTreeMap::new();
+        for (id, c) in &self.cases {
+            let Some(class) = self.classes.get(&c.task_class) else {
+                continue;
+            };
+            let n = self.case_numbers.get(id);
+            by_class
+                .entry(c.task_class.as_str())
+                .or_default()
+                .push(CaseRecord {
+                    record: "case".to_owned(),
+                    task_class: c.task_class.clone(),
+                    case_id: id.clone(),
+                    curation_class: c.curation_class.clone(),
+                    active: c.active,
+                    latest: n.and_then(|n| class.newest.get(n)).map(|s| LatestScore {
+                        index: s.index,
+                        leaf_hash: ledger::hash::hex32(&s.leaf_hash),
+                        sequenced_at: s.at,
+                        score: s.score,
+                        passed: s.passed,
+                    }),
+                    failures: n
+                        .and_then(|n| class.failing.get(n))
+                        .cloned()
+                        .unwrap_or_default(),
+                });
+        }
+        let classes = self
+            .classes
+            .iter()
+            .map(|(name, c)| {
+                let cases = by_class.remove(name.as_str()).unwrap_or_default();
+                ClassState {
+                    class: ClassRecord {
+                        record: "task_class".to_owned(),
+                        task_class: name.clone(),
+                        tier: c.tier,
+                        silver: c.silver.clone(),
+                        gold: c.gold.clone(),
+                        pending_proposals: c.pending_proposals.len() as u64,
+                        registered: c.registered,
+                        cases: cases.len() as u64,
+                        cases_root: ledger::hash::to_hex(&commit::cases_root(&cases)),
+                    },
+                    cases,
+                }
+            })
+            .collect();
+        commit::State { classes }
     }
 
     /// The projection's bytes for a checkpoint (postcard).

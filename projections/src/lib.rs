@@ -13,11 +13,14 @@
 //! - [`rules`]: the four named promotion rules and the recommendation.
 //! - [`stats`]: BCa bootstrap and Wilson intervals, checked against SciPy.
 //! - [`evidence`]: the held-out statistics recomputed from cited evidence alone.
+//! - [`commit`]: the per-case state committed in Merkle trees, and the
+//!   decision numbers recomputed from it (completeness without replay).
 //! - [`driver`]: the edge: catch a projection up from a log, checkpoint it to
 //!   storage, and append a `promotion.recommended` event when asked.
 
 #![forbid(unsafe_code)]
 
+pub mod commit;
 pub mod driver;
 pub mod evidence;
 pub mod fold;
