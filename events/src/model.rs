@@ -115,6 +115,7 @@ catalogue! {
     PromotionApplyBlocked = "promotion.apply_blocked",
     TierChanged = "tier.changed",
     AnchorPublished = "anchor.published",
+    StateCommitted = "state.committed",
 }
 
 /// Roles decide which event kinds a principal may append.
@@ -197,7 +198,7 @@ impl Role {
             Role::Maintainer => matches!(kind, TierChanged),
             Role::Ledger => matches!(
                 kind,
-                PromotionRecommended | PromotionApplyBlocked | AnchorPublished
+                PromotionRecommended | PromotionApplyBlocked | AnchorPublished | StateCommitted
             ),
         }
     }
@@ -572,4 +573,18 @@ pub struct TierChanged {
 pub struct AnchorPublished {
     pub checkpoint: CheckpointRef,
     pub location: String,
+}
+
+/// The ledger's commitment to its projection state (docs/COMPLETENESS.md):
+/// the root of the state tree its fold of the log gives at `checkpoint`.
+/// The checkpoint's size is this entry's own index, so the state is that of
+/// every entry before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateCommitted {
+    pub checkpoint: CheckpointRef,
+    /// The RFC 6962 root (hex) of the state tree over the task class records.
+    pub state_root: String,
+    /// How many task classes the state tree holds.
+    pub task_classes: u64,
 }

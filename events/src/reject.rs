@@ -167,6 +167,8 @@ codes! {
     CapabilityQuarantined = "capability_quarantined",
     /// The named checkpoint (size, root) is not a checkpoint of this log.
     CheckpointUnknown = "checkpoint_unknown",
+    /// A state commitment must name the log's size just before it (its own index).
+    StateNotAtHead = "state_not_at_head",
     /// Tier changes are applied only by a tier.changed event signed by two maintainers.
     PromotionMustBeHumanAuthorized = "promotion_must_be_human_authorized",
     /// The cited recommendation does not exist or does not match.

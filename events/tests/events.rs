@@ -824,3 +824,31 @@ fn a_key_enrolled_in_a_batch_cannot_sign_later_in_that_batch() {
     w.append(&signed)
         .expect("accepted once the enrolment is committed");
 }
+
+fn state_committed(w: &World, size: u64) -> Event {
+    Event::StateCommitted(StateCommitted {
+        checkpoint: CheckpointRef {
+            size,
+            root: ledger::hash::to_hex(&w.log.ledger().root_at(size).expect("root")),
+        },
+        state_root: "ab".repeat(32),
+        task_classes: 1,
+    })
+}
+
+#[test]
+fn a_state_commitment_at_the_head_is_accepted_from_the_ledger_key() {
+    let mut w = World::new();
+    let size = w.size();
+    let e = state_committed(&w, size);
+    let r = w.post("ledger", e).expect("state committed");
+    assert_eq!(r.appended.index, size);
+}
+
+#[test]
+fn attack_a_state_commitment_for_an_older_size_is_refused() {
+    refused(C::StateNotAtHead, "event.body.checkpoint.size", |w| {
+        let e = state_committed(w, w.size() - 1);
+        w.post("ledger", e)
+    });
+}

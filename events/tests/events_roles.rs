@@ -124,6 +124,11 @@ fn sample(kind: Kind, w: &World) -> Event {
             checkpoint: cp,
             location: "anchors/2026-11-22.txt".into(),
         }),
+        Kind::StateCommitted => Event::StateCommitted(StateCommitted {
+            checkpoint: cp,
+            state_root: "00".repeat(32),
+            task_classes: 0,
+        }),
     }
 }
 

@@ -260,6 +260,7 @@ impl State {
             Event::PromotionApplyBlocked(e) => self.check_promotion_apply_blocked(e),
             Event::TierChanged(e) => self.check_tier_changed(e, preverified),
             Event::AnchorPublished(e) => self.check_anchor_published(e, log),
+            Event::StateCommitted(e) => self.check_state_committed(e, log),
         }
     }
 
@@ -295,6 +296,7 @@ impl State {
             | Event::PromotionRequested(_)
             | Event::PromotionApplyBlocked(_)
             | Event::AnchorPublished(_)
+            | Event::StateCommitted(_)
             | Event::TierApply(_) => {}
         }
     }

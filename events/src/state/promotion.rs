@@ -13,7 +13,7 @@
 use super::{body, text, Checkpoints, State};
 use crate::envelope::{tier_change_statement, Preverified};
 use crate::model::{
-    AnchorPublished, PromotionApplyBlocked, PromotionRecommended, PromotionRequested, Role, Tier,
+    AnchorPublished, PromotionApplyBlocked, StateCommitted, PromotionRecommended, PromotionRequested, Role, Tier,
     TierChanged,
 };
 use crate::reject::{reject, RejectCode as C, Rejection};
@@ -123,6 +123,37 @@ impl State {
     ) -> Result<(), Rejection> {
         self.checkpoint(&e.checkpoint, "checkpoint", log)?;
         text(&e.location, "location")
+    }
+
+    /// A state commitment names the log just before it: its size must be
+    /// the entry's own index, and its root the log's root there. What the
+    /// state root commits to is the projection's business (it is checked by
+    /// whoever replays the log), not the sequencer's.
+    pub(super) fn check_state_committed(
+        &self,
+        e: &StateCommitted,
+        log: &dyn Checkpoints,
+    ) -> Result<(), Rejection> {
+        if e.checkpoint.size != self.size {
+            return reject(
+                C::StateNotAtHead,
+                body("checkpoint.size"),
+                format!(
+                    "must be this entry's own index ({}), not {}",
+                    self.size, e.checkpoint.size
+                ),
+            );
+        }
+        self.checkpoint(&e.checkpoint, "checkpoint", log)?;
+        let hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
+        if e.state_root.len() != 64 || !e.state_root.bytes().all(hex) {
+            return reject(
+                C::InvalidDigest,
+                body("state_root"),
+                "must be 64 lowercase hex digits",
+            );
+        }
+        Ok(())
     }
 
     /// Keeps the recommendation appended at `index`, for `tier.changed` to
