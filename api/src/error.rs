@@ -262,6 +262,7 @@ impl From<projections::driver::DriverError> for ApiError {
             }
             D::Projection(p) => ApiError::LogCorrupt(p.to_string()),
             D::Mismatch(m) => ApiError::DerivedStateMismatch(m.to_string()),
+            D::Busy => ApiError::Overloaded,
         }
     }
 }

@@ -3,7 +3,9 @@
 //! projections is here; [`crate::fold`] stays pure.
 
 use ed25519_dalek::SigningKey;
-use events::model::{CheckpointRef, EvidenceRef, Payload, PromotionRecommended, SCHEMA_VERSION};
+use events::model::{
+    CheckpointRef, EvidenceRef, Payload, PromotionRecommended, StateCommitted, SCHEMA_VERSION,
+};
 use events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
 
@@ -70,6 +72,10 @@ pub enum DriverError {
     /// Derived state disagrees with the log it was derived from.
     #[error(transparent)]
     Mismatch(#[from] DerivedMismatch),
+    /// Writes kept landing first: no state commitment could be appended at
+    /// the head. Retry later.
+    #[error("the log kept moving: no state commitment could be appended at its head")]
+    Busy,
 }
 
 /// Derived state that does not match the log: bit rot in the data file, a
@@ -441,6 +447,88 @@ pub fn recommend(
     };
     let receipt = events.append(&envelope::sign_envelope(ledger_key, &payload))?;
     Ok(Recommended { view, receipt })
+}
+
+/// A state commitment in the log: the index of its `state.committed`
+/// entry (also the size of the log it commits) and the state it commits.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub index: u64,
+    pub state: crate::commit::State,
+}
+
+/// How many times [`commit_state`] tries to land a commitment at the head
+/// before it reports [`DriverError::Busy`].
+const COMMIT_ATTEMPTS: usize = 8;
+
+/// The newest state commitment, appending one when the log's last entry is
+/// not already a commitment of everything before it: the projection is
+/// caught up to the head, its state committed ([`Projection::state`]) and a
+/// `state.committed` event signed with `ledger_key` appended. The sequencer
+/// accepts it only at its own index; a write that lands first makes the
+/// commitment stale, and it is computed again.
+pub fn commit_state(
+    events: &EventLog,
+    projector: &mut Projector,
+    ledger_key: &SigningKey,
+    now: i64,
+) -> Result<Committed, DriverError> {
+    for _ in 0..COMMIT_ATTEMPTS {
+        projector.catch_up(events.ledger())?;
+        let head = events.ledger().head();
+        if head.size > 0 {
+            let last = events.ledger().entry(head.size - 1)?;
+            let (d, _) = envelope::decode_leaf(&last.leaf).map_err(DriverError::Rejected)?;
+            if let Event::StateCommitted(e) = &d.payload.event {
+                if e.checkpoint.size == head.size - 1 {
+                    // A commitment changes no projection state: the state
+                    // at the head is the state it committed.
+                    return Ok(Committed {
+                        index: head.size - 1,
+                        state: projector.projection.state(),
+                    });
+                }
+            }
+        }
+        let state = projector.projection.state();
+        let payload = Payload {
+            schema: SCHEMA_VERSION,
+            id: format!("state-committed-{}", head.size),
+            signer: envelope::key_id(&ledger_key.verifying_key()),
+            issued_at: envelope::format_micros(now),
+            event: Event::StateCommitted(StateCommitted {
+                checkpoint: CheckpointRef {
+                    size: head.size,
+                    root: ledger::hash::to_hex(&head.root),
+                },
+                state_root: ledger::hash::to_hex(&state.root()),
+                task_classes: state.classes.len() as u64,
+            }),
+        };
+        match events.append(&envelope::sign_envelope(ledger_key, &payload)) {
+            Ok(r) if r.appended.index == head.size => {
+                return Ok(Committed {
+                    index: head.size,
+                    state,
+                })
+            }
+            // Another caller committed this size first, or a write landed
+            // first: look again.
+            Ok(_) => continue,
+            Err(AppendError::Rejected { reason, .. })
+                if matches!(
+                    reason.code,
+                    events::RejectCode::StateNotAtHead
+                        | events::RejectCode::CheckpointUnknown
+                        | events::RejectCode::EnvelopeIdReused
+                ) =>
+            {
+                continue
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(DriverError::Busy)
 }
 
 fn parse_root(hex: &str) -> Result<ledger::Hash, DriverError> {

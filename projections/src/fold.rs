@@ -55,6 +55,14 @@ pub enum ProjectionError {
     Undecodable { index: u64, reason: String },
     #[error("entry {got} arrived while the fold expected entry {want}")]
     OutOfOrder { want: u64, got: u64 },
+    /// A `state.committed` entry names a state root the fold of the log
+    /// before it does not give: the ledger signed a wrong commitment.
+    #[error("entry {index} commits state root {committed}; the log before it folds to {folded}")]
+    WrongStateRoot {
+        index: u64,
+        committed: String,
+        folded: String,
+    },
     /// An entry a view had to read back (one leaving or re-entering the
     /// window) could not be read from the log.
     #[error("entry {index} could not be read back: {reason}")]
@@ -413,6 +421,19 @@ impl Projection {
                 index,
                 reason: r.to_string(),
             })?;
+        if let Event::StateCommitted(e) = &d.payload.event {
+            // The ledger's commitment to this very state: checked before
+            // the entry is folded, so a wrong root is caught by anyone who
+            // folds the log (docs/COMPLETENESS.md).
+            let folded = ledger::hash::to_hex(&self.state().root());
+            if e.checkpoint.size != index || e.state_root != folded {
+                return Err(ProjectionError::WrongStateRoot {
+                    index,
+                    committed: e.state_root.clone(),
+                    folded,
+                });
+            }
+        }
         let leaf_hash = ledger::leaf_hash(leaf);
         let mut f = Frontier::from_parts(
             self.size,

@@ -198,3 +198,50 @@ pub struct BatchResponse {
     /// checkpoint); 0 when no envelope was acknowledged.
     pub tree_size: u64,
 }
+
+/// The `state.committed` entry an answer rests on, with its proofs.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct CommitmentProof {
+    /// Its log index: the size of the log whose state it commits.
+    pub index: u64,
+    /// Base64 of the leaf bytes.
+    pub leaf: String,
+    /// RFC 6962 inclusion proof of the leaf in the checkpoint's tree.
+    pub inclusion_proof: Vec<String>,
+    /// RFC 6962 consistency proof from the committed size (`index`) to the
+    /// checkpoint's size.
+    pub consistency_proof: Vec<String>,
+}
+
+/// A task class's committed state with its proofs (docs/COMPLETENESS.md):
+/// every case record of the class, the class record's place under the
+/// committed state root, and the commitment's place in the signed log; or,
+/// for a class that is not registered, its two neighbours.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StateResponse {
+    pub task_class: String,
+    /// The signed checkpoint the commitment is proven in.
+    pub checkpoint: String,
+    pub verifier_key: String,
+    pub tree_size: u64,
+    pub root: String,
+    pub commitment: CommitmentProof,
+    /// The committed state root (hex) and how many classes it holds.
+    pub state_root: String,
+    pub task_classes: u64,
+    /// The class record, when the class is registered.
+    #[schema(value_type = Option<Object>)]
+    pub class: Option<projections::commit::ClassRecord>,
+    #[schema(value_type = Option<Object>)]
+    pub class_proof: Option<projections::commit::ClassProof>,
+    /// Every case record of the class, sorted by case id.
+    #[schema(value_type = Vec<Object>)]
+    pub cases: Vec<projections::commit::CaseRecord>,
+    /// For a class that is not registered: the classes just before and
+    /// just after its name (either may be null).
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub neighbours: Option<[Option<projections::commit::Neighbour>; 2]>,
+    /// The decision numbers the records give at `view.now_micros`.
+    #[schema(value_type = Option<Object>)]
+    pub view: Option<projections::commit::CommittedView>,
+}

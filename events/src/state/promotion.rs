@@ -13,8 +13,8 @@
 use super::{body, text, Checkpoints, State};
 use crate::envelope::{tier_change_statement, Preverified};
 use crate::model::{
-    AnchorPublished, PromotionApplyBlocked, StateCommitted, PromotionRecommended, PromotionRequested, Role, Tier,
-    TierChanged,
+    AnchorPublished, PromotionApplyBlocked, PromotionRecommended, PromotionRequested, Role,
+    StateCommitted, Tier, TierChanged,
 };
 use crate::reject::{reject, RejectCode as C, Rejection};
 

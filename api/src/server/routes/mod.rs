@@ -39,6 +39,7 @@ pub fn all() -> OpenApiRouter<Shared> {
         .routes(routes!(task_classes::get_task_classes))
         .routes(routes!(task_classes::get_task_class))
         .routes(routes!(task_classes::get_bundle))
+        .routes(routes!(task_classes::get_state))
         .routes(routes!(operations::healthz))
         .routes(routes!(operations::readyz))
         .routes(routes!(operations::metrics))

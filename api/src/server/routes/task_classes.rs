@@ -15,7 +15,9 @@ use base64::Engine as _;
 use super::parse_hash;
 use crate::error::ApiError;
 use crate::server::state::{AppState, Shared};
-use verifier::wire::{EvidenceProof, Problem, ProjectionResponse, TaskClassSummary};
+use verifier::wire::{
+    CommitmentProof, EvidenceProof, Problem, ProjectionResponse, StateResponse, TaskClassSummary,
+};
 
 /// `GET /v1/task-classes`: registered task classes and their tiers.
 #[utoipa::path(get, path = "/v1/task-classes", tag = "projections", responses((status = 200, body = [TaskClassSummary]), (status = 503, body = Problem, content_type = "application/problem+json")))]
@@ -121,4 +123,101 @@ pub async fn get_bundle(
     let bytes = verifier::check::make_bundle(&state.log_key, &p)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())
+}
+
+/// `GET /v1/task-classes/{name}/state`: the class's committed state with
+/// its proofs; commits the state first when the log's last entry is not a
+/// commitment already (docs/COMPLETENESS.md).
+#[utoipa::path(get, path = "/v1/task-classes/{name}/state", tag = "projections", params(("name" = String, Path, description = "Task class")),
+    responses((status = 200, body = StateResponse, description = "The committed records, or the absence of the class, with proofs"), (status = 503, body = Problem, content_type = "application/problem+json", description = "Log verifying, failed verification, or writes kept landing first (retry)")))]
+pub async fn get_state(
+    State(state): State<Shared>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<StateResponse>, ApiError> {
+    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
+    state.require_derived_checked()?;
+    let st = Arc::clone(&state);
+    let resp = tokio::task::spawn_blocking(move || -> Result<StateResponse, ApiError> {
+        let now = st.clock.now_micros();
+        let committed = {
+            let mut p = st.projector();
+            projections::driver::commit_state(
+                &st.events,
+                &mut p,
+                &st.log_key.event_signing_key(),
+                now,
+            )?
+        };
+        state_response(&st, &name, committed, now)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(Json(resp))
+}
+
+fn state_response(
+    st: &AppState,
+    name: &str,
+    committed: projections::driver::Committed,
+    now: i64,
+) -> Result<StateResponse, ApiError> {
+    let log = st.events.ledger();
+    let index = committed.index;
+    // Proven in the newest witnessed checkpoint when it holds the
+    // commitment (a gate with a witness policy needs a cosigned one);
+    // otherwise in the head, signed now.
+    let witnessed = st
+        .witnessed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .filter(|(size, _)| *size > index);
+    let (size, root, checkpoint) = match witnessed {
+        Some((size, note)) => (size, log.root_at(size)?, note),
+        None => {
+            let head = log.head();
+            (head.size, head.root, st.checkpoint(head.size, &head.root)?)
+        }
+    };
+    let entry = log.entry(index)?;
+    let inclusion = log.inclusion_proof(index, size)?;
+    let consistency = log.consistency_proof(index, size)?;
+    let state = committed.state;
+    let settings = st.projector().settings().clone();
+    let (class, class_proof, cases, neighbours, view) = match state.proof(name) {
+        Ok(proof) => {
+            let c = state
+                .class(name)
+                .ok_or_else(|| ApiError::Internal("a proven class is missing".into()))?;
+            let view = projections::commit::view(&c.class, &c.cases, index, now, &settings);
+            (
+                Some(c.class.clone()),
+                Some(proof),
+                c.cases.clone(),
+                None,
+                Some(view),
+            )
+        }
+        Err(neighbours) => (None, None, Vec::new(), Some(neighbours), None),
+    };
+    Ok(StateResponse {
+        task_class: name.to_owned(),
+        checkpoint,
+        verifier_key: st.log_key.verifier_key().to_owned(),
+        tree_size: size,
+        root: to_hex(&root),
+        commitment: CommitmentProof {
+            index,
+            leaf: B64.encode(&entry.leaf),
+            inclusion_proof: inclusion.iter().map(to_hex).collect(),
+            consistency_proof: consistency.iter().map(to_hex).collect(),
+        },
+        state_root: to_hex(&state.root()),
+        task_classes: state.classes.len() as u64,
+        class,
+        class_proof,
+        cases,
+        neighbours,
+        view,
+    })
 }
