@@ -499,3 +499,172 @@ fn the_audit_command_replays_with_projections() {
     );
     assert_eq!(std::fs::read(&trusted).expect("trusted"), saved);
 }
+
+/// A change a liar makes to a state answer.
+type StateLie = dyn Fn(&mut verifier::wire::StateResponse);
+
+/// The committed state of a task class, fetched from the server.
+fn state_of(base: &str, task_class: &str) -> verifier::wire::StateResponse {
+    Client::new(base, None)
+        .get_json(&format!("/v1/task-classes/{task_class}/state"))
+        .expect("state")
+}
+
+fn case_mut<'a>(
+    r: &'a mut verifier::wire::StateResponse,
+    id: &str,
+) -> &'a mut projections::commit::CaseRecord {
+    r.cases
+        .iter_mut()
+        .find(|c| c.case_id == id)
+        .expect("case record")
+}
+
+/// Completeness without replay: the committed state of a class passes its
+/// check, and each omission the replay catches is caught by the answer's
+/// own proofs, with nothing replayed.
+#[test]
+fn every_omission_is_caught_by_the_committed_state_alone() {
+    use projections::commit::CommitError;
+    use verifier::state::{check_state, StateError};
+    let s = world();
+    let tc = testkit::world::TASK_CLASS;
+    let truth = state_of(&s.base, tc);
+    let ok = check_state(&truth, &s.vkey, None, 0).expect("the truth");
+    let view = ok.view.as_ref().expect("a registered class");
+    assert_eq!(view.failures.block, 1);
+    assert_eq!(view.held_out.cases, 2, "case-3 is retired");
+    assert_eq!(
+        view.evidence
+            .iter()
+            .find(|e| e.case_id == "case-1")
+            .map(|e| e.score),
+        Some(0.10),
+        "the newest score of case-1"
+    );
+    // The log's last entry is the commitment: asked again, the server
+    // answers from it rather than appending another.
+    let again = state_of(&s.base, tc);
+    assert_eq!(again.commitment.index, truth.commitment.index);
+
+    let lies: Vec<(&str, Box<StateLie>)> = vec![
+        (
+            "omitted case",
+            Box::new(|r| r.cases.retain(|c| c.case_id != "case-1")),
+        ),
+        (
+            "older score in place of the latest",
+            Box::new(|r| {
+                let l = case_mut(r, "case-1").latest.as_mut().expect("scored");
+                l.score = 0.95;
+            }),
+        ),
+        (
+            "dropped block failure",
+            Box::new(|r| case_mut(r, "case-2").failures.clear()),
+        ),
+        (
+            "retired case counted",
+            Box::new(|r| case_mut(r, "case-3").active = true),
+        ),
+    ];
+    for (name, lie) in &lies {
+        let mut r = truth.clone();
+        lie(&mut r);
+        // The liar also restates the view, so that it follows from the
+        // altered records: only the commitment can catch it.
+        let class = r.class.clone().expect("class");
+        let v = r.view.clone().expect("view");
+        r.view = Some(projections::commit::view(
+            &class,
+            &r.cases,
+            r.commitment.index,
+            v.now_micros,
+            &v.settings,
+        ));
+        match check_state(&r, &s.vkey, None, 0) {
+            Err(StateError::Records(CommitError::Cases(_))) => {}
+            other => panic!("{name}: expected the case tree to refuse it, got {other:?}"),
+        }
+        // A liar who also rebuilds the class record's case tree is caught
+        // by the class record's proof under the committed state root.
+        let class = r.class.as_mut().expect("class");
+        class.cases = r.cases.len() as u64;
+        class.cases_root = ledger::hash::to_hex(&projections::commit::cases_root(&r.cases));
+        match check_state(&r, &s.vkey, None, 0) {
+            Err(StateError::Records(CommitError::NotCommitted(_))) => {}
+            other => panic!("{name} with a rebuilt case tree: expected it refused, got {other:?}"),
+        }
+    }
+
+    // Numbers served that do not follow from the records.
+    let mut r = truth.clone();
+    r.view.as_mut().expect("view").failures.block = 0;
+    match check_state(&r, &s.vkey, None, 0) {
+        Err(StateError::View(field)) => assert_eq!(field, "failures"),
+        other => panic!("a dropped failure in the view: expected it refused, got {other:?}"),
+    }
+
+    // A registered class claimed absent: its neighbour is not adjacent
+    // around the name (the only honest neighbours would enclose it).
+    let other = state_of(&s.base, "another-class");
+    check_state(&other, &s.vkey, None, 0).expect("another-class is committed");
+    let mut hidden = other.clone();
+    let real = truth.class.clone().expect("class");
+    hidden.neighbours = Some([
+        None,
+        Some(projections::commit::Neighbour {
+            class: real,
+            proof: truth.class_proof.clone().expect("proof"),
+        }),
+    ]);
+    hidden.class = None;
+    hidden.class_proof = None;
+    hidden.cases.clear();
+    hidden.view = None;
+    match check_state(&hidden, &s.vkey, None, 0) {
+        Err(StateError::Records(CommitError::NotAbsent(..))) => {}
+        other => panic!("a hidden class: expected it refused, got {other:?}"),
+    }
+    // A name that is not registered is proven absent.
+    let absent = state_of(&s.base, "no-such-class");
+    let v = check_state(&absent, &s.vkey, None, 0).expect("absent");
+    assert!(v.view.is_none());
+
+    // A commitment older than what the gate already knows.
+    match check_state(&truth, &s.vkey, None, truth.commitment.index + 1) {
+        Err(StateError::Stale { .. }) => {}
+        other => panic!("a stale commitment: expected it refused, got {other:?}"),
+    }
+    // Another entry passed off as the commitment.
+    let mut r = truth.clone();
+    let e: verifier::wire::EntryView = Client::new(&s.base, None)
+        .get_json("/v1/entries/3")
+        .expect("entry");
+    r.commitment.leaf = e.leaf;
+    match check_state(&r, &s.vkey, None, 0) {
+        Err(StateError::Commitment(_)) => {}
+        other => panic!("another entry as the commitment: expected it refused, got {other:?}"),
+    }
+
+    // Commitments are entries like any other: a replay of the log checks
+    // each committed root against its own fold, and passes.
+    let dir = tempfile::tempdir().expect("tmp");
+    replay(&s.base, &s.vkey, dir.path()).expect("a log with commitments replays");
+
+    // `ledger state` checks the same answer and prints the decision.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args(["state", tc, "--server", &s.base, "--key", &s.vkey])
+        .output()
+        .expect("ledger state");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("OK:") && text.contains("1 block failures"),
+        "{text}"
+    );
+}

@@ -243,7 +243,7 @@ impl State {
 
     /// The inclusion proof of `task_class`'s record, or (when it is not
     /// registered) its neighbours in the sorted state tree.
-    pub fn proof(&self, task_class: &str) -> Result<ClassProof, [Option<Neighbour>; 2]> {
+    pub fn proof(&self, task_class: &str) -> Result<ClassProof, Box<[Option<Neighbour>; 2]>> {
         let leaves = self.leaves();
         match self.position(task_class) {
             Ok(i) => Ok(self.proof_at(&leaves, i)),
@@ -252,10 +252,10 @@ impl State {
                     class: self.classes[j].class.clone(),
                     proof: self.proof_at(&leaves, j),
                 };
-                Err([
+                Err(Box::new([
                     i.checked_sub(1).map(at),
                     (i < self.classes.len()).then(|| at(i)),
-                ])
+                ]))
             }
         }
     }

@@ -756,3 +756,39 @@ fn attack_numbers_that_do_not_follow_from_their_evidence_are_never_signed() {
     v.evidence[0].case_id = "case-9".into();
     refused(&v, "case");
 }
+
+/// A `state.committed` whose root is not the fold of the log before it
+/// (the ledger signed a wrong commitment) stops every fold of the log at
+/// that entry, naming it; a right one folds like any entry.
+#[test]
+fn attack_a_wrong_state_root_signed_by_the_ledger_is_caught_by_every_fold() {
+    let mut w = World::new();
+    let commitment = |w: &World, root: String| {
+        let size = w.size();
+        Event::StateCommitted(StateCommitted {
+            checkpoint: CheckpointRef {
+                size,
+                root: ledger::hash::to_hex(&w.log.ledger().root_at(size).expect("root")),
+            },
+            state_root: root,
+            task_classes: 1,
+        })
+    };
+    let p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("fold");
+    let right = ledger::hash::to_hex(&p.projection().state().root());
+    let e = commitment(&w, right);
+    w.post("ledger", e).expect("a right commitment");
+    let e = commitment(&w, "ab".repeat(32));
+    let wrong = w
+        .post("ledger", e)
+        .expect("the sequencer cannot tell")
+        .appended
+        .index;
+    match Projector::rebuild(w.log.ledger(), Settings::default()) {
+        Err(projections::driver::DriverError::Projection(ProjectionError::WrongStateRoot {
+            index,
+            ..
+        })) => assert_eq!(index, wrong),
+        other => panic!("expected the wrong root caught, got {other:?}"),
+    }
+}

@@ -7,7 +7,8 @@
 //! bundle format itself, which the server signs with the same code
 //! ([`check`]), the walk that re-hashes every entry into a signed root
 //! ([`entries`]), the audit ([`audit`]) and its replay of the log that
-//! checks projections for completeness ([`replay`]), backup and verified restore
+//! checks projections for completeness ([`replay`]), the check of a
+//! class's committed state, complete without replay ([`state`]), backup and verified restore
 //! ([`backup`]), posting signed events with every receipt checked
 //! ([`post`]), and reading key files ([`keys`]).
 //!
@@ -25,6 +26,7 @@ pub mod entries;
 pub mod keys;
 pub mod post;
 pub mod replay;
+pub mod state;
 pub mod watch;
 pub mod wire;
 

@@ -21,6 +21,7 @@ mod init;
 mod post;
 mod proof;
 mod serve;
+mod state;
 mod tiles;
 mod verify;
 mod watch;
@@ -69,6 +70,10 @@ enum Command {
     /// Save a task class's projection as an offline proof bundle (checkpoint, raw evidence
     /// leaves, inclusion proofs, the projection, a signed attestation).
     Bundle(bundle::BundleArgs),
+    /// Fetch a task class's committed state and check, without replaying the log, that its
+    /// decision numbers follow from every case record the ledger committed in its log (or that
+    /// the class is absent). Exit 1 if it does not verify.
+    State(state::StateArgs),
     /// Check an offline proof bundle with no server: signatures, every evidence proof, and that
     /// the stated statistics follow from the evidence. Exit 1 if it does not verify.
     VerifyBundle(bundle::VerifyBundleArgs),
@@ -198,6 +203,7 @@ pub fn main() -> ExitCode {
         Command::Revoke(a) => post::revoke(a),
         Command::Bundle(a) => bundle::bundle(a),
         Command::VerifyBundle(a) => bundle::verify_bundle(a),
+        Command::State(a) => state::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -198,7 +198,7 @@ fn state_response(
                 Some(view),
             )
         }
-        Err(neighbours) => (None, None, Vec::new(), Some(neighbours), None),
+        Err(neighbours) => (None, None, Vec::new(), Some(*neighbours), None),
     };
     Ok(StateResponse {
         task_class: name.to_owned(),
