@@ -239,7 +239,7 @@ pub struct StateResponse {
     pub cases: Vec<projections::commit::CaseRecord>,
     /// For a class that is not registered: the classes just before and
     /// just after its name (either may be null).
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<Option<Object>>>)]
     pub neighbours: Option<[Option<projections::commit::Neighbour>; 2]>,
     /// The decision numbers the records give at `view.now_micros`.
     #[schema(value_type = Option<Object>)]
