@@ -632,7 +632,8 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
     assert!(v.view.is_none());
 
     // A commitment older than what the gate already knows.
-    match check_state(&truth, &s.vkey, None, truth.commitment.index + 1) {
+    check_state(&truth, &s.vkey, None, truth.commitment.index + 1).expect("as fresh as known");
+    match check_state(&truth, &s.vkey, None, truth.commitment.index + 2) {
         Err(StateError::Stale { .. }) => {}
         other => panic!("a stale commitment: expected it refused, got {other:?}"),
     }

@@ -259,6 +259,9 @@ pub struct EventSequencer {
     ledger_key_id: String,
     /// Set when state could not be rebuilt after a failed commit.
     broken: bool,
+    /// Set until [`EventLog::load_state`] has installed the state: every
+    /// write is refused meanwhile.
+    loading: bool,
     /// Ids sequenced since the last commit: not in the key index yet.
     pending: HashMap<String, Found>,
 }
@@ -413,6 +416,9 @@ impl Sequencer for EventSequencer {
                 "the ledger could not rebuild its state; restart it",
             ));
         }
+        if self.loading {
+            return Sequenced::Reject(catching_up());
+        }
         let d = input.0;
         let accepted = |at| Accepted {
             id: d.payload.id.clone(),
@@ -483,6 +489,9 @@ impl Sequencer for EventSequencer {
 
     fn failed(&mut self, log: &LogView<'_>) {
         self.pending.clear();
+        if self.loading {
+            return;
+        }
         match rebuild_state(log, &snapshot_seal_key(&self.ledger_key), false) {
             Ok((s, _, _)) => {
                 self.keys.reset(&s);
@@ -500,38 +509,59 @@ impl Sequencer for EventSequencer {
 pub struct EventLog {
     ledger: Ledger<EventSequencer>,
     keys: Arc<KeyCache>,
-    replay_error: Option<String>,
+    replay_error: std::sync::Mutex<Option<String>>,
     snapshot_key: [u8; 32],
-    restored_from: Option<u64>,
+    restored_from: std::sync::Mutex<Option<u64>>,
+    /// True until [`EventLog::load_state`] has installed the state.
+    catching_up: std::sync::atomic::AtomicBool,
+    /// Whether a log whose events do not replay still opens (writes
+    /// refused).
+    degraded: bool,
     /// The size and digest of the state the snapshot held, kept until
     /// [`EventLog::check_snapshot`] has compared it with a replay of the log.
     resumed: std::sync::Mutex<Option<Resumed>>,
     /// Set when the snapshot disagreed with the log: the live state is not
     /// saved again.
     distrusted: std::sync::atomic::AtomicBool,
-    snapshot_refused: Option<String>,
+    snapshot_refused: std::sync::Mutex<Option<String>>,
+}
+
+/// The refusal of a write while the state is being caught up.
+fn catching_up() -> Rejection {
+    Rejection::new(
+        RejectCode::LedgerUnavailable,
+        "",
+        "the ledger is catching up its state after a start; retry shortly",
+    )
 }
 
 impl EventLog {
     /// Opens (or creates) the event log in `dir`. `ledger_key` signs the
     /// ledger's own records (blocked applies, recommendations); it must be
     /// enrolled with the `ledger` role for those to be recorded. The state is
-    /// rebuilt from the log, re-checking every event.
+    /// rebuilt from the saved snapshot and the log after it before this
+    /// returns ([`EventLog::load_state`]).
     pub fn open(
         dir: &Path,
         config: Config,
         ledger_key: SigningKey,
         clock: Arc<dyn Clock>,
     ) -> Result<EventLog, Error> {
-        Self::open_inner(dir, config, ledger_key, clock, false)
+        let log = Self::open_inner(dir, config, ledger_key, clock, false)?;
+        log.load_state()?;
+        Ok(log)
     }
 
-    /// Like [`EventLog::open`], but a log whose events do not replay (damage
-    /// the O(log n) open-time self-check cannot see) still opens, refusing
-    /// every write with `ledger_unavailable`; [`EventLog::replay_error`] says
-    /// why. Reads stay checked. A server uses this to keep serving verified
-    /// reads and to say, rather than hide, that its log is damaged.
-    pub fn open_degraded(
+    /// Opens the log without its state: in O(log n), serving checked reads
+    /// and proofs at once, and refusing every write with
+    /// `ledger_unavailable` until [`EventLog::load_state`] (which the caller
+    /// runs, in the background) has caught the state up. A log whose events
+    /// do not replay (damage the O(log n) open-time self-check cannot see)
+    /// then refuses writes for good; [`EventLog::replay_error`] says why.
+    /// Reads stay checked. How a server starts in bounded time whatever the
+    /// tail since its last snapshot, and says, rather than hides, that its
+    /// log is damaged.
+    pub fn open_deferred(
         dir: &Path,
         config: Config,
         ledger_key: SigningKey,
@@ -549,67 +579,121 @@ impl EventLog {
     ) -> Result<EventLog, Error> {
         let keys = Arc::new(KeyCache::default());
         let k2 = Arc::clone(&keys);
-        let replay_error = Arc::new(std::sync::Mutex::new(None));
-        let re2 = Arc::clone(&replay_error);
         let snapshot_key = snapshot_seal_key(&ledger_key);
-        let restored = Arc::new(std::sync::Mutex::new((None, None)));
-        let restored2 = Arc::clone(&restored);
-        let ledger = Ledger::open_with(dir, config, move |log| {
-            let replayed = rebuild_state(log, &snapshot_key, true).map_err(|e| match e {
-                crate::state::ReplayError::Log(e) => e,
-                crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
-                    index,
-                    ledger::CorruptionKind::Malformed,
-                    format!("logged event does not replay: {rejection}"),
-                )
-                .into(),
-            });
-            let (state, broken) = match replayed {
-                Ok((state, resumed, refused)) => {
-                    *restored2.lock().unwrap_or_else(|p| p.into_inner()) = (resumed, refused);
-                    (state, false)
-                }
-                Err(e) if degraded => {
-                    tracing::error!(error = %e, "the log does not replay; refusing writes");
-                    *re2.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-                    (State::default(), true)
-                }
-                Err(e) => return Err(e),
-            };
-            k2.reset(&state);
+        let ledger = Ledger::open_with(dir, config, move |_| {
             Ok(EventSequencer {
-                state,
+                state: State::default(),
                 keys: k2,
                 clock,
                 ledger_key_id: key_id(&ledger_key.verifying_key()),
                 ledger_key,
-                broken,
+                broken: false,
+                loading: true,
                 pending: HashMap::new(),
             })
         })?;
-        let replay_error = replay_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        let (resumed, snapshot_refused) =
-            std::mem::take(&mut *restored.lock().unwrap_or_else(|p| p.into_inner()));
-        let restored_from = resumed.map(|(size, _)| size);
         Ok(EventLog {
             ledger,
             keys,
-            replay_error,
+            replay_error: std::sync::Mutex::new(None),
             snapshot_key,
-            restored_from,
-            resumed: std::sync::Mutex::new(resumed),
+            restored_from: std::sync::Mutex::new(None),
+            catching_up: std::sync::atomic::AtomicBool::new(true),
+            degraded,
+            resumed: std::sync::Mutex::new(None),
             distrusted: std::sync::atomic::AtomicBool::new(false),
-            snapshot_refused,
+            snapshot_refused: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Catches the state up to the head: the saved snapshot (when its seal
+    /// and root check out) and the rules replayed over every entry after it,
+    /// without a second signature check (each was checked when it was
+    /// appended; the entries' bytes are checked against their leaf hashes
+    /// as they are read, and the full verify proves them into the root).
+    /// Writes are refused until it has run, so the head does not move
+    /// under it. Does nothing once the state is loaded. On a log whose
+    /// events do not replay, an error, or (opened degraded) writes refused
+    /// for good and [`EventLog::replay_error`] set.
+    pub fn load_state(&self) -> Result<(), Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !self.catching_up.load(SeqCst) {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let replayed = ledger::store::guarded("catching up the event state", || {
+            let snap = self.ledger.snapshot()?;
+            let head = self.ledger.head();
+            Ok(
+                rebuild_state(&LogView::new(&snap, head), &self.snapshot_key, false).map_err(|e| {
+                    match e {
+                        crate::state::ReplayError::Log(e) => e,
+                        crate::state::ReplayError::Invalid { index, rejection } => {
+                            ledger::Corruption::new(
+                                index,
+                                ledger::CorruptionKind::Malformed,
+                                format!("logged event does not replay: {rejection}"),
+                            )
+                            .into()
+                        }
+                    }
+                }),
+            )
+        })
+        .and_then(|r| r);
+        match replayed {
+            Ok((state, resumed, refused)) => {
+                let size = state.size;
+                self.keys.reset(&state);
+                self.ledger.inspect_mut(|s| {
+                    s.state = state;
+                    s.loading = false;
+                });
+                *self.restored_from.lock().unwrap_or_else(|p| p.into_inner()) =
+                    resumed.map(|(size, _)| size);
+                *self.resumed.lock().unwrap_or_else(|p| p.into_inner()) = resumed;
+                *self
+                    .snapshot_refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = refused;
+                tracing::info!(
+                    size,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "event state caught up"
+                );
+            }
+            Err(e) if self.degraded => {
+                tracing::error!(error = %e, "the log does not replay; refusing writes");
+                *self.replay_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                self.ledger.inspect_mut(|s| {
+                    s.broken = true;
+                    s.loading = false;
+                });
+            }
+            Err(e) => return Err(e),
+        }
+        self.catching_up.store(false, SeqCst);
+        Ok(())
+    }
+
+    /// Whether the state is still being caught up ([`EventLog::load_state`]):
+    /// writes are refused until it is done.
+    pub fn catching_up(&self) -> bool {
+        self.catching_up.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Verifies `envelope`, or refuses it while the state is caught up.
+    fn checked(&self, envelope: &[u8]) -> Result<Submission, Rejection> {
+        if self.catching_up() {
+            return Err(catching_up());
+        }
+        verify_submission(envelope, &self.keys)
     }
 
     /// The size of the state snapshot this open started from (the entries
     /// after it were replayed), or `None` when it replayed the whole log.
     pub fn restored_from(&self) -> Option<u64> {
-        self.restored_from
+        *self.restored_from.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Checks the event-state snapshot this open resumed from (if any)
@@ -686,8 +770,11 @@ impl EventLog {
     /// the state was then replayed from the whole log. Derived state that
     /// does not match the log is a sign of bit rot or of tampering with the
     /// data file; a server counts and reports it.
-    pub fn snapshot_refused(&self) -> Option<&str> {
-        self.snapshot_refused.as_deref()
+    pub fn snapshot_refused(&self) -> Option<String> {
+        self.snapshot_refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Saves the committed state as a snapshot, so the next open replays
@@ -699,13 +786,14 @@ impl EventLog {
     /// at, or `None` when the state is not trustworthy (a failed rebuild).
     /// It briefly holds up the committer while it encodes the state.
     pub fn save_state(&self) -> Result<Option<u64>, Error> {
-        let taken = self
-            .ledger
-            .inspect(|s| (!s.broken).then(|| (s.state.size, s.state.encode_snapshot())));
+        let taken = self.ledger.inspect(|s| {
+            (!s.broken && !s.loading).then(|| (s.state.size, s.state.encode_snapshot()))
+        });
         let Some((size, body)) = taken else {
             return Ok(None);
         };
-        if self.replay_error.is_some() || self.distrusted.load(std::sync::atomic::Ordering::SeqCst)
+        if self.replay_error().is_some()
+            || self.distrusted.load(std::sync::atomic::Ordering::SeqCst)
         {
             return Ok(None);
         }
@@ -718,8 +806,11 @@ impl EventLog {
     }
 
     /// Why the log did not replay, when opened with [`EventLog::open_degraded`].
-    pub fn replay_error(&self) -> Option<&str> {
-        self.replay_error.as_deref()
+    pub fn replay_error(&self) -> Option<String> {
+        self.replay_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The underlying log (reads, proofs, head).
@@ -732,7 +823,7 @@ impl EventLog {
         &self,
         envelope: &[u8],
     ) -> Result<PendingReceipt<EventSequencer>, AppendError<Rejection>> {
-        self.queue(verify_submission(envelope, &self.keys))
+        self.queue(self.checked(envelope))
     }
 
     /// Queues a checked envelope, or passes on why it was refused.
@@ -765,10 +856,7 @@ impl EventLog {
         const PER_THREAD: usize = 16;
         let threads = threads.clamp(1, envelopes.len().div_ceil(PER_THREAD).max(1));
         let check = |chunk: &[E]| -> Vec<Result<Submission, Rejection>> {
-            chunk
-                .iter()
-                .map(|e| verify_submission(e.as_ref(), &self.keys))
-                .collect()
+            chunk.iter().map(|e| self.checked(e.as_ref())).collect()
         };
         let checked: Vec<Result<Submission, Rejection>> = if threads == 1 {
             check(envelopes)
@@ -796,8 +884,9 @@ impl EventLog {
     /// Verifies `envelope`, appends it, and blocks until it is durable or
     /// refused.
     pub fn append(&self, envelope: &[u8]) -> Result<Receipt<Accepted>, AppendError<Rejection>> {
-        let sub =
-            verify_submission(envelope, &self.keys).map_err(|reason| AppendError::Rejected {
+        let sub = self
+            .checked(envelope)
+            .map_err(|reason| AppendError::Rejected {
                 reason,
                 recorded: None,
             })?;

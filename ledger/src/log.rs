@@ -458,6 +458,13 @@ impl<S: Sequencer> Ledger<S> {
         f(&self.sequencer.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Runs `f` on the sequencer between batches, with leave to change it
+    /// (install state loaded after open). Keep `f` short; it holds up the
+    /// committer.
+    pub fn inspect_mut<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
+        f(&mut self.sequencer.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     /// A receiver that sees every new committed head.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Head> {
         self.shared.watch.subscribe()

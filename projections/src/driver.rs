@@ -475,16 +475,21 @@ pub fn commit_state(
 ) -> Result<Committed, DriverError> {
     for _ in 0..COMMIT_ATTEMPTS {
         projector.catch_up(events.ledger())?;
-        let head = events.ledger().head();
-        if head.size > 0 {
-            let last = events.ledger().entry(head.size - 1)?;
+        // The projection's own size and root, not the head read again: a
+        // write may land after the catch-up, and the state committed must
+        // be the state of exactly the log it names (the sequencer refuses
+        // a commitment that is no longer at the head).
+        let size = projector.projection.size();
+        let root = projector.projection.root();
+        if size > 0 {
+            let last = events.ledger().entry(size - 1)?;
             let (d, _) = envelope::decode_leaf(&last.leaf).map_err(DriverError::Rejected)?;
             if let Event::StateCommitted(e) = &d.payload.event {
-                if e.checkpoint.size == head.size - 1 {
+                if e.checkpoint.size == size - 1 {
                     // A commitment changes no projection state: the state
-                    // at the head is the state it committed.
+                    // folded through it is the state it committed.
                     return Ok(Committed {
-                        index: head.size - 1,
+                        index: size - 1,
                         state: projector.projection.state(),
                     });
                 }
@@ -493,25 +498,20 @@ pub fn commit_state(
         let state = projector.projection.state();
         let payload = Payload {
             schema: SCHEMA_VERSION,
-            id: format!("state-committed-{}", head.size),
+            id: format!("state-committed-{size}"),
             signer: envelope::key_id(&ledger_key.verifying_key()),
             issued_at: envelope::format_micros(now),
             event: Event::StateCommitted(StateCommitted {
                 checkpoint: CheckpointRef {
-                    size: head.size,
-                    root: ledger::hash::to_hex(&head.root),
+                    size,
+                    root: ledger::hash::to_hex(&root),
                 },
                 state_root: ledger::hash::to_hex(&state.root()),
                 task_classes: state.classes.len() as u64,
             }),
         };
         match events.append(&envelope::sign_envelope(ledger_key, &payload)) {
-            Ok(r) if r.appended.index == head.size => {
-                return Ok(Committed {
-                    index: head.size,
-                    state,
-                })
-            }
+            Ok(r) if r.appended.index == size => return Ok(Committed { index: size, state }),
             // Another caller committed this size first, or a write landed
             // first: look again.
             Ok(_) => continue,

@@ -55,9 +55,10 @@ pub enum ProjectionError {
     Undecodable { index: u64, reason: String },
     #[error("entry {got} arrived while the fold expected entry {want}")]
     OutOfOrder { want: u64, got: u64 },
-    /// A `state.committed` entry names a state root the fold of the log
-    /// before it does not give: the ledger signed a wrong commitment.
-    #[error("entry {index} commits state root {committed}; the log before it folds to {folded}")]
+    /// A `state.committed` entry is not the state the fold of the log
+    /// before it gives (its root, class count or size): the ledger signed a
+    /// wrong commitment.
+    #[error("entry {index} commits state root {committed}; the log before it folds to {folded} (or the commitment's size or class count differs)")]
     WrongStateRoot {
         index: u64,
         committed: String,
@@ -425,8 +426,12 @@ impl Projection {
             // The ledger's commitment to this very state: checked before
             // the entry is folded, so a wrong root is caught by anyone who
             // folds the log (docs/COMPLETENESS.md).
-            let folded = ledger::hash::to_hex(&self.state().root());
-            if e.checkpoint.size != index || e.state_root != folded {
+            let state = self.state();
+            let folded = ledger::hash::to_hex(&state.root());
+            if e.checkpoint.size != index
+                || e.state_root != folded
+                || e.task_classes != state.classes.len() as u64
+            {
                 return Err(ProjectionError::WrongStateRoot {
                     index,
                     committed: e.state_root.clone(),

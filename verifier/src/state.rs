@@ -47,7 +47,7 @@ pub enum StateError {
     Checkpoint(String),
     #[error("the commitment: {0}")]
     Commitment(String),
-    #[error("the commitment covers size {have}, older than size {want} already known")]
+    #[error("the commitment covers a log of {have} entries, fewer than the {want} already known")]
     Stale { have: u64, want: u64 },
     #[error(transparent)]
     Records(#[from] CommitError),
@@ -139,9 +139,12 @@ pub fn check_state(
             c.index
         ))
     })?;
-    if c.index < min_size {
+    // The commitment changes no state: the state at its index is also the
+    // state of the log through it (index + 1 entries), which a reader who
+    // saw it last time knows as its size.
+    if c.index + 1 < min_size {
         return Err(StateError::Stale {
-            have: c.index,
+            have: c.index + 1,
             want: min_size,
         });
     }

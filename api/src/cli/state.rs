@@ -24,8 +24,10 @@ pub struct StateArgs {
     /// must carry a quorum of these witnesses' cosignatures.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
-    /// Refuse a commitment of a log smaller than this size (the newest size
-    /// you already trust): the answer must be at least that fresh.
+    /// Refuse a state that covers fewer entries than this (the newest size
+    /// you already trust): the answer must be at least that fresh. A state
+    /// committed at index N covers N + 1 entries (the commitment changes
+    /// nothing).
     #[arg(long, default_value_t = 0)]
     min_size: u64,
     /// Print the checked answer as JSON instead of a summary.

@@ -197,8 +197,37 @@ pub fn deep_check(state: &AppState) {
     }
 }
 
-/// [`ready_check`], then (when it passed) [`deep_check`].
+/// Catches the event state up ([`EventLog::load_state`]: the saved
+/// snapshot and the rules over the entries after it), which writes wait
+/// for. A refused snapshot is counted and logged; a log whose events do not
+/// replay (damage the open-time self-check cannot see) is an error: the
+/// server goes on serving checked reads, and never numbers or writes.
+///
+/// [`EventLog::load_state`]: events::EventLog::load_state
+pub(crate) fn load_event_state(state: &AppState) -> Result<(), String> {
+    state
+        .events
+        .load_state()
+        .map_err(|e| format!("the event state cannot be caught up: {e}"))?;
+    if let Some(why) = state.events.snapshot_refused() {
+        state.metrics.count_derived_mismatch();
+        tracing::error!(reason = %why, "derived state does not match the log");
+    }
+    match state.events.replay_error() {
+        Some(damage) => Err(damage),
+        None => Ok(()),
+    }
+}
+
+/// The event state caught up ([`load_event_state`]), then [`ready_check`],
+/// then (when it passed) [`deep_check`].
 pub fn startup_check(state: &AppState) {
+    if let Err(e) = unpanicked("catching up the event state", || load_event_state(state)) {
+        tracing::error!(error = %e, "the event state cannot be trusted; numbers, proofs and writes withheld");
+        state.withhold_numbers(e);
+        state.projection_ready.set(false);
+        return;
+    }
     if ready_check(state) {
         deep_check(state);
     }

@@ -145,7 +145,11 @@ impl AppState {
         clock: Arc<dyn Clock>,
         storage: ledger::Config,
     ) -> anyhow::Result<AppState> {
-        let events = EventLog::open_degraded(
+        // O(log n): the event state is caught up in the background
+        // (`checks::load_event_state`), so the server listens at once and
+        // serves checked reads, proofs and checkpoints meanwhile; writes
+        // answer 503 `ledger_unavailable` until it is done.
+        let events = EventLog::open_deferred(
             &config.data_dir,
             storage,
             log_key.event_signing_key(),
@@ -162,21 +166,10 @@ impl AppState {
         events
             .check_ledger_key()
             .map_err(|e| anyhow::anyhow!("refusing to serve: {e}"))?;
-        let damage = events.replay_error().map(str::to_owned);
         let projector = Projector::empty(settings);
         let projection_ready = ProjectionReady::default();
-        if damage.is_some() {
-            // Damage the state snapshot let the open skip (an entry before
-            // the snapshot) surfaces here or in the background verify; either
-            // way the server starts, serves checked reads, and never numbers.
-            projection_ready.set(false);
-        }
         let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
         let metrics = Metrics::new();
-        if let Some(why) = events.snapshot_refused() {
-            metrics.count_derived_mismatch();
-            tracing::error!(reason = %why, "derived state does not match the log");
-        }
         let projection_key = projections::driver::seal_key(&log_key.event_signing_key());
         let policy = match &config.witness_policy {
             None => None,
@@ -211,14 +204,8 @@ impl AppState {
             clock,
             config,
             metrics,
-            verify_status: AtomicI64::new(if damage.is_some() {
-                VERIFY_FAILED
-            } else {
-                VERIFY_RUNNING
-            }),
-            verify_detail: Mutex::new(
-                damage.unwrap_or_else(|| "verification has not finished".into()),
-            ),
+            verify_status: AtomicI64::new(VERIFY_RUNNING),
+            verify_detail: Mutex::new("verification has not finished".into()),
             inflight,
             checkpoint_cache: Mutex::new((u64::MAX, String::new())),
             saved_at: AtomicU64::new(u64::MAX),

@@ -14,10 +14,23 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: ready when the log has been verified.
+/// `GET /readyz`: ready when the log has been verified. While the event
+/// state is caught up after a start, 503 `ledger_unavailable` says so
+/// (reads, proofs and checkpoints are served meanwhile; writes wait); then
+/// 503 `log_verifying` until the log's check has passed.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "verified and serving"), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(State(state): State<Shared>) -> Result<&'static str, ApiError> {
     state.refuse_if_halted()?;
+    if state.events.catching_up() {
+        return Err(ApiError::Rejected {
+            rejection: events::Rejection::new(
+                events::RejectCode::LedgerUnavailable,
+                "",
+                "catching up the event state after a start: reads, proofs and checkpoints are served; writes and numbers wait",
+            ),
+            recorded: None,
+        });
+    }
     state.require_verified().map(|()| "ready\n")
 }
 
