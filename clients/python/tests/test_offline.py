@@ -43,6 +43,22 @@ def test_every_documented_problem_code_has_its_typed_exception() -> None:
     assert set(problems.BY_CODE) == set(codes) | set(api_codes)
 
 
+def test_the_replayed_role_table_is_the_documented_role_matrix() -> None:
+    from evidence_ledger.acceptance import BODIES, MAY_APPEND
+
+    lines = [l for l in (REPO / "docs/role_matrix.md").read_text().splitlines() if l.startswith("| `")]
+    header = [c.strip() for c in (REPO / "docs/role_matrix.md").read_text().splitlines()[0].strip("|").split("|")][1:]
+    documented: dict[str, set[str]] = {}
+    for line in lines:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        kind = cells[0].strip("`")
+        documented[kind] = {role for role, mark in zip(header, cells[1:]) if mark == "✓"}
+    assert set(documented) == set(BODIES) and "state.committed" in documented
+    for kind, roles in documented.items():
+        replayed = {r for r, kinds in MAY_APPEND.items() if kind in kinds}
+        assert replayed == roles or (kind == "tier.apply" and roles == set(header)), kind
+
+
 def test_problem_documents_map_to_their_group_and_name_the_field() -> None:
     p = problem_from(422, {"code": "breakdown_key_banned", "detail": "no", "field": "event.body.score.breakdown.model_confidence"})
     assert isinstance(p, problems.BreakdownKeyBanned) and isinstance(p, RuleViolation)

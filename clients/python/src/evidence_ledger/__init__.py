@@ -18,7 +18,12 @@ The pieces, by user:
 - witnesses: `Policy` (C2SP tlog-policy) and `Client(..., policy=...)`,
   under which the trusted state advances only to checkpoints a quorum of
   witnesses cosigned (`evidence_ledger.cosign`, type 0x04 cosignatures),
-  `Client.witnessed_inclusion`, and `audit ... --policy FILE`.
+  `Client.witnessed_inclusion`, and `audit ... --policy FILE`;
+- completeness by commitment, without replay: `Client.state` and
+  `check_state` (`GET /v1/task-classes/{name}/state`: every case record of
+  a class proven against the state root the ledger committed in its log,
+  the view recomputed from them), the trees and records of
+  `evidence_ledger.commit`, `Gate.verified_state`, and the CLI's `state`.
 
 Errors: `InvalidInput` (your input), one `ProblemError` subclass per server
 code (`evidence_ledger.problems`), `VerificationError` (an answer that does
@@ -28,13 +33,16 @@ cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses).
 
 from __future__ import annotations
 
-from . import events, problems
+from . import commit, events, problems
 from .audit import AuditReport, audit
 from .client import Client, Posted, WitnessedInclusion
 from .cosign import Cosigned, CosignatureVerifier, CosignerKey, Policy, WitnessedCheckpoint, cosignatures
 from .envelope import Envelope, decode_leaf, sign_payload
 from .errors import (
+    AbsenceNotProven,
     BadSignature,
+    CasesMismatch,
+    CommitmentMismatch,
     Conflict,
     EvidenceMismatch,
     Forbidden,
@@ -48,6 +56,7 @@ from .errors import (
     MalformedRequest,
     NoQuorum,
     NotFoundError,
+    NotCommitted,
     NotYetWitnessed,
     PolicyError,
     ProblemError,
@@ -59,24 +68,30 @@ from .errors import (
     ServiceUnavailable,
     SettingsMismatch,
     StaleCheckpoint,
+    StaleCommitment,
     TransportError,
     Unauthenticated,
     UnknownProblem,
     VerificationError,
+    ViewMismatch,
+    WrongStateRoot,
 )
 from .note import Checkpoint, SigningKey, VerifierKey, open_checkpoint
 from .replay import Gate, Replayed, Replica, ReplayRules, VerifiedProjection, first_difference, replay_projections
 from .trust import TrustedState
-from .verify import BundleSummary, check_projection, check_receipt, verify_bundle
+from .verify import BundleSummary, VerifiedState, check_projection, check_receipt, check_state, verify_bundle
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbsenceNotProven",
     "AuditReport",
     "BadSignature",
     "BundleSummary",
+    "CasesMismatch",
     "Checkpoint",
     "Client",
+    "CommitmentMismatch",
     "Conflict",
     "CosignatureVerifier",
     "Cosigned",
@@ -94,6 +109,7 @@ __all__ = [
     "MalformedAnswer",
     "MalformedRequest",
     "NoQuorum",
+    "NotCommitted",
     "NotFoundError",
     "NotYetWitnessed",
     "Policy",
@@ -112,18 +128,24 @@ __all__ = [
     "SettingsMismatch",
     "SigningKey",
     "StaleCheckpoint",
+    "StaleCommitment",
     "TransportError",
     "TrustedState",
     "Unauthenticated",
     "UnknownProblem",
     "VerificationError",
     "VerifiedProjection",
+    "VerifiedState",
     "VerifierKey",
+    "ViewMismatch",
     "WitnessedCheckpoint",
     "WitnessedInclusion",
+    "WrongStateRoot",
     "audit",
     "check_projection",
     "check_receipt",
+    "check_state",
+    "commit",
     "cosignatures",
     "decode_leaf",
     "events",

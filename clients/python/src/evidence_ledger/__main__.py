@@ -1,8 +1,11 @@
-"""`python -m evidence_ledger`: verify a bundle offline, or audit a server.
+"""`python -m evidence_ledger`: verify a bundle offline, audit a server, or read a
+task class's committed state.
 
     python -m evidence_ledger verify-bundle FILE --key VKEY [--key VKEY ...]
     python -m evidence_ledger audit URL --key VKEY --trusted FILE [--samples N]
         [--projections DIR [--window-days 30] [--max-skew-secs 300]] [--policy FILE]
+    python -m evidence_ledger state URL TASK_CLASS --key VKEY [--trusted FILE]
+        [--min-size N] [--policy FILE] [--window-days 30] [--max-skew-secs 300] [--json]
 
 `audit` saves the new trusted checkpoint only when every check passed.
 With `--projections DIR` it also keeps a replica of the log in DIR, follows
@@ -13,6 +16,14 @@ With `--policy FILE` (C2SP tlog-policy) the audited checkpoint is the
 server's witnessed one and must be cosigned by witnesses that meet the
 policy's quorum; the trusted checkpoint is only ever replaced by such one.
 
+`state` reads `GET /v1/task-classes/{name}/state` and checks it
+(`verify.check_state`): the commitment is proven in the signed checkpoint,
+every case record hashes to the committed state (or the class is proven
+absent), the view is recomputed from the records bit for bit and states
+the agreed settings and a current time, and the commitment is not older
+than `--min-size` (default: the size in `--trusted`, which is then
+replaced by the answer's checkpoint once everything passed).
+
 Exit status: 0 verified; 1 the answer does not verify (the server lied or
 the file was changed); 2 usage, input or network error (or a replica
 directory that cannot be used); 3 a stale checkpoint (the server shows an
@@ -22,6 +33,7 @@ older tree than the trusted one or the replica).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -33,7 +45,8 @@ from .errors import InvalidInput, LedgerError, ProblemError, StaleCheckpoint, Tr
 from .replay import Replica, ReplayRules, replay_projections
 from .stats import Settings
 from .trust import TrustedState
-from .verify import verify_bundle
+from .verify import ReplayRules as StateRules
+from .verify import VerifiedState, verify_bundle
 
 
 def _keys(args: argparse.Namespace) -> list[str]:
@@ -60,7 +73,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     au.add_argument("--window-days", type=int, default=30, help="with --projections: the window every projection must state (the server's window_days)")
     au.add_argument("--policy", metavar="FILE", help="a C2SP tlog-policy file: the audited checkpoint must be cosigned by a quorum of its witnesses")
     au.add_argument("--max-skew-secs", type=int, default=300, help="with --projections: how far a projection's stated time may be from this clock")
-    for p in (vb, au):
+    st = sub.add_parser("state", help="read and verify a task class's committed state")
+    st.add_argument("url")
+    st.add_argument("task_class")
+    st.add_argument("--trusted", help="a trusted checkpoint file: the answer must be consistent with it and no older (saved on success)")
+    st.add_argument("--min-size", type=int, help="the commitment may have no entry after it in the log of this size (default: the trusted size)")
+    st.add_argument("--token", help="the server's read token, if it has one")
+    st.add_argument("--policy", metavar="FILE", help="a C2SP tlog-policy file: the answer's checkpoint must be cosigned by a quorum of its witnesses")
+    st.add_argument("--window-days", type=int, default=30, help="the window the view must state (the server's window_days)")
+    st.add_argument("--max-skew-secs", type=int, default=300, help="how far the view's stated time may be from this clock")
+    st.add_argument("--json", action="store_true", help="print the verified records and view as JSON")
+    for p in (vb, au, st):
         p.add_argument("--key", action="append", help="a trusted note verifier key (repeatable)")
         p.add_argument("--key-file", action="append", help="a file holding a trusted verifier key")
     args = ap.parse_args(argv)
@@ -77,6 +100,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"human approval required: {str(s.requires_human_approval).lower()}{witnessed}"
             )
             return 0
+        if args.command == "state":
+            return _state(args, keys)
         trust = TrustedState.file(args.trusted, autosave=False)
         policy = Policy.load(args.policy) if args.policy else None
         client = Client(args.url, keys, trust=trust, token=args.token, policy=policy)
@@ -113,6 +138,54 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (InvalidInput, ProblemError, TransportError, LedgerError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _state(args: argparse.Namespace, keys: list[str]) -> int:
+    if args.window_days < 1 or args.max_skew_secs < 0 or (args.min_size is not None and args.min_size < 0):
+        raise InvalidInput("--window-days", "the window is at least one day, the skew and the minimum size not negative")
+    trust = TrustedState.file(args.trusted, autosave=False) if args.trusted else TrustedState()
+    policy = Policy.load(args.policy) if args.policy else None
+    client = Client(args.url, keys, trust=trust, token=args.token, policy=policy)
+    rules = StateRules(Settings(window_seconds=args.window_days * 24 * 3600), args.max_skew_secs * 1_000_000)
+    v = client.state(args.task_class, min_size=args.min_size, rules=rules)
+    if args.json:
+        print(json.dumps(_state_json(v), indent=2, sort_keys=True))
+    elif v.class_ is None:
+        left, right = v.answer.neighbours or (None, None)
+        around = ", ".join(n.class_.task_class for n in (left, right) if n is not None) or "none: the state is empty"
+        print(
+            f"state verified: task class {v.task_class} is not registered in the state committed at size {v.index} "
+            f"(entry {v.index}, proven in the checkpoint of size {v.checkpoint.size}); {v.task_classes} task classes, "
+            f"neighbours {around}"
+        )
+    else:
+        assert v.view is not None
+        h, rec = v.view["held_out"], v.view["recommendation"]
+        print(
+            f"state verified: task class {v.task_class} as committed at size {v.index} (entry {v.index}, proven in the "
+            f"checkpoint of size {v.checkpoint.size}); {len(v.cases)} case records ({sum(c.active for c in v.cases)} active) "
+            f"hash to the committed state root {v.state_root} over {v.task_classes} task classes; view recomputed "
+            f"bit for bit: {h['cases']} held-out cases scored, mean {h['mean']}, {v.view['failures']['block']} block "
+            f"failures in the window; recommends {rec['recommended_tier']} (from {rec['current_tier']}), human approval "
+            f"required: {str(rec['requires_human_approval']).lower()}"
+        )
+    if args.trusted:
+        trust.save()
+    return 0
+
+
+def _state_json(v: VerifiedState) -> dict[str, object]:
+    return {
+        "task_class": v.task_class,
+        "registered": v.registered,
+        "committed_size": v.index,
+        "checkpoint_size": v.checkpoint.size,
+        "state_root": v.state_root,
+        "task_classes": v.task_classes,
+        "class": None if v.class_ is None else v.class_.to_json(),
+        "cases": [c.to_json() for c in v.cases],
+        "view": v.view,
+    }
 
 
 if __name__ == "__main__":

@@ -16,9 +16,11 @@ is checked, with these differences (docs/PROJECTIONS.md says why):
   with `ed25519-dalek`'s `verify_strict`; a key that is not a valid curve
   point is refused only when something it signed is verified;
 - a checkpoint an event cites (`rag.capability.minted`, `promotion.recommended`,
-  `anchor.published`) is checked by the caller: `State` hands each one to
-  `cite(size, root, what)`, and the replica proves it with a consistency
-  proof against the signed root it follows;
+  `anchor.published`, `state.committed`) is checked by the caller: `State`
+  hands each one to `cite(size, root, what)`, and the replica compares it
+  with its own root when it names the log just before the entry (as a
+  `state.committed` must), or proves it with a consistency proof against
+  the signed root it follows;
 - the sequencing time must never decrease along the log (the ledger's clock
   is made monotonic; windows rely on it).
 
@@ -76,7 +78,7 @@ MAY_APPEND: Mapping[str, frozenset[str]] = {
     "rag-writer": frozenset({"rag.example.written"}),
     "promotion-gate": frozenset({"promotion.requested"}),
     "maintainer": frozenset({"tier.changed"}),
-    "ledger": frozenset({"promotion.recommended", "promotion.apply_blocked", "anchor.published"}),
+    "ledger": frozenset({"promotion.recommended", "promotion.apply_blocked", "anchor.published", "state.committed"}),
 }
 
 # --- the bodies' schema (events/src/model.rs: every struct refuses unknown fields) ---
@@ -133,6 +135,7 @@ BODIES: Mapping[str, Schema] = {
     "tier.changed": {"task_class": S, "from": TIERS, "to": TIERS, "recommendation_index": U64,
                      "decided_by": COSIG, "confirmed_by": COSIG},
     "anchor.published": {"checkpoint": CHECKPOINT, "location": S},
+    "state.committed": {"checkpoint": CHECKPOINT, "state_root": S, "task_classes": U64},
 }
 
 
@@ -659,6 +662,18 @@ class State:
     def _check_anchor_published(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         self._cited(b["checkpoint"], "checkpoint", index, cite)
         _text(b["location"], "location")
+
+    def _check_state_committed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        # The sequencer's check (events/src/state/promotion.rs): the commitment names
+        # the log just before it; what its state root commits to is the fold's
+        # business (`fold.Projection.apply` checks it), not the rules'.
+        size = b["checkpoint"]["size"]
+        if size != self.size:
+            raise _no("state_not_at_head", _body("checkpoint.size"), f"must be this entry's own index ({self.size}), not {size}")
+        self._cited(b["checkpoint"], "checkpoint", index, cite)
+        root = b["state_root"]
+        if not (len(root) == 64 and all(c in "0123456789abcdef" for c in root)):
+            raise _no("invalid_digest", _body("state_root"), "must be 64 lowercase hex digits")
 
     # --- folding an accepted entry ------------------------------------------------
 

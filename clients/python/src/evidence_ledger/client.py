@@ -53,7 +53,17 @@ from .errors import (
 from .merkle import leaf_hash, verify_inclusion
 from .note import Checkpoint, KeyLike, VerifierKey, as_verifier, open_checkpoint
 from .trust import TrustedState
-from .verify import BundleSummary, _hash, _proof, check_projection, check_receipt, verify_bundle
+from .verify import (
+    BundleSummary,
+    ReplayRules,
+    VerifiedState,
+    _hash,
+    _proof,
+    check_projection,
+    check_receipt,
+    check_state,
+    verify_bundle,
+)
 from .wire import (
     EntryView,
     LogInfo,
@@ -70,6 +80,7 @@ from .wire import (
     parse_projection,
     parse_receipt,
     parse_recommendation,
+    parse_state,
     parse_task_classes,
 )
 
@@ -421,6 +432,24 @@ class Client:
         cp, _ = check_projection(p, self.keys)
         self._observe(cp)
         return p
+
+    def state(
+        self, task_class: str, *, min_size: Optional[int] = None, rules: Optional[ReplayRules] = ReplayRules()
+    ) -> VerifiedState:
+        """A task class's committed state (`GET /v1/task-classes/{name}/state`), checked by
+        `verify.check_state` with this client's keys and policy: the commitment proven in
+        the signed (with a policy: witnessed) checkpoint, every case record of the class
+        hashing to the committed state (or the class proven absent), the view recomputed
+        from the records bit for bit, stating `rules`' settings and a current time (None:
+        unchecked). The commitment may not be older than `min_size` (default: the trusted
+        state's size, so no entry this client has already seen is left out:
+        `StaleCommitment`); the checkpoint is then proven consistent with the trusted state.
+        The server appends the commitment when its log's last entry is not one already."""
+        known = self.trust.size if min_size is None else min_size
+        answer = parse_state(self._json("GET", f"/v1/task-classes/{urllib.parse.quote(task_class, safe='')}/state"))
+        v = check_state(answer, self.keys, task_class, policy=self.policy, min_size=known or 0, rules=rules)
+        self._observe(v.checkpoint, witnessed=self.policy is not None)
+        return v
 
     def bundle(self, task_class: str) -> tuple[bytes, BundleSummary]:
         """The task class's offline proof bundle (bytes to archive) and what it establishes."""

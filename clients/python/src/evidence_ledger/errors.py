@@ -13,7 +13,11 @@
   what the client trusts (a key, a saved checkpoint, the evidence). The
   server lied, or its data is damaged: do not use the answer, and alert.
   `StaleCheckpoint` and `ForkDetected` are the two a trusted state raises;
-  `NoQuorum` and `LogNotListed` are a witness policy's refusals.
+  `NoQuorum` and `LogNotListed` are a witness policy's refusals; a state
+  answer (`verify.check_state`) fails with `CommitmentMismatch`,
+  `StaleCommitment`, `NotCommitted`, `CasesMismatch`, `AbsenceNotProven` or
+  `ViewMismatch`, and a replay with `WrongStateRoot` when the ledger
+  committed a state its log does not give.
 - `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
   after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
@@ -174,6 +178,71 @@ class RuleBroken(VerificationError):
 class SettingsMismatch(VerificationError):
     """A projection states settings (window, confidence, resamples) other than the
     agreed ones, or a time too far from this machine's clock (found by replay)."""
+
+
+class WrongStateRoot(VerificationError):
+    """A `state.committed` entry commits a state that the log before it does not fold
+    to (found by folding the log: every commitment is checked before it is folded).
+    The ledger signed a wrong commitment, and it is in the log: signed evidence of
+    misbehaviour at entry `index`. `committed` and `folded` are the two state roots
+    (hex); `committed_classes` and `folded_classes` the two class counts."""
+
+    def __init__(self, index: int, committed: str, folded: str, committed_classes: int, folded_classes: int, reason: str = "") -> None:
+        super().__init__(
+            f"entry {index}",
+            reason or f"commits state root {committed} over {committed_classes} task classes; "
+            f"the log before it folds to {folded} over {folded_classes}",
+        )
+        self.index = index
+        self.committed = committed
+        self.folded = folded
+        self.committed_classes = committed_classes
+        self.folded_classes = folded_classes
+
+
+class CommitmentMismatch(VerificationError):
+    """A state answer's commitment is not what it claims: its entry is not a
+    `state.committed` naming the log just before it (its own index), the answer's
+    state root, class count or tree differ from the entry's or the signed
+    checkpoint's, or the entry lies beyond the checkpoint."""
+
+
+class StaleCommitment(StaleCheckpoint):
+    """A state answer's commitment is older than what the caller already knows: it
+    commits the state of the log at size `index` (its own index), and the log of size
+    `known` had entries after the commitment (`index + 1 < known`)."""
+
+    def __init__(self, known: int, index: int) -> None:
+        VerificationError.__init__(
+            self,
+            "commitment.index",
+            f"the state was committed at size {index}; the log of size {known} already known has entries after it",
+        )
+        self.trusted = self.known = known
+        self.served = self.index = index
+
+
+class NotCommitted(VerificationError):
+    """The class record of a state answer is not in the committed state: its
+    inclusion proof does not lead to the committed state root (or it is the record
+    of another task class than the one asked for)."""
+
+
+class CasesMismatch(VerificationError):
+    """The case records of a state answer are not exactly those of the committed
+    class record: one was left out, added, altered, repeated, put out of order, or
+    belongs to another task class (they do not hash to its case tree)."""
+
+
+class AbsenceNotProven(VerificationError):
+    """A state answer says the task class is not registered, and its neighbours do not
+    prove it: they are not adjacent leaves of the committed state tree around the
+    name (or not in it at all)."""
+
+
+class ViewMismatch(VerificationError):
+    """The view of a state answer is not the one its committed records give at its
+    stated time and settings (`what` names the first field that differs)."""
 
 
 class ReplicaError(LedgerError):

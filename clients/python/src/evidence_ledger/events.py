@@ -824,8 +824,34 @@ class AnchorPublished(Event):
         return {"checkpoint": self.checkpoint.to_json(), "location": self.location}
 
 
-#: The kinds a client can write, by wire name. `promotion.recommended` and
-#: `promotion.apply_blocked` are written by the ledger's own key only.
+# --- state commitments (the ledger) ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class StateCommitted(Event):
+    """The ledger's commitment to its projection state (`GET /v1/task-classes/{name}/state`
+    appends it): the root of the state tree (`commit.State.root`) its fold of the log
+    gives at `checkpoint`, whose size must be this entry's own index. Written by the
+    ledger's own key only; here for tools and tests that build logs."""
+
+    kind: ClassVar[str] = "state.committed"
+    checkpoint: CheckpointRef
+    state_root: str
+    task_classes: int
+
+    def __post_init__(self) -> None:
+        self.checkpoint.check("checkpoint")
+        if not (isinstance(self.state_root, str) and len(self.state_root) == 64 and all(c in "0123456789abcdef" for c in self.state_root)):
+            raise InvalidInput(_body("state_root"), "must be 64 lowercase hex digits", "invalid_digest")
+        index(self.task_classes, "task_classes")
+
+    def body(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint.to_json(), "state_root": self.state_root, "task_classes": self.task_classes}
+
+
+#: The kinds a client can write, by wire name. `promotion.recommended`,
+#: `promotion.apply_blocked` and `state.committed` are written by the
+#: ledger's own key only.
 CLIENT_KINDS: dict[str, type[Event]] = {
     c.kind: c
     for c in (

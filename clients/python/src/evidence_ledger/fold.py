@@ -12,6 +12,14 @@ sums the window afresh. This port keeps one small record per score (what
 the sums take from it) and does what the definition does: every view sums
 its window afresh. Both are tested in the Rust crate to give the same bits.
 
+`Projection.state()` is the state the ledger commits (`commit`: every
+registered class's record and case records, as `Projection::state` builds
+them from the newest eligible score and the failing eligible scores of
+each case); `apply` checks every `state.committed` entry against the state
+of the entries before it, before folding it, and raises `WrongStateRoot`
+(naming the entry) when the ledger committed a state its log does not give.
+`first_difference` compares a served view with a recomputed one.
+
 What counts (docs/PROJECTIONS.md): windows on the ledger's `sequenced_at`;
 only scores of a class registered before them; eligible scores are those
 of runs started (before the score) with `microvm` isolation; the latest
@@ -26,14 +34,18 @@ from __future__ import annotations
 
 import bisect
 import math
+import struct
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .envelope import Leaf, decode_leaf
-from .errors import InvalidInput
+from .errors import InvalidInput, WrongStateRoot
 from .merkle import Frontier, leaf_hash
 from .stats import Interval, ScoreStats, Settings, bca, bootstrap_seed, score_stats
+
+if TYPE_CHECKING:
+    from .commit import ClassState, State
 
 #: The curation class whose scores are promotion evidence.
 HELD_OUT = "held-out"
@@ -233,6 +245,18 @@ class ClassFold:
     runs: list[tuple[int, str, str]] = field(default_factory=list)
     #: The class's counted scores, in log order.
     scores: list[ScoreObs] = field(default_factory=list)
+    #: By case id: the newest eligible score, and the eligible scores that carried
+    #: failure modes (in log order). Derived from `scores`, so not saved.
+    newest: dict[str, ScoreObs] = field(default_factory=dict)
+    failing: dict[str, list[ScoreObs]] = field(default_factory=dict)
+
+    def count(self, s: ScoreObs) -> None:
+        """Takes the counted score `s` (the next one in log order)."""
+        self.scores.append(s)
+        if s.eligible:
+            self.newest[s.case_id] = s
+            if s.block + s.warn + s.info > 0:
+                self.failing.setdefault(s.case_id, []).append(s)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -247,15 +271,17 @@ class ClassFold:
 
     @classmethod
     def from_json(cls, v: dict[str, Any]) -> "ClassFold":
-        return cls(
+        c = cls(
             tier=str(v["tier"]),
             silver=TierRule(int(v["silver"][0]), float(v["silver"][1])),
             gold=TierRule(int(v["gold"][0]), float(v["gold"][1])),
             registered=int(v["registered"]),
             pending=set(v["pending"]),
             runs=[(int(a), str(b), str(c)) for a, b, c in v["runs"]],
-            scores=[ScoreObs.from_json(s) for s in v["scores"]],
         )
+        for s in v["scores"]:
+            c.count(ScoreObs.from_json(s))
+        return c
 
 
 @dataclass
@@ -304,6 +330,11 @@ class Projection:
         self.runs: dict[str, tuple[str, str, int]] = {}
         #: The sequencing time of every entry is at least this (the last one's).
         self.last_at: Optional[int] = None
+        #: Derived, not saved: the case ids of each task class (as `cases` says), the
+        #: committed state of each class as last built, and the classes changed since.
+        self._members: dict[str, set[str]] = {}
+        self._committed: dict[str, "ClassState"] = {}
+        self._changed: set[str] = set()
 
     def root(self) -> bytes:
         return self.frontier.root()
@@ -311,9 +342,19 @@ class Projection:
     def task_classes(self) -> list[str]:
         return sorted(self.classes)
 
+    def _set_case(self, case_id: str, case: CaseFold) -> None:
+        old = self.cases.get(case_id)
+        if old is not None:
+            self._members.get(old.task_class, set()).discard(case_id)
+            self._changed.add(old.task_class)
+        self.cases[case_id] = case
+        self._members.setdefault(case.task_class, set()).add(case_id)
+        self._changed.add(case.task_class)
+
     def apply(self, index: int, leaf: bytes, decoded: Optional[Leaf] = None) -> None:
         """Folds entry `index` (leaf bytes already proven to be the log's; `decoded`,
-        if given, is `decode_leaf(leaf)`)."""
+        if given, is `decode_leaf(leaf)`). A `state.committed` entry is first checked
+        against the state of the entries before it (`WrongStateRoot`)."""
         if index != self.size:
             raise ProjectionError(f"entry {index} arrived while the fold expected entry {self.size}")
         if decoded is None:
@@ -322,12 +363,14 @@ class Projection:
             except InvalidInput as e:
                 raise ProjectionError(f"entry {index} is not a ledger event: {e}") from None
         d = decoded
+        kind, b = d.kind, d.body
+        if kind == "state.committed":
+            self._check_commitment(index, b)
         lh = leaf_hash(leaf)
         at = d.sequenced_at
         self.frontier.push(lh)
         self.size += 1
         self.last_at = at
-        kind, b = d.kind, d.body
         if kind == "task_class.registered":
             tiers = b.get("tiers", {})
             s, g = tiers.get("silver"), tiers.get("gold")
@@ -339,20 +382,24 @@ class Projection:
                 gold=TierRule(int(g["min_cases_for_promotion"]), _f(g["score_threshold"])),
                 registered=index,
             )
+            self._changed.add(b["task_class"])
         elif kind == "tier.changed":
             c = self.classes.get(b["task_class"])
             if c is not None:
                 c.tier = b["to"]
+                self._changed.add(b["task_class"])
         elif kind == "case.added":
-            self.cases[b["case_id"]] = CaseFold(b["task_class"], b["curation_class"], True, b["provenance"]["source"])
+            self._set_case(b["case_id"], CaseFold(b["task_class"], b["curation_class"], True, b["provenance"]["source"]))
         elif kind == "case.retired":
             old = self.cases.get(b["case_id"])
             if old is not None:
                 old.active = False
+                self._changed.add(old.task_class)
         elif kind == "case.proposed":
             c = self.classes.get(b["task_class"])
             if c is not None:
                 c.pending.add(b["proposal_id"])
+                self._changed.add(b["task_class"])
             self.proposals[b["proposal_id"]] = (b["task_class"], b["draft"]["case_id"], b["draft"]["curation_class"])
         elif kind == "proposal.approved":
             p = self.proposals.get(b["proposal_id"])
@@ -361,13 +408,15 @@ class Projection:
                 c = self.classes.get(tc)
                 if c is not None:
                     c.pending.discard(b["proposal_id"])
-                self.cases[case_id] = CaseFold(tc, curation, True, "outcome-ledger-derived")
+                    self._changed.add(tc)
+                self._set_case(case_id, CaseFold(tc, curation, True, "outcome-ledger-derived"))
         elif kind == "proposal.rejected":
             p = self.proposals.get(b["proposal_id"])
             if p is not None:
                 c = self.classes.get(p[0])
                 if c is not None:
                     c.pending.discard(b["proposal_id"])
+                    self._changed.add(p[0])
         elif kind == "run.started":
             c = self.classes.get(b["task_class"])
             if c is not None:
@@ -380,7 +429,7 @@ class Projection:
                 run = self.runs.get(b["run_id"])
                 s = b["score"]
                 sev = [f["severity"] for f in s["failure_modes"]]
-                c.scores.append(
+                c.count(
                     ScoreObs(
                         index=index,
                         at=at,
@@ -395,6 +444,75 @@ class Projection:
                         passed=bool(s["passed"]),
                     )
                 )
+                self._changed.add(b["task_class"])
+
+    def _check_commitment(self, index: int, b: dict[str, Any]) -> None:
+        """A `state.committed` entry at `index` must commit the state of the log before
+        it (`projections::fold` checks the size and the root; the class count is
+        checked here too, since a reader of a state answer relies on it)."""
+        cp = b.get("checkpoint")
+        size = cp.get("size") if isinstance(cp, dict) else None
+        root, count = b.get("state_root"), b.get("task_classes")
+        if not isinstance(size, int) or not isinstance(root, str) or not isinstance(count, int):
+            raise ProjectionError(f"entry {index} is not a ledger event: a malformed state.committed body")
+        st = self.state()
+        folded = st.root().hex()
+        if size != index:
+            raise WrongStateRoot(index, root, folded, count, len(st.classes),
+                                 f"commits the state at size {size}, not at its own index {index}")
+        if root != folded or count != len(st.classes):
+            raise WrongStateRoot(index, root, folded, count, len(st.classes))
+
+    def state(self) -> "State":
+        """The state committed at this size (`Projection::state`): every registered
+        class with all its cases, sorted by name and case id. A class's records are
+        built again only when an entry since the last call changed them."""
+        from .commit import State
+
+        for name in self._changed:
+            self._committed.pop(name, None)
+        self._changed.clear()
+        classes = []
+        for name in sorted(self.classes):
+            cs = self._committed.get(name)
+            if cs is None:
+                cs = self._class_state(name)
+                self._committed[name] = cs
+            classes.append(cs)
+        return State(tuple(classes))
+
+    def _class_state(self, name: str) -> "ClassState":
+        from .commit import CaseRecord, ClassRecord, ClassState, FailedScore, LatestScore, cases_root
+
+        c = self.classes[name]
+        records = []
+        for case_id in sorted(self._members.get(name, ())):
+            case = self.cases[case_id]
+            n = c.newest.get(case_id)
+            records.append(
+                CaseRecord(
+                    task_class=name,
+                    case_id=case_id,
+                    curation_class=case.curation_class,
+                    active=case.active,
+                    latest=None if n is None else LatestScore(n.index, n.leaf_hash, n.at, n.score, n.passed),
+                    failures=tuple(FailedScore(f.index, f.at, f.block, f.warn, f.info) for f in c.failing.get(case_id, ())),
+                )
+            )
+        cases = tuple(records)
+        return ClassState(
+            ClassRecord(
+                task_class=name,
+                tier=c.tier,
+                silver=c.silver,
+                gold=c.gold,
+                pending_proposals=len(c.pending),
+                registered=c.registered,
+                cases=len(cases),
+                cases_root=cases_root(cases).hex(),
+            ),
+            cases,
+        )
 
     def _active_case(self, case_id: str, task_class: str) -> Optional[CaseFold]:
         c = self.cases.get(case_id)
@@ -516,6 +634,52 @@ class Projection:
         p.last_at = None if v["last_at"] is None else int(v["last_at"])
         p.classes = {k: ClassFold.from_json(c) for k, c in v["classes"].items()}
         p.cases = {k: CaseFold(str(c[0]), str(c[1]), bool(c[2]), str(c[3])) for k, c in v["cases"].items()}
+        for k, c in p.cases.items():
+            p._members.setdefault(c.task_class, set()).add(k)
         p.proposals = {k: (str(a), str(b), str(c)) for k, (a, b, c) in v["proposals"].items()}
         p.runs = {k: (str(a), str(b), int(c)) for k, (a, b, c) in v["runs"].items()}
         return p
+
+
+# --- comparing views ---------------------------------------------------------------
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+def _same_number(a: Union[int, float], b: Union[int, float]) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return _bits(float(a)) == _bits(float(b))
+        except OverflowError:
+            return False
+    return a == b
+
+
+def first_difference(served: Any, replayed: Any, path: str = "view") -> Optional[str]:
+    """The first JSON path (keys in sorted order, depth first) where `served` (the view
+    as it arrived) differs from `replayed`, or None: every key counts, floats are
+    compared bit for bit (-0.0 is not 0.0), a list of another length differs as a whole."""
+    if isinstance(served, dict) and isinstance(replayed, dict):
+        for k in sorted(set(served) | set(replayed)):
+            if k not in served or k not in replayed:
+                return f"{path}.{k}"
+            d = first_difference(served[k], replayed[k], f"{path}.{k}")
+            if d is not None:
+                return d
+        return None
+    if isinstance(served, list) and isinstance(replayed, list) and len(served) == len(replayed):
+        for i, (a, b) in enumerate(zip(served, replayed)):
+            d = first_difference(a, b, f"{path}[{i}]")
+            if d is not None:
+                return d
+        return None
+    if _is_number(served) and _is_number(replayed):
+        return None if _same_number(served, replayed) else path
+    same = type(served) is type(replayed) and served == replayed and not isinstance(served, (dict, list))
+    return None if same else path

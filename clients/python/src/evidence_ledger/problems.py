@@ -434,6 +434,12 @@ class CheckpointUnknown(RuleViolation):
     code = "checkpoint_unknown"
 
 
+class StateNotAtHead(RuleViolation):
+    """`state_not_at_head`: A state commitment must name the log's size just before it (its own index)."""
+
+    code = "state_not_at_head"
+
+
 class PromotionMustBeHumanAuthorized(Forbidden):
     """`promotion_must_be_human_authorized`: Tier changes are applied only by a tier.changed event signed by two maintainers."""
 
@@ -631,6 +637,7 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "capability_workflow_mismatch": CapabilityWorkflowMismatch,
     "capability_quarantined": CapabilityQuarantined,
     "checkpoint_unknown": CheckpointUnknown,
+    "state_not_at_head": StateNotAtHead,
     "promotion_must_be_human_authorized": PromotionMustBeHumanAuthorized,
     "recommendation_unknown": RecommendationUnknown,
     "tier_mismatch": TierMismatch,

@@ -22,6 +22,11 @@ time and settings: every key of the JSON as served, floats bit for bit.
   (`ledger audit --projections DIR`); `Gate`: one task class's verified
   projection, or a recommendation, for a promotion gate.
 
+Every `state.committed` entry the replica folds is checked against its own
+fold (`WrongStateRoot`), so a replay also audits the state commitments that
+state answers (`verify.check_state`) rest on; `Gate.verified_state` checks
+a state answer and then the commitment it rests on.
+
 What it proves: each projection compared is the one the whole log up to its
 signed checkpoint gives, at the agreed settings and a current time, and the
 log obeys the ledger's rules. What it still trusts: the verifier key; the
@@ -36,9 +41,7 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 import os
-import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +63,13 @@ from .errors import (
     VerificationError,
 )
 from .fold import Projection, UnknownTaskClass
+from .fold import first_difference as first_difference
 from .merkle import EMPTY_ROOT, GENESIS_CHAIN, chain_hash, leaf_hash, verify_consistency
 from .note import Checkpoint, KeyLike, as_verifier, open_checkpoint
 from .stats import Settings
 from .timefmt import now_micros as clock_micros
+from .verify import ReplayRules as ReplayRules
+from .verify import VerifiedState
 from .wire import EntryView, ProjectionResponse, RecommendationResponse
 
 #: How many entries are folded between two proofs against the signed root.
@@ -227,6 +233,11 @@ class Replica:
             raise RuleBroken(index, err.code or "malformed_envelope", err.field, err.rule) from None
 
         def cite(csize: int, croot: str, field: str) -> None:
+            # The log just before this entry is the replica's own (proven with the step).
+            if csize == index:
+                if croot != self.root().hex():
+                    raise RuleBroken(index, "checkpoint_unknown", field, f"({csize}, {croot}) is not a committed checkpoint of this log")
+                return
             cites.append((csize, croot, field, index))
 
         self.rules.check(decoded, index, cite)
@@ -290,63 +301,7 @@ def _digest(body: Any) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()).hexdigest()
 
 
-# --- the comparison ----------------------------------------------------------------
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _bits(x: float) -> bytes:
-    return struct.pack("<d", x)
-
-
-def _same_number(a: Union[int, float], b: Union[int, float]) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        try:
-            return _bits(float(a)) == _bits(float(b))
-        except OverflowError:
-            return False
-    return a == b
-
-
-def first_difference(served: Any, replayed: Any, path: str = "view") -> Optional[str]:
-    """The first JSON path (keys in sorted order, depth first) where `served` (the view
-    as it arrived) differs from `replayed`, or None: every key counts, floats are
-    compared bit for bit (-0.0 is not 0.0), a list of another length differs as a whole."""
-    if isinstance(served, dict) and isinstance(replayed, dict):
-        for k in sorted(set(served) | set(replayed)):
-            if k not in served or k not in replayed:
-                return f"{path}.{k}"
-            d = first_difference(served[k], replayed[k], f"{path}.{k}")
-            if d is not None:
-                return d
-        return None
-    if isinstance(served, list) and isinstance(replayed, list) and len(served) == len(replayed):
-        for i, (a, b) in enumerate(zip(served, replayed)):
-            d = first_difference(a, b, f"{path}[{i}]")
-            if d is not None:
-                return d
-        return None
-    if _is_number(served) and _is_number(replayed):
-        return None if _same_number(served, replayed) else path
-    same = type(served) is type(replayed) and served == replayed and not isinstance(served, (dict, list))
-    return None if same else path
-
-
 # --- the audit and the gate --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplayRules:
-    """What a replay holds the server to, besides the log itself."""
-
-    #: The settings every projection must state (the agreed window, confidence, resamples).
-    settings: Settings = Settings()
-    #: How far a projection's stated time may be from this machine's clock (µs).
-    max_skew_micros: int = 300 * 1_000_000
-    #: This machine's clock (µs since the Unix epoch, UTC); read when the check runs if None.
-    now_micros: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -507,6 +462,18 @@ class Gate:
     def verified_recommendation(self, task_class: str) -> VerifiedProjection:
         """`verified_projection`: the recommendation it carries (advisory; humans promote)."""
         return self.verified_projection(task_class)
+
+    def verified_state(self, task_class: str) -> VerifiedState:
+        """The task class's committed state (`Client.state`: the answer proven against the
+        committed state root, nothing the replica holds left out, the view recomputed from
+        the records), and that commitment checked against the replica's own fold of the
+        log: the replica follows the answer's checkpoint and folds the commitment, which
+        must commit exactly the state the log before it gives (`WrongStateRoot`)."""
+        _start(self.client, self.replica)
+        v = self.client.state(task_class, min_size=self.replica.size, rules=self.rules)
+        self.replica.follow(self.client, v.checkpoint)
+        self.replica.save()
+        return v
 
     def recommend(self, request: Envelope) -> RecommendationResponse:
         """`Client.recommend`, and the projection the ledger's signed recommendation

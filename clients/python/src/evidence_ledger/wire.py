@@ -10,6 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, TypeVar
 
+from .commit import (
+    CaseRecord,
+    ClassProof,
+    ClassRecord,
+    Neighbours,
+    parse_case_record,
+    parse_class_proof,
+    parse_class_record,
+    parse_neighbours,
+)
 from .errors import MalformedAnswer
 from .stats import Interval, ScoreStats, Settings
 
@@ -397,3 +407,69 @@ def parse_batch(v: Any, what: str = "batch") -> BatchResponse:
             )
         )
     return BatchResponse(items, _uint(d, "appended", what), _uint(d, "tree_size", what))
+
+
+@dataclass(frozen=True)
+class CommitmentProof:
+    """The `state.committed` entry a state answer rests on, with its proofs."""
+
+    #: Its log index: the size of the log whose state it commits.
+    index: int
+    #: Base64 of the leaf bytes.
+    leaf: str
+    #: RFC 6962 inclusion proof of the leaf in the checkpoint's tree.
+    inclusion_proof: list[str]
+    #: RFC 6962 consistency proof from the committed size (`index`) to the checkpoint's size.
+    consistency_proof: list[str]
+
+
+@dataclass(frozen=True)
+class StateResponse:
+    """`GET /v1/task-classes/{name}/state`: a task class's committed state with its proofs
+    (every case record, the class record's place under the committed state root, the
+    commitment's place in the signed log), or, for a class that is not registered, its
+    two neighbours. `raw` is the answer exactly as served."""
+
+    task_class: str
+    checkpoint: str
+    verifier_key: str
+    tree_size: int
+    root: str
+    commitment: CommitmentProof
+    state_root: str
+    task_classes: int
+    class_: Optional[ClassRecord]
+    class_proof: Optional[ClassProof]
+    cases: list[CaseRecord]
+    neighbours: Optional[Neighbours]
+    #: The decision numbers the records give at `view["now_micros"]`, as served.
+    view: Optional[Mapping[str, Any]]
+    raw: Mapping[str, Any]
+
+
+def parse_state(v: Any, what: str = "state") -> StateResponse:
+    d = _obj(v, what)
+    c = _obj(d.get("commitment"), f"{what}.commitment")
+    cw = f"{what}.commitment"
+    cases = _field(d, "cases", list, what)
+    view = d.get("view")
+    if view is not None and not isinstance(view, dict):
+        raise MalformedAnswer(f"{what}.view", "must be a JSON object or null")
+    return StateResponse(
+        task_class=_field(d, "task_class", str, what),
+        checkpoint=_field(d, "checkpoint", str, what),
+        verifier_key=_field(d, "verifier_key", str, what),
+        tree_size=_uint(d, "tree_size", what),
+        root=_field(d, "root", str, what),
+        commitment=CommitmentProof(
+            _uint(c, "index", cw), _field(c, "leaf", str, cw), _strs(c, "inclusion_proof", cw), _strs(c, "consistency_proof", cw)
+        ),
+        state_root=_field(d, "state_root", str, what),
+        task_classes=_uint(d, "task_classes", what),
+        class_=None if d.get("class") is None else parse_class_record(d["class"], f"{what}.class"),
+        class_proof=None if d.get("class_proof") is None else parse_class_proof(d["class_proof"], f"{what}.class_proof"),
+        cases=[parse_case_record(x, f"{what}.cases[{i}]") for i, x in enumerate(cases)],
+        neighbours=None if d.get("neighbours") is None else parse_neighbours(d["neighbours"], f"{what}.neighbours"),
+        view=view,
+        raw=d,
+    )
