@@ -24,6 +24,7 @@ pub use envelope::{
 pub use model::{Event, Kind, Payload, Role, Tier};
 pub use reject::{RejectCode, Rejection};
 pub use sequencer::{
-    genesis_envelopes, Accepted, Clock, EventLog, EventSequencer, ManualClock, SystemClock,
+    genesis_envelopes, Accepted, Clock, EventLog, EventSequencer, HeldDoor, ManualClock,
+    SystemClock,
 };
 pub use state::State;

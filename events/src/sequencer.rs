@@ -517,6 +517,9 @@ pub struct EventLog {
     /// Whether a log whose events do not replay still opens (writes
     /// refused).
     degraded: bool,
+    /// Every submission passes it (shared); [`EventLog::with_writes_held`]
+    /// holds it (exclusive).
+    door: std::sync::RwLock<()>,
     /// The size and digest of the state the snapshot held, kept until
     /// [`EventLog::check_snapshot`] has compared it with a replay of the log.
     resumed: std::sync::Mutex<Option<Resumed>>,
@@ -524,6 +527,28 @@ pub struct EventLog {
     /// saved again.
     distrusted: std::sync::atomic::AtomicBool,
     snapshot_refused: std::sync::Mutex<Option<String>>,
+}
+
+/// Appends while [`EventLog::with_writes_held`] holds every other write.
+pub struct HeldDoor<'a>(&'a EventLog);
+
+impl HeldDoor<'_> {
+    /// [`EventLog::append`], past the held door.
+    pub fn append(&self, envelope: &[u8]) -> Result<Receipt<Accepted>, AppendError<Rejection>> {
+        let sub = self
+            .0
+            .checked(envelope)
+            .map_err(|reason| AppendError::Rejected {
+                reason,
+                recorded: None,
+            })?;
+        self.0.ledger.append_input(sub)
+    }
+
+    /// The log behind the door.
+    pub fn log(&self) -> &EventLog {
+        self.0
+    }
 }
 
 /// The refusal of a write while the state is being caught up.
@@ -600,6 +625,7 @@ impl EventLog {
             restored_from: std::sync::Mutex::new(None),
             catching_up: std::sync::atomic::AtomicBool::new(true),
             degraded,
+            door: std::sync::RwLock::new(()),
             resumed: std::sync::Mutex::new(None),
             distrusted: std::sync::atomic::AtomicBool::new(false),
             snapshot_refused: std::sync::Mutex::new(None),
@@ -835,6 +861,7 @@ impl EventLog {
             reason,
             recorded: None,
         })?;
+        let _open = self.door.read().unwrap_or_else(|p| p.into_inner());
         Ok(self.ledger.submit_input(sub)?)
     }
 
@@ -884,13 +911,18 @@ impl EventLog {
     /// Verifies `envelope`, appends it, and blocks until it is durable or
     /// refused.
     pub fn append(&self, envelope: &[u8]) -> Result<Receipt<Accepted>, AppendError<Rejection>> {
-        let sub = self
-            .checked(envelope)
-            .map_err(|reason| AppendError::Rejected {
-                reason,
-                recorded: None,
-            })?;
-        self.ledger.append_input(sub)
+        self.queue(self.checked(envelope))?.wait()
+    }
+
+    /// Runs `f` with every other write held at the door: submissions made
+    /// meanwhile wait until `f` returns, so what `f` appends through its
+    /// [`HeldDoor`] lands at the head once the writes already queued have
+    /// landed. For records that must name the log just before them (a
+    /// state commitment) under a steady stream of writes. Keep `f` short:
+    /// writers wait for it.
+    pub fn with_writes_held<R>(&self, f: impl FnOnce(&HeldDoor<'_>) -> R) -> R {
+        let _held = self.door.write().unwrap_or_else(|p| p.into_inner());
+        f(&HeldDoor(self))
     }
 
     /// The index of the committed entry with envelope id `id`, if any: the
@@ -934,7 +966,19 @@ impl EventLog {
     /// what is wrong; a server refuses to start with it, since every record
     /// the ledger signs would be refused or, worse, be signed by a key
     /// nobody enrolled.
+    ///
+    /// Before the state is loaded ([`EventLog::open_deferred`]), a key that
+    /// genesis enrolled with the `ledger` role passes at once (the first
+    /// entries are read); any other key waits for the state to be loaded
+    /// here, and is then checked against it. Call it again once the state
+    /// is loaded to catch a revocation.
     pub fn check_ledger_key(&self) -> Result<(), String> {
+        if self.catching_up() {
+            if self.enrolled_at_genesis() {
+                return Ok(());
+            }
+            self.load_state().map_err(|e| e.to_string())?;
+        }
         self.ledger.inspect(|s| {
             if s.state.size == 0 {
                 return Ok(());
@@ -954,6 +998,25 @@ impl EventLog {
                 )),
                 Some(_) => Ok(()),
             }
+        })
+    }
+
+    /// Whether one of the log's first entries enrols the ledger's key with
+    /// the `ledger` role (as `ledger init` does).
+    fn enrolled_at_genesis(&self) -> bool {
+        /// How many entries genesis spans, with room to spare.
+        const GENESIS: u64 = 8;
+        let id = self.ledger.inspect(|s| s.ledger_key_id.clone());
+        let end = self.ledger.head().size.min(GENESIS);
+        let Ok(entries) = self.ledger.entries(0, end) else {
+            return false;
+        };
+        entries.iter().any(|e| {
+            crate::envelope::decode_logged_leaf(&e.leaf).is_ok_and(|(d, _)| {
+                matches!(&d.payload.event, Event::PrincipalEnrolled(p)
+                    if parse_public_key(&p.public_key).is_some_and(|k| key_id(&k) == id)
+                        && p.roles.contains(&crate::model::Role::Ledger))
+            })
         })
     }
 

@@ -465,14 +465,25 @@ const COMMIT_ATTEMPTS: usize = 8;
 /// not already a commitment of everything before it: the projection is
 /// caught up to the head, its state committed ([`Projection::state`]) and a
 /// `state.committed` event signed with `ledger_key` appended. The sequencer
-/// accepts it only at its own index; a write that lands first makes the
-/// commitment stale, and it is computed again.
+/// accepts it only at its own index: other writes are held at the door
+/// meanwhile ([`EventLog::with_writes_held`]), and one already queued that
+/// lands first makes the commitment stale, so it is computed again.
 pub fn commit_state(
     events: &EventLog,
     projector: &mut Projector,
     ledger_key: &SigningKey,
     now: i64,
 ) -> Result<Committed, DriverError> {
+    events.with_writes_held(|door| commit_held(door, projector, ledger_key, now))
+}
+
+fn commit_held(
+    door: &events::HeldDoor<'_>,
+    projector: &mut Projector,
+    ledger_key: &SigningKey,
+    now: i64,
+) -> Result<Committed, DriverError> {
+    let events = door.log();
     for _ in 0..COMMIT_ATTEMPTS {
         projector.catch_up(events.ledger())?;
         // The projection's own size and root, not the head read again: a
@@ -510,7 +521,7 @@ pub fn commit_state(
                 task_classes: state.classes.len() as u64,
             }),
         };
-        match events.append(&envelope::sign_envelope(ledger_key, &payload)) {
+        match door.append(&envelope::sign_envelope(ledger_key, &payload)) {
             Ok(r) if r.appended.index == size => return Ok(Committed { index: size, state }),
             // Another caller committed this size first, or a write landed
             // first: look again.

@@ -792,3 +792,33 @@ fn attack_a_wrong_state_root_signed_by_the_ledger_is_caught_by_every_fold() {
         other => panic!("expected the wrong root caught, got {other:?}"),
     }
 }
+
+/// State commitments asked for while scores keep landing: each names the
+/// state of exactly the log before it, so the log folds cleanly from the
+/// first entry (no commitment with a root of another size).
+#[test]
+fn commitments_made_while_writes_land_are_each_the_state_of_the_log_before_them() {
+    let mut w = World::new();
+    let envelopes: Vec<Vec<u8>> = (0..300)
+        .map(|i| {
+            let s = score(&format!("case-{}", 1 + i % 3), (i % 100) as f64 / 100.0);
+            w.envelope("harness", Event::ScoreRecorded(s))
+        })
+        .collect();
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("fold");
+    let mut commitments = 0;
+    std::thread::scope(|s| {
+        let log = &w.log;
+        let writer = s.spawn(move || {
+            for e in &envelopes {
+                log.append(e).expect("score");
+            }
+        });
+        while !writer.is_finished() {
+            projections::driver::commit_state(log, &mut p, &key("ledger"), T0).expect("committed");
+            commitments += 1;
+        }
+    });
+    assert!(commitments > 1, "only {commitments} commitments");
+    Projector::rebuild(w.log.ledger(), Settings::default()).expect("every commitment holds");
+}

@@ -213,10 +213,15 @@ pub(crate) fn load_event_state(state: &AppState) -> Result<(), String> {
         state.metrics.count_derived_mismatch();
         tracing::error!(reason = %why, "derived state does not match the log");
     }
-    match state.events.replay_error() {
-        Some(damage) => Err(damage),
-        None => Ok(()),
+    if let Some(damage) = state.events.replay_error() {
+        return Err(damage);
     }
+    // Checked against genesis at open; now against the whole state (a
+    // revoked ledger key).
+    state
+        .events
+        .check_ledger_key()
+        .map_err(|e| format!("refusing to serve: {e}"))
 }
 
 /// The event state caught up ([`load_event_state`]), then [`ready_check`],
