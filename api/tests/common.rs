@@ -131,12 +131,17 @@ impl TestServer {
         s
     }
 
-    /// Waits up to 30 s for `/healthz`.
+    /// Waits up to 30 s for `/healthz`, then for the event state to be
+    /// caught up (writes are refused with 503 until it is).
     pub fn wait_ready(&self) {
         let c = self.client();
         assert!(
             within_30s(|| c.get("/healthz").map(|r| r.status).unwrap_or(0) == 200),
             "server did not start"
+        );
+        assert!(
+            within_30s(|| !self.state.events.catching_up()),
+            "the server did not catch up its event state"
         );
     }
 
@@ -285,7 +290,16 @@ pub fn spawn_ledger_live(args: &[&str]) -> (std::process::Child, String) {
 /// Starts the real `ledger serve` binary on a free loopback port with
 /// `args`, and waits until it is ready (its startup verification passed).
 pub fn spawn_ledger(args: &[&str]) -> (std::process::Child, String) {
-    let (mut child, base) = spawn_ledger_live(args);
+    let (child, base) = spawn_ledger_live(args);
+    ready_within_30s(child, base)
+}
+
+/// Waits until the server `child` at `base` is ready (its startup
+/// verification passed), killing it and failing otherwise.
+pub fn ready_within_30s(
+    mut child: std::process::Child,
+    base: String,
+) -> (std::process::Child, String) {
     let client = Client::new(&base, None);
     if within_30s(|| client.get("/readyz").map(|r| r.status).unwrap_or(0) == 200) {
         return (child, base);

@@ -4,6 +4,10 @@
 //!   (and its anchors) passed;
 //! - every acknowledged write is present with the same index and leaf hash;
 //! - it is consistent with every checkpoint it handed out before the crash.
+//!
+//! It prints the distribution of recovery times over the restarts (spawn
+//! to `/healthz`, to the event state caught up, to `/readyz`): figures for
+//! docs/TESTS.md, never asserted (performance is measured in bench/).
 
 mod common;
 
@@ -19,8 +23,61 @@ use verifier::wire::{ConsistencyProof, EntryView, LogInfo};
 const KILLS: usize = 50;
 const WRITERS: usize = 4;
 
-fn start(data: &str) -> (std::process::Child, String) {
-    common::spawn_ledger(&["--data-dir", data, "--anchor-interval-secs", "0"])
+/// Times of one start, in ms from spawning the server.
+#[derive(Default)]
+struct Recovery {
+    healthz: Vec<f64>,
+    caught_up: Vec<f64>,
+    readyz: Vec<f64>,
+}
+
+impl Recovery {
+    fn summary(&self) -> String {
+        let q = |v: &[f64], p: f64| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v[((v.len() - 1) as f64 * p).round() as usize]
+        };
+        [
+            ("/healthz", &self.healthz),
+            ("event state caught up", &self.caught_up),
+            ("/readyz", &self.readyz),
+        ]
+        .iter()
+        .map(|(what, v)| {
+            format!(
+                "{what}: min {:.0} ms, median {:.0}, p90 {:.0}, max {:.0}",
+                q(v, 0.0),
+                q(v, 0.5),
+                q(v, 0.9),
+                q(v, 1.0)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+    }
+}
+
+/// Starts the server and waits until it is ready, recording how long each
+/// stage took.
+fn start(data: &str, times: &mut Recovery) -> (std::process::Child, String) {
+    let t0 = std::time::Instant::now();
+    let ms = || t0.elapsed().as_secs_f64() * 1000.0;
+    let (child, base) =
+        common::spawn_ledger_live(&["--data-dir", data, "--anchor-interval-secs", "0"]);
+    times.healthz.push(ms());
+    let c = Client::new(&base, None);
+    while c
+        .get("/readyz")
+        .map(|r| r.status == 503 && r.text().contains("ledger_unavailable"))
+        .unwrap_or(true)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    times.caught_up.push(ms());
+    let (child, base) = common::ready_within_30s(child, base);
+    times.readyz.push(ms());
+    (child, base)
 }
 
 #[derive(Clone)]
@@ -46,8 +103,9 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
     drop(init);
     let acked: Arc<Mutex<Vec<Ack>>> = Arc::new(Mutex::new(Vec::new()));
     let mut rng = rand::rng();
+    let mut times = Recovery::default();
     for round in 0..KILLS {
-        let (mut server, base) = start(&d);
+        let (mut server, base) = start(&d, &mut times);
         let c = Client::new(&base, None);
         if round == 0 {
             let mut p = Poster::new(&c, vkey.clone(), operator.clone());
@@ -135,7 +193,7 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
         }
     }
     // A last restart: every acknowledged write, all of them, is present.
-    let (mut server, base) = start(&d);
+    let (mut server, base) = start(&d, &mut times);
     let c = Client::new(&base, None);
     let all = acked.lock().expect("lock").clone();
     let mut lost = 0;
@@ -154,6 +212,11 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
     eprintln!(
         "crash under load: {KILLS} SIGKILLs, {} writes acknowledged, {lost} lost",
         all.len()
+    );
+    eprintln!(
+        "recovery over {} starts after SIGKILL under load: {}",
+        times.readyz.len(),
+        times.summary()
     );
     assert_eq!(lost, 0);
     assert!(all.len() > KILLS, "too little load to mean anything");

@@ -188,6 +188,13 @@ fn prepared(dir: &Path, side: &Sidecar) -> anyhow::Result<Prepared> {
 /// Creates the directory (if new) and grows its log to `target` entries.
 /// Returns the seconds spent and the events appended.
 pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
+    grow_with(cfg, target, true)
+}
+
+/// [`grow`], saving the derived state at the end (as a server does on a
+/// clean stop) only when `save` is set: without it, the entries appended
+/// are a tail the next start must catch up, as after a crash.
+fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64, u64)> {
     let dir = &cfg.dir;
     let mut side = match read_sidecar(dir)? {
         Some(s) => s,
@@ -224,7 +231,9 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     }
     let head = events.ledger().head().size;
     if head >= target {
-        save_derived(&events, &key)?;
+        if save {
+            save_derived(&events, &key)?;
+        }
         write_sidecar(dir, &side)?;
         return Ok((started.elapsed().as_secs_f64(), appended));
     }
@@ -283,7 +292,9 @@ pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
     side.next_event = first + todo.div_ceil(WORKERS as u64) + 1;
     appended += n;
     // What a running server saves periodically and on shutdown.
-    save_derived(&events, &key)?;
+    if save {
+        save_derived(&events, &key)?;
+    }
     drop(events);
     write_sidecar(dir, &side)?;
     Ok((started.elapsed().as_secs_f64(), appended))
@@ -331,6 +342,80 @@ fn progress(n: u64, what: &str) -> indicatif::ProgressBar {
     bar
 }
 
+/// How long a start took, from spawning the process (ms).
+struct StartTimes {
+    healthz_ms: f64,
+    caught_up_ms: f64,
+    readyz_ms: f64,
+}
+
+/// Recovery after a crash with `tail` entries after the last saved
+/// event-state snapshot: the times of each start (ms from spawning the
+/// server).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoveryReport {
+    pub snapshot_at: u64,
+    pub tail: u64,
+    pub healthz_ms: Vec<f64>,
+    pub caught_up_ms: Vec<f64>,
+    pub readyz_ms: Vec<f64>,
+}
+
+impl RecoveryReport {
+    pub fn summary(&self) -> String {
+        let med = |v: &[f64]| {
+            let mut v = v.to_vec();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        let range = |v: &[f64]| {
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(0.0, f64::max);
+            format!("{lo:.0}–{hi:.0}")
+        };
+        format!(
+            "tail {} after a snapshot at {} ({} starts, each after SIGKILL): /healthz median {:.0} ms ({}), event state caught up {:.0} ms ({}), /readyz {:.0} ms ({})",
+            self.tail,
+            self.snapshot_at,
+            self.healthz_ms.len(),
+            med(&self.healthz_ms),
+            range(&self.healthz_ms),
+            med(&self.caught_up_ms),
+            range(&self.caught_up_ms),
+            med(&self.readyz_ms),
+            range(&self.readyz_ms),
+        )
+    }
+}
+
+/// Grows a fresh directory to `base` entries and saves its derived state,
+/// appends `tail` more without saving (what a crash leaves), then starts
+/// the server `cfg.repeats` times, each stopped with SIGKILL, and times each
+/// start. The directory must not exist.
+pub fn recovery(cfg: &ScaleConfig, base: u64, tail: u64) -> anyhow::Result<RecoveryReport> {
+    if cfg.dir.exists() {
+        bail!(
+            "{} exists; recovery runs need a fresh directory",
+            cfg.dir.display()
+        );
+    }
+    grow_with(cfg, base, true)?;
+    grow_with(cfg, base + tail, false)?;
+    let mut rep = RecoveryReport {
+        snapshot_at: base,
+        tail,
+        ..RecoveryReport::default()
+    };
+    for _ in 0..cfg.repeats.max(1) {
+        let (server, t) = Server::start_timed(cfg)?;
+        rep.healthz_ms.push(t.healthz_ms);
+        rep.caught_up_ms.push(t.caught_up_ms);
+        rep.readyz_ms.push(t.readyz_ms);
+        server.kill9();
+    }
+    Ok(rep)
+}
+
 /// A `ledger serve` child process, killed on drop.
 struct Server {
     child: Child,
@@ -360,6 +445,21 @@ impl Server {
     /// Spawns the server; returns it with the times to `/healthz` and
     /// `/readyz`.
     fn start(cfg: &ScaleConfig) -> anyhow::Result<(Server, f64, f64)> {
+        let (server, t) = Server::start_timed(cfg)?;
+        Ok((server, t.healthz_ms, t.readyz_ms))
+    }
+
+    /// Stops the server as a crash would (SIGKILL): nothing is saved.
+    fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Spawns the server (saving derived state only hourly, so that only a
+    /// clean stop saves it); returns it with the times to `/healthz`, to
+    /// the event state caught up (`/readyz` no longer 503
+    /// `ledger_unavailable`: writes are taken) and to `/readyz`.
+    fn start_timed(cfg: &ScaleConfig) -> anyhow::Result<(Server, StartTimes)> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -369,6 +469,7 @@ impl Server {
             .arg(&cfg.dir)
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .env("LEDGER_LOG", "warn")
+            .env("LEDGER_PROJECTION_SAVE_SECS", "3600")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -389,9 +490,27 @@ impl Server {
                 std::thread::sleep(Duration::from_millis(2));
             }
         };
-        let healthz = wait("/healthz")?;
-        let readyz = wait("/readyz")?;
-        Ok((server, healthz, readyz))
+        let healthz_ms = wait("/healthz")?;
+        let caught_up_ms = loop {
+            match client.get("/readyz") {
+                Ok(r) if r.status == 200 || !r.text().contains("ledger_unavailable") => {
+                    break t0.elapsed().as_secs_f64() * 1000.0
+                }
+                _ if t0.elapsed() > Duration::from_secs(3600) => {
+                    bail!("the server did not catch up its state within an hour")
+                }
+                _ => std::thread::sleep(Duration::from_millis(2)),
+            }
+        };
+        let readyz_ms = wait("/readyz")?;
+        Ok((
+            server,
+            StartTimes {
+                healthz_ms,
+                caught_up_ms,
+                readyz_ms,
+            },
+        ))
     }
 
     /// CPU time the server process has used.

@@ -46,6 +46,16 @@ struct Args {
     /// The `ledger` binary (default: beside this one).
     #[arg(long)]
     ledger_bin: Option<PathBuf>,
+    /// Instead of the scale run: recovery after a crash. For each tail, a
+    /// fresh directory under --dir is grown to --recovery-base entries with
+    /// its derived state saved, then by the tail without saving; the server
+    /// is started --repeats times, each stopped with SIGKILL, and the times
+    /// to /healthz, to the event state caught up and to /readyz reported.
+    #[arg(long, value_delimiter = ',')]
+    recovery_tails: Vec<u64>,
+    /// The entries before the snapshot in a recovery run.
+    #[arg(long, default_value_t = 100_000)]
+    recovery_base: u64,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +67,26 @@ fn main() -> anyhow::Result<()> {
             .map(|d| d.join("ledger"))
             .unwrap_or_else(|| PathBuf::from("ledger")),
     };
+    if !a.recovery_tails.is_empty() {
+        let mut reports = Vec::new();
+        for &tail in &a.recovery_tails {
+            let cfg = bench::scale::ScaleConfig {
+                dir: a.dir.join(format!("recovery-{tail}")),
+                sizes: Vec::new(),
+                clients: a.clients,
+                proofs: a.proofs,
+                repeats: a.repeats,
+                projection_requests: a.projection_requests,
+                cases: a.cases,
+                ledger_bin: ledger_bin.clone(),
+            };
+            let rep = bench::scale::recovery(&cfg, a.recovery_base, tail)?;
+            println!("{}", rep.summary());
+            reports.push(rep);
+        }
+        eprintln!("{}", serde_json::to_string_pretty(&reports)?);
+        return Ok(());
+    }
     let cfg = bench::scale::ScaleConfig {
         dir: a.dir,
         sizes: a.sizes,
