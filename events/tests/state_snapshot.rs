@@ -155,3 +155,37 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
     assert_eq!(log.check_snapshot(), Ok(Some(at)));
     assert!(log.state().principals.contains_key(&curator));
 }
+
+/// Someone with write access to the data file but no key appends an entry
+/// (here, a real score's payload under a signature of another payload),
+/// recomputing every hash through the log layer: the log verifies and
+/// extends every earlier checkpoint, and its rules replay. Catching up the
+/// state does not check signatures; the tail's signature check does, and
+/// names the entry.
+#[test]
+fn attack_entry_appended_to_the_data_file_without_a_valid_signature_is_caught() {
+    let mut w = World::new();
+    let real = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.99)));
+    let other = w.envelope("harness", Event::ScoreRecorded(score("case-2", 0.10)));
+    let sig = |env: &[u8]| {
+        let v: serde_json::Value = serde_json::from_slice(env).expect("json");
+        v["signatures"][0]["sig"].as_str().expect("sig").to_owned()
+    };
+    let d = events::envelope::decode_envelope(&real).expect("decode");
+    let leaf = String::from_utf8(d.leaf_bytes(T0 + 1)).expect("utf8");
+    let forged = leaf.replace(&sig(&real), &sig(&other));
+    assert_ne!(forged, leaf);
+    let World { dir, log, .. } = w;
+    let at = log.ledger().head().size;
+    drop(log);
+    let raw = ledger::Ledger::open(dir.path(), ledger::Config::default()).expect("raw");
+    raw.append(forged.into_bytes())
+        .expect("appended behind the door");
+    drop(raw);
+
+    let log = reopen(dir.path(), "ledger");
+    assert!(!log.catching_up(), "the rules replay");
+    let err = log.check_tail_signatures().expect_err("caught");
+    assert!(err.starts_with(&format!("entry {at}:")), "{err}");
+    assert!(err.contains("signature"), "{err}");
+}

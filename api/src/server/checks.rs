@@ -163,7 +163,8 @@ pub fn ready_check(state: &AppState) -> bool {
 /// What the server checks in the background once it is ready, before it
 /// signs anything built from derived state: the lookup tables against the
 /// entries, the event-state snapshot against a replay of the log's rules,
-/// and a projection resumed from its checkpoint against one folded from
+/// the signatures of the entries the start replayed without them, and a
+/// projection resumed from its checkpoint against one folded from
 /// the first entry. Until it has passed, recommendations and bundles
 /// answer 503 `log_verifying` (`ledger_derived_check_status` -1). A bad
 /// lookup table or event state withholds numbers, proofs and writes for
@@ -179,6 +180,14 @@ pub fn deep_check(state: &AppState) {
             .map_err(|e| format!("lookup tables: {e}"))?;
         tracing::info!("the lookup tables agree with the log");
         check_event_state(state)?;
+        let n = state
+            .events
+            .check_tail_signatures()
+            .map_err(|e| format!("a signature of the log does not verify: {e}"))?;
+        tracing::info!(
+            entries = n,
+            "the signatures of the entries replayed at start verify"
+        );
         confirm_projection(state)
     });
     match result {
