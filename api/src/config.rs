@@ -37,6 +37,11 @@ pub struct ServeConfig {
     /// Save the projection checkpoint and the event-state snapshot every this
     /// many seconds (and on shutdown). Env: LEDGER_PROJECTION_SAVE_SECS.
     pub projection_save_secs: u64,
+    /// Also save the event-state snapshot whenever the log has grown by this
+    /// many entries since the last one (checked every second; 0: only every
+    /// `projection_save_secs`), which bounds what a start after a crash
+    /// replays before it takes writes. Env: LEDGER_STATE_SNAPSHOT_ENTRIES.
+    pub state_snapshot_entries: u64,
     /// Anchors directory. Default: <data_dir>/anchors. Env: LEDGER_ANCHORS_DIR.
     pub anchors_dir: Option<PathBuf>,
     /// Publish an anchor every this many seconds; 0 disables. Env: LEDGER_ANCHOR_INTERVAL_SECS.
@@ -72,6 +77,7 @@ impl Default for ServeConfig {
             max_concurrent_requests: 1024,
             window_days: 30,
             projection_save_secs: 60,
+            state_snapshot_entries: 50_000,
             anchors_dir: None,
             anchor_interval_secs: 86_400,
             anchor_keys: Vec::new(),

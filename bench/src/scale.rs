@@ -426,6 +426,9 @@ impl Drop for Server {
     /// Stops the server as an operator would (SIGTERM: it saves its derived
     /// state and exits), killing it if it has not exited within a minute.
     fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();

@@ -34,6 +34,10 @@ pub struct ServeArgs {
     window_days: Option<u32>,
     #[arg(long, env = "LEDGER_PROJECTION_SAVE_SECS")]
     projection_save_secs: Option<u64>,
+    /// Save the event-state snapshot whenever the log has grown by this many
+    /// entries (0: only every --projection-save-secs).
+    #[arg(long, env = "LEDGER_STATE_SNAPSHOT_ENTRIES")]
+    state_snapshot_entries: Option<u64>,
     #[arg(long, env = "LEDGER_ANCHORS_DIR")]
     anchors_dir: Option<PathBuf>,
     #[arg(long, env = "LEDGER_ANCHOR_INTERVAL_SECS")]
@@ -74,6 +78,9 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
             .unwrap_or(file.max_concurrent_requests),
         window_days: a.window_days.unwrap_or(file.window_days),
         projection_save_secs: a.projection_save_secs.unwrap_or(file.projection_save_secs),
+        state_snapshot_entries: a
+            .state_snapshot_entries
+            .unwrap_or(file.state_snapshot_entries),
         anchors_dir: a.anchors_dir.or(file.anchors_dir),
         anchor_interval_secs: a.anchor_interval_secs.unwrap_or(file.anchor_interval_secs),
         anchor_keys: if a.anchor_keys.is_empty() {

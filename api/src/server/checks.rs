@@ -173,13 +173,9 @@ pub fn ready_check(state: &AppState) -> bool {
 pub fn deep_check(state: &AppState) {
     let started = Instant::now();
     let result = unpanicked("the background check", || {
-        state
-            .events
-            .ledger()
-            .verify_indexes(&mut |_, _| {})
-            .map_err(|e| format!("lookup tables: {e}"))?;
-        tracing::info!("the lookup tables agree with the log");
-        check_event_state(state)?;
+        // First what the event-state snapshot may be saved after: every
+        // entry the start replayed without its signature, checked (a
+        // snapshot saved before that would seal an unsigned entry in).
         let n = state
             .events
             .check_tail_signatures()
@@ -188,6 +184,14 @@ pub fn deep_check(state: &AppState) {
             entries = n,
             "the signatures of the entries replayed at start verify"
         );
+        state.tail_signed.store(true, Ordering::SeqCst);
+        state
+            .events
+            .ledger()
+            .verify_indexes(&mut |_, _| {})
+            .map_err(|e| format!("lookup tables: {e}"))?;
+        tracing::info!("the lookup tables agree with the log");
+        check_event_state(state)?;
         confirm_projection(state)
     });
     match result {

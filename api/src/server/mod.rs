@@ -215,6 +215,13 @@ pub async fn run(
             st.save_derived();
         },
     );
+    // The event-state snapshot also follows the log's growth, so that a
+    // start after a crash replays a bounded tail before it takes writes.
+    let snapshotter = (state.config.state_snapshot_entries > 0).then(|| {
+        every(&state, Duration::from_secs(1), |st| {
+            st.save_state_if_behind();
+        })
+    });
     let tiler = state.config.tiles_dir.is_some().then(|| {
         every(
             &state,
@@ -256,7 +263,10 @@ pub async fn run(
     };
     crate::listen::serve(listener, router(Arc::clone(&state)), limits, shutdown).await?;
     saver.abort();
-    for job in [anchorer, tiler, witnesser].into_iter().flatten() {
+    for job in [anchorer, tiler, witnesser, snapshotter]
+        .into_iter()
+        .flatten()
+    {
         job.abort();
     }
     state.save_derived();

@@ -77,6 +77,14 @@ pub struct AppState {
     /// The head size at the last complete save of derived state
     /// (`u64::MAX` before the first).
     pub(crate) saved_at: AtomicU64,
+    /// The size of the last event-state snapshot saved by
+    /// [`AppState::save_state_if_behind`].
+    pub(crate) state_saved_at: AtomicU64,
+    /// Set once the background check has verified the signatures of the
+    /// entries the start replayed without them: the event-state snapshot
+    /// may be saved from then on (before the rest of the check, so that a
+    /// crash loop still saves one).
+    pub(crate) tail_signed: std::sync::atomic::AtomicBool,
     /// The head size right after the last anchor was published (or found
     /// at startup); `u64::MAX` before one.
     pub(crate) anchored_at: AtomicU64,
@@ -209,6 +217,8 @@ impl AppState {
             inflight,
             checkpoint_cache: Mutex::new((u64::MAX, String::new())),
             saved_at: AtomicU64::new(u64::MAX),
+            state_saved_at: AtomicU64::new(0),
+            tail_signed: std::sync::atomic::AtomicBool::new(false),
             anchored_at: AtomicU64::new(u64::MAX),
             request_counter: AtomicU64::new(0),
             request_prefix: format!("{:08x}", rand::random::<u32>()),
@@ -292,6 +302,43 @@ impl AppState {
         self.answer(self.verify_status.load(Ordering::SeqCst))
     }
 
+    /// Saves the event-state snapshot when the log has grown by
+    /// `state_snapshot_entries` since the last one: what bounds the tail a
+    /// start after a crash replays before it takes writes. Only once the
+    /// background check has verified the signatures the start skipped (the
+    /// rest of that check need not have finished: it replays the log from
+    /// the first entry up to the snapshot this start resumed from, so a
+    /// newer snapshot launders nothing). Returns whether it saved.
+    pub fn save_state_if_behind(&self) -> bool {
+        let every = self.config.state_snapshot_entries;
+        let size = self.events.ledger().head().size;
+        let last = self.state_saved_at.load(Ordering::SeqCst);
+        if every == 0
+            || size.saturating_sub(last) < every
+            || !self.tail_signed.load(Ordering::SeqCst)
+            || self.derived_checked.load(Ordering::SeqCst) == VERIFY_FAILED
+        {
+            return false;
+        }
+        let started = std::time::Instant::now();
+        match self.events.save_state() {
+            Ok(Some(at)) => {
+                self.state_saved_at.store(at, Ordering::SeqCst);
+                tracing::info!(
+                    size = at,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "event-state snapshot saved"
+                );
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not save the event-state snapshot");
+                false
+            }
+        }
+    }
+
     /// Saves the derived state that makes the next start fast: the
     /// projection checkpoint and the event-state snapshot. Both are
     /// rebuildable from the log and never hashed into it. Skipped when the
@@ -322,7 +369,7 @@ impl AppState {
             }
         }
         match self.events.save_state() {
-            Ok(Some(_)) => {}
+            Ok(Some(at)) => self.state_saved_at.store(at, Ordering::SeqCst),
             Ok(None) => complete = false,
             Err(e) => {
                 tracing::warn!(error = %e, "could not save the event-state snapshot");
