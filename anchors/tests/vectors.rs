@@ -1,7 +1,12 @@
 //! Known answers: Go's sumdb/note package example and the C2SP signed-note
-//! specification example, plus checkpoint round trips.
+//! specification example, the log key's notes and keys from an independent
+//! Python implementation (docs/vectors/gen_format_vectors.py), plus
+//! checkpoint round trips.
 
-use anchors::{open_checkpoint, CheckpointError, LogKey};
+use anchors::{open_checkpoint, open_note_any, CheckpointError, LogKey};
+use base64::engine::general_purpose::STANDARD as B64;
+use base64::Engine as _;
+use sha2::{Digest as _, Sha256};
 use signed_note::{Note, StandardVerifier, VerifierList};
 
 const GO_SKEY: &str =
@@ -88,4 +93,152 @@ fn malformed_keys_are_typed_errors() {
         Err(CheckpointError::MalformedKey(_))
     ));
     assert!(LogKey::from_seed("has space", [1; 32]).is_err());
+}
+
+/// The vectors docs/vectors/gen_format_vectors.py writes (docs/FORMAT.md §9).
+const FORMAT_VECTORS: &str = include_str!("../../ledger/testdata/format_vectors.json");
+
+/// The JSON text from the value of `name` in the object `section` of the
+/// format vectors to the end of the file. This crate has no JSON parser; the
+/// generator writes each section once, and each name once in its section.
+fn vector_value(section: &str, name: &str) -> &'static str {
+    let open = format!("\"{section}\": {{");
+    let at = FORMAT_VECTORS
+        .find(&open)
+        .unwrap_or_else(|| panic!("no `{section}` in the format vectors"));
+    let rest = &FORMAT_VECTORS[at + open.len()..];
+    let key = format!("\"{name}\": ");
+    let at = rest
+        .find(&key)
+        .unwrap_or_else(|| panic!("no `{section}.{name}` in the format vectors"));
+    &rest[at + key.len()..]
+}
+
+/// A string of the format vectors, its JSON escapes decoded.
+fn vector_str(section: &str, name: &str) -> String {
+    let mut chars = vector_value(section, name).chars();
+    assert_eq!(chars.next(), Some('"'), "`{section}.{name}` is a string");
+    let mut out = String::new();
+    loop {
+        match chars.next().expect("a terminated JSON string") {
+            '"' => return out,
+            '\\' => match chars.next().expect("an escape") {
+                'n' => out.push('\n'),
+                '"' => out.push('"'),
+                '\\' => out.push('\\'),
+                '/' => out.push('/'),
+                'u' => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    let code = u32::from_str_radix(&hex, 16).expect("a \\u escape");
+                    out.push(char::from_u32(code).expect("a scalar value"));
+                }
+                c => panic!("unexpected escape \\{c} in `{section}.{name}`"),
+            },
+            c => out.push(c),
+        }
+    }
+}
+
+/// A non-negative integer of the format vectors.
+fn vector_u64(section: &str, name: &str) -> u64 {
+    let v = vector_value(section, name);
+    let end = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    v[..end].parse().expect("an integer")
+}
+
+/// 32 bytes the format vectors write as hex.
+fn vector_32(section: &str, name: &str) -> [u8; 32] {
+    let hex = vector_str(section, name);
+    let bytes = ledger::hash::from_hex(&hex)
+        .unwrap_or_else(|| panic!("`{section}.{name}` is 64 hex digits"))
+        .0;
+    assert_eq!(ledger::hash::hex32(&bytes), hex, "lower-case hex");
+    bytes
+}
+
+#[test]
+fn log_key_notes_match_independent_python_implementation() {
+    let origin = vector_str("log_key", "origin");
+    let key = LogKey::from_seed(&origin, vector_32("log_key", "seed_hex")).expect("key");
+    let vkey = vector_str("log_key", "verifier_key");
+
+    // Keys: the verifier key, its key hash and the private key file text.
+    assert_eq!(key.verifier_key(), vkey);
+    assert_eq!(
+        key.verifier_key().split('+').nth(1),
+        Some(vector_str("log_key", "key_hash").as_str())
+    );
+    assert_eq!(
+        key.signing_key().verifying_key().to_bytes(),
+        vector_32("log_key", "public_key_hex")
+    );
+    let private = vector_str("log_key", "private_key");
+    assert_eq!(key.private_key(), private);
+    assert_eq!(
+        LogKey::from_private(&private)
+            .expect("private key")
+            .verifier_key(),
+        vkey
+    );
+
+    // The checkpoint: the same note, byte for byte (Ed25519 is
+    // deterministic), and the Python-made note opens.
+    let size = vector_u64("checkpoint", "size");
+    let root = ledger::Hash(vector_32("checkpoint", "root_hex"));
+    let text = vector_str("checkpoint", "text");
+    let note = vector_str("checkpoint", "note");
+    assert!(note.starts_with(&format!("{text}\n\u{2014} {origin} ")));
+    assert_eq!(key.sign_checkpoint(size, &root).expect("sign"), note);
+    assert_eq!(key.sign_text(text.as_bytes()).expect("sign"), note);
+    let cp = open_checkpoint(note.as_bytes(), &vkey).expect("the Python checkpoint opens");
+    assert_eq!(
+        (cp.origin.as_str(), cp.size, cp.root),
+        (origin.as_str(), size, root)
+    );
+
+    // The projection-bundle attestation: the statement, the origin and the
+    // lower-case hex SHA-256 of the body's canonical JSON.
+    let body = vector_str("bundle_attestation", "body");
+    let digest = vector_32("bundle_attestation", "body_sha256");
+    assert_eq!(
+        Sha256::digest(body.as_bytes()).as_slice(),
+        digest.as_slice()
+    );
+    let text = vector_str("bundle_attestation", "text");
+    assert_eq!(
+        text,
+        format!(
+            "evidence-ledger/v1 projection-bundle\n{origin}\n{}\n",
+            ledger::hash::hex32(&digest)
+        )
+    );
+    let note = vector_str("bundle_attestation", "note");
+    assert_eq!(key.sign_text(text.as_bytes()).expect("sign"), note);
+    let keys = [vkey.clone()];
+    let (opened, by) = open_note_any(note.as_bytes(), &keys).expect("the attestation opens");
+    assert_eq!((opened.as_slice(), by), (text.as_bytes(), vkey.as_str()));
+    // Signed by the same key, it still never passes as a checkpoint: its
+    // second line is the origin, not a decimal size.
+    assert_eq!(
+        open_checkpoint(note.as_bytes(), &vkey),
+        Err(CheckpointError::MalformedCheckpoint)
+    );
+
+    // The ledger's event signing key, derived from the log key's seed.
+    let event = key.event_signing_key();
+    assert_eq!(
+        vector_str("event_signing_key", "context"),
+        "evidence-ledger/v1 event signing key"
+    );
+    assert_eq!(event.to_bytes(), vector_32("event_signing_key", "seed_hex"));
+    let public = event.verifying_key().to_bytes();
+    assert_eq!(public, vector_32("event_signing_key", "public_key_hex"));
+    assert_eq!(
+        B64.encode(public),
+        vector_str("event_signing_key", "public_key_b64")
+    );
+    assert_eq!(
+        Sha256::digest(public).as_slice(),
+        vector_32("event_signing_key", "key_id").as_slice()
+    );
 }
