@@ -528,9 +528,14 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
     use projections::commit::CommitError;
     use verifier::state::{check_state, StateError};
     let s = world();
+    let rules = verifier::state::StateRules {
+        settings: projections::Settings::default(),
+        now_micros: events::Clock::now_micros(&events::SystemClock),
+        max_skew_micros: 300 * 1_000_000,
+    };
     let tc = testkit::world::TASK_CLASS;
     let truth = state_of(&s.base, tc);
-    let ok = check_state(&truth, &s.vkey, None, 0).expect("the truth");
+    let ok = check_state(&truth, &s.vkey, None, 0, &rules).expect("the truth");
     let view = ok.view.as_ref().expect("a registered class");
     assert_eq!(view.failures.block, 1);
     assert_eq!(view.held_out.cases, 2, "case-3 is retired");
@@ -582,7 +587,7 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
             v.now_micros,
             &v.settings,
         ));
-        match check_state(&r, &s.vkey, None, 0) {
+        match check_state(&r, &s.vkey, None, 0, &rules) {
             Err(StateError::Records(CommitError::Cases(_))) => {}
             other => panic!("{name}: expected the case tree to refuse it, got {other:?}"),
         }
@@ -591,16 +596,31 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
         let class = r.class.as_mut().expect("class");
         class.cases = r.cases.len() as u64;
         class.cases_root = ledger::hash::to_hex(&projections::commit::cases_root(&r.cases));
-        match check_state(&r, &s.vkey, None, 0) {
+        match check_state(&r, &s.vkey, None, 0, &rules) {
             Err(StateError::Records(CommitError::NotCommitted(_))) => {}
             other => panic!("{name} with a rebuilt case tree: expected it refused, got {other:?}"),
         }
     }
 
+    // A view stated over another window, or at another time, is refused
+    // before anything is computed from it.
+    let mut r = truth.clone();
+    r.view.as_mut().expect("view").settings.window_seconds = 24 * 3600;
+    assert!(matches!(
+        check_state(&r, &s.vkey, None, 0, &rules),
+        Err(StateError::Settings { .. })
+    ));
+    let mut r = truth.clone();
+    r.view.as_mut().expect("view").now_micros += 10 * 24 * 3600 * 1_000_000;
+    assert!(matches!(
+        check_state(&r, &s.vkey, None, 0, &rules),
+        Err(StateError::Time { .. })
+    ));
+
     // Numbers served that do not follow from the records.
     let mut r = truth.clone();
     r.view.as_mut().expect("view").failures.block = 0;
-    match check_state(&r, &s.vkey, None, 0) {
+    match check_state(&r, &s.vkey, None, 0, &rules) {
         Err(StateError::View(field)) => assert_eq!(field, "failures"),
         other => panic!("a dropped failure in the view: expected it refused, got {other:?}"),
     }
@@ -608,7 +628,7 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
     // A registered class claimed absent: its neighbour is not adjacent
     // around the name (the only honest neighbours would enclose it).
     let other = state_of(&s.base, "another-class");
-    check_state(&other, &s.vkey, None, 0).expect("another-class is committed");
+    check_state(&other, &s.vkey, None, 0, &rules).expect("another-class is committed");
     let mut hidden = other.clone();
     let real = truth.class.clone().expect("class");
     hidden.neighbours = Some([
@@ -622,18 +642,19 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
     hidden.class_proof = None;
     hidden.cases.clear();
     hidden.view = None;
-    match check_state(&hidden, &s.vkey, None, 0) {
+    match check_state(&hidden, &s.vkey, None, 0, &rules) {
         Err(StateError::Records(CommitError::NotAbsent(..))) => {}
         other => panic!("a hidden class: expected it refused, got {other:?}"),
     }
     // A name that is not registered is proven absent.
     let absent = state_of(&s.base, "no-such-class");
-    let v = check_state(&absent, &s.vkey, None, 0).expect("absent");
+    let v = check_state(&absent, &s.vkey, None, 0, &rules).expect("absent");
     assert!(v.view.is_none());
 
     // A commitment older than what the gate already knows.
-    check_state(&truth, &s.vkey, None, truth.commitment.index + 1).expect("as fresh as known");
-    match check_state(&truth, &s.vkey, None, truth.commitment.index + 2) {
+    check_state(&truth, &s.vkey, None, truth.commitment.index + 1, &rules)
+        .expect("as fresh as known");
+    match check_state(&truth, &s.vkey, None, truth.commitment.index + 2, &rules) {
         Err(StateError::Stale { .. }) => {}
         other => panic!("a stale commitment: expected it refused, got {other:?}"),
     }
@@ -643,7 +664,7 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
         .get_json("/v1/entries/3")
         .expect("entry");
     r.commitment.leaf = e.leaf;
-    match check_state(&r, &s.vkey, None, 0) {
+    match check_state(&r, &s.vkey, None, 0, &rules) {
         Err(StateError::Commitment(_)) => {}
         other => panic!("another entry as the commitment: expected it refused, got {other:?}"),
     }

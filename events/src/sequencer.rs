@@ -524,6 +524,12 @@ pub struct EventLog {
     /// signatures (from the snapshot to the head), for
     /// [`EventLog::check_tail_signatures`].
     unsigned_tail: std::sync::Mutex<(u64, u64)>,
+    /// Held by [`EventLog::load_state`]: one load at a time.
+    loading: std::sync::Mutex<()>,
+    /// Held while the event-state snapshot is written (a periodic save, or
+    /// [`EventLog::check_snapshot`] replacing a bad one), so that a save
+    /// cannot overwrite a repair it did not see.
+    snapshot_write: std::sync::Mutex<()>,
     /// The size and digest of the state the snapshot held, kept until
     /// [`EventLog::check_snapshot`] has compared it with a replay of the log.
     resumed: std::sync::Mutex<Option<Resumed>>,
@@ -631,6 +637,8 @@ impl EventLog {
             degraded,
             door: std::sync::RwLock::new(()),
             unsigned_tail: std::sync::Mutex::new((0, 0)),
+            loading: std::sync::Mutex::new(()),
+            snapshot_write: std::sync::Mutex::new(()),
             resumed: std::sync::Mutex::new(None),
             distrusted: std::sync::atomic::AtomicBool::new(false),
             snapshot_refused: std::sync::Mutex::new(None),
@@ -648,6 +656,7 @@ impl EventLog {
     /// for good and [`EventLog::replay_error`] set.
     pub fn load_state(&self) -> Result<(), Error> {
         use std::sync::atomic::Ordering::SeqCst;
+        let _one = self.loading.lock().unwrap_or_else(|p| p.into_inner());
         if !self.catching_up.load(SeqCst) {
             return Ok(());
         }
@@ -806,6 +815,10 @@ impl EventLog {
         if blake3::hash(&replayed.encode_snapshot()) == resumed {
             return Ok(Some(size));
         }
+        let _writing = self
+            .snapshot_write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         self.distrusted
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let root = self.ledger.root_at(size).map_err(|e| e.to_string())?;
@@ -854,6 +867,10 @@ impl EventLog {
         let Some((size, body)) = taken else {
             return Ok(None);
         };
+        let _writing = self
+            .snapshot_write
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if self.replay_error().is_some()
             || self.distrusted.load(std::sync::atomic::Ordering::SeqCst)
         {
@@ -867,7 +884,8 @@ impl EventLog {
         Ok(Some(size))
     }
 
-    /// Why the log did not replay, when opened with [`EventLog::open_degraded`].
+    /// Why the log did not replay, when opened with [`EventLog::open_deferred`]
+    /// and caught up with [`EventLog::load_state`].
     pub fn replay_error(&self) -> Option<String> {
         self.replay_error
             .lock()

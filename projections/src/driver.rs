@@ -44,9 +44,9 @@ impl<S: Sequencer> Entries for Ledger<S> {
 /// The `aux` name projection checkpoints are saved under. The version moves
 /// when the projection's saved form changes; an older checkpoint is then
 /// simply not found, and the projection is rebuilt from the log once.
-pub const AUX_KEY: &str = "projection/v5";
+pub const AUX_KEY: &str = "projection/v6";
 /// The first bytes of a sealed projection checkpoint ([`ledger::sealed`]).
-const MAGIC: &[u8; 8] = b"ELPROJ05";
+const MAGIC: &[u8; 8] = b"ELPROJ06";
 /// Entries read per batch while catching up.
 const CHUNK: u64 = 4096;
 
@@ -507,9 +507,14 @@ fn commit_held(
             }
         }
         let state = projector.projection.state();
+        let state_root = ledger::hash::to_hex(&state.root());
+        // Ids are global: one a writer could predict (from the size alone)
+        // could be taken first. The state root and the time (µs) are not
+        // known ahead.
+        let tag = blake3::hash(format!("{size}\n{state_root}\n{now}").as_bytes());
         let payload = Payload {
             schema: SCHEMA_VERSION,
-            id: format!("state-committed-{size}"),
+            id: format!("state-committed-{size}-{}", &tag.to_hex()[..16]),
             signer: envelope::key_id(&ledger_key.verifying_key()),
             issued_at: envelope::format_micros(now),
             event: Event::StateCommitted(StateCommitted {
@@ -517,7 +522,7 @@ fn commit_held(
                     size,
                     root: ledger::hash::to_hex(&root),
                 },
-                state_root: ledger::hash::to_hex(&state.root()),
+                state_root,
                 task_classes: state.classes.len() as u64,
             }),
         };

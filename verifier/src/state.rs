@@ -9,9 +9,9 @@
 //! anyone who replays the log checks (every fold checks each
 //! `state.committed` root, [`projections::ProjectionError::WrongStateRoot`]),
 //! and the commitment is in the log for them to check: a wrong one is
-//! signed misbehaviour, not a silent lie. The caller checks freshness:
-//! `committed_size` against the newest size it knows (`min_size`), and the
-//! view's time and settings.
+//! signed misbehaviour, not a silent lie. Freshness is checked against
+//! what the caller knows: the newest size it trusts (`min_size`), its own
+//! clock and the agreed settings ([`StateRules`]).
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -22,6 +22,18 @@ use projections::commit::{self, CommitError, CommittedView};
 
 use crate::check::parse_proof;
 use crate::wire::StateResponse;
+
+/// What the caller holds an answer to, besides its proofs: the agreed
+/// settings (window, confidence, resamples), the caller's clock and how far
+/// the answer's stated time may be from it. The view is recomputed at the
+/// answer's time; a server that stated another time or other settings could
+/// move scores and failures out of the window or loosen the bound.
+#[derive(Debug, Clone)]
+pub struct StateRules {
+    pub settings: projections::Settings,
+    pub now_micros: i64,
+    pub max_skew_micros: i64,
+}
 
 /// A state answer that checked out.
 #[derive(Debug, Clone)]
@@ -55,16 +67,25 @@ pub enum StateError {
     Incomplete(String),
     #[error("the served view differs from the records at `{0}`")]
     View(String),
+    #[error("the answer states settings {stated:?}; the agreed ones are {agreed:?}")]
+    Settings {
+        stated: projections::Settings,
+        agreed: projections::Settings,
+    },
+    #[error("the answer is stated at {stated} µs, not within the allowed skew of {now} µs (and no earlier than its commitment)")]
+    Time { stated: i64, now: i64 },
 }
 
 /// Checks `resp` against the log key `vkey` (and the witness `policy`,
-/// when given), refusing a commitment older than `min_size`. Returns the
-/// view recomputed from the records.
+/// when given), refusing a commitment that covers fewer than `min_size`
+/// entries, and a view stated at another time or with other settings than
+/// `rules` allow. Returns the view recomputed from the records.
 pub fn check_state(
     resp: &StateResponse,
     vkey: &str,
     policy: Option<&anchors::Policy>,
     min_size: u64,
+    rules: &StateRules,
 ) -> Result<VerifiedState, StateError> {
     let ckpt = |e: String| StateError::Checkpoint(e);
     let (cp, witnessed_by) = match policy {
@@ -91,7 +112,7 @@ pub fn check_state(
     let leaf = B64
         .decode(&c.leaf)
         .map_err(|_| bad("the leaf is not base64".into()))?;
-    let (d, _) = events::decode_logged_leaf(&leaf).map_err(|e| bad(e.to_string()))?;
+    let (d, committed_at) = events::decode_logged_leaf(&leaf).map_err(|e| bad(e.to_string()))?;
     let Event::StateCommitted(e) = &d.payload.event else {
         return Err(bad(format!(
             "entry {} is a {}, not a state.committed",
@@ -167,6 +188,23 @@ pub fn check_state(
                 .view
                 .as_ref()
                 .ok_or_else(|| StateError::Incomplete(resp.task_class.clone()))?;
+            // Before any arithmetic on them: the settings must be the
+            // agreed ones, and the time the caller's (and no earlier than the
+            // commitment it describes).
+            if served.settings != rules.settings {
+                return Err(StateError::Settings {
+                    stated: served.settings.clone(),
+                    agreed: rules.settings.clone(),
+                });
+            }
+            if served.now_micros.abs_diff(rules.now_micros) > rules.max_skew_micros.unsigned_abs()
+                || served.now_micros < committed_at
+            {
+                return Err(StateError::Time {
+                    stated: served.now_micros,
+                    now: rules.now_micros,
+                });
+            }
             let ours = commit::view(
                 class,
                 &resp.cases,

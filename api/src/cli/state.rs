@@ -30,6 +30,13 @@ pub struct StateArgs {
     /// nothing).
     #[arg(long, default_value_t = 0)]
     min_size: u64,
+    /// The agreed window, in days (the server's `window_days`): an answer
+    /// computed over another window is refused.
+    #[arg(long, default_value_t = 30)]
+    window_days: u32,
+    /// How far the answer's stated time may be from this machine's clock.
+    #[arg(long, default_value_t = 300)]
+    max_skew_secs: u32,
     /// Print the checked answer as JSON instead of a summary.
     #[arg(long)]
     json: bool,
@@ -52,7 +59,15 @@ pub fn run(a: StateArgs) -> anyhow::Result<()> {
             a.task_class, resp.task_class
         )));
     }
-    let v = verifier::state::check_state(&resp, &a.key, policy.as_ref(), a.min_size)
+    let rules = verifier::state::StateRules {
+        settings: projections::Settings {
+            window_seconds: i64::from(a.window_days) * 24 * 3600,
+            ..projections::Settings::default()
+        },
+        now_micros: events::Clock::now_micros(&events::SystemClock),
+        max_skew_micros: i64::from(a.max_skew_secs) * 1_000_000,
+    };
+    let v = verifier::state::check_state(&resp, &a.key, policy.as_ref(), a.min_size, &rules)
         .map_err(|e| fail(e.to_string()))?;
     if a.json {
         println!(

@@ -163,8 +163,7 @@ pub fn ready_check(state: &AppState) -> bool {
 /// What the server checks in the background once it is ready, before it
 /// signs anything built from derived state: the lookup tables against the
 /// entries, the event-state snapshot against a replay of the log's rules,
-/// the signatures of the entries the start replayed without them, and a
-/// projection resumed from its checkpoint against one folded from
+/// and a projection resumed from its checkpoint against one folded from
 /// the first entry. Until it has passed, recommendations and bundles
 /// answer 503 `log_verifying` (`ledger_derived_check_status` -1). A bad
 /// lookup table or event state withholds numbers, proofs and writes for
@@ -173,18 +172,6 @@ pub fn ready_check(state: &AppState) -> bool {
 pub fn deep_check(state: &AppState) {
     let started = Instant::now();
     let result = unpanicked("the background check", || {
-        // First what the event-state snapshot may be saved after: every
-        // entry the start replayed without its signature, checked (a
-        // snapshot saved before that would seal an unsigned entry in).
-        let n = state
-            .events
-            .check_tail_signatures()
-            .map_err(|e| format!("a signature of the log does not verify: {e}"))?;
-        tracing::info!(
-            entries = n,
-            "the signatures of the entries replayed at start verify"
-        );
-        state.tail_signed.store(true, Ordering::SeqCst);
         state
             .events
             .ledger()
@@ -240,7 +227,24 @@ pub(crate) fn load_event_state(state: &AppState) -> Result<(), String> {
 /// The event state caught up ([`load_event_state`]), then [`ready_check`],
 /// then (when it passed) [`deep_check`].
 pub fn startup_check(state: &AppState) {
-    if let Err(e) = unpanicked("catching up the event state", || load_event_state(state)) {
+    let loaded = unpanicked("catching up the event state", || {
+        load_event_state(state)?;
+        // The signatures the catch-up did not check (writes are taken
+        // meanwhile, each checked at the door), before the server is ready:
+        // before it witnesses, anchors or serves a number, and before an
+        // event-state snapshot may seal the entries in.
+        let n = state
+            .events
+            .check_tail_signatures()
+            .map_err(|e| format!("a signature of the log does not verify: {e}"))?;
+        tracing::info!(
+            entries = n,
+            "the signatures of the entries replayed at start verify"
+        );
+        state.tail_signed.store(true, Ordering::SeqCst);
+        Ok(())
+    });
+    if let Err(e) = loaded {
         tracing::error!(error = %e, "the event state cannot be trusted; numbers, proofs and writes withheld");
         state.withhold_numbers(e);
         state.projection_ready.set(false);

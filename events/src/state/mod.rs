@@ -354,7 +354,14 @@ impl State {
     ) -> Result<(), ReplayError> {
         let invalid = |rejection| ReplayError::Invalid { index, rejection };
         let (d, at) = decode_leaf(leaf).map_err(invalid)?;
-        if verify_signatures {
+        // An entry that enrols or revokes a key is checked even when
+        // signatures are not: a forged one would hand out the power to
+        // write before anything else looks.
+        let changes_keys = matches!(
+            d.payload.event,
+            Event::PrincipalEnrolled(_) | Event::PrincipalRevoked(_)
+        );
+        if verify_signatures || changes_keys {
             let key = self.signer_key(&d).ok_or_else(|| {
                 invalid(Rejection::new(C::UnknownSigner, "signer", "not enrolled"))
             })?;

@@ -180,6 +180,12 @@ fn state_response(
         }
     };
     let entry = log.entry(index)?;
+    // The view is stated no earlier than the commitment it describes (the
+    // clock was read before the commitment was sequenced).
+    let now = match events::decode_logged_leaf(&entry.leaf) {
+        Ok((_, at)) => now.max(at),
+        Err(_) => now,
+    };
     let inclusion = log.inclusion_proof(index, size)?;
     let consistency = log.consistency_proof(index, size)?;
     let state = committed.state;
