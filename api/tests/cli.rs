@@ -138,6 +138,7 @@ fn every_command_has_help() {
         "enrol",
         "revoke",
         "post",
+        "state",
     ] {
         let args: Vec<&str> = if cmd.is_empty() {
             vec!["--help"]
@@ -671,6 +672,32 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
         stdout.contains("5 envelopes: 2 appended, 3 already in the log, 0 refused"),
         "{stdout}"
     );
+
+    // --json: one receipt per line, in order, each one that checks out
+    // against the envelope given; the summary goes to standard error.
+    let out = run(&[
+        "post",
+        "--server",
+        &base,
+        "--key",
+        &vkey,
+        "--json",
+        array.to_str().expect("utf8"),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let receipts: Vec<verifier::wire::WriteReceipt> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a receipt per line"))
+        .collect();
+    assert_eq!(receipts.len(), good.len());
+    let mut checker = verifier::check::ReceiptChecker::new(&vkey);
+    for (rc, env) in receipts.iter().zip(&good) {
+        assert!(rc.existing);
+        checker
+            .check(rc, Some(env))
+            .expect("the printed receipt verifies");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("5 envelopes: 0 appended, 5 already"));
 
     // Receipts checked against another log's key do not verify: exit 1.
     let other_key = dir.path().join("other.key");

@@ -18,11 +18,11 @@ use crate::wire::{BatchResponse, Problem, WriteReceipt};
 use crate::CheckError;
 
 /// Signs `event` with `key` as a new envelope: a fresh id (`prefix`, then
-/// 16 random hex digits) issued now.
+/// 128 random bits as 32 hex digits) issued now.
 pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
     let payload = Payload {
         schema: SCHEMA_VERSION,
-        id: format!("{prefix}-{}", hex::encode(rand::random::<[u8; 8]>())),
+        id: format!("{prefix}-{}", hex::encode(rand::random::<[u8; 16]>())),
         signer: key_id(&key.verifying_key()),
         issued_at: format_micros(SystemClock.now_micros()),
         event,
@@ -93,7 +93,8 @@ pub struct Posted {
 
 /// Posts `envelopes` (label, bytes) in batches of at most `batch` and
 /// [`POST_BODY_BYTES`], checking every receipt with `checker` against the
-/// envelope that was posted. A refusal is passed to `refused` (label,
+/// envelope that was posted. Each checked receipt is passed to `receipt`
+/// (label, receipt); a refusal is passed to `refused` (label,
 /// status, problem) and counted; a receipt that does not verify, or an
 /// answer that does not match the batch, is [`CheckError::Disproved`]. `progress` gets the
 /// number of envelopes answered so far.
@@ -103,6 +104,7 @@ pub fn post_envelopes(
     envelopes: &[(String, Vec<u8>)],
     batch: usize,
     refused: &mut dyn FnMut(&str, u16, &Problem),
+    receipt: &mut dyn FnMut(&str, &WriteReceipt),
     progress: &mut dyn FnMut(u64),
 ) -> Result<Posted, CheckError> {
     let mut out = Posted::default();
@@ -141,6 +143,7 @@ pub fn post_envelopes(
                             "{label}: the receipt does not verify: {e:#}"
                         ))
                     })?;
+                    receipt(label, rc);
                     if rc.existing {
                         out.existing += 1;
                     } else {
@@ -164,4 +167,33 @@ pub fn post_envelopes(
         progress(done);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signed_event_carries_an_id_with_128_random_bits() {
+        let key = SigningKey::from_bytes(&[7; 32]);
+        let id = |env: Vec<u8>| {
+            events::envelope::decode_envelope(&env)
+                .expect("decodes")
+                .payload
+                .id
+        };
+        let event = || {
+            Event::RunFinished(RunFinished {
+                run_id: "run-1".into(),
+            })
+        };
+        let (a, b) = (
+            id(sign_event(&key, "operator", event())),
+            id(sign_event(&key, "operator", event())),
+        );
+        let hex_part = a.strip_prefix("operator-").expect("prefix");
+        assert_eq!(hex_part.len(), 32, "{a}");
+        assert!(hex_part.bytes().all(|c| c.is_ascii_hexdigit()), "{a}");
+        assert_ne!(a, b);
+    }
 }

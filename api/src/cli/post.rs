@@ -25,6 +25,10 @@ pub struct PostArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Print each checked receipt as JSON, one per line, in the order the
+    /// envelopes were given (refusals go to standard error).
+    #[arg(long)]
+    json: bool,
     /// Files of envelopes.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -43,6 +47,10 @@ pub struct Operator {
     /// The operator's key file.
     #[arg(long)]
     operator_key: PathBuf,
+    /// Print the checked receipt as JSON (to keep it, or check it with
+    /// another tool) instead of a summary line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -79,10 +87,14 @@ fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<()> {
     })?;
     let envelope = verifier::post::sign_event(&key, "operator", event);
     let r = verifier::post::post_one(&client, &vkey, &envelope).map_err(super::checked)?;
-    println!(
-        "appended at index {} (tree size {}); proof and checkpoint verified",
-        r.index, r.tree_size
-    );
+    if op.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "appended at index {} (tree size {}); proof and checkpoint verified",
+            r.index, r.tree_size
+        );
+    }
     Ok(())
 }
 
@@ -141,13 +153,27 @@ pub fn run(a: PostArgs) -> anyhow::Result<()> {
                 .as_deref()
                 .map(|f| format!(" on {f}"))
                 .unwrap_or_default();
-            pb.suspend(|| println!("{label}: refused {status} {}{field}: {}", p.code, p.detail));
+            let line = format!("{label}: refused {status} {}{field}: {}", p.code, p.detail);
+            pb.suspend(|| {
+                if a.json {
+                    eprintln!("{line}")
+                } else {
+                    println!("{line}")
+                }
+            });
+        },
+        &mut |_, rc| {
+            if a.json {
+                if let Ok(line) = serde_json::to_string(rc) {
+                    pb.suspend(|| println!("{line}"));
+                }
+            }
         },
         &mut |done| pb.set_position(done),
     );
     pb.finish_and_clear();
     let posted = posted.map_err(super::checked)?;
-    println!(
+    let summary = format!(
         "{} envelopes: {} appended, {} already in the log, {} refused; every receipt's proof and checkpoint verified (tree size {})",
         envelopes.len(),
         posted.appended,
@@ -155,6 +181,11 @@ pub fn run(a: PostArgs) -> anyhow::Result<()> {
         posted.refused,
         posted.tree_size
     );
+    if a.json {
+        eprintln!("{summary}");
+    } else {
+        println!("{summary}");
+    }
     if posted.refused > 0 {
         return Err(fail(format!("{} envelope(s) refused", posted.refused)));
     }
