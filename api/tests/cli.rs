@@ -723,3 +723,152 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A proxy in front of a server that is briefly unavailable: the first
+/// batch is answered 503 with `Retry-After: 0`, and in the second answer
+/// the first envelope's result is replaced by a 503 (it was in fact
+/// appended). Everything else passes through.
+async fn stutter(
+    axum::extract::State((upstream, posts)): axum::extract::State<(
+        String,
+        std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    )>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let post = req.method() == axum::http::Method::POST;
+    let body = axum::body::to_bytes(req.into_body(), 1 << 24)
+        .await
+        .unwrap_or_default();
+    let n = if post {
+        posts.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    } else {
+        usize::MAX
+    };
+    if n == 0 {
+        let problem = serde_json::json!({"type": "urn:evidence-ledger:problem:ledger_unavailable",
+            "title": "Service Unavailable", "status": 503, "code": "ledger_unavailable",
+            "detail": "catching up the event state"});
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            [
+                ("retry-after", "0"),
+                ("content-type", "application/problem+json"),
+            ],
+            problem.to_string(),
+        )
+            .into_response();
+    }
+    let (status, bytes) = tokio::task::spawn_blocking(move || {
+        let c = verifier::client::Client::new(&upstream, None);
+        let r = if post {
+            c.post_json(&path, &body)
+        } else {
+            c.get(&path)
+        }
+        .expect("upstream");
+        let mut bytes = r.body;
+        if n == 1 {
+            let mut answer: serde_json::Value = serde_json::from_slice(&bytes).expect("batch");
+            answer["results"][0] = serde_json::json!({"status": 503, "problem": {
+                "type": "urn:evidence-ledger:problem:ledger_unavailable",
+                "title": "Service Unavailable", "status": 503, "code": "ledger_unavailable",
+                "detail": "catching up the event state"}});
+            bytes = serde_json::to_vec(&answer).expect("json");
+        }
+        (r.status, bytes)
+    })
+    .await
+    .expect("proxy");
+    (
+        axum::http::StatusCode::from_u16(status).expect("status"),
+        [("content-type", "application/json")],
+        bytes,
+    )
+        .into_response()
+}
+
+/// `ledger post` posts again what a starting or busy server answered 503
+/// for, after its `Retry-After`: a whole batch, and one envelope of a
+/// batch; with `--retries 0` the 503 is the answer.
+#[test]
+fn post_retries_what_the_server_answered_503_for() {
+    use events::model::Event;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    let out = run(&["init", "--data-dir", d]);
+    assert!(out.status.success());
+    let vkey = verifier_key(&out);
+    let operator =
+        verifier::keys::read_signing_key(&data.join("operator.key")).expect("operator key");
+    let (server, base) = spawn_server(&["--data-dir", d]);
+    let client = verifier::client::Client::new(&base, None);
+    let mut p = api::demo::Poster::new(&client, vkey.clone(), operator);
+    let envelopes: Vec<String> = (0..3)
+        .map(|i| {
+            String::from_utf8(p.envelope(
+                "operator",
+                Event::TaskClassRegistered(testkit::world::task_class(&format!("retry-{i}"))),
+            ))
+            .expect("utf8")
+        })
+        .collect();
+    let file = dir.path().join("envelopes.json");
+    std::fs::write(&file, format!("[{}]", envelopes.join(","))).expect("write");
+    let file = file.to_str().expect("utf8");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    let proxy = |upstream: &str| {
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let app = axum::Router::new()
+            .fallback(stutter)
+            .with_state((upstream.to_owned(), std::sync::Arc::default()));
+        rt.spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    };
+
+    let out = run(&[
+        "post",
+        "--server",
+        &proxy(&base),
+        "--key",
+        &vkey,
+        "--retries",
+        "0",
+        file,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("503"));
+
+    let out = run(&["post", "--server", &proxy(&base), "--key", &vkey, file]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("3 envelopes: 2 appended, 1 already in the log, 0 refused"),
+        "{stdout}"
+    );
+    stop(server);
+}

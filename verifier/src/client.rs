@@ -50,10 +50,24 @@ pub struct Client {
     token: Option<String>,
 }
 
-/// A response: status and body.
+/// A response: status, body, and the `Retry-After` delay (seconds) when the
+/// server gave one.
 pub struct Reply {
     pub status: u16,
     pub body: Vec<u8>,
+    pub retry_after: Option<u64>,
+}
+
+/// The `Retry-After` header as a number of seconds (the HTTP-date form is
+/// not used by the ledger and is ignored).
+fn retry_after(headers: &ureq::http::HeaderMap) -> Option<u64> {
+    headers
+        .get("retry-after")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 impl Reply {
@@ -110,13 +124,18 @@ impl Client {
         }
         let mut resp = req.call().map_err(|e| anyhow!("GET {path}: {e}"))?;
         let status = resp.status().as_u16();
+        let retry_after = retry_after(resp.headers());
         let body = resp
             .body_mut()
             .with_config()
             .limit(limit.saturating_add(1))
             .read_to_vec()
             .map_err(|e| anyhow!("GET {path}: {e}"))?;
-        Ok(Reply { status, body })
+        Ok(Reply {
+            status,
+            body,
+            retry_after,
+        })
     }
 
     /// `POST /v1/events/batch` with `envelopes` (each one envelope's JSON
@@ -144,11 +163,16 @@ impl Client {
             .send(body)
             .map_err(|e| anyhow!("POST {path}: {e}"))?;
         let status = resp.status().as_u16();
+        let retry_after = retry_after(resp.headers());
         let body = resp
             .body_mut()
             .read_to_vec()
             .map_err(|e| anyhow!("POST {path}: {e}"))?;
-        Ok(Reply { status, body })
+        Ok(Reply {
+            status,
+            body,
+            retry_after,
+        })
     }
 
     /// GET a text document, failing on a non-2xx status.

@@ -30,13 +30,77 @@ pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
     sign_envelope(key, &payload)
 }
 
+/// How posts are retried when the server answers 503 (it is starting, or
+/// busy): up to `attempts` more times, each after the `Retry-After` delay
+/// it gave (or a doubling one from 100 ms), never longer than `max_wait`.
+/// Re-posting is safe: an envelope already in the log is acknowledged, not
+/// appended again.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub attempts: u32,
+    pub max_wait: std::time::Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            attempts: 5,
+            max_wait: std::time::Duration::from_secs(10),
+        }
+    }
+}
+
+impl Retry {
+    /// No retries.
+    pub const NONE: Retry = Retry {
+        attempts: 0,
+        max_wait: std::time::Duration::ZERO,
+    };
+
+    /// How long to wait before retry number `n` (0-based), given the
+    /// server's `Retry-After`.
+    fn delay(&self, n: u32, retry_after: Option<u64>) -> std::time::Duration {
+        let backoff = std::time::Duration::from_millis(100u64.saturating_mul(1 << n.min(10)));
+        retry_after
+            .map(std::time::Duration::from_secs)
+            .unwrap_or(backoff)
+            .min(self.max_wait)
+    }
+
+    /// `send`, again while it answers 503 and attempts remain.
+    fn run(
+        &self,
+        mut send: impl FnMut() -> anyhow::Result<crate::client::Reply>,
+    ) -> anyhow::Result<crate::client::Reply> {
+        let mut n = 0;
+        loop {
+            let r = send()?;
+            if r.status != 503 || n >= self.attempts {
+                return Ok(r);
+            }
+            std::thread::sleep(self.delay(n, r.retry_after));
+            n += 1;
+        }
+    }
+}
+
 /// Posts one signed envelope to `POST /v1/events` and checks its receipt
 /// against `vkey`: the signed checkpoint, the inclusion proof, and that the
 /// proven leaf is this envelope. A refusal is an error that names the
 /// status and the problem; a receipt that does not verify is
 /// [`CheckError::Disproved`].
 pub fn post_one(client: &Client, vkey: &str, envelope: &[u8]) -> Result<WriteReceipt, CheckError> {
-    let r = client.post_json("/v1/events", envelope)?;
+    post_one_retrying(client, vkey, envelope, Retry::NONE)
+}
+
+/// [`post_one`], retried as `retry` says while the server answers 503.
+pub fn post_one_retrying(
+    client: &Client,
+    vkey: &str,
+    envelope: &[u8],
+    retry: Retry,
+) -> Result<WriteReceipt, CheckError> {
+    let r = retry.run(|| client.post_json("/v1/events", envelope))?;
     if !(200..300).contains(&r.status) {
         return Err(anyhow!("write refused ({}): {}", r.status, r.text()).into());
     }
@@ -98,11 +162,13 @@ pub struct Posted {
 /// status, problem) and counted; a receipt that does not verify, or an
 /// answer that does not match the batch, is [`CheckError::Disproved`]. `progress` gets the
 /// number of envelopes answered so far.
+#[allow(clippy::too_many_arguments)]
 pub fn post_envelopes(
     client: &Client,
     checker: &mut ReceiptChecker,
     envelopes: &[(String, Vec<u8>)],
     batch: usize,
+    retry: Retry,
     refused: &mut dyn FnMut(&str, u16, &Problem),
     receipt: &mut dyn FnMut(&str, &WriteReceipt),
     progress: &mut dyn FnMut(u64),
@@ -117,54 +183,72 @@ pub fn post_envelopes(
             bytes += rest[n].1.len() + 1;
             n += 1;
         }
-        let (chunk, later) = rest.split_at(n);
+        let (first, later) = rest.split_at(n);
         rest = later;
-        let r = client.post_batch(chunk.iter().map(|(_, env)| env.as_slice()))?;
-        if r.status != 200 {
-            return Err(anyhow!(
-                "the server refused a batch of {n} ({}): {} (re-running is safe)",
-                r.status,
-                r.text()
-            )
-            .into());
-        }
-        let answer: BatchResponse = r.json()?;
-        if answer.results.len() != n {
-            return Err(CheckError::Disproved(format!(
-                "the server answered {} results for {n} envelopes",
-                answer.results.len()
-            )));
-        }
-        for ((label, env), item) in chunk.iter().zip(&answer.results) {
-            match (&item.receipt, &item.problem) {
-                (Some(rc), _) => {
-                    checker.check(rc, Some(env)).map_err(|e| {
-                        CheckError::Disproved(format!(
-                            "{label}: the receipt does not verify: {e:#}"
-                        ))
-                    })?;
-                    receipt(label, rc);
-                    if rc.existing {
-                        out.existing += 1;
-                    } else {
-                        out.appended += 1;
+        // Envelopes the server answered 503 for (it was starting or busy)
+        // are posted again, as `retry` says; the rest are done.
+        let mut chunk: Vec<&(String, Vec<u8>)> = first.iter().collect();
+        let mut attempt = 0;
+        while !chunk.is_empty() {
+            let n = chunk.len();
+            let r = retry.run(|| client.post_batch(chunk.iter().map(|(_, env)| env.as_slice())))?;
+            if r.status != 200 {
+                return Err(anyhow!(
+                    "the server refused a batch of {n} ({}): {} (re-running is safe)",
+                    r.status,
+                    r.text()
+                )
+                .into());
+            }
+            let answer: BatchResponse = r.json()?;
+            if answer.results.len() != n {
+                return Err(CheckError::Disproved(format!(
+                    "the server answered {} results for {n} envelopes",
+                    answer.results.len()
+                )));
+            }
+            let mut again = Vec::new();
+            for (&entry, item) in chunk.iter().zip(&answer.results) {
+                let (label, env) = entry;
+                if item.status == 503 && attempt < retry.attempts {
+                    again.push(entry);
+                    continue;
+                }
+                match (&item.receipt, &item.problem) {
+                    (Some(rc), _) => {
+                        checker.check(rc, Some(env)).map_err(|e| {
+                            CheckError::Disproved(format!(
+                                "{label}: the receipt does not verify: {e:#}"
+                            ))
+                        })?;
+                        receipt(label, rc);
+                        if rc.existing {
+                            out.existing += 1;
+                        } else {
+                            out.appended += 1;
+                        }
+                        out.tree_size = out.tree_size.max(rc.tree_size);
                     }
-                    out.tree_size = out.tree_size.max(rc.tree_size);
-                }
-                (None, Some(p)) => {
-                    out.refused += 1;
-                    refused(label, item.status, p);
-                }
-                (None, None) => {
-                    return Err(CheckError::Disproved(format!(
-                        "{label}: status {} with neither a receipt nor a problem",
-                        item.status
-                    )))
+                    (None, Some(p)) => {
+                        out.refused += 1;
+                        refused(label, item.status, p);
+                    }
+                    (None, None) => {
+                        return Err(CheckError::Disproved(format!(
+                            "{label}: status {} with neither a receipt nor a problem",
+                            item.status
+                        )))
+                    }
                 }
             }
+            done += (n - again.len()) as u64;
+            progress(done);
+            if !again.is_empty() {
+                std::thread::sleep(retry.delay(attempt, None));
+            }
+            attempt += 1;
+            chunk = again;
         }
-        done += n as u64;
-        progress(done);
     }
     Ok(out)
 }

@@ -25,10 +25,15 @@ pub struct PostArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
-    /// Print each checked receipt as JSON, one per line, in the order the
-    /// envelopes were given (refusals go to standard error).
+    /// Print each checked receipt as JSON, one per line, as each is
+    /// acknowledged (refusals and the summary go to standard error).
     #[arg(long)]
     json: bool,
+    /// Times to post again what the server answered 503 for (it is starting
+    /// or busy), after the Retry-After delay it gives; 0 never retries.
+    /// Re-posting is safe: an envelope already in the log is acknowledged.
+    #[arg(long, default_value_t = 5)]
+    retries: u32,
     /// Files of envelopes.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -51,6 +56,10 @@ pub struct Operator {
     /// another tool) instead of a summary line.
     #[arg(long)]
     json: bool,
+    /// Times to post again while the server answers 503 (it is starting or
+    /// busy), after the Retry-After delay it gives; 0 never retries.
+    #[arg(long, default_value_t = 5)]
+    retries: u32,
 }
 
 #[derive(Args)]
@@ -86,7 +95,12 @@ fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<()> {
         eprintln!("note: the receipt is checked against the key the server gave ({k}); pass --key to check it against a key you trust");
     })?;
     let envelope = verifier::post::sign_event(&key, "operator", event);
-    let r = verifier::post::post_one(&client, &vkey, &envelope).map_err(super::checked)?;
+    let retry = verifier::post::Retry {
+        attempts: op.retries,
+        ..verifier::post::Retry::default()
+    };
+    let r = verifier::post::post_one_retrying(&client, &vkey, &envelope, retry)
+        .map_err(super::checked)?;
     if op.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -147,6 +161,10 @@ pub fn run(a: PostArgs) -> anyhow::Result<()> {
         &mut checker,
         &envelopes,
         a.batch as usize,
+        verifier::post::Retry {
+            attempts: a.retries,
+            ..verifier::post::Retry::default()
+        },
         &mut |label, status, p| {
             let field = p
                 .field
