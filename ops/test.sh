@@ -71,7 +71,9 @@ for _ in range(300):
 r = urllib.request.urlopen(urllib.request.Request(f"https://127.0.0.1:{tls}/v1/log", headers={"X-Request-Id": "ops-test-1"}), context=ctx, timeout=5)
 info = json.load(r)
 assert r.status == 200 and info["origin"] == "ops.test/log", info
-assert r.headers["x-request-id"], "request id through the proxy"
+assert r.headers["x-request-id"] == "ops-test-1", f"the client's request id through the proxy: {r.headers['x-request-id']}"
+r = urllib.request.urlopen(urllib.request.Request(f"https://127.0.0.1:{tls}/v1/log"), context=ctx, timeout=5)
+assert len(r.headers["x-request-id"] or "") == 32, f"nginx gives one when the client sent none: {r.headers['x-request-id']}"
 try:
     urllib.request.urlopen(f"https://127.0.0.1:{tls}/metrics", context=ctx, timeout=5)
     raise SystemExit("metrics must not be exposed through the proxy")

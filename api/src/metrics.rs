@@ -34,6 +34,66 @@ pub struct CodeLabel {
     pub code: String,
 }
 
+/// A request's method, route template (`/v1/entries/{index}`, never the
+/// path itself, so the series stay few) and status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabel {
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+}
+
+/// A request's method and route template.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    pub method: String,
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabel {
+    version: String,
+}
+
+/// What the process reads of itself in /proc (Linux), at a scrape.
+#[derive(Debug, Default)]
+struct ProcessStats {
+    cpu_seconds: Option<f64>,
+    resident_bytes: Option<u64>,
+    open_fds: Option<u64>,
+}
+
+impl ProcessStats {
+    fn read() -> ProcessStats {
+        // utime and stime, fields 14 and 15 of /proc/self/stat, counted
+        // after the command name's closing parenthesis, in USER_HZ (100 on
+        // Linux).
+        let cpu_seconds = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| {
+                let rest = s.rsplit_once(')')?.1;
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+                Some(ticks as f64 / 100.0)
+            });
+        let resident_bytes = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+                let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kb * 1024)
+            });
+        let open_fds = std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|d| d.count() as u64);
+        ProcessStats {
+            cpu_seconds,
+            resident_bytes,
+            open_fds,
+        }
+    }
+}
+
 pub struct Metrics {
     registry: Mutex<Registry>,
     /// Seconds from a write's arrival to its durable acknowledgement.
@@ -59,6 +119,11 @@ pub struct Metrics {
     /// Tree size of the newest checkpoint a witness quorum cosigned.
     pub witnessed_size: Gauge,
     witness_failures: Counter,
+    requests: Family<RequestLabel, Counter>,
+    request_seconds: Family<RouteLabel, Histogram>,
+    process_cpu: Counter<f64, std::sync::atomic::AtomicU64>,
+    process_resident: Gauge,
+    process_fds: Gauge,
 }
 
 impl Default for Metrics {
@@ -69,7 +134,38 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("ledger");
+        let mut top = Registry::default();
+        // The standard process metrics, unprefixed as every exporter
+        // writes them.
+        let process_cpu = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        let (process_resident, process_fds): (Gauge, Gauge) = (Gauge::default(), Gauge::default());
+        let process_start: Gauge = Gauge::default();
+        top.register(
+            "process_cpu_seconds",
+            "User and system CPU time spent, in seconds",
+            process_cpu.clone(),
+        );
+        top.register(
+            "process_resident_memory_bytes",
+            "Resident memory size, in bytes",
+            process_resident.clone(),
+        );
+        top.register(
+            "process_open_fds",
+            "Open file descriptors",
+            process_fds.clone(),
+        );
+        process_start.set(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs() as i64),
+        );
+        top.register(
+            "process_start_time_seconds",
+            "When the process started (when its metrics were created), Unix time",
+            process_start,
+        );
+        let registry = top.sub_registry_with_prefix("ledger");
         let append_latency = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         let errors = Family::<CodeLabel, Counter>::default();
         let (tree_size, verify_status, last_batch) =
@@ -159,6 +255,27 @@ impl Metrics {
             "Syncs of the static tiles directory that failed",
             tiles_failures.clone(),
         );
+        let build = Family::<BuildLabel, Gauge>::default();
+        build
+            .get_or_create(&BuildLabel {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            })
+            .set(1);
+        registry.register("build_info", "The running build: always 1, labelled", build);
+        let requests = Family::<RequestLabel, Counter>::default();
+        registry.register(
+            "http_requests",
+            "Requests answered, by method, route template and status",
+            requests.clone(),
+        );
+        let request_seconds = Family::<RouteLabel, Histogram>::new_with_constructor(
+            (|| Histogram::new(exponential_buckets(0.0001, 2.0, 18))) as fn() -> Histogram,
+        );
+        registry.register(
+            "http_request_duration_seconds",
+            "Time from a request's arrival to its answer, by method and route template",
+            request_seconds.clone(),
+        );
         let (witnessed_size, witness_failures) = (Gauge::default(), Counter::default());
         registry.register(
             "witnessed_size",
@@ -171,7 +288,7 @@ impl Metrics {
             witness_failures.clone(),
         );
         Metrics {
-            registry: Mutex::new(registry),
+            registry: Mutex::new(top),
             append_latency,
             errors,
             tree_size,
@@ -191,7 +308,30 @@ impl Metrics {
             tiles_failures,
             witnessed_size,
             witness_failures,
+            requests,
+            request_seconds,
+            process_cpu,
+            process_resident,
+            process_fds,
         }
+    }
+
+    /// One request answered: `route` is its route template (or
+    /// `unmatched`), `seconds` from arrival to answer.
+    pub fn observe_request(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabel {
+                method: method.to_owned(),
+                route: route.to_owned(),
+                status,
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&RouteLabel {
+                method: method.to_owned(),
+                route: route.to_owned(),
+            })
+            .observe(seconds);
     }
 
     /// A witness brought no valid cosignature.
@@ -233,6 +373,17 @@ impl Metrics {
         self.requests_in_flight.set(s.requests_in_flight as i64);
         if let Some(bytes) = s.data_file_bytes {
             self.data_file_bytes.set(bytes as i64);
+        }
+        let p = ProcessStats::read();
+        if let Some(cpu) = p.cpu_seconds {
+            self.process_cpu
+                .inc_by((cpu - self.process_cpu.get()).max(0.0));
+        }
+        if let Some(rss) = p.resident_bytes {
+            self.process_resident.set(rss as i64);
+        }
+        if let Some(fds) = p.open_fds {
+            self.process_fds.set(fds as i64);
         }
         let mut out = String::new();
         let reg = self.registry.lock().unwrap_or_else(|p| p.into_inner());

@@ -41,6 +41,18 @@ fn every_route_answers_and_every_proof_verifies() {
             && m.contains("ledger_commit_batches_total "),
         "{m}"
     );
+    // Per route template (never the path itself), the build and the
+    // process.
+    assert!(
+        m.contains(
+            "ledger_http_requests_total{method=\"GET\",route=\"/v1/entries/{index}\",status=\"404\"} 1"
+        ) && m.contains("ledger_http_request_duration_seconds_count{method=\"GET\",route=\"/readyz\"}")
+            && m.contains("ledger_build_info{version=\"")
+            && m.contains("process_resident_memory_bytes ")
+            && m.contains("process_cpu_seconds_total ")
+            && m.contains("process_open_fds "),
+        "{m}"
+    );
     assert!(
         m.contains("ledger_problem_responses_total{code=\"not_found\"}"),
         "{m}"

@@ -20,8 +20,31 @@ pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
-/// Request ids, read tokens, the concurrency limit and the time limit.
+/// The route template a request matched, carried on its response from
+/// [`name_route`] to [`guard`].
+#[derive(Clone)]
+pub(crate) struct RouteName(String);
+
+/// Puts the matched route template on the response (a route layer: it
+/// runs only for requests that matched a route).
+pub(crate) async fn name_route(
+    matched: Option<axum::extract::MatchedPath>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let route = matched.map(|m| m.as_str().to_owned());
+    let mut resp = next.run(req).await;
+    if let Some(r) = route {
+        resp.extensions_mut().insert(RouteName(r));
+    }
+    resp
+}
+
+/// Request ids, read tokens, the concurrency limit and the time limit; then
+/// one access-log line and the per-route metrics for every request.
 pub(crate) async fn guard(State(state): State<Shared>, req: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = req.method().as_str().to_owned();
     let id = req
         .headers()
         .get("x-request-id")
@@ -72,6 +95,26 @@ pub(crate) async fn guard(State(state): State<Shared>, req: Request, next: Next)
     {
         state.metrics.count_error(code);
     }
+    let route = resp
+        .extensions()
+        .get::<RouteName>()
+        .map_or("unmatched", |r| r.0.as_str())
+        .to_owned();
+    let status = resp.status().as_u16();
+    let seconds = started.elapsed().as_secs_f64();
+    state
+        .metrics
+        .observe_request(&method, &route, status, seconds);
+    tracing::info!(
+        target: "ledger::access",
+        request_id = %id,
+        method = %method,
+        route = %route,
+        path = %path,
+        status,
+        latency_ms = seconds * 1000.0,
+        "request"
+    );
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert("x-request-id", v);
     }

@@ -77,6 +77,9 @@ pub fn router(state: Shared) -> Router {
     let limit = state.config.max_body_bytes;
     let (routes, _) = routes::all().split_for_parts();
     routes
+        // On matched routes only: names the route template for the access
+        // log and the per-route metrics the guard writes.
+        .route_layer(axum::middleware::from_fn(guard::name_route))
         .fallback(guard::not_found)
         .method_not_allowed_fallback(guard::method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
