@@ -5,6 +5,13 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+/// A 32-byte hash as 64 lower-case hex digits: leaf, chain and tree
+/// hashes, roots, proof steps and key ids in every JSON answer (base64 is
+/// used only inside checkpoints, keys and leaves; docs/FORMAT.md §9).
+#[derive(ToSchema)]
+#[schema(value_type = String, pattern = "^[0-9a-f]{64}$")]
+pub struct HexHash(pub String);
+
 /// An RFC 9457 problem document.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct Problem {
@@ -30,14 +37,18 @@ pub struct WriteReceipt {
     /// The entry's 0-based index.
     pub index: u64,
     /// Hex RFC 6962 leaf hash.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub leaf_hash: String,
     /// Hex SHA-256 chain hash.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub chain_hash: String,
     /// The tree size of the checkpoint below (covers this entry).
     pub tree_size: u64,
     /// Hex RFC 6962 root at `tree_size`.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub root: String,
     /// RFC 6962 inclusion proof of `index` in `tree_size`, nearest sibling first (hex).
+    #[schema(value_type = Vec<HexHash>)]
     pub inclusion_proof: Vec<String>,
     /// C2SP checkpoint in a signed note, covering `tree_size`.
     pub checkpoint: String,
@@ -51,6 +62,7 @@ pub struct WriteReceipt {
     /// envelope that was posted, it rebuilds the exact leaf bytes
     /// (`{"envelope", "sequenced_at", "v"}`, docs/FORMAT.md), so a client can
     /// check that `leaf_hash` is its own event and not some other entry.
+    #[schema(format = DateTime)]
     pub sequenced_at: String,
 }
 
@@ -59,14 +71,19 @@ pub struct WriteReceipt {
 pub struct EntryView {
     pub index: u64,
     /// Base64 of the exact leaf bytes that are hashed.
+    #[schema(format = Byte)]
     pub leaf: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub leaf_hash: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub chain_hash: String,
     /// The ledger's sequencing time (RFC 3339, UTC).
+    #[schema(format = DateTime)]
     pub sequenced_at: String,
     pub id: String,
     pub kind: String,
     /// Key id of the signer.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub signer: String,
     /// The decoded signed payload.
     #[schema(value_type = Object)]
@@ -85,8 +102,11 @@ pub struct EntryPage {
 pub struct InclusionProof {
     pub index: u64,
     pub tree_size: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub leaf_hash: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub root: String,
+    #[schema(value_type = Vec<HexHash>)]
     pub proof: Vec<String>,
     /// A signed checkpoint at `tree_size`.
     pub checkpoint: String,
@@ -96,8 +116,11 @@ pub struct InclusionProof {
 pub struct ConsistencyProof {
     pub first: u64,
     pub second: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub first_root: String,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub second_root: String,
+    #[schema(value_type = Vec<HexHash>)]
     pub proof: Vec<String>,
     /// A signed checkpoint at `second`.
     pub checkpoint: String,
@@ -110,8 +133,10 @@ pub struct LogInfo {
     /// The note verifier key.
     pub verifier_key: String,
     /// Key id of the ledger's own event key (role `ledger`).
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub ledger_key_id: String,
     pub tree_size: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub root: String,
     /// `verifying`, `verified` or `failed`.
     pub verify_status: String,
@@ -127,10 +152,13 @@ pub struct TaskClassSummary {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct EvidenceProof {
     pub index: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub leaf_hash: String,
     /// Base64 leaf bytes: re-hash them to get `leaf_hash`.
+    #[schema(format = Byte)]
     pub leaf: String,
     /// Inclusion proof against the response's checkpoint.
+    #[schema(value_type = Vec<HexHash>)]
     pub proof: Vec<String>,
 }
 
@@ -141,6 +169,7 @@ pub struct ProjectionResponse {
     pub checkpoint: String,
     pub verifier_key: String,
     pub tree_size: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub root: String,
     /// The projection (docs/PROJECTIONS.md).
     #[schema(value_type = Object)]
@@ -205,11 +234,14 @@ pub struct CommitmentProof {
     /// Its log index: the size of the log whose state it commits.
     pub index: u64,
     /// Base64 of the leaf bytes.
+    #[schema(format = Byte)]
     pub leaf: String,
     /// RFC 6962 inclusion proof of the leaf in the checkpoint's tree.
+    #[schema(value_type = Vec<HexHash>)]
     pub inclusion_proof: Vec<String>,
     /// RFC 6962 consistency proof from the committed size (`index`) to the
     /// checkpoint's size.
+    #[schema(value_type = Vec<HexHash>)]
     pub consistency_proof: Vec<String>,
 }
 
@@ -224,9 +256,11 @@ pub struct StateResponse {
     pub checkpoint: String,
     pub verifier_key: String,
     pub tree_size: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub root: String,
     pub commitment: CommitmentProof,
     /// The committed state root (hex) and how many classes it holds.
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub state_root: String,
     pub task_classes: u64,
     /// The class record, when the class is registered.
