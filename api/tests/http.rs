@@ -41,6 +41,26 @@ fn every_route_answers_and_every_proof_verifies() {
             && m.contains("ledger_commit_batches_total "),
         "{m}"
     );
+    // The JSON Schemas writers sign against, as docs/schemas/ publishes them.
+    let schema: serde_json::Value = c
+        .get_json("/v1/schemas/events/score.recorded")
+        .expect("body schema");
+    let published: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/schemas/events/score.recorded.json"
+        ))
+        .expect("docs/schemas"),
+    )
+    .expect("json");
+    assert_eq!(schema, published);
+    let payload: serde_json::Value = c.get_json("/v1/schemas/events").expect("payload schema");
+    assert!(payload["properties"]["event"].is_object(), "{payload}");
+    problem(
+        &c.get("/v1/schemas/events/score.invented").expect("r"),
+        404,
+        "not_found",
+    );
     // Per route template (never the path itself), the build and the
     // process.
     assert!(

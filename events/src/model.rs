@@ -6,11 +6,20 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The JSON Schema of the signed payload (every kind, `{"kind", "body"}`),
+/// generated from [`Payload`], the type every envelope is decoded into.
+/// What it cannot say (identifier and text rules, digest and time formats,
+/// the rules that depend on the log) is checked by the sequencer and listed
+/// in docs/EVENTS.md.
+pub fn payload_schema() -> schemars::Schema {
+    schemars::schema_for!(Payload)
+}
+
 /// The schema version this build writes and accepts.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The signed payload of every event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Payload {
     /// Schema version; must be [`SCHEMA_VERSION`].
@@ -33,7 +42,7 @@ pub struct Payload {
 macro_rules! catalogue {
     ($($(#[$doc:meta])* $variant:ident = $name:literal,)*) => {
         /// The event kinds, tagged as `{"kind": "...", "body": {...}}`.
-        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
         #[serde(tag = "kind", content = "body", deny_unknown_fields)]
         pub enum Event {
             $($(#[$doc])* #[serde(rename = $name)] $variant($variant),)*
@@ -62,6 +71,14 @@ macro_rules! catalogue {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Kind::$variant => $name,)*
+                }
+            }
+
+            /// The JSON Schema of this kind's body, generated from the
+            /// type the sequencer decodes it into.
+            pub fn body_schema(self) -> schemars::Schema {
+                match self {
+                    $(Kind::$variant => schemars::schema_for!($variant),)*
                 }
             }
 
@@ -119,7 +136,19 @@ catalogue! {
 }
 
 /// Roles decide which event kinds a principal may append.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
     Harness,
@@ -205,7 +234,19 @@ impl Role {
 }
 
 /// Trust tiers, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     Bronze,
@@ -225,7 +266,7 @@ impl Tier {
 
 /// A co-signature by a named principal over a statement the event defines
 /// (docs/EVENTS.md, "Co-signed statements").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CoSignature {
     pub key_id: String,
@@ -234,14 +275,14 @@ pub struct CoSignature {
 }
 
 /// A tree size and its RFC 6962 root (hex) in this log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointRef {
     pub size: u64,
     pub root: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalEnrolled {
     /// Base64 of the 32-byte Ed25519 public key.
@@ -250,14 +291,14 @@ pub struct PrincipalEnrolled {
     pub roles: Vec<Role>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalRevoked {
     pub key_id: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TierRule {
     /// Active held-out cases needed for this tier.
@@ -266,7 +307,7 @@ pub struct TierRule {
     pub score_threshold: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailureMode {
     pub code: String,
@@ -275,7 +316,7 @@ pub struct FailureMode {
     pub description: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskClassRegistered {
     pub task_class: String,
@@ -287,14 +328,14 @@ pub struct TaskClassRegistered {
     pub initial_tier: Tier,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RubricUpdated {
     pub task_class: String,
     pub rubric_digest: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Disposition {
     Positive,
@@ -302,7 +343,7 @@ pub enum Disposition {
     Ambiguous,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CaseSource {
     Curated,
@@ -310,7 +351,7 @@ pub enum CaseSource {
     RegressionConverted,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Provenance {
     pub source: CaseSource,
@@ -320,7 +361,7 @@ pub struct Provenance {
     pub reviewed_by: CoSignature,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CaseAdded {
     pub task_class: String,
@@ -335,7 +376,7 @@ pub struct CaseAdded {
     pub cassette_digest: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CaseRetired {
     pub case_id: String,
@@ -344,7 +385,7 @@ pub struct CaseRetired {
     pub reviewed_by: CoSignature,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CaseDraft {
     pub case_id: String,
@@ -356,7 +397,7 @@ pub struct CaseDraft {
     pub cassette_digest: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CaseProposed {
     pub proposal_id: String,
@@ -366,7 +407,7 @@ pub struct CaseProposed {
     pub production_ref: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProposalApproved {
     pub proposal_id: String,
@@ -375,21 +416,21 @@ pub struct ProposalApproved {
     pub reviewed_by: CoSignature,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProposalRejected {
     pub proposal_id: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Isolation {
     Microvm,
     SharedKernel,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunStarted {
     pub run_id: String,
@@ -400,13 +441,13 @@ pub struct RunStarted {
     pub isolation_class: Isolation,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunFinished {
     pub run_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RubricInvoked {
     pub run_id: String,
@@ -414,7 +455,7 @@ pub struct RubricInvoked {
     pub invocation_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RubricCompleted {
     pub invocation_id: String,
@@ -431,14 +472,14 @@ pub const RUBRIC_FAILURE_CODES: &[&str] = &[
     "rubric.sandbox_violation",
 ];
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RubricFailed {
     pub invocation_id: String,
     pub failure_code: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreFailureMode {
     pub code: String,
@@ -446,7 +487,7 @@ pub struct ScoreFailureMode {
 }
 
 /// `BenchScore` (seed 000).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BenchScore {
     pub passed: bool,
@@ -458,7 +499,7 @@ pub struct BenchScore {
 }
 
 /// `BenchRunRecord` (seed 000), without `prev_hash`: the log links entries.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScoreRecorded {
     pub run_id: String,
@@ -476,7 +517,7 @@ pub struct ScoreRecorded {
 }
 
 /// `SolvedExampleWriteCapability` (seed 002).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CapabilityMinted {
     pub capability_id: String,
@@ -487,7 +528,7 @@ pub struct CapabilityMinted {
     pub expires_at: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RagExampleWritten {
     pub capability_id: String,
@@ -495,20 +536,20 @@ pub struct RagExampleWritten {
     pub example_digest: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RagRecordQuarantined {
     pub capability_id: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromotionRequested {
     pub task_class: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvidenceRef {
     pub index: u64,
@@ -516,7 +557,7 @@ pub struct EvidenceRef {
     pub leaf_hash: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleOutcome {
     pub rule: String,
@@ -524,7 +565,7 @@ pub struct RuleOutcome {
     pub detail: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromotionRecommended {
     pub task_class: String,
@@ -539,14 +580,14 @@ pub struct PromotionRecommended {
     pub request_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TierApply {
     pub task_class: String,
     pub to: Tier,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromotionApplyBlocked {
     pub task_class: String,
@@ -556,7 +597,7 @@ pub struct PromotionApplyBlocked {
     pub code: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TierChanged {
     pub task_class: String,
@@ -568,7 +609,7 @@ pub struct TierChanged {
     pub confirmed_by: CoSignature,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnchorPublished {
     pub checkpoint: CheckpointRef,
@@ -579,7 +620,7 @@ pub struct AnchorPublished {
 /// the root of the state tree its fold of the log gives at `checkpoint`.
 /// The checkpoint's size is this entry's own index, so the state is that of
 /// every entry before it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StateCommitted {
     pub checkpoint: CheckpointRef,

@@ -422,3 +422,61 @@ proptest! {
         prop_assert_eq!(&reopened.state(), &live);
     }
 }
+
+/// The JSON Schemas published in docs/schemas/ (the payload, and each
+/// kind's body) are the ones generated from the types the sequencer
+/// decodes with (regenerate with UPDATE_GOLDEN=1); and a sample of every
+/// kind has exactly the body fields its schema allows and requires.
+#[test]
+fn published_event_schemas_match_the_types() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/schemas");
+    let mut files = vec![("events.json".to_owned(), payload_schema().to_value())];
+    for k in Kind::ALL {
+        files.push((
+            format!("events/{}.json", k.as_str()),
+            k.body_schema().to_value(),
+        ));
+    }
+    for (name, schema) in &files {
+        let text = serde_json::to_string_pretty(schema).expect("json") + "\n";
+        let path = format!("{dir}/{name}");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(format!("{dir}/events")).expect("mkdir");
+            std::fs::write(&path, &text).expect("write golden");
+        }
+        let golden = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("{path} (regenerate with UPDATE_GOLDEN=1)"));
+        assert_eq!(
+            golden, text,
+            "{path} is stale; regenerate with UPDATE_GOLDEN=1"
+        );
+    }
+    let w = World::new();
+    for k in Kind::ALL {
+        let schema = k.body_schema().to_value();
+        let allowed: std::collections::BTreeSet<&str> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        let required: std::collections::BTreeSet<&str> = schema["required"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(schema["additionalProperties"], false, "{}", k.as_str());
+        let body = serde_json::to_value(sample(k, &w)).expect("json")["body"].clone();
+        let given: std::collections::BTreeSet<&str> = body
+            .as_object()
+            .map(|b| b.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert!(
+            given.is_subset(&allowed),
+            "{}: {given:?} ⊄ {allowed:?}",
+            k.as_str()
+        );
+        assert!(
+            required.is_subset(&given),
+            "{}: {required:?} ⊄ {given:?}",
+            k.as_str()
+        );
+    }
+}

@@ -53,3 +53,55 @@ def test_a_replay_of_the_demo_agrees_bit_for_bit_with_every_projection(demo: Led
     assert (r.task_classes, r.followed, r.size) == (3, size, size)
     again = replay_projections(Client(demo.url, demo.vkey), Replica.open(tmp_path / "replica", client.keys))
     assert again.followed == 0
+
+
+def test_every_payload_of_the_demo_validates_against_the_served_json_schemas(demo: LedgerServer) -> None:
+    """The JSON Schemas the server publishes (`/v1/schemas/events`, and one
+    per kind) are generated from the types it decodes with: every payload
+    of the demo log validates, and one with a field added, a field taken
+    away or a number given as text does not."""
+    import json
+    import urllib.request
+
+    import jsonschema
+
+    def get(path: str) -> object:
+        with urllib.request.urlopen(demo.url + path, timeout=10) as r:
+            return json.load(r)
+
+    payload_schema = get("/v1/schemas/events")
+    payload_check = jsonschema.Draft202012Validator(payload_schema)  # type: ignore[arg-type]
+    bodies: dict[str, jsonschema.Draft202012Validator] = {}
+    kinds = set()
+    start = 0
+    while True:
+        page = get(f"/v1/entries?start={start}&limit=1000")
+        assert isinstance(page, dict)
+        for e in page["entries"]:
+            p = e["payload"]
+            payload_check.validate(p)
+            kind = p["event"]["kind"]
+            kinds.add(kind)
+            if kind not in bodies:
+                bodies[kind] = jsonschema.Draft202012Validator(get(f"/v1/schemas/events/{kind}"))  # type: ignore[arg-type]
+            bodies[kind].validate(p["event"]["body"])
+        if page["next"] is None:
+            break
+        start = page["next"]
+    assert {"principal.enrolled", "task_class.registered", "case.added", "run.started", "score.recorded"} <= kinds
+    score = next(v for k, v in bodies.items() if k == "score.recorded")
+    good = None
+    start = 0
+    page = get(f"/v1/entries?start={start}&limit=1000")
+    assert isinstance(page, dict)
+    for e in page["entries"]:
+        if e["payload"]["event"]["kind"] == "score.recorded":
+            good = e["payload"]["event"]["body"]
+            break
+    assert good is not None
+    for bad in (
+        {**good, "confidence": 0.9},
+        {k: v for k, v in good.items() if k != "case_id"},
+        {**good, "score": {**good["score"], "score": "0.9"}},
+    ):
+        assert not score.is_valid(bad), bad

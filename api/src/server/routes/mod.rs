@@ -17,6 +17,7 @@ use verifier::wire::WriteReceipt;
 pub mod operations;
 pub mod proofs;
 pub mod reads;
+pub mod schemas;
 pub mod task_classes;
 pub mod tiles;
 pub mod writes;
@@ -28,6 +29,8 @@ pub fn all() -> OpenApiRouter<Shared> {
         .routes(routes!(writes::post_event))
         .routes(routes!(writes::post_events_batch))
         .routes(routes!(writes::post_recommendation))
+        .routes(routes!(schemas::get_payload_schema))
+        .routes(routes!(schemas::get_body_schema))
         .routes(routes!(reads::get_entries))
         .routes(routes!(reads::get_entry))
         .routes(routes!(reads::get_entry_by_id))
