@@ -596,13 +596,15 @@ fn a_newer_data_format_is_refused_with_a_clear_message() {
     );
 }
 
-/// `ledger post`: envelopes from a file of lines and from a JSON array, in
-/// batches; every receipt checked against the trusted key, refusals listed
-/// with code and field, exit 1 when any envelope is refused, and a re-run
-/// acknowledges what is already in the log.
-#[test]
-fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
-    use events::model::Event;
+/// A data directory made by `ledger init`, served: the directory, the log's
+/// verifier key, the operator's key, the server and its base URL.
+fn initialised_server() -> (
+    tempfile::TempDir,
+    String,
+    ed25519_dalek::SigningKey,
+    std::process::Child,
+    String,
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let d = data.to_str().expect("utf8");
@@ -611,7 +613,18 @@ fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
     let vkey = verifier_key(&out);
     let operator =
         verifier::keys::read_signing_key(&data.join("operator.key")).expect("operator key");
-    let (mut server, base) = spawn_server(&["--data-dir", d]);
+    let (server, base) = spawn_server(&["--data-dir", d]);
+    (dir, vkey, operator, server, base)
+}
+
+/// `ledger post`: envelopes from a file of lines and from a JSON array, in
+/// batches; every receipt checked against the trusted key, refusals listed
+/// with code and field, exit 1 when any envelope is refused, and a re-run
+/// acknowledges what is already in the log.
+#[test]
+fn post_sends_envelopes_in_batches_and_checks_every_receipt() {
+    use events::model::Event;
+    let (dir, vkey, operator, mut server, base) = initialised_server();
     let client = verifier::client::Client::new(&base, None);
     let mut p = api::demo::Poster::new(&client, vkey.clone(), operator);
     let good: Vec<Vec<u8>> = (0..5)
@@ -799,15 +812,7 @@ async fn stutter(
 #[test]
 fn post_retries_what_the_server_answered_503_for() {
     use events::model::Event;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let d = data.to_str().expect("utf8");
-    let out = run(&["init", "--data-dir", d]);
-    assert!(out.status.success());
-    let vkey = verifier_key(&out);
-    let operator =
-        verifier::keys::read_signing_key(&data.join("operator.key")).expect("operator key");
-    let (server, base) = spawn_server(&["--data-dir", d]);
+    let (dir, vkey, operator, server, base) = initialised_server();
     let client = verifier::client::Client::new(&base, None);
     let mut p = api::demo::Poster::new(&client, vkey.clone(), operator);
     let envelopes: Vec<String> = (0..3)

@@ -101,30 +101,27 @@ impl Submission {
 /// enrolled key (or, for an enrolment, the key it enrols).
 pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Rejection> {
     let mut d = decode_envelope(bytes)?;
-    let key = match keys.get(&d.keyid) {
-        Some(k) => k,
-        None => match &d.payload.event {
-            Event::PrincipalEnrolled(e) => parse_public_key(&e.public_key)
-                .filter(|k| key_id(k) == d.keyid)
-                .ok_or_else(|| {
-                    Rejection::new(
-                        RejectCode::UnknownSigner,
-                        "signer",
-                        "no enrolled principal has this key id",
-                    )
-                })?,
-            _ => {
-                return Err(Rejection::new(
-                    RejectCode::UnknownSigner,
-                    "signer",
-                    "no enrolled principal has this key id",
-                ))
-            }
-        },
-    };
+    let key = signer_key(&d, keys).ok_or_else(|| {
+        Rejection::new(
+            RejectCode::UnknownSigner,
+            "signer",
+            "no enrolled principal has this key id",
+        )
+    })?;
     d.verify(&key)?;
     preverify_cosignatures(&mut d, keys);
     Ok(Submission(d))
+}
+
+/// The key `d` must be signed with: its signer's enrolled key, or, for an
+/// enrolment, the key it enrols when that is the signer's.
+fn signer_key(d: &Decoded, keys: &KeyCache) -> Option<VerifyingKey> {
+    keys.get(&d.keyid).or_else(|| match &d.payload.event {
+        Event::PrincipalEnrolled(e) => {
+            parse_public_key(&e.public_key).filter(|k| key_id(k) == d.keyid)
+        }
+        _ => None,
+    })
 }
 
 /// Verifies a case's two curator co-signatures here, in the submitting
@@ -735,11 +732,8 @@ impl EventLog {
                 let bad = |why: String| format!("entry {}: {why}", e.index);
                 let (d, _) =
                     crate::envelope::decode_logged_leaf(&e.leaf).map_err(|r| bad(r.to_string()))?;
-                let key = self.keys.get(&d.keyid).or_else(|| match &d.payload.event {
-                    Event::PrincipalEnrolled(p) => parse_public_key(&p.public_key),
-                    _ => None,
-                });
-                let key = key.ok_or_else(|| bad("signed by a key no principal enrolled".into()))?;
+                let key = signer_key(&d, &self.keys)
+                    .ok_or_else(|| bad("signed by a key no principal enrolled".into()))?;
                 d.verify(&key).map_err(|r| bad(r.to_string()))?;
             }
             at = end;

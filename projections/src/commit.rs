@@ -33,7 +33,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::fold::{
     bootstrap_seed, score_stats, Evidence, Failures, Recommendation, ScoreStats, Settings,
-    TaskClassView,
 };
 use crate::rules::{self, RuleInput};
 use crate::stats::bca;
@@ -479,11 +478,12 @@ pub fn view(
     }
 }
 
-/// The first field where `committed` and the fold's `view` (at the same
-/// size, time and settings) differ, compared as JSON so that numbers are
-/// compared bit for bit; `None` when they agree.
-pub fn first_difference(committed: &CommittedView, view: &TaskClassView) -> Option<String> {
-    let (Ok(a), Ok(b)) = (serde_json::to_value(committed), serde_json::to_value(view)) else {
+/// The first top-level field of `committed` that `other` (the fold's
+/// view, or a served committed view) does not have with the same value,
+/// compared as JSON so that numbers are compared bit for bit; `None` when
+/// they agree on every field of `committed`.
+pub fn first_difference(committed: &CommittedView, other: &impl Serialize) -> Option<String> {
+    let (Ok(a), Ok(b)) = (serde_json::to_value(committed), serde_json::to_value(other)) else {
         return Some("the views could not be compared".to_owned());
     };
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {

@@ -212,7 +212,7 @@ pub fn check_state(
                 served.now_micros,
                 &served.settings,
             );
-            if let Some(field) = first_difference(&ours, served) {
+            if let Some(field) = commit::first_difference(&ours, served) {
                 return Err(StateError::View(field));
             }
             Some(ours)
@@ -231,19 +231,4 @@ pub fn check_state(
         view,
         witnessed_by,
     })
-}
-
-/// The first top-level field where two committed views differ (as JSON, so
-/// numbers compare bit for bit).
-fn first_difference(a: &CommittedView, b: &CommittedView) -> Option<String> {
-    let (Ok(a), Ok(b)) = (serde_json::to_value(a), serde_json::to_value(b)) else {
-        return Some("(unserializable)".into());
-    };
-    match (a.as_object(), b.as_object()) {
-        (Some(a), Some(b)) => a
-            .iter()
-            .find(|(k, v)| b.get(k.as_str()) != Some(v))
-            .map(|(k, _)| k.clone()),
-        _ => Some("(not objects)".into()),
-    }
 }
