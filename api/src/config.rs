@@ -61,6 +61,17 @@ pub struct ServeConfig {
     /// Submit the head to the witnesses every this many seconds when it
     /// has grown. Env: LEDGER_WITNESS_INTERVAL_SECS.
     pub witness_interval_secs: u64,
+    /// Walk the entries appended since the last verified head every this
+    /// many seconds, and record the head they reach as verified (a
+    /// checkpoint signed with the log key): what a start walks before it
+    /// is ready is what came after it. 0: only at start and on a clean
+    /// stop. Env: LEDGER_VERIFY_TAIL_SECS.
+    pub verify_tail_secs: u64,
+    /// Walk the whole log again (every leaf, chain link and stored hash),
+    /// check it against every anchor and check the lookup tables, every
+    /// this many seconds; the first walk runs right after a start. 0: only
+    /// after a start. Env: LEDGER_REVERIFY_INTERVAL_SECS.
+    pub reverify_interval_secs: u64,
 }
 
 impl Default for ServeConfig {
@@ -85,6 +96,8 @@ impl Default for ServeConfig {
             tiles_sync_secs: 5,
             witness_policy: None,
             witness_interval_secs: 5,
+            verify_tail_secs: 30,
+            reverify_interval_secs: 86_400,
         }
     }
 }

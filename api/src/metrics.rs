@@ -113,6 +113,12 @@ pub struct Metrics {
     anchor_failures: Counter,
     derived_mismatches: Counter,
     derived_check: Gauge,
+    /// Tree size of the verified head: every entry below it has been
+    /// walked (leaf, chain link and stored hashes recomputed).
+    pub verified_size: Gauge,
+    /// Unix time the last walk of the whole log passed.
+    pub last_full_verify: Gauge,
+    verify_failures: Counter,
     /// Tree size of the tiles directory's checkpoint (`tiles_dir`).
     pub tiles_synced_size: Gauge,
     tiles_failures: Counter,
@@ -244,6 +250,23 @@ impl Metrics {
             "The background check of derived state against the log: 1 passed, 0 failed, -1 running (until it passes, nothing built from derived state is signed)",
             derived_check.clone(),
         );
+        let (verified_size, last_full_verify, verify_failures) =
+            (Gauge::default(), Gauge::default(), Counter::default());
+        registry.register(
+            "verified_size",
+            "Tree size of the verified head: every entry below it has been walked (a start walks only what came after it)",
+            verified_size.clone(),
+        );
+        registry.register(
+            "last_full_verify_timestamp_seconds",
+            "Unix time the last walk of the whole log passed (at start or on the reverify_interval_secs schedule)",
+            last_full_verify.clone(),
+        );
+        registry.register(
+            "verify_failures",
+            "Walks of the log after the start (its tail, or the whole log again) that failed: numbers, proofs and writes are then withheld",
+            verify_failures.clone(),
+        );
         let (tiles_synced_size, tiles_failures) = (Gauge::default(), Counter::default());
         registry.register(
             "tiles_synced_size",
@@ -304,6 +327,9 @@ impl Metrics {
             anchor_failures,
             derived_mismatches,
             derived_check,
+            verified_size,
+            last_full_verify,
+            verify_failures,
             tiles_synced_size,
             tiles_failures,
             witnessed_size,
@@ -342,6 +368,11 @@ impl Metrics {
     /// A sync of the static tiles directory failed.
     pub fn count_tiles_failure(&self) {
         self.tiles_failures.inc();
+    }
+
+    /// A walk of the log after the start failed.
+    pub fn count_verify_failure(&self) {
+        self.verify_failures.inc();
     }
 
     /// An anchor check failed, or an anchor could not be published.

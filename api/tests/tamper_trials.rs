@@ -1,9 +1,11 @@
 //! Random bit rot and tampering: 200 trials, each flipping random bits in
 //! pages of the data file that hold data (not free space), with a fixed
 //! seed so a failure can be replayed. Each trial opens the file the way
-//! `ledger serve` does (`AppState::open` and its startup check: the full
-//! verify, the lookup tables, the anchors, and the projection loaded from
-//! its sealed checkpoint and checked against a rebuild from the log), and
+//! `ledger serve` does (`AppState::open` and its startup check: the walk
+//! from the verified head, the anchors and the projection loaded from its
+//! sealed checkpoint; then the background check: the whole log walked
+//! again, the lookup tables, and the projection checked against a rebuild
+//! from the log), and
 //! must end in one of:
 //! - open fails with a typed error (the server does not start);
 //! - the startup check fails (numbers are withheld: 503, no numbers);

@@ -364,6 +364,13 @@ impl Store {
     }
 
     fn init(&self) -> Result<(), Error> {
+        // A complete file is opened without a write transaction: a page
+        // damaged so that redb panics inside one can make the transaction's
+        // own clean-up panic again, which aborts the process instead of
+        // becoming an error (a read transaction has no such clean-up).
+        if self.is_complete()? {
+            return self.check_format();
+        }
         let txn = self.db.begin_write().map_err(storage)?;
         let fresh;
         {
@@ -477,6 +484,16 @@ impl Store {
             "migrated the data file to format 2"
         );
         Ok(())
+    }
+
+    /// Whether the file has its format record and every table.
+    fn is_complete(&self) -> Result<bool, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let has_format = match txn.open_table(META) {
+            Ok(meta) => meta.get(FORMAT_KEY).map_err(storage)?.is_some(),
+            Err(_) => false,
+        };
+        Ok(has_format && txn.open_table(HASHES).is_ok() && !self.needs_aux()?)
     }
 
     fn needs_aux(&self) -> Result<bool, Error> {

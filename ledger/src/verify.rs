@@ -199,6 +199,21 @@ pub fn verify_dir_from(
 ) -> Result<Verified, Error> {
     let store = Store::open_existing(dir)?;
     let snap = store.snapshot()?;
+    verify_snapshot_from(&snap, trusted_size, trusted_root, progress)
+}
+
+/// Incremental verify of one consistent snapshot from a trusted
+/// `(size, root)`: the stored tree at `trusted_size` must hash to
+/// `trusted_root` (O(log n) stored hashes), then every entry after it is
+/// walked as [`verify_snapshot`] walks them all. A log shorter than
+/// `trusted_size` is [`CorruptionKind::MissingEntry`]; a tree that does not
+/// hash to the trusted root is [`CorruptionKind::Tree`].
+pub fn verify_snapshot_from(
+    snap: &Snapshot,
+    trusted_size: u64,
+    trusted_root: &Hash,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Verified, Error> {
     let head = snap.head()?;
     if trusted_size > head.size {
         return Err(Corruption::new(
@@ -211,7 +226,7 @@ pub fn verify_dir_from(
         )
         .into());
     }
-    let frontier = load_frontier(&snap, trusted_size)?;
+    let frontier = load_frontier(snap, trusted_size)?;
     if frontier.root() != *trusted_root {
         return Err(Corruption::new(
             trusted_size,
@@ -234,7 +249,7 @@ pub fn verify_dir_from(
             .chain
     };
     walk(
-        &snap,
+        snap,
         head.size,
         head.root,
         head.chain,

@@ -14,7 +14,7 @@ pub mod world;
 use std::path::{Path, PathBuf};
 
 use ledger::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
-use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, ENTRY_KEYS, HASHES, LEAF_INDEX, META};
+use ledger::store::{Head, AUX, DB_FILE, ENTRY_BUNDLES, ENTRY_KEYS, HASHES, LEAF_INDEX, META};
 use ledger::{Config, Hash, Ledger};
 use redb::{Database, ReadableDatabase};
 
@@ -157,6 +157,21 @@ impl RawDisk {
             t.retain(|k, _| k * BUNDLE_SIZE < from).expect("retain");
             let mut h = txn.open_table(HASHES).expect("table");
             h.retain(|k, _| k < first_hash).expect("retain");
+        });
+    }
+
+    /// The derived state saved under `name` in the `aux` table.
+    pub fn aux(&self, name: &str) -> Option<Vec<u8>> {
+        let txn = self.db.begin_read().expect("read");
+        let t = txn.open_table(AUX).ok()?;
+        t.get(name).expect("get").map(|v| v.value().to_vec())
+    }
+
+    /// Replaces the derived state saved under `name`.
+    pub fn put_aux(&self, name: &str, bytes: &[u8]) {
+        self.write(|txn| {
+            let mut t = txn.open_table(AUX).expect("table");
+            t.insert(name, bytes).expect("insert");
         });
     }
 

@@ -55,6 +55,15 @@ pub struct ServeArgs {
     witness_policy: Option<PathBuf>,
     #[arg(long, env = "LEDGER_WITNESS_INTERVAL_SECS")]
     witness_interval_secs: Option<u64>,
+    /// Walk what was appended since the last verified head every this many
+    /// seconds, so a start walks only what came after (0: only at start
+    /// and on a clean stop).
+    #[arg(long, env = "LEDGER_VERIFY_TAIL_SECS")]
+    verify_tail_secs: Option<u64>,
+    /// Walk the whole log again every this many seconds (0: only once,
+    /// right after a start).
+    #[arg(long, env = "LEDGER_REVERIFY_INTERVAL_SECS")]
+    reverify_interval_secs: Option<u64>,
 }
 
 fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
@@ -94,6 +103,10 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         witness_interval_secs: a
             .witness_interval_secs
             .unwrap_or(file.witness_interval_secs),
+        verify_tail_secs: a.verify_tail_secs.unwrap_or(file.verify_tail_secs),
+        reverify_interval_secs: a
+            .reverify_interval_secs
+            .unwrap_or(file.reverify_interval_secs),
     })
 }
 

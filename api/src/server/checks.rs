@@ -1,5 +1,5 @@
-//! The start-up checks: the ready check (the whole log, the anchors, the
-//! sealed projection) and the background check (lookup tables, the
+//! The start-up checks: the ready check (the log since its verified head,
+//! the anchors, the sealed projection) and the background check (lookup tables, the
 //! event-state replay, the projection against a rebuild).
 
 use std::sync::atomic::Ordering;
@@ -74,19 +74,14 @@ pub(crate) fn confirm_projection(state: &AppState) -> Result<(), String> {
     Ok(())
 }
 
-/// The full verify of the log, then the check against every anchor.
+/// The log walked from its verified head (the whole log when there is
+/// none: [`crate::server::verifying::verify_at_start`]), then checked
+/// against every anchor.
 pub(crate) fn verify_log(state: &AppState) -> Result<(), String> {
-    let started = Instant::now();
-    let v = state
-        .events
-        .ledger()
-        .verify_full(&mut |_, _| {})
-        .map_err(|e| e.to_string())?;
-    tracing::info!(
-        size = v.size,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "log verified"
-    );
+    let walk = crate::server::verifying::verify_at_start(state)?;
+    state
+        .walked_all
+        .store(walk.from.is_none(), Ordering::SeqCst);
     let n = check_anchors(state).map_err(|e| {
         state.metrics.count_anchor_failure();
         format!("anchors: {e}")
@@ -114,8 +109,8 @@ pub(crate) fn unpanicked(what: &str, f: impl FnOnce() -> Result<(), String>) -> 
         .unwrap_or_else(|_| Err(format!("{what} panicked")))
 }
 
-/// What readiness needs, before any number is served: the full verify of
-/// the log and its anchors on this thread, and the projection loaded
+/// What readiness needs, before any number is served: the walk of the log
+/// from its verified head and the check against its anchors on this thread, and the projection loaded
 /// ([`load_projection`]) on a second one. Projections are withheld (503
 /// `log_verifying`) until both have passed, and for good (503
 /// `log_unverified`, with the reason) if either fails. Returns whether the
@@ -161,8 +156,10 @@ pub fn ready_check(state: &AppState) -> bool {
 }
 
 /// What the server checks in the background once it is ready, before it
-/// signs anything built from derived state: the lookup tables against the
-/// entries, the event-state snapshot against a replay of the log's rules,
+/// signs anything built from derived state: the whole log walked again and
+/// checked against its anchors when the start walked only what came after
+/// its verified head ([`crate::server::verifying::reverify`]), the lookup
+/// tables against the entries, the event-state snapshot against a replay of the log's rules,
 /// and a projection resumed from its checkpoint against one folded from
 /// the first entry. Until it has passed, recommendations and bundles
 /// answer 503 `log_verifying` (`ledger_derived_check_status` -1). A bad
@@ -172,11 +169,15 @@ pub fn ready_check(state: &AppState) -> bool {
 pub fn deep_check(state: &AppState) {
     let started = Instant::now();
     let result = unpanicked("the background check", || {
-        state
-            .events
-            .ledger()
-            .verify_indexes(&mut |_, _| {})
-            .map_err(|e| format!("lookup tables: {e}"))?;
+        if state.walked_all.load(Ordering::SeqCst) {
+            state
+                .events
+                .ledger()
+                .verify_indexes(&mut |_, _| {})
+                .map_err(|e| format!("lookup tables: {e}"))?;
+        } else {
+            crate::server::verifying::reverify(state)?;
+        }
         tracing::info!("the lookup tables agree with the log");
         check_event_state(state)?;
         confirm_projection(state)

@@ -1,5 +1,6 @@
 //! The HTTP server: its state ([`state`]), the start-up and background
-//! checks ([`checks`]), anchoring ([`anchoring`]), the guard every request
+//! checks ([`checks`]), what is walked when ([`verifying`]), anchoring
+//! ([`anchoring`]), the guard every request
 //! passes ([`guard`]), and the handlers by OpenAPI tag ([`routes`]). The
 //! route list in [`routes::all`] is both the router and the OpenAPI
 //! document. Errors become HTTP only in [`crate::error`].
@@ -20,6 +21,7 @@ pub mod checks;
 pub mod guard;
 pub mod routes;
 pub mod state;
+pub mod verifying;
 pub mod witnessing;
 
 pub use anchoring::{anchor_tick, check_anchors, publish_anchor, trusted_keys};
@@ -257,6 +259,22 @@ pub async fn run(
             },
         )
     });
+    // The verified head follows the log, so that a start walks only what
+    // came after it; the whole log is walked again on its own schedule.
+    let tail_walker = (state.config.verify_tail_secs > 0).then(|| {
+        every(
+            &state,
+            Duration::from_secs(state.config.verify_tail_secs),
+            verifying::verify_tail,
+        )
+    });
+    let reverifier = (state.config.reverify_interval_secs > 0).then(|| {
+        every(
+            &state,
+            Duration::from_secs(state.config.reverify_interval_secs),
+            verifying::reverify_tick,
+        )
+    });
     let request = Duration::from_millis(state.config.request_timeout_ms);
     let limits = crate::listen::Limits {
         header_read_timeout: Duration::from_millis(state.config.header_read_timeout_ms.max(1)),
@@ -266,12 +284,25 @@ pub async fn run(
     };
     crate::listen::serve(listener, router(Arc::clone(&state)), limits, shutdown).await?;
     saver.abort();
-    for job in [anchorer, tiler, witnesser, snapshotter]
-        .into_iter()
-        .flatten()
+    for job in [
+        anchorer,
+        tiler,
+        witnesser,
+        snapshotter,
+        tail_walker,
+        reverifier,
+    ]
+    .into_iter()
+    .flatten()
     {
         job.abort();
     }
-    state.save_derived();
+    // What this run appended is walked now, so the next start need not.
+    let st = Arc::clone(&state);
+    tokio::task::spawn_blocking(move || {
+        verifying::verify_tail(&st);
+        st.save_derived();
+    })
+    .await?;
     Ok(())
 }

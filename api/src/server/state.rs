@@ -96,6 +96,15 @@ pub struct AppState {
     pub witnessed: Mutex<Option<(u64, String)>>,
     /// The size each witness last cosigned, by its policy name.
     pub(crate) witness_sizes: Mutex<std::collections::BTreeMap<String, u64>>,
+    /// The verified head recorded in the data file (`server::verifying`):
+    /// entries below its size have been walked.
+    pub(crate) verified: Mutex<Option<(u64, Hash)>>,
+    /// Held by every walk of the log after the start's, so that two never
+    /// run at once.
+    pub(crate) walking: Mutex<()>,
+    /// Whether the start walked the whole log (no verified head to resume
+    /// from); if not, the background check walks it.
+    pub(crate) walked_all: std::sync::atomic::AtomicBool,
 }
 
 pub type Shared = Arc<AppState>;
@@ -225,6 +234,9 @@ impl AppState {
             witnessed: Mutex::new(witnessed),
             policy,
             witness_sizes: Mutex::new(std::collections::BTreeMap::new()),
+            verified: Mutex::new(None),
+            walking: Mutex::new(()),
+            walked_all: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

@@ -51,6 +51,22 @@ impl<S: Sequencer> Ledger<S> {
         })
     }
 
+    /// Incremental verify of the committed log from a trusted `(size,
+    /// root)` ([`crate::verify::verify_snapshot_from`]): O(log n) stored
+    /// hashes checked against `root`, then every entry after `size` walked
+    /// as [`Ledger::verify_full`] walks them all.
+    pub fn verify_from(
+        &self,
+        size: u64,
+        root: &Hash,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<crate::Verified, Error> {
+        crate::store::guarded("verifying the log", || {
+            let snap = self.shared.store()?.snapshot()?;
+            crate::verify::verify_snapshot_from(&snap, size, root, progress)
+        })
+    }
+
     /// The derived lookup tables checked against the committed entries
     /// ([`crate::verify::verify_indexes`]), in process.
     pub fn verify_indexes(
