@@ -242,7 +242,11 @@ fn init_serve_and_the_auditor_commands_work_end_to_end() {
     let out = run(&["verify", "--quiet", "--data-dir", d]);
     assert_eq!(out.status.code(), Some(0));
     let out = run(&["export", "--data-dir", d]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        3,
+        "the stop saved the projection at a state commitment"
+    );
 }
 
 fn spawn_server(args: &[&str]) -> (std::process::Child, String) {

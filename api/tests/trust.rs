@@ -1,7 +1,8 @@
 //! The server stands behind every number it serves and signs. Derived
 //! state in the data file (the projection checkpoint) is a starting point,
-//! never a source: edited without the key it is refused, re-sealed with the
-//! key it is caught by the rebuild from the log, and either way the numbers
+//! never a source: edited without the key it is refused by its seal,
+//! re-sealed with the key it is refused by the state commitment the ledger
+//! recorded in the log where it was saved, and either way the numbers
 //! served and signed are the log's. Storage that panics, a log key nobody
 //! enrolled, and a log whose startup check failed are refused with typed
 //! answers.
@@ -103,7 +104,7 @@ fn attack_projection_checkpoint_edited_on_disk_is_refused_and_rebuilt() {
 }
 
 #[test]
-fn attack_projection_checkpoint_resealed_with_the_key_is_caught_by_the_rebuild() {
+fn attack_projection_checkpoint_resealed_with_the_key_is_refused_by_its_state_commitment() {
     let s = TestServer::start(|_| {});
     let c = s.client();
     seed(&s, &c);

@@ -24,8 +24,9 @@ fn stopped_log() -> (tempfile::TempDir, u64) {
     let c = s.client();
     seed(&s, &c);
     s.wait_verified();
-    let size = s.state.events.ledger().head().size;
-    (s.stop(), size)
+    let dir = s.stop();
+    let size = testkit::RawDisk::open(dir.path()).head().size;
+    (dir, size)
 }
 
 fn log_key(dir: &Path) -> anchors::LogKey {

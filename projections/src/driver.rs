@@ -107,6 +107,43 @@ impl From<AppendError<Rejection>> for DriverError {
     }
 }
 
+/// The index of the `state.committed` entry that commits `p`'s state, if
+/// the log has one where a checkpoint saved at a commitment sits: at `p`'s
+/// size (a commitment of the log `p` folded), or just before it (one `p`
+/// folded; a commitment changes no projection state). `Ok(None)` when
+/// neither entry is such a commitment; `Err` when one is and commits
+/// another state (the checkpoint is then refused).
+fn committed_at<S: Sequencer>(log: &Ledger<S>, p: &Projection) -> Result<Option<u64>, String> {
+    let size = p.size();
+    let head = log.head().size;
+    let candidates = [Some(size), size.checked_sub(1)];
+    for index in candidates.into_iter().flatten() {
+        if index >= head {
+            continue;
+        }
+        let entry = log.entry(index).map_err(|e| e.to_string())?;
+        let Ok((d, _)) = envelope::decode_leaf(&entry.leaf) else {
+            continue;
+        };
+        let Event::StateCommitted(c) = &d.payload.event else {
+            continue;
+        };
+        if c.checkpoint.size != index {
+            continue;
+        }
+        let state = p.state();
+        let root = ledger::hash::to_hex(&state.root());
+        if root != c.state_root || state.classes.len() as u64 != c.task_classes {
+            return Err(format!(
+                "its state is not the one the log commits at {index} (state root {root}, committed {})",
+                c.state_root
+            ));
+        }
+        return Ok(Some(index));
+    }
+    Ok(None)
+}
+
 /// What [`Projector::open`] did with the saved checkpoint.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resumed {
@@ -115,6 +152,10 @@ pub enum Resumed {
     Nothing,
     /// It checked out, and the projection resumed from it at this size.
     At(u64),
+    /// It checked out, its state is the one the `state.committed` entry at
+    /// `index` commits (the entry at the checkpoint's size, or the one just
+    /// before it), and the projection resumed from it at `size`.
+    Committed { size: u64, index: u64 },
     /// It was refused; the projection was rebuilt from the first entry.
     Refused(DerivedMismatch),
 }
@@ -158,10 +199,20 @@ impl Projector {
                     .filter(|p| p.size() == o.size)
                     .ok_or_else(|| "its body does not decode to a projection of its size".into())
             });
+            let loaded = loaded.and_then(|p| match committed_at(log, &p) {
+                Ok(c) => Ok((p, c)),
+                Err(why) => Err(why),
+            });
             match loaded {
-                Ok(p) => {
-                    tracing::info!(size = p.size(), "projection resumed from its checkpoint");
-                    resumed = Resumed::At(p.size());
+                Ok((p, committed)) => {
+                    resumed = match committed {
+                        Some(index) => Resumed::Committed {
+                            size: p.size(),
+                            index,
+                        },
+                        None => Resumed::At(p.size()),
+                    };
+                    tracing::info!(size = p.size(), commitment = ?committed, "projection resumed from its checkpoint");
                     projection = p;
                 }
                 Err(why) => {
@@ -545,6 +596,24 @@ fn commit_held(
         }
     }
     Err(DriverError::Busy)
+}
+
+/// Commits the state ([`commit_state`]) and saves the projection right
+/// there, sealed with `key`: the checkpoint a start can check against the
+/// commitment in the log ([`Resumed::Committed`]) instead of against a
+/// rebuild from the first entry. Returns the commitment.
+pub fn commit_and_save(
+    events: &EventLog,
+    projector: &mut Projector,
+    ledger_key: &SigningKey,
+    key: &[u8; 32],
+    now: i64,
+) -> Result<Committed, DriverError> {
+    let committed = commit_state(events, projector, ledger_key, now)?;
+    // The projector stands at the commitment (a new one: its index) or
+    // just after it (one it had folded): where `committed_at` looks.
+    projector.save(events.ledger(), key)?;
+    Ok(committed)
 }
 
 fn parse_root(hex: &str) -> Result<ledger::Hash, DriverError> {

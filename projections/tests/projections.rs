@@ -317,6 +317,89 @@ fn projection_checkpoint_survives_a_restart_and_catches_up_from_its_size() {
         .any(|e| e.case_id == "case-3" && e.score == 0.77));
 }
 
+/// Reopens the world's log as a start does (the directory is kept with it).
+fn reopen(w: World) -> (events::EventLog, impl Drop) {
+    let World {
+        dir, log, clock, ..
+    } = w;
+    drop(log);
+    let log = events::EventLog::open(dir.path(), ledger::Config::default(), key("ledger"), clock)
+        .expect("reopen");
+    (log, dir)
+}
+
+/// A checkpoint saved at a state commitment resumes as vouched for by the
+/// ledger's own entry, with no rebuild needed to trust it.
+#[test]
+fn a_checkpoint_saved_at_a_state_commitment_resumes_as_committed() {
+    let mut w = World::new();
+    long_stream(&mut w, 5, &mut |_| {});
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let now = w.clock.now_micros();
+    let c = projections::driver::commit_and_save(&w.log, &mut p, &key("ledger"), &seal(), now)
+        .expect("committed and saved");
+    let (log, _dir) = reopen(w);
+    let (resumed, how) =
+        Projector::open(log.ledger(), Settings::default(), &seal()).expect("resume");
+    assert_eq!(
+        how,
+        projections::driver::Resumed::Committed {
+            size: c.index,
+            index: c.index
+        }
+    );
+    let rebuilt = Projector::rebuild(log.ledger(), Settings::default()).expect("rebuild");
+    assert_eq!(resumed.projection(), rebuilt.projection());
+}
+
+/// Someone who holds the ledger's key re-seals a checkpoint with one case's
+/// score changed: the seal checks, the state commitment in the log does
+/// not, and the projection is rebuilt from the log.
+#[test]
+fn attack_checkpoint_resealed_with_the_key_is_refused_by_its_state_commitment() {
+    let mut w = World::new();
+    w.post("harness", Event::ScoreRecorded(score("case-1", 0.9)))
+        .expect("score");
+    w.post("harness", Event::ScoreRecorded(score("case-2", 0.5)))
+        .expect("score");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let now = w.clock.now_micros();
+    projections::driver::commit_and_save(&w.log, &mut p, &key("ledger"), &seal(), now)
+        .expect("committed and saved");
+    let (log, _dir) = reopen(w);
+    let rec = log
+        .ledger()
+        .get_aux(projections::driver::AUX_KEY)
+        .expect("read")
+        .expect("saved");
+    let parts = ledger::sealed::split(&rec).expect("sealed");
+    // case-1's 0.9 made 0.1, re-sealed with the key.
+    let mut body = parts.body.to_vec();
+    let at = body
+        .windows(8)
+        .position(|x| x == 0.9f64.to_le_bytes())
+        .expect("a stored 0.9 score");
+    body[at..at + 8].copy_from_slice(&0.1f64.to_le_bytes());
+    let forged = Projection::from_bytes(&body).expect("the edit still decodes");
+    assert_ne!(forged.state().root(), p.projection().state().root());
+    log.ledger()
+        .put_aux(
+            projections::driver::AUX_KEY,
+            &ledger::sealed::seal(&seal(), &parts.magic, parts.size, &parts.root, &body),
+        )
+        .expect("write");
+    let (resumed, how) =
+        Projector::open(log.ledger(), Settings::default(), &seal()).expect("resume");
+    match how {
+        projections::driver::Resumed::Refused(m) => {
+            assert!(m.to_string().contains("not the one the log commits"), "{m}")
+        }
+        other => panic!("a re-sealed forgery resumed: {other:?}"),
+    }
+    let rebuilt = Projector::rebuild(log.ledger(), Settings::default()).expect("rebuild");
+    assert_eq!(resumed.projection(), rebuilt.projection());
+}
+
 fn request(w: &mut World, tc: &str) -> Vec<u8> {
     w.envelope(
         "promotion-gate",

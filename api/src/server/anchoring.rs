@@ -61,25 +61,37 @@ pub fn check_anchors(state: &AppState) -> Result<usize, String> {
         }
         // The log was already anchored here: an idle log is not anchored
         // again. The newest anchor covers the head, or everything but its
-        // own `anchor.published` entry.
-        if at.head.size == cp.size || (at.head.size == cp.size + 1 && records_anchor(log, cp.size))
-        {
+        // own `anchor.published` entry and the state commitments saved
+        // after it.
+        if only_bookkeeping(log, cp.size, at.head.size) {
             state.anchored_at.store(at.head.size, Ordering::SeqCst);
         }
     }
     Ok(checked.len())
 }
 
-/// Whether entry `index` is the `anchor.published` record of an anchor at
-/// size `index`.
-pub(crate) fn records_anchor(log: &ledger::Ledger<events::EventSequencer>, index: u64) -> bool {
-    log.entry(index)
-        .ok()
-        .and_then(|e| events::decode_leaf(&e.leaf).ok())
-        .is_some_and(|(d, _)| {
-            matches!(&d.payload.event,
-                events::Event::AnchorPublished(a) if a.checkpoint.size == index)
-        })
+/// Whether the entries `from..to` are only the ledger's own bookkeeping,
+/// which does not make a log worth anchoring again: the `anchor.published`
+/// record of an anchor at `from`, and state commitments (each made when
+/// the projection is saved). At most a few entries are read.
+pub(crate) fn only_bookkeeping(
+    log: &ledger::Ledger<events::EventSequencer>,
+    from: u64,
+    to: u64,
+) -> bool {
+    if from > to || to - from > 8 {
+        return false;
+    }
+    (from..to).all(|index| {
+        log.entry(index)
+            .ok()
+            .and_then(|e| events::decode_leaf(&e.leaf).ok())
+            .is_some_and(|(d, _)| match &d.payload.event {
+                events::Event::AnchorPublished(a) => index == from && a.checkpoint.size == index,
+                events::Event::StateCommitted(c) => c.checkpoint.size == index,
+                _ => false,
+            })
+    })
 }
 
 /// Signs a checkpoint at the head, publishes it to the anchors directory,
@@ -109,7 +121,13 @@ pub fn anchor_tick(state: &AppState) -> anyhow::Result<Option<String>> {
     if state.verify_status.load(Ordering::SeqCst) != VERIFY_OK {
         return Ok(None);
     }
-    if state.events.ledger().head().size == state.anchored_at.load(Ordering::SeqCst) {
+    let head = state.events.ledger().head().size;
+    let anchored = state.anchored_at.load(Ordering::SeqCst);
+    if head == anchored {
+        return Ok(None);
+    }
+    if only_bookkeeping(state.events.ledger(), anchored, head) {
+        state.anchored_at.store(head, Ordering::SeqCst);
         return Ok(None);
     }
     publish_anchor(state).map(Some)

@@ -27,6 +27,10 @@ pub(crate) fn load_projection(state: &AppState) -> Result<(), String> {
         state.metrics.count_derived_mismatch();
         tracing::error!(error = %m, "derived state does not match the log; the projection was rebuilt from the log");
     }
+    // Resumed at a state commitment: checked against the log's own
+    // commitment (the ledger's signed entry, under the verified root), not
+    // rebuilt. Resumed anywhere else: confirmed by a rebuild in the
+    // background before anything is signed.
     let from_checkpoint = matches!(resumed, projections::driver::Resumed::At(_));
     state
         .projection_from_checkpoint
@@ -40,11 +44,12 @@ pub(crate) fn load_projection(state: &AppState) -> Result<(), String> {
     Ok(())
 }
 
-/// The projection resumed from a sealed checkpoint, checked against one
-/// folded from the first entry ([`Projector::confirm`]); the rebuilt one
-/// replaces it either way, and a disagreement is counted and logged.
-pub(crate) fn confirm_projection(state: &AppState) -> Result<(), String> {
-    if !state.projection_from_checkpoint.load(Ordering::SeqCst) {
+/// The projection, checked against one folded from the first entry
+/// ([`Projector::confirm`]); the rebuilt one replaces it either way, and a
+/// disagreement is counted and logged. Unless `always`, only when it
+/// resumed from a checkpoint no state commitment vouched for.
+pub(crate) fn confirm_projection(state: &AppState, always: bool) -> Result<(), String> {
+    if !always && !state.projection_from_checkpoint.load(Ordering::SeqCst) {
         return Ok(());
     }
     let started = Instant::now();
@@ -155,32 +160,27 @@ pub fn ready_check(state: &AppState) -> bool {
     }
 }
 
-/// What the server checks in the background once it is ready, before it
-/// signs anything built from derived state: the whole log walked again and
-/// checked against its anchors when the start walked only what came after
-/// its verified head ([`crate::server::verifying::reverify`]), the lookup
-/// tables against the entries, the event-state snapshot against a replay of the log's rules,
-/// and a projection resumed from its checkpoint against one folded from
-/// the first entry. Until it has passed, recommendations and bundles
-/// answer 503 `log_verifying` (`ledger_derived_check_status` -1). A bad
-/// lookup table or event state withholds numbers, proofs and writes for
-/// good (503 `log_unverified`); a disagreeing projection is replaced by the
-/// rebuilt one and counted.
+/// What the server checks in the background once it is ready. First, what
+/// it must know before it signs anything built from derived state: a
+/// projection resumed from a checkpoint no state commitment vouched for is
+/// checked against one folded from the first entry, and after a start that
+/// had no verified head to resume from (so it walked the whole log before
+/// it was ready), the event-state snapshot is checked against a replay of
+/// the log's rules. Until that has passed, recommendations, bundles and
+/// state answers are refused with 503 `log_verifying`
+/// (`ledger_derived_check_status` -1). Then the whole log is walked again
+/// (when the start walked only what came after its verified head),
+/// checked against its anchors, and its lookup tables checked
+/// ([`crate::server::verifying::reverify`]). A failure of any of these
+/// withholds numbers, proofs and writes for good (503 `log_unverified`);
+/// a disagreeing projection is replaced by the rebuilt one and counted.
 pub fn deep_check(state: &AppState) {
     let started = Instant::now();
     let result = unpanicked("the background check", || {
         if state.walked_all.load(Ordering::SeqCst) {
-            state
-                .events
-                .ledger()
-                .verify_indexes(&mut |_, _| {})
-                .map_err(|e| format!("lookup tables: {e}"))?;
-        } else {
-            crate::server::verifying::reverify(state)?;
+            check_event_state(state)?;
         }
-        tracing::info!("the lookup tables agree with the log");
-        check_event_state(state)?;
-        confirm_projection(state)
+        confirm_projection(state, false)
     });
     match result {
         Ok(()) => {
@@ -193,6 +193,21 @@ pub fn deep_check(state: &AppState) {
         Err(e) => {
             tracing::error!(error = %e, "derived state cannot be trusted; numbers, proofs and writes withheld");
             state.derived_checked.store(VERIFY_FAILED, Ordering::SeqCst);
+            state.withhold_numbers(e);
+            return;
+        }
+    }
+    let walked = unpanicked("the background walk", || {
+        if state.walked_all.load(Ordering::SeqCst) {
+            crate::server::verifying::check_indexes(state)
+        } else {
+            crate::server::verifying::reverify(state)
+        }
+    });
+    if let Err(e) = walked {
+        // A panic, which the walk itself could not report.
+        if state.verify_status.load(Ordering::SeqCst) != crate::server::state::VERIFY_FAILED {
+            state.metrics.count_verify_failure();
             state.withhold_numbers(e);
         }
     }

@@ -297,11 +297,12 @@ pub async fn run(
     {
         job.abort();
     }
-    // What this run appended is walked now, so the next start need not.
+    // The derived state saved (with its state commitment), then what this
+    // run appended walked, so that the next start need walk nothing.
     let st = Arc::clone(&state);
     tokio::task::spawn_blocking(move || {
-        verifying::verify_tail(&st);
         st.save_derived();
+        verifying::verify_tail(&st);
     })
     .await?;
     Ok(())

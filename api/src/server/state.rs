@@ -363,6 +363,7 @@ impl AppState {
             return false;
         }
         let mut complete = true;
+        let mut after_commitment = 0;
         if self.derived_checked.load(Ordering::SeqCst) != VERIFY_OK {
             // Never save derived state the background check has not
             // confirmed: it would re-seal whatever this start loaded.
@@ -374,10 +375,29 @@ impl AppState {
             // then saves what it can).
             complete = false;
         } else {
-            let p = self.projector();
-            if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
-                tracing::warn!(error = %e, "could not save the projection checkpoint");
-                complete = false;
+            let mut p = self.projector();
+            // Saved at a state commitment, so that the next start checks it
+            // against the log's own commitment rather than a rebuild; when
+            // the log takes no commitment (storage read-only, writes
+            // refused), saved where it stands, and rebuilt to check.
+            let committed = projections::driver::commit_and_save(
+                &self.events,
+                &mut p,
+                &self.log_key.event_signing_key(),
+                &self.projection_key,
+                self.clock.now_micros(),
+            );
+            if let Ok(c) = &committed {
+                // The commitment is this save's own entry: without other
+                // writes after it, the next save has nothing new.
+                after_commitment = c.index + 1;
+            }
+            if let Err(e) = committed {
+                tracing::warn!(error = %e, "could not commit the state; saving the projection checkpoint without a commitment");
+                if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
+                    tracing::warn!(error = %e, "could not save the projection checkpoint");
+                    complete = false;
+                }
             }
         }
         match self.events.save_state() {
@@ -389,9 +409,11 @@ impl AppState {
             }
         }
         if complete {
-            // The size read before saving: if the head moved meanwhile,
-            // the next save runs again.
-            self.saved_at.store(size, Ordering::SeqCst);
+            // The size read before saving (or just after the commitment
+            // this save appended): if the head moved meanwhile, the next
+            // save runs again.
+            self.saved_at
+                .store(size.max(after_commitment), Ordering::SeqCst);
         }
         true
     }

@@ -179,7 +179,7 @@ pub fn verify_tail(state: &AppState) {
 /// Returns the error, having withheld numbers, proofs and writes for good,
 /// counted and logged.
 pub fn reverify(state: &AppState) -> Result<(), String> {
-    let _walking = state.walking.lock().unwrap_or_else(|p| p.into_inner());
+    let walking = state.walking.lock().unwrap_or_else(|p| p.into_inner());
     let started = Instant::now();
     let log = state.events.ledger();
     let checked = log
@@ -195,30 +195,57 @@ pub fn reverify(state: &AppState) -> Result<(), String> {
             crate::server::check_anchors(state).map_err(|e| {
                 state.metrics.count_anchor_failure();
                 format!("anchors: {e}")
-            })?;
-            log.verify_indexes(&mut |_, _| {})
-                .map_err(|e| format!("lookup tables: {e}"))?;
-            Ok(())
+            })
         });
-    match checked {
-        Ok(()) => {
-            state.metrics.last_full_verify.set(now_secs(state));
+    if let Err(e) = checked {
+        fail(state, e.clone());
+        return Err(e);
+    }
+    state.metrics.last_full_verify.set(now_secs(state));
+    drop(walking);
+    check_indexes(state)
+}
+
+/// The lookup tables checked against the entries ([`ledger::Ledger::verify_indexes`]).
+/// Returns the error, having withheld numbers, proofs and writes for good,
+/// counted and logged.
+pub fn check_indexes(state: &AppState) -> Result<(), String> {
+    let started = Instant::now();
+    match state.events.ledger().verify_indexes(&mut |_, _| {}) {
+        Ok(_) => {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "the lookup tables agree with the log"
+            );
             Ok(())
         }
         Err(e) => {
+            let e = format!("lookup tables: {e}");
             fail(state, e.clone());
             Err(e)
         }
     }
 }
 
-/// One tick of the `reverify_interval_secs` schedule: [`reverify`], once
-/// the start's own checks have passed.
+/// One tick of the `reverify_interval_secs` schedule, once the start's own
+/// checks have passed: [`reverify`], then the derived state checked again
+/// from the first entry: the event-state snapshot this start resumed from
+/// against a replay of the log's rules, and the projection against one
+/// folded from the first entry (which replaces it; a disagreement is
+/// counted and logged).
 pub fn reverify_tick(state: &AppState) {
-    if state.verify_status.load(Ordering::SeqCst) == VERIFY_OK
-        && state.derived_checked.load(Ordering::SeqCst) == VERIFY_OK
+    if state.verify_status.load(Ordering::SeqCst) != VERIFY_OK
+        || state.derived_checked.load(Ordering::SeqCst) != VERIFY_OK
+        || reverify(state).is_err()
     {
-        let _ = reverify(state);
+        return;
+    }
+    let derived = crate::server::checks::unpanicked("the scheduled check of derived state", || {
+        crate::server::checks::check_event_state(state)?;
+        crate::server::checks::confirm_projection(state, true)
+    });
+    if let Err(e) = derived {
+        fail(state, e);
     }
 }
 
