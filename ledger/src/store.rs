@@ -371,7 +371,7 @@ impl Store {
         if self.is_complete()? {
             return self.check_format();
         }
-        let txn = self.db.begin_write().map_err(storage)?;
+        let txn = self.begin_durable()?;
         let fresh;
         {
             let mut meta = txn.open_table(META).map_err(storage)?;
@@ -426,8 +426,7 @@ impl Store {
         );
         let started = std::time::Instant::now();
         loop {
-            let mut txn = self.db.begin_write().map_err(storage)?;
-            txn.set_durability(Durability::Immediate).map_err(storage)?;
+            let txn = self.begin_durable()?;
             let done;
             {
                 let mut meta = txn.open_table(META).map_err(storage)?;
@@ -514,8 +513,7 @@ impl Store {
         keys: &[(String, u64, [u8; 32])],
     ) -> Result<bool, Error> {
         self.refuse_if_fallback()?;
-        let mut txn = self.db.begin_write().map_err(storage)?;
-        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        let txn = self.begin_durable()?;
         {
             let mut meta = txn.open_table(META).map_err(storage)?;
             if read_keys_through(&meta)? != from {
@@ -537,12 +535,25 @@ impl Store {
         Ok(true)
     }
 
+    /// A write transaction that commits durably ([`Durability::Immediate`])
+    /// and with quick repair: every commit saves the allocator state, so a
+    /// process that ends without closing the file (killed, or exiting while
+    /// a background check still holds it) is reopened without redb's full
+    /// repair, which reads the whole file. redb uses quick repair only when
+    /// the last commit before the unclean end had it, so every write path
+    /// takes its transaction here.
+    fn begin_durable(&self) -> Result<redb::WriteTransaction, Error> {
+        let mut txn = self.db.begin_write().map_err(storage)?;
+        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        txn.set_quick_repair(true);
+        Ok(txn)
+    }
+
     /// Sets `keys_through` back to 0, so the next keyed open indexes every
     /// entry's key again. Touches only the derived key index's watermark.
     pub(crate) fn reset_keys(&self) -> Result<(), Error> {
         self.refuse_if_fallback()?;
-        let mut txn = self.db.begin_write().map_err(storage)?;
-        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        let txn = self.begin_durable()?;
         {
             let mut meta = txn.open_table(META).map_err(storage)?;
             meta.insert(KEYS_THROUGH_KEY, 0u64.to_be_bytes().as_slice())
@@ -555,8 +566,7 @@ impl Store {
     /// Saves derived state under `name`, durably, in its own transaction.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
         self.refuse_if_fallback()?;
-        let mut txn = self.db.begin_write().map_err(storage)?;
-        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        let txn = self.begin_durable()?;
         {
             let mut t = txn.open_table(AUX).map_err(storage)?;
             t.insert(name, bytes).map_err(storage)?;
@@ -615,9 +625,7 @@ impl Store {
         keyed: bool,
     ) -> Result<(), Error> {
         self.refuse_if_fallback()?;
-        let mut txn = self.db.begin_write().map_err(storage)?;
-        txn.set_durability(Durability::Immediate).map_err(storage)?;
-        txn.set_quick_repair(true);
+        let txn = self.begin_durable()?;
         {
             let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;

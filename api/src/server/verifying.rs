@@ -60,27 +60,34 @@ pub(crate) fn read_marker(state: &AppState) -> Result<Marker, String> {
 }
 
 /// Records `(size, root)` as the verified head, when it is ahead of the one
-/// recorded: a checkpoint signed with the log key, saved durably.
-pub(crate) fn record_verified(state: &AppState, size: u64, root: &Hash) -> Result<(), String> {
+/// recorded: in memory (where the next tail walk starts), then in the data
+/// file as a checkpoint signed with the log key. A failure to save it (a
+/// full disk, storage read-only) is logged and costs only time: the next
+/// start walks from the head saved before.
+pub(crate) fn record_verified(state: &AppState, size: u64, root: &Hash) {
     let mut at = state.verified.lock().unwrap_or_else(|p| p.into_inner());
     if at.is_some_and(|(s, _)| s >= size) {
-        return Ok(());
+        return;
     }
-    let note = state
-        .log_key
-        .sign_checkpoint(size, root)
-        .map_err(|e| format!("signing the verified head: {e}"))?;
-    state
-        .events
-        .ledger()
-        .put_aux(VERIFIED_HEAD_AUX, note.as_bytes())
-        .map_err(|e| format!("saving the verified head: {e}"))?;
     *at = Some((size, *root));
     state
         .metrics
         .verified_size
         .set(i64::try_from(size).unwrap_or(i64::MAX));
-    Ok(())
+    let saved = state
+        .log_key
+        .sign_checkpoint(size, root)
+        .map_err(|e| e.to_string())
+        .and_then(|note| {
+            state
+                .events
+                .ledger()
+                .put_aux(VERIFIED_HEAD_AUX, note.as_bytes())
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = saved {
+        tracing::warn!(error = %e, size, "could not save the verified head; the next start walks from the one saved before");
+    }
 }
 
 /// What the start's walk covered.
@@ -121,7 +128,7 @@ pub fn verify_at_start(state: &AppState) -> Result<StartWalk, String> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "log verified"
     );
-    record_verified(state, v.size, &v.root)?;
+    record_verified(state, v.size, &v.root);
     if from.is_none() {
         state.metrics.last_full_verify.set(now_secs(state));
     }
@@ -162,9 +169,7 @@ pub fn verify_tail(state: &AppState) {
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "the log's tail verified"
             );
-            if let Err(e) = record_verified(state, v.size, &v.root) {
-                tracing::warn!(error = %e, "could not record the verified head");
-            }
+            record_verified(state, v.size, &v.root);
         }
         Err(e) => fail(
             state,
@@ -186,7 +191,7 @@ pub fn reverify(state: &AppState) -> Result<(), String> {
         .verify_full(&mut |_, _| {})
         .map_err(|e| format!("the whole log walked again: {e}"))
         .and_then(|v| {
-            record_verified(state, v.size, &v.root)?;
+            record_verified(state, v.size, &v.root);
             tracing::info!(
                 size = v.size,
                 elapsed_ms = started.elapsed().as_millis() as u64,
