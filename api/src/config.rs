@@ -62,15 +62,18 @@ pub struct ServeConfig {
     /// has grown. Env: LEDGER_WITNESS_INTERVAL_SECS.
     pub witness_interval_secs: u64,
     /// Walk the entries appended since the last verified head every this
-    /// many seconds, and record the head they reach as verified (a
-    /// checkpoint signed with the log key): what a start walks before it
+    /// many seconds, and record the head they reach as the verified head
+    /// (a sealed record in the data file): what a start walks before it
     /// is ready is what came after it. 0: only at start and on a clean
     /// stop. Env: LEDGER_VERIFY_TAIL_SECS.
     pub verify_tail_secs: u64,
     /// Walk the whole log again (every leaf, chain link and stored hash),
-    /// check it against every anchor and check the lookup tables, every
-    /// this many seconds; the first walk runs right after a start. 0: only
-    /// after a start. Env: LEDGER_REVERIFY_INTERVAL_SECS.
+    /// check it against every anchor and the lookup tables, and check the
+    /// derived state against a replay from the first entry, every this
+    /// many seconds. A start walks the whole log again in the background,
+    /// and replays the derived state when its last replay is this old.
+    /// 0: both after every start, never on a schedule.
+    /// Env: LEDGER_REVERIFY_INTERVAL_SECS.
     pub reverify_interval_secs: u64,
 }
 

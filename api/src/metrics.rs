@@ -118,6 +118,8 @@ pub struct Metrics {
     pub verified_size: Gauge,
     /// Unix time the last walk of the whole log passed.
     pub last_full_verify: Gauge,
+    /// Unix time the derived state last matched a replay from the first entry.
+    pub last_derived_check: Gauge,
     verify_failures: Counter,
     /// Tree size of the tiles directory's checkpoint (`tiles_dir`).
     pub tiles_synced_size: Gauge,
@@ -252,6 +254,12 @@ impl Metrics {
         );
         let (verified_size, last_full_verify, verify_failures) =
             (Gauge::default(), Gauge::default(), Counter::default());
+        let last_derived_check = Gauge::default();
+        registry.register(
+            "last_derived_check_timestamp_seconds",
+            "Unix time the derived state (event-state snapshot, projection) last matched a replay of the log from its first entry",
+            last_derived_check.clone(),
+        );
         registry.register(
             "verified_size",
             "Tree size of the verified head: every entry below it has been walked (a start walks only what came after it)",
@@ -329,6 +337,7 @@ impl Metrics {
             derived_check,
             verified_size,
             last_full_verify,
+            last_derived_check,
             verify_failures,
             tiles_synced_size,
             tiles_failures,

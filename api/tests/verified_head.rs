@@ -1,9 +1,10 @@
 //! What a start walks before it is ready, and what is walked after: the
-//! verified head (a checkpoint signed with the log key, kept in the data
-//! file) lets a start walk only the entries that came after it, bound to
-//! the signed root so that an edited or forged marker skips nothing; the
-//! whole log is walked again in the background, and damage found there
-//! withholds numbers, proofs and writes.
+//! verified head (a record sealed with a key derived from the ledger's key,
+//! kept in the data file) lets a start walk only the entries that came
+//! after it, bound to the stored tree's root so that an edited, replayed or
+//! forged record skips nothing; the whole log is walked again in the
+//! background, and damage found there withholds numbers, proofs and writes
+//! and makes the next start walk everything.
 
 mod common;
 
@@ -50,9 +51,15 @@ fn root_at(dir: &Path, size: u64) -> Hash {
     log.root_at(size).expect("root")
 }
 
-/// Replaces the verified head with `note`.
-fn put_marker(dir: &Path, note: &[u8]) {
-    testkit::RawDisk::open(dir).put_aux(VERIFIED_HEAD_AUX, note);
+/// Replaces the verified head with `rec`.
+fn put_marker(dir: &Path, rec: &[u8]) {
+    testkit::RawDisk::open(dir).put_aux(VERIFIED_HEAD_AUX, rec);
+}
+
+/// A verified head for `(size, root)` sealed as the server seals it (with
+/// `key`'s ledger event key).
+fn sealed_head(key: &anchors::LogKey, size: u64, root: &Hash) -> Vec<u8> {
+    verifying::seal_head(&verifying::seal_key(&key.event_signing_key()), size, root)
 }
 
 /// An attacker edits entry 5's bytes (its stored leaf hash untouched).
@@ -63,12 +70,6 @@ fn damage_entry_5(dir: &Path) {
 #[test]
 fn a_clean_restart_walks_nothing_before_it_is_ready() {
     let (dir, size) = stopped_log();
-    let marker = testkit::RawDisk::open(dir.path())
-        .aux(VERIFIED_HEAD_AUX)
-        .expect("the stop recorded a verified head");
-    let cp = anchors::open_checkpoint(&marker, log_key(dir.path()).verifier_key())
-        .expect("signed with the log key");
-    assert_eq!(cp.size, size);
     let state = open_state(dir.path());
     let walk = verifying::verify_at_start(&state).expect("verified");
     assert_eq!((walk.from, walk.size, walk.walked), (Some(size), size, 0));
@@ -78,31 +79,35 @@ fn a_clean_restart_walks_nothing_before_it_is_ready() {
 fn a_start_walks_every_entry_after_its_verified_head() {
     let (dir, size) = stopped_log();
     let key = log_key(dir.path());
-    let note = key
-        .sign_checkpoint(3, &root_at(dir.path(), 3))
-        .expect("note");
-    put_marker(dir.path(), note.as_bytes());
+    put_marker(dir.path(), &sealed_head(&key, 3, &root_at(dir.path(), 3)));
+    let state = open_state(dir.path());
+    let walk = verifying::verify_at_start(&state).expect("verified");
+    assert_eq!((walk.from, walk.size), (Some(3), size));
+    assert_eq!(walk.walked, size - 3);
+    drop(state);
     damage_entry_5(dir.path());
     let state = open_state(dir.path());
     let err = verifying::verify_at_start(&state).expect_err("entry 5 is after the head");
     assert!(err.contains("index 5"), "{err}");
     assert!(err.contains("since its verified head at 3"), "{err}");
-    drop(state);
-    // Undamaged, the same start walks exactly the entries after 3.
-    let (dir, _) = stopped_log();
-    let size2 = {
-        let key = log_key(dir.path());
-        let note = key
-            .sign_checkpoint(3, &root_at(dir.path(), 3))
-            .expect("note");
-        put_marker(dir.path(), note.as_bytes());
-        let state = open_state(dir.path());
-        let walk = verifying::verify_at_start(&state).expect("verified");
-        assert_eq!(walk.from, Some(3));
-        assert_eq!(walk.walked, walk.size - 3);
-        walk.size
-    };
-    assert_eq!(size2, size);
+}
+
+/// Every checkpoint the server publishes is signed with the log key (its
+/// anchors, `/checkpoint`, the tiles directory's, the ones inside
+/// `anchor.published` entries). None of them may stand in for the verified
+/// head: a start would skip entries it never walked.
+#[test]
+fn attack_a_published_checkpoint_passed_off_as_the_verified_head_skips_nothing() {
+    let (dir, size) = stopped_log();
+    let key = log_key(dir.path());
+    let note = key
+        .sign_checkpoint(size, &root_at(dir.path(), size))
+        .expect("a checkpoint the server could have published");
+    put_marker(dir.path(), note.as_bytes());
+    damage_entry_5(dir.path());
+    let state = open_state(dir.path());
+    let err = verifying::verify_at_start(&state).expect_err("the whole log is walked");
+    assert!(err.contains("index 5"), "{err}");
 }
 
 #[test]
@@ -125,20 +130,33 @@ fn damage_below_the_verified_head_is_found_by_the_background_walk() {
         text.contains("ledger_verify_failures_total 1"),
         "the failure is counted:\n{text}"
     );
+    // Nothing is saved over a log that failed (no state commitment is
+    // appended, nothing re-sealed), even once derived state is checked.
+    state
+        .derived_checked
+        .store(api::server::VERIFY_OK, Ordering::SeqCst);
+    let head = state.events.ledger().head().size;
+    assert!(
+        !state.save_derived(),
+        "derived state saved over a failed log"
+    );
+    assert_eq!(state.events.ledger().head().size, head);
+    drop(state);
+    // The next start does not resume from the head walked before the
+    // damage was found: it walks the whole log, and fails before ready.
+    let state = open_state(dir.path());
+    let err = verifying::verify_at_start(&state).expect_err("the whole log is walked");
+    assert!(err.contains("index 5"), "{err}");
 }
 
 #[test]
 fn a_verified_head_with_a_flipped_byte_is_refused_and_the_whole_log_walked() {
     let (dir, _) = stopped_log();
-    let marker = testkit::RawDisk::open(dir.path())
+    let mut rec = testkit::RawDisk::open(dir.path())
         .aux(VERIFIED_HEAD_AUX)
-        .expect("marker");
-    // "origin\nSIZE\nroot\n\n— signature": the size made 1.
-    let text = String::from_utf8(marker).expect("utf-8");
-    let mut lines: Vec<&str> = text.split('\n').collect();
-    lines[1] = "1";
-    let marker = lines.join("\n");
-    put_marker(dir.path(), marker.as_bytes());
+        .expect("the stop recorded a verified head");
+    rec[16 + 7] ^= 1; // the size's last byte
+    put_marker(dir.path(), &rec);
     damage_entry_5(dir.path());
     let state = open_state(dir.path());
     let err = verifying::verify_at_start(&state).expect_err("the whole log is walked");
@@ -146,46 +164,45 @@ fn a_verified_head_with_a_flipped_byte_is_refused_and_the_whole_log_walked() {
     let text = state.metrics.render(&state.metrics_snapshot());
     assert!(
         text.contains("ledger_derived_state_mismatches_total 1"),
-        "the refused marker is counted:\n{text}"
+        "the refused record is counted:\n{text}"
     );
 }
 
 #[test]
-fn a_verified_head_signed_by_another_key_is_refused() {
+fn a_verified_head_sealed_under_another_key_is_not_used() {
     let (dir, size) = stopped_log();
     let other = anchors::LogKey::generate(log_key(dir.path()).origin()).expect("key");
-    let note = other
-        .sign_checkpoint(size, &root_at(dir.path(), size))
-        .expect("note");
-    put_marker(dir.path(), note.as_bytes());
+    put_marker(
+        dir.path(),
+        &sealed_head(&other, size, &root_at(dir.path(), size)),
+    );
     let state = open_state(dir.path());
     let walk = verifying::verify_at_start(&state).expect("verified");
-    assert_eq!(walk.from, None, "walked from a head this log never signed");
+    assert_eq!(
+        walk.from, None,
+        "walked from a head this ledger never sealed"
+    );
     assert_eq!(walk.walked, size);
 }
 
 #[test]
 fn a_verified_head_beyond_the_log_fails_the_start() {
     let (dir, size) = stopped_log();
-    let note = log_key(dir.path())
-        .sign_checkpoint(size + 5, &Hash([7; 32]))
-        .expect("note");
-    put_marker(dir.path(), note.as_bytes());
+    let key = log_key(dir.path());
+    put_marker(dir.path(), &sealed_head(&key, size + 5, &Hash([7; 32])));
     let state = open_state(dir.path());
     let err = verifying::verify_at_start(&state).expect_err("the log lost entries");
-    assert!(err.contains("fewer than the trusted size"), "{err}");
+    assert!(err.contains("entries were lost"), "{err}");
 }
 
 #[test]
 fn a_verified_head_whose_root_the_log_does_not_have_fails_the_start() {
     let (dir, _) = stopped_log();
-    let note = log_key(dir.path())
-        .sign_checkpoint(3, &Hash([7; 32]))
-        .expect("note");
-    put_marker(dir.path(), note.as_bytes());
+    let key = log_key(dir.path());
+    put_marker(dir.path(), &sealed_head(&key, 3, &Hash([7; 32])));
     let state = open_state(dir.path());
     let err = verifying::verify_at_start(&state).expect_err("another tree");
-    assert!(err.contains("does not hash to the trusted root"), "{err}");
+    assert!(err.contains("the tree changed"), "{err}");
 }
 
 #[test]

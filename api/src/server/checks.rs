@@ -92,6 +92,8 @@ pub(crate) fn verify_log(state: &AppState) -> Result<(), String> {
         format!("anchors: {e}")
     })?;
     tracing::info!(anchors = n, "the log is consistent with every anchor");
+    // Only now: a head is recorded as verified once it has passed both.
+    crate::server::verifying::record_verified(state, walk.size, &walk.root);
     Ok(())
 }
 
@@ -160,53 +162,75 @@ pub fn ready_check(state: &AppState) -> bool {
     }
 }
 
-/// What the server checks in the background once it is ready. First, what
-/// it must know before it signs anything built from derived state: a
-/// projection resumed from a checkpoint no state commitment vouched for is
-/// checked against one folded from the first entry, and after a start that
-/// had no verified head to resume from (so it walked the whole log before
-/// it was ready), the event-state snapshot is checked against a replay of
-/// the log's rules. Until that has passed, recommendations, bundles and
-/// state answers are refused with 503 `log_verifying`
-/// (`ledger_derived_check_status` -1). Then the whole log is walked again
-/// (when the start walked only what came after its verified head),
-/// checked against its anchors, and its lookup tables checked
-/// ([`crate::server::verifying::reverify`]). A failure of any of these
-/// withholds numbers, proofs and writes for good (503 `log_unverified`);
-/// a disagreeing projection is replaced by the rebuilt one and counted.
+/// The derived state checked against a replay of the log from its first
+/// entry: the event-state snapshot this start resumed from, and the
+/// projection against one folded from the first entry (which replaces
+/// it). Recorded (`ledger_last_derived_check_timestamp_seconds`) when it
+/// passes.
+pub(crate) fn check_derived_from_first_entry(state: &AppState) -> Result<(), String> {
+    check_event_state(state)?;
+    confirm_projection(state, true)?;
+    crate::server::verifying::record_derived_check(state);
+    Ok(())
+}
+
+/// What the server checks in the background once it is ready, before it
+/// signs anything (recommendations, bundles, state answers answer 503
+/// `log_verifying` until then, `ledger_derived_check_status` -1):
+/// - the derived state against a replay from the first entry when that is
+///   due ([`check_derived_from_first_entry`]: never done, or last done
+///   `reverify_interval_secs` ago), and otherwise a projection resumed from
+///   a checkpoint no state commitment vouched for against one folded from
+///   the first entry;
+/// - the whole log walked again and checked against its anchors, when the
+///   start walked only what came after its verified head
+///   ([`crate::server::verifying::walk_all`]): a signed number must not
+///   rest on an entry the start did not walk.
+///
+/// Then, after signing is allowed, the lookup tables. A failure of any of
+/// these withholds numbers, proofs and writes for good (503
+/// `log_unverified`); a disagreeing projection is replaced by the rebuilt
+/// one and counted.
 pub fn deep_check(state: &AppState) {
+    use crate::server::verifying;
     let started = Instant::now();
     let result = unpanicked("the background check", || {
-        if state.walked_all.load(Ordering::SeqCst) {
-            check_event_state(state)?;
+        if verifying::derived_check_due(state) {
+            check_derived_from_first_entry(state)?;
+        } else {
+            confirm_projection(state, false)?;
         }
-        confirm_projection(state, false)
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "derived state checked against the log"
+        );
+        if !state.walked_all.load(Ordering::SeqCst) {
+            verifying::walk_all(state)?;
+        }
+        Ok(())
     });
     match result {
         Ok(()) => {
             tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
-                "derived state checked against the log"
+                "the background check passed: signing allowed"
             );
             state.derived_checked.store(VERIFY_OK, Ordering::SeqCst);
         }
         Err(e) => {
-            tracing::error!(error = %e, "derived state cannot be trusted; numbers, proofs and writes withheld");
+            tracing::error!(error = %e, "the background check FAILED; numbers, proofs and writes withheld");
             state.derived_checked.store(VERIFY_FAILED, Ordering::SeqCst);
-            state.withhold_numbers(e);
+            if state.verify_status.load(Ordering::SeqCst) != VERIFY_FAILED {
+                state.metrics.count_verify_failure();
+                state.withhold_numbers(e);
+            }
             return;
         }
     }
-    let walked = unpanicked("the background walk", || {
-        if state.walked_all.load(Ordering::SeqCst) {
-            crate::server::verifying::check_indexes(state)
-        } else {
-            crate::server::verifying::reverify(state)
-        }
-    });
-    if let Err(e) = walked {
-        // A panic, which the walk itself could not report.
-        if state.verify_status.load(Ordering::SeqCst) != crate::server::state::VERIFY_FAILED {
+    if let Err(e) = unpanicked("checking the lookup tables", || {
+        verifying::check_indexes(state)
+    }) {
+        if state.verify_status.load(Ordering::SeqCst) != VERIFY_FAILED {
             state.metrics.count_verify_failure();
             state.withhold_numbers(e);
         }

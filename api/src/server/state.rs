@@ -61,6 +61,9 @@ pub struct AppState {
     pub log_key: LogKey,
     /// Seals the saved projection checkpoint ([`projections::driver::seal_key`]).
     pub(crate) projection_key: [u8; 32],
+    /// Seals the verified head and the derived-check record
+    /// ([`crate::server::verifying::seal_key`]).
+    pub(crate) verified_key: [u8; 32],
     /// Whether the loaded projection came from its sealed checkpoint (and
     /// so still has to be confirmed by [`deep_check`]).
     pub(crate) projection_from_checkpoint: std::sync::atomic::AtomicBool,
@@ -188,6 +191,7 @@ impl AppState {
         let inflight = tokio::sync::Semaphore::new(config.max_concurrent_requests.max(1));
         let metrics = Metrics::new();
         let projection_key = projections::driver::seal_key(&log_key.event_signing_key());
+        let verified_key = crate::server::verifying::seal_key(&log_key.event_signing_key());
         let policy = match &config.witness_policy {
             None => None,
             Some(path) => {
@@ -215,6 +219,7 @@ impl AppState {
             projector: Mutex::new(projector),
             projection_ready,
             projection_key,
+            verified_key,
             projection_from_checkpoint: std::sync::atomic::AtomicBool::new(false),
             derived_checked: AtomicI64::new(VERIFY_RUNNING),
             log_key,
@@ -364,6 +369,11 @@ impl AppState {
         }
         let mut complete = true;
         let mut after_commitment = 0;
+        if self.verify_status.load(Ordering::SeqCst) != VERIFY_OK {
+            // A log that failed a check takes no entry (a commitment) and
+            // gets nothing re-sealed over it.
+            return false;
+        }
         if self.derived_checked.load(Ordering::SeqCst) != VERIFY_OK {
             // Never save derived state the background check has not
             // confirmed: it would re-seal whatever this start loaded.
@@ -380,24 +390,22 @@ impl AppState {
             // against the log's own commitment rather than a rebuild; when
             // the log takes no commitment (storage read-only, writes
             // refused), saved where it stands, and rebuilt to check.
-            let committed = projections::driver::commit_and_save(
+            match projections::driver::commit_state(
                 &self.events,
                 &mut p,
                 &self.log_key.event_signing_key(),
-                &self.projection_key,
                 self.clock.now_micros(),
-            );
-            if let Ok(c) = &committed {
+            ) {
                 // The commitment is this save's own entry: without other
                 // writes after it, the next save has nothing new.
-                after_commitment = c.index + 1;
-            }
-            if let Err(e) = committed {
-                tracing::warn!(error = %e, "could not commit the state; saving the projection checkpoint without a commitment");
-                if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
-                    tracing::warn!(error = %e, "could not save the projection checkpoint");
-                    complete = false;
+                Ok(c) => after_commitment = c.index + 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not commit the state; the projection checkpoint is saved without a commitment")
                 }
+            }
+            if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
+                tracing::warn!(error = %e, "could not save the projection checkpoint");
+                complete = false;
             }
         }
         match self.events.save_state() {

@@ -1,69 +1,110 @@
 //! What the server walks, and when: the verified head a start resumes from,
-//! the tail walked on a schedule, and the whole log walked again in the
-//! background.
+//! the tail walked on a schedule, the whole log walked again in the
+//! background, and the derived state checked again from the first entry.
 //!
-//! The verified head is a checkpoint signed with the log key, kept in the
-//! data file (`aux`, [`VERIFIED_HEAD_AUX`]): the size and root of a log
-//! whose entries up to that size were walked (every leaf re-hashed, every
-//! chain link and stored hash recomputed). A start checks the signature,
-//! checks that the stored tree at that size still hashes to that root
-//! (O(log n) stored hashes) and walks only the entries after it. A marker
-//! that does not open (a flipped byte, another key) is refused, counted and
-//! logged, and the start walks the whole log instead; one that names more
-//! entries than the log holds is a log that lost entries, and the start
-//! fails. docs/SECURITY.md says what is checked when.
+//! The verified head is a record in the data file (`aux`,
+//! [`VERIFIED_HEAD_AUX`]) sealed with a key derived from the ledger's key
+//! (`ledger::sealed`: a keyed BLAKE3 MAC over the size, the root and the
+//! body): the size and root of a log whose entries below that size were
+//! walked (every leaf re-hashed, every chain link and stored hash
+//! recomputed) and which then passed its anchor check. It is not a
+//! checkpoint: no note the server publishes (an anchor, `/checkpoint`, a
+//! tile directory's checkpoint, an `anchor.published` entry) can stand in
+//! for it. A start opens it, checks that the stored tree at its size still
+//! hashes to its root (O(log n) stored hashes) and walks only the entries
+//! after it. A record that does not open (a flipped byte, another record)
+//! is refused, counted and logged, and the start walks the whole log; one
+//! sealed at more entries than the log holds, or at a root the stored tree
+//! does not hash to, fails the start. A walk that fails replaces it with a
+//! record that makes the next start walk the whole log. docs/SECURITY.md
+//! says what is checked when.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use ledger::sealed::SealError;
 use ledger::Hash;
 
-use crate::server::state::{AppState, VERIFY_OK};
+use crate::server::state::{AppState, VERIFY_FAILED, VERIFY_OK};
 
-/// The `aux` name of the verified-head marker.
+/// The `aux` name of the verified head.
 pub const VERIFIED_HEAD_AUX: &str = "verified-head/v1";
+/// The `aux` name of the time the derived state was last checked against
+/// a replay of the log from its first entry.
+pub const DERIVED_CHECKED_AUX: &str = "derived-checked/v1";
+const HEAD_MAGIC: &[u8; 8] = b"ELVHEAD1";
+const CHECKED_MAGIC: &[u8; 8] = b"ELDCHK01";
+/// What a failed walk leaves in place of the verified head.
+const FAILED: &[u8] = b"failed";
+
+/// The key the verified head and the derived-check record are sealed with.
+pub fn seal_key(ledger_key: &ed25519_dalek::SigningKey) -> [u8; 32] {
+    ledger::sealed::derive_key(
+        "evidence-ledger/v1 verified head mac",
+        ledger_key.as_bytes(),
+    )
+}
+
+/// The sealed verified-head record of `(size, root)`.
+pub fn seal_head(key: &[u8; 32], size: u64, root: &Hash) -> Vec<u8> {
+    ledger::sealed::seal(key, HEAD_MAGIC, size, root, b"")
+}
 
 /// What the data file says the last walk reached.
-pub(crate) enum Marker {
-    /// None was saved.
+enum Marker {
+    /// None was saved, or one sealed under another key (after a key
+    /// rotation).
     Absent,
-    /// A checkpoint this log's key signed: entries below `size` were walked.
+    /// The last walk failed.
+    Failed,
+    /// Entries below `size` were walked; the stored tree hashes to `root`.
     At { size: u64, root: Hash },
-    /// One was saved but does not open with the log key.
+    /// One was saved but does not open.
     Refused(String),
 }
 
-/// Reads the verified-head marker and opens it with the log key (only the
-/// current one: after a key rotation the first start walks everything).
-pub(crate) fn read_marker(state: &AppState) -> Result<Marker, String> {
-    let Some(bytes) = state
-        .events
-        .ledger()
+fn read_marker(state: &AppState) -> Result<Marker, String> {
+    let log = state.events.ledger();
+    let Some(rec) = log
         .get_aux(VERIFIED_HEAD_AUX)
         .map_err(|e| format!("reading the verified head: {e}"))?
     else {
         return Ok(Marker::Absent);
     };
-    match anchors::open_checkpoint(&bytes, state.log_key.verifier_key()) {
-        Ok(cp) if cp.origin == state.log_key.origin() => Ok(Marker::At {
-            size: cp.size,
-            root: cp.root,
+    if rec == FAILED {
+        return Ok(Marker::Failed);
+    }
+    let opened = ledger::sealed::open(
+        &state.verified_key,
+        HEAD_MAGIC,
+        &rec,
+        log.head().size,
+        |size| log.root_at(size),
+    )
+    .map_err(|e| format!("reading the verified head: {e}"))?;
+    match opened {
+        Ok(o) => Ok(Marker::At {
+            size: o.size,
+            root: ledger::sealed::split(&rec)
+                .map(|p| p.root)
+                .ok_or("the verified head does not split")?,
         }),
-        Ok(cp) => Ok(Marker::Refused(format!(
-            "the verified head names the log {:?}",
-            cp.origin
-        ))),
+        Err(SealError::OtherKey) => Ok(Marker::Absent),
+        // Sealed by this ledger, and the log no longer matches it.
+        Err(e @ (SealError::Beyond { .. } | SealError::OtherRoot { .. })) => Err(format!(
+            "the log does not match its verified head ({e}): entries were lost or the tree changed"
+        )),
         Err(e) => Ok(Marker::Refused(format!(
-            "the verified head does not open with the log key: {e}"
+            "the verified head was refused: {e}"
         ))),
     }
 }
 
 /// Records `(size, root)` as the verified head, when it is ahead of the one
-/// recorded: in memory (where the next tail walk starts), then in the data
-/// file as a checkpoint signed with the log key. A failure to save it (a
-/// full disk, storage read-only) is logged and costs only time: the next
-/// start walks from the head saved before.
+/// recorded: in memory (where the next tail walk starts), then sealed in
+/// the data file. A failure to save it (a full disk, storage read-only) is
+/// logged and costs only time: the next start walks from the head saved
+/// before. Call it only for a log whose walk and anchor check have passed.
 pub(crate) fn record_verified(state: &AppState, size: u64, root: &Hash) {
     let mut at = state.verified.lock().unwrap_or_else(|p| p.into_inner());
     if at.is_some_and(|(s, _)| s >= size) {
@@ -74,44 +115,41 @@ pub(crate) fn record_verified(state: &AppState, size: u64, root: &Hash) {
         .metrics
         .verified_size
         .set(i64::try_from(size).unwrap_or(i64::MAX));
-    let saved = state
-        .log_key
-        .sign_checkpoint(size, root)
-        .map_err(|e| e.to_string())
-        .and_then(|note| {
-            state
-                .events
-                .ledger()
-                .put_aux(VERIFIED_HEAD_AUX, note.as_bytes())
-                .map_err(|e| e.to_string())
-        });
-    if let Err(e) = saved {
+    let rec = seal_head(&state.verified_key, size, root);
+    if let Err(e) = state.events.ledger().put_aux(VERIFIED_HEAD_AUX, &rec) {
         tracing::warn!(error = %e, size, "could not save the verified head; the next start walks from the one saved before");
     }
 }
 
 /// What the start's walk covered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StartWalk {
     /// The verified head it resumed from; `None`: it walked the whole log.
     pub from: Option<u64>,
-    /// The size it reached (now the verified head).
+    /// The size it reached.
     pub size: u64,
+    /// The root there.
+    pub root: Hash,
     /// Entries it re-hashed.
     pub walked: u64,
 }
 
 /// The start's walk: from the verified head when one opens (and the whole
-/// log when none does), then the head it reached recorded.
+/// log when none does). The caller records the head reached
+/// ([`record_verified`]) once the anchors have passed too.
 pub fn verify_at_start(state: &AppState) -> Result<StartWalk, String> {
     let started = Instant::now();
     let log = state.events.ledger();
     let from = match read_marker(state)? {
         Marker::At { size, root } => Some((size, root)),
         Marker::Absent => None,
+        Marker::Failed => {
+            tracing::warn!("the last walk of this log failed; walking the whole log");
+            None
+        }
         Marker::Refused(why) => {
             state.metrics.count_derived_mismatch();
-            tracing::error!(reason = %why, "the verified head was refused; walking the whole log");
+            tracing::error!(reason = %why, "walking the whole log");
             None
         }
     };
@@ -128,13 +166,13 @@ pub fn verify_at_start(state: &AppState) -> Result<StartWalk, String> {
         elapsed_ms = started.elapsed().as_millis() as u64,
         "log verified"
     );
-    record_verified(state, v.size, &v.root);
     if from.is_none() {
         state.metrics.last_full_verify.set(now_secs(state));
     }
     Ok(StartWalk {
         from: from.map(|(s, _)| s),
         size: v.size,
+        root: v.root,
         walked: v.checked,
     })
 }
@@ -142,8 +180,8 @@ pub fn verify_at_start(state: &AppState) -> Result<StartWalk, String> {
 /// Walks the entries appended since the verified head and records the head
 /// reached (the `verify_tail_secs` schedule, and a clean stop). Skipped
 /// while the log is not verified, and while another walk runs (a walk of
-/// the whole log records the head it reaches itself). A failure withholds numbers, proofs and
-/// writes for good, counts and logs.
+/// the whole log records the head it reaches itself). A failure withholds
+/// numbers, proofs and writes for good, counts and logs.
 pub fn verify_tail(state: &AppState) {
     if state.verify_status.load(Ordering::SeqCst) != VERIFY_OK {
         return;
@@ -178,20 +216,17 @@ pub fn verify_tail(state: &AppState) {
     }
 }
 
-/// The whole log walked again, then checked against every anchor, then its
-/// lookup tables checked: right after a start that resumed from a verified
-/// head ([`crate::server::deep_check`]) and every `reverify_interval_secs`.
-/// Returns the error, having withheld numbers, proofs and writes for good,
-/// counted and logged.
-pub fn reverify(state: &AppState) -> Result<(), String> {
-    let walking = state.walking.lock().unwrap_or_else(|p| p.into_inner());
+/// The whole log walked again, then checked against every anchor; the head
+/// walked is recorded as verified. Returns the error, having withheld
+/// numbers, proofs and writes for good, counted and logged.
+pub fn walk_all(state: &AppState) -> Result<(), String> {
+    let _walking = state.walking.lock().unwrap_or_else(|p| p.into_inner());
     let started = Instant::now();
     let log = state.events.ledger();
     let checked = log
         .verify_full(&mut |_, _| {})
         .map_err(|e| format!("the whole log walked again: {e}"))
         .and_then(|v| {
-            record_verified(state, v.size, &v.root);
             tracing::info!(
                 size = v.size,
                 elapsed_ms = started.elapsed().as_millis() as u64,
@@ -200,15 +235,20 @@ pub fn reverify(state: &AppState) -> Result<(), String> {
             crate::server::check_anchors(state).map_err(|e| {
                 state.metrics.count_anchor_failure();
                 format!("anchors: {e}")
-            })
+            })?;
+            Ok(v)
         });
-    if let Err(e) = checked {
-        fail(state, e.clone());
-        return Err(e);
+    match checked {
+        Ok(v) => {
+            record_verified(state, v.size, &v.root);
+            state.metrics.last_full_verify.set(now_secs(state));
+            Ok(())
+        }
+        Err(e) => {
+            fail(state, e.clone());
+            Err(e)
+        }
     }
-    state.metrics.last_full_verify.set(now_secs(state));
-    drop(walking);
-    check_indexes(state)
 }
 
 /// The lookup tables checked against the entries ([`ledger::Ledger::verify_indexes`]).
@@ -232,6 +272,61 @@ pub fn check_indexes(state: &AppState) -> Result<(), String> {
     }
 }
 
+/// [`walk_all`], then [`check_indexes`].
+pub fn reverify(state: &AppState) -> Result<(), String> {
+    walk_all(state)?;
+    check_indexes(state)
+}
+
+/// When the derived state was last checked against a replay of the log
+/// from its first entry (unix seconds), as recorded in the data file; the
+/// gauge `ledger_last_derived_check_timestamp_seconds` follows it.
+pub(crate) fn last_derived_check(state: &AppState) -> Option<i64> {
+    let log = state.events.ledger();
+    let rec = log.get_aux(DERIVED_CHECKED_AUX).ok()??;
+    let opened = ledger::sealed::open(
+        &state.verified_key,
+        CHECKED_MAGIC,
+        &rec,
+        log.head().size,
+        |size| log.root_at(size),
+    )
+    .ok()?
+    .ok()?;
+    let secs = i64::from_be_bytes(opened.body.try_into().ok()?);
+    state.metrics.last_derived_check.set(secs);
+    Some(secs)
+}
+
+/// Whether the derived state is due a check from the first entry: never
+/// checked, or last checked `reverify_interval_secs` ago or more (with
+/// 0, after every start).
+pub(crate) fn derived_check_due(state: &AppState) -> bool {
+    let every = i64::try_from(state.config.reverify_interval_secs).unwrap_or(i64::MAX);
+    match last_derived_check(state) {
+        Some(at) if every > 0 => now_secs(state) - at >= every,
+        _ => true,
+    }
+}
+
+/// Records that the derived state was checked from the first entry now.
+pub(crate) fn record_derived_check(state: &AppState) {
+    let log = state.events.ledger();
+    let head = log.head();
+    let now = now_secs(state);
+    let rec = ledger::sealed::seal(
+        &state.verified_key,
+        CHECKED_MAGIC,
+        head.size,
+        &head.root,
+        &now.to_be_bytes(),
+    );
+    if let Err(e) = log.put_aux(DERIVED_CHECKED_AUX, &rec) {
+        tracing::warn!(error = %e, "could not record the check of derived state");
+    }
+    state.metrics.last_derived_check.set(now);
+}
+
 /// One tick of the `reverify_interval_secs` schedule, once the start's own
 /// checks have passed: [`reverify`], then the derived state checked again
 /// from the first entry: the event-state snapshot this start resumed from
@@ -246,8 +341,7 @@ pub fn reverify_tick(state: &AppState) {
         return;
     }
     let derived = crate::server::checks::unpanicked("the scheduled check of derived state", || {
-        crate::server::checks::check_event_state(state)?;
-        crate::server::checks::confirm_projection(state, true)
+        crate::server::checks::check_derived_from_first_entry(state)
     });
     if let Err(e) = derived {
         fail(state, e);
@@ -256,8 +350,15 @@ pub fn reverify_tick(state: &AppState) {
 
 fn fail(state: &AppState, detail: String) {
     state.metrics.count_verify_failure();
-    tracing::error!(error = %detail, "the log FAILED a background check; numbers, proofs and writes withheld");
+    tracing::error!(error = %detail, "the log FAILED a check; numbers, proofs and writes withheld");
     state.withhold_numbers(detail);
+    // The next start must not resume from a head walked before the damage
+    // was found: it walks the whole log before it is ready.
+    *state.verified.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    if let Err(e) = state.events.ledger().put_aux(VERIFIED_HEAD_AUX, FAILED) {
+        tracing::warn!(error = %e, "could not record the failed walk in the data file");
+    }
+    debug_assert_eq!(state.verify_status.load(Ordering::SeqCst), VERIFY_FAILED);
 }
 
 fn now_secs(state: &AppState) -> i64 {
