@@ -142,11 +142,50 @@ fn damage_below_the_verified_head_is_found_by_the_background_walk() {
     );
     assert_eq!(state.events.ledger().head().size, head);
     drop(state);
+    // The data file says so: the derived state is due a replay too.
+    assert_eq!(
+        testkit::RawDisk::open(dir.path())
+            .aux(verifying::DERIVED_CHECKED_AUX)
+            .as_deref(),
+        Some(&b"failed"[..])
+    );
     // The next start does not resume from the head walked before the
     // damage was found: it walks the whole log, and fails before ready.
     let state = open_state(dir.path());
     let err = verifying::verify_at_start(&state).expect_err("the whole log is walked");
     assert!(err.contains("index 5"), "{err}");
+}
+
+/// A head is recorded as verified only once the log has also passed its
+/// anchor check: a log rebuilt so that it walks cleanly, but which no
+/// longer extends an anchor, gets no verified head sealed over it.
+#[test]
+fn a_start_whose_anchor_check_fails_records_no_verified_head() {
+    let (dir, size) = stopped_log();
+    let key = log_key(dir.path());
+    let at_3 = sealed_head(&key, 3, &root_at(dir.path(), 3));
+    put_marker(dir.path(), &at_3);
+    // An anchor of a longer log than this one: the log was truncated.
+    let anchors = dir.path().join("anchors");
+    std::fs::create_dir_all(&anchors).expect("anchors dir");
+    let note = key
+        .sign_checkpoint(size + 10, &Hash([9; 32]))
+        .expect("note");
+    std::fs::write(
+        anchors.join(format!("2026-11-25T000000Z-{:012}.checkpoint", size + 10)),
+        note,
+    )
+    .expect("anchor");
+    let state = open_state(dir.path());
+    assert!(!api::server::ready_check(&state), "the anchor check passed");
+    let detail = state.verify_detail.lock().expect("detail").clone();
+    assert!(detail.starts_with("anchors:"), "{detail}");
+    drop(state);
+    assert_eq!(
+        testkit::RawDisk::open(dir.path()).aux(VERIFIED_HEAD_AUX),
+        Some(at_3),
+        "a head was recorded as verified over a log that failed its anchor check"
+    );
 }
 
 #[test]

@@ -165,13 +165,11 @@ pub fn ready_check(state: &AppState) -> bool {
 /// The derived state checked against a replay of the log from its first
 /// entry: the event-state snapshot this start resumed from, and the
 /// projection against one folded from the first entry (which replaces
-/// it). Recorded (`ledger_last_derived_check_timestamp_seconds`) when it
-/// passes.
+/// it). The caller records it (`ledger_last_derived_check_timestamp_seconds`)
+/// once the log it replayed has been walked too.
 pub(crate) fn check_derived_from_first_entry(state: &AppState) -> Result<(), String> {
     check_event_state(state)?;
-    confirm_projection(state, true)?;
-    crate::server::verifying::record_derived_check(state);
-    Ok(())
+    confirm_projection(state, true)
 }
 
 /// What the server checks in the background once it is ready, before it
@@ -194,9 +192,11 @@ pub(crate) fn check_derived_from_first_entry(state: &AppState) -> Result<(), Str
 pub fn deep_check(state: &AppState) {
     use crate::server::verifying;
     let started = Instant::now();
+    let mut replayed = false;
     let result = unpanicked("the background check", || {
         if verifying::derived_check_due(state) {
             check_derived_from_first_entry(state)?;
+            replayed = true;
         } else {
             confirm_projection(state, false)?;
         }
@@ -211,6 +211,10 @@ pub fn deep_check(state: &AppState) {
     });
     match result {
         Ok(()) => {
+            if replayed {
+                // Only now: the entries it replayed have been walked.
+                verifying::record_derived_check(state);
+            }
             tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "the background check passed: signing allowed"
@@ -218,11 +222,9 @@ pub fn deep_check(state: &AppState) {
             state.derived_checked.store(VERIFY_OK, Ordering::SeqCst);
         }
         Err(e) => {
-            tracing::error!(error = %e, "the background check FAILED; numbers, proofs and writes withheld");
             state.derived_checked.store(VERIFY_FAILED, Ordering::SeqCst);
             if state.verify_status.load(Ordering::SeqCst) != VERIFY_FAILED {
-                state.metrics.count_verify_failure();
-                state.withhold_numbers(e);
+                verifying::fail(state, format!("the background check: {e}"));
             }
             return;
         }
@@ -231,8 +233,7 @@ pub fn deep_check(state: &AppState) {
         verifying::check_indexes(state)
     }) {
         if state.verify_status.load(Ordering::SeqCst) != VERIFY_FAILED {
-            state.metrics.count_verify_failure();
-            state.withhold_numbers(e);
+            verifying::fail(state, e);
         }
     }
 }

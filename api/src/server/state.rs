@@ -334,6 +334,7 @@ impl AppState {
             || size.saturating_sub(last) < every
             || !self.tail_signed.load(Ordering::SeqCst)
             || self.derived_checked.load(Ordering::SeqCst) == VERIFY_FAILED
+            || self.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED
         {
             return false;
         }

@@ -107,7 +107,12 @@ fn read_marker(state: &AppState) -> Result<Marker, String> {
 /// before. Call it only for a log whose walk and anchor check have passed.
 pub(crate) fn record_verified(state: &AppState, size: u64, root: &Hash) {
     let mut at = state.verified.lock().unwrap_or_else(|p| p.into_inner());
-    if at.is_some_and(|(s, _)| s >= size) {
+    // A walk that ends after another found damage records nothing: the
+    // next start must walk the whole log ([`fail`] sets the status before
+    // it takes this lock).
+    if at.is_some_and(|(s, _)| s >= size)
+        || state.verify_status.load(Ordering::SeqCst) == VERIFY_FAILED
+    {
         return;
     }
     *at = Some((size, *root));
@@ -303,8 +308,10 @@ pub(crate) fn last_derived_check(state: &AppState) -> Option<i64> {
 /// 0, after every start).
 pub(crate) fn derived_check_due(state: &AppState) -> bool {
     let every = i64::try_from(state.config.reverify_interval_secs).unwrap_or(i64::MAX);
+    let now = now_secs(state);
     match last_derived_check(state) {
-        Some(at) if every > 0 => now_secs(state) - at >= every,
+        // A time ahead of the clock (the clock set back) is due too.
+        Some(at) if every > 0 && at <= now => now - at >= every,
         _ => true,
     }
 }
@@ -343,22 +350,31 @@ pub fn reverify_tick(state: &AppState) {
     let derived = crate::server::checks::unpanicked("the scheduled check of derived state", || {
         crate::server::checks::check_derived_from_first_entry(state)
     });
-    if let Err(e) = derived {
-        fail(state, e);
+    match derived {
+        Ok(()) => record_derived_check(state),
+        Err(e) => fail(state, e),
     }
 }
 
-fn fail(state: &AppState, detail: String) {
+/// A check of the log failed: numbers, proofs and writes are withheld for
+/// good, the failure counted and logged, and the data file told, so that
+/// the next start walks the whole log and replays the derived state before
+/// it trusts either.
+pub(crate) fn fail(state: &AppState, detail: String) {
     state.metrics.count_verify_failure();
     tracing::error!(error = %detail, "the log FAILED a check; numbers, proofs and writes withheld");
     state.withhold_numbers(detail);
-    // The next start must not resume from a head walked before the damage
-    // was found: it walks the whole log before it is ready.
-    *state.verified.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    if let Err(e) = state.events.ledger().put_aux(VERIFIED_HEAD_AUX, FAILED) {
-        tracing::warn!(error = %e, "could not record the failed walk in the data file");
+    // Under the lock `record_verified` takes, after the status is set: a
+    // walk still running cannot seal a head over this afterwards.
+    let mut at = state.verified.lock().unwrap_or_else(|p| p.into_inner());
+    *at = None;
+    let log = state.events.ledger();
+    let marked = log
+        .put_aux(VERIFIED_HEAD_AUX, FAILED)
+        .and_then(|()| log.put_aux(DERIVED_CHECKED_AUX, FAILED));
+    if let Err(e) = marked {
+        tracing::warn!(error = %e, "could not record the failed check in the data file");
     }
-    debug_assert_eq!(state.verify_status.load(Ordering::SeqCst), VERIFY_FAILED);
 }
 
 fn now_secs(state: &AppState) -> i64 {
