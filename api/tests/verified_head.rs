@@ -1,6 +1,6 @@
 //! What a start walks before it is ready, and what is walked after: the
 //! verified head (a record sealed with a key derived from the ledger's key,
-//! kept in the data file) lets a start walk only the entries that came
+//! kept in the data directory) lets a start walk only the entries that came
 //! after it, bound to the stored tree's root so that an edited, replayed or
 //! forged record skips nothing; the whole log is walked again in the
 //! background, and damage found there withholds numbers, proofs and writes
@@ -53,7 +53,7 @@ fn root_at(dir: &Path, size: u64) -> Hash {
 
 /// Replaces the verified head with `rec`.
 fn put_marker(dir: &Path, rec: &[u8]) {
-    testkit::RawDisk::open(dir).put_aux(VERIFIED_HEAD_AUX, rec);
+    std::fs::write(dir.join(VERIFIED_HEAD_AUX), rec).expect("write the verified head");
 }
 
 /// A verified head for `(size, root)` sealed as the server seals it (with
@@ -144,8 +144,8 @@ fn damage_below_the_verified_head_is_found_by_the_background_walk() {
     drop(state);
     // The data file says so: the derived state is due a replay too.
     assert_eq!(
-        testkit::RawDisk::open(dir.path())
-            .aux(verifying::DERIVED_CHECKED_AUX)
+        std::fs::read(dir.path().join(verifying::DERIVED_CHECKED_AUX))
+            .ok()
             .as_deref(),
         Some(&b"failed"[..])
     );
@@ -182,7 +182,7 @@ fn a_start_whose_anchor_check_fails_records_no_verified_head() {
     assert!(detail.starts_with("anchors:"), "{detail}");
     drop(state);
     assert_eq!(
-        testkit::RawDisk::open(dir.path()).aux(VERIFIED_HEAD_AUX),
+        std::fs::read(dir.path().join(VERIFIED_HEAD_AUX)).ok(),
         Some(at_3),
         "a head was recorded as verified over a log that failed its anchor check"
     );
@@ -191,8 +191,7 @@ fn a_start_whose_anchor_check_fails_records_no_verified_head() {
 #[test]
 fn a_verified_head_with_a_flipped_byte_is_refused_and_the_whole_log_walked() {
     let (dir, _) = stopped_log();
-    let mut rec = testkit::RawDisk::open(dir.path())
-        .aux(VERIFIED_HEAD_AUX)
+    let mut rec = std::fs::read(dir.path().join(VERIFIED_HEAD_AUX))
         .expect("the stop recorded a verified head");
     rec[16 + 7] ^= 1; // the size's last byte
     put_marker(dir.path(), &rec);

@@ -2,7 +2,7 @@
 //! the tail walked on a schedule, the whole log walked again in the
 //! background, and the derived state checked again from the first entry.
 //!
-//! The verified head is a record in the data file (`aux`,
+//! The verified head is a record in the data directory (the file
 //! [`VERIFIED_HEAD_AUX`]) sealed with a key derived from the ledger's key
 //! (`ledger::sealed`: a keyed BLAKE3 MAC over the size, the root and the
 //! body): the size and root of a log whose entries below that size were
@@ -27,11 +27,38 @@ use ledger::Hash;
 
 use crate::server::state::{AppState, VERIFY_FAILED, VERIFY_OK};
 
-/// The `aux` name of the verified head.
-pub const VERIFIED_HEAD_AUX: &str = "verified-head/v1";
-/// The `aux` name of the time the derived state was last checked against
-/// a replay of the log from its first entry.
-pub const DERIVED_CHECKED_AUX: &str = "derived-checked/v1";
+/// The file in the data directory that holds the verified head. A file of
+/// its own, not a row of the data file: a start writes it before it knows
+/// the data file is sound, and a write into a damaged redb file can end
+/// the process (a panic inside redb whose clean-up panics again) where a
+/// read becomes a typed error.
+pub const VERIFIED_HEAD_AUX: &str = "verified-head";
+/// The file that holds the time the derived state was last checked
+/// against a replay of the log from its first entry.
+pub const DERIVED_CHECKED_AUX: &str = "derived-checked";
+
+/// The record `name` in the data directory, if there is one.
+fn read_record(state: &AppState, name: &str) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::read(state.config.data_dir.join(name)) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("reading {name}: {e}")),
+    }
+}
+
+/// Replaces the record `name` in the data directory durably: written to a
+/// temporary file, synced, renamed over it, and the directory synced.
+fn write_record(state: &AppState, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = &state.config.data_dir;
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(name))?;
+    std::fs::File::open(dir)?.sync_all()
+}
 const HEAD_MAGIC: &[u8; 8] = b"ELVHEAD1";
 const CHECKED_MAGIC: &[u8; 8] = b"ELDCHK01";
 /// What a failed walk leaves in place of the verified head.
@@ -65,10 +92,7 @@ enum Marker {
 
 fn read_marker(state: &AppState) -> Result<Marker, String> {
     let log = state.events.ledger();
-    let Some(rec) = log
-        .get_aux(VERIFIED_HEAD_AUX)
-        .map_err(|e| format!("reading the verified head: {e}"))?
-    else {
+    let Some(rec) = read_record(state, VERIFIED_HEAD_AUX)? else {
         return Ok(Marker::Absent);
     };
     if rec == FAILED {
@@ -121,7 +145,7 @@ pub(crate) fn record_verified(state: &AppState, size: u64, root: &Hash) {
         .verified_size
         .set(i64::try_from(size).unwrap_or(i64::MAX));
     let rec = seal_head(&state.verified_key, size, root);
-    if let Err(e) = state.events.ledger().put_aux(VERIFIED_HEAD_AUX, &rec) {
+    if let Err(e) = write_record(state, VERIFIED_HEAD_AUX, &rec) {
         tracing::warn!(error = %e, size, "could not save the verified head; the next start walks from the one saved before");
     }
 }
@@ -288,7 +312,7 @@ pub fn reverify(state: &AppState) -> Result<(), String> {
 /// gauge `ledger_last_derived_check_timestamp_seconds` follows it.
 pub(crate) fn last_derived_check(state: &AppState) -> Option<i64> {
     let log = state.events.ledger();
-    let rec = log.get_aux(DERIVED_CHECKED_AUX).ok()??;
+    let rec = read_record(state, DERIVED_CHECKED_AUX).ok()??;
     let opened = ledger::sealed::open(
         &state.verified_key,
         CHECKED_MAGIC,
@@ -328,7 +352,7 @@ pub(crate) fn record_derived_check(state: &AppState) {
         &head.root,
         &now.to_be_bytes(),
     );
-    if let Err(e) = log.put_aux(DERIVED_CHECKED_AUX, &rec) {
+    if let Err(e) = write_record(state, DERIVED_CHECKED_AUX, &rec) {
         tracing::warn!(error = %e, "could not record the check of derived state");
     }
     state.metrics.last_derived_check.set(now);
@@ -368,10 +392,8 @@ pub(crate) fn fail(state: &AppState, detail: String) {
     // walk still running cannot seal a head over this afterwards.
     let mut at = state.verified.lock().unwrap_or_else(|p| p.into_inner());
     *at = None;
-    let log = state.events.ledger();
-    let marked = log
-        .put_aux(VERIFIED_HEAD_AUX, FAILED)
-        .and_then(|()| log.put_aux(DERIVED_CHECKED_AUX, FAILED));
+    let marked = write_record(state, VERIFIED_HEAD_AUX, FAILED)
+        .and_then(|()| write_record(state, DERIVED_CHECKED_AUX, FAILED));
     if let Err(e) = marked {
         tracing::warn!(error = %e, "could not record the failed check in the data file");
     }
