@@ -46,6 +46,19 @@ fn read_record(state: &AppState, name: &str) -> Result<Option<Vec<u8>>, String> 
     }
 }
 
+/// Opens a record sealed with the verified-head key against the log: its
+/// seal, and the log's root at the size it names ([`ledger::sealed::open`]).
+fn open_sealed<'r>(
+    state: &AppState,
+    magic: &[u8; 8],
+    rec: &'r [u8],
+) -> Result<Result<ledger::sealed::Opened<'r>, SealError>, ledger::Error> {
+    let log = state.events.ledger();
+    ledger::sealed::open(&state.verified_key, magic, rec, log.head().size, |size| {
+        log.root_at(size)
+    })
+}
+
 /// Replaces the record `name` in the data directory durably: written to a
 /// temporary file, synced, renamed over it, and the directory synced.
 fn write_record(state: &AppState, name: &str, bytes: &[u8]) -> std::io::Result<()> {
@@ -91,21 +104,14 @@ enum Marker {
 }
 
 fn read_marker(state: &AppState) -> Result<Marker, String> {
-    let log = state.events.ledger();
     let Some(rec) = read_record(state, VERIFIED_HEAD_AUX)? else {
         return Ok(Marker::Absent);
     };
     if rec == FAILED {
         return Ok(Marker::Failed);
     }
-    let opened = ledger::sealed::open(
-        &state.verified_key,
-        HEAD_MAGIC,
-        &rec,
-        log.head().size,
-        |size| log.root_at(size),
-    )
-    .map_err(|e| format!("reading the verified head: {e}"))?;
+    let opened = open_sealed(state, HEAD_MAGIC, &rec)
+        .map_err(|e| format!("reading the verified head: {e}"))?;
     match opened {
         Ok(o) => Ok(Marker::At {
             size: o.size,
@@ -308,20 +314,11 @@ pub fn reverify(state: &AppState) -> Result<(), String> {
 }
 
 /// When the derived state was last checked against a replay of the log
-/// from its first entry (unix seconds), as recorded in the data file; the
+/// from its first entry (unix seconds), as recorded in the data directory; the
 /// gauge `ledger_last_derived_check_timestamp_seconds` follows it.
 pub(crate) fn last_derived_check(state: &AppState) -> Option<i64> {
-    let log = state.events.ledger();
     let rec = read_record(state, DERIVED_CHECKED_AUX).ok()??;
-    let opened = ledger::sealed::open(
-        &state.verified_key,
-        CHECKED_MAGIC,
-        &rec,
-        log.head().size,
-        |size| log.root_at(size),
-    )
-    .ok()?
-    .ok()?;
+    let opened = open_sealed(state, CHECKED_MAGIC, &rec).ok()?.ok()?;
     let secs = i64::from_be_bytes(opened.body.try_into().ok()?);
     state.metrics.last_derived_check.set(secs);
     Some(secs)
