@@ -661,21 +661,20 @@ impl EventLog {
         let replayed = ledger::store::guarded("catching up the event state", || {
             let snap = self.ledger.snapshot()?;
             let head = self.ledger.head();
-            Ok(
-                rebuild_state(&LogView::new(&snap, head), &self.snapshot_key, false).map_err(|e| {
-                    match e {
-                        crate::state::ReplayError::Log(e) => e,
-                        crate::state::ReplayError::Invalid { index, rejection } => {
-                            ledger::Corruption::new(
-                                index,
-                                ledger::CorruptionKind::Malformed,
-                                format!("logged event does not replay: {rejection}"),
-                            )
-                            .into()
-                        }
-                    }
-                }),
+            Ok(rebuild_state(
+                &LogView::new(&snap, head, self.ledger.lookups()),
+                &self.snapshot_key,
+                false,
             )
+            .map_err(|e| match e {
+                crate::state::ReplayError::Log(e) => e,
+                crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
+                    index,
+                    ledger::CorruptionKind::Malformed,
+                    format!("logged event does not replay: {rejection}"),
+                )
+                .into(),
+            }))
         })
         .and_then(|r| r);
         match replayed {
@@ -800,7 +799,8 @@ impl EventLog {
                 // The rules, not the signatures: every signature was
                 // checked when its entry was appended, and the entries' bytes
                 // are proven by the full verify that runs beside this.
-                State::replay(&LogView::new(&snap, head), false).map_err(|e| e.to_string())
+                State::replay(&LogView::new(&snap, head, self.ledger.lookups()), false)
+                    .map_err(|e| e.to_string())
             })())
         })
         .map_err(|e| e.to_string())
@@ -1077,7 +1077,7 @@ impl EventLog {
     pub fn replay_state(&self) -> Result<State, crate::state::ReplayError> {
         let snap = self.ledger.snapshot()?;
         let head = self.ledger.head();
-        State::replay(&LogView::new(&snap, head), true)
+        State::replay(&LogView::new(&snap, head, self.ledger.lookups()), true)
     }
 }
 

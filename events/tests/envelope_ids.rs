@@ -1,15 +1,15 @@
-//! Envelope ids live in the log's key index (`entry_keys`), written in the
-//! transaction that commits each entry. A log written before the index
-//! existed, or whose index stopped partway, is indexed on open before any
-//! write; an index row that does not match the entry it names is never
-//! trusted.
+//! Envelope ids live in the log's key lookup (`lookup/`, keyspace
+//! `entry_keys`), written once each batch commits and before its head is
+//! published. A log without lookups, whose lookups stopped partway, or
+//! whose lookups belong to another log, is indexed on open before any
+//! write; a row that does not match the entry it names is never trusted.
 
 use std::sync::Arc;
 
 use events::model::*;
 use events::{EventLog, ManualClock, RejectCode};
 use testkit::world::*;
-use testkit::RawDisk;
+use testkit::RawLookups;
 
 fn reopen(dir: &std::path::Path) -> EventLog {
     EventLog::open(
@@ -64,7 +64,7 @@ fn ids_are_indexed_as_entries_commit_and_survive_a_restart() {
     let (w, posted) = scored(5);
     let dir = w.dir.path().to_owned();
     drop(w.log);
-    let disk = RawDisk::open(&dir);
+    let disk = RawLookups::open(&dir);
     for (env, p, index) in &posted {
         let (at, digest) = disk.entry_key(&p.id).expect("indexed at commit");
         assert_eq!(at, *index);
@@ -76,33 +76,93 @@ fn ids_are_indexed_as_entries_commit_and_survive_a_restart() {
 }
 
 #[test]
-fn log_written_without_the_id_index_is_indexed_on_open() {
+fn log_without_lookups_is_indexed_on_open() {
     let (w, posted) = scored(5);
     let dir = w.dir.path().to_owned();
     drop(w.log);
-    // As a file the previous build wrote: no `entry_keys`, no `keys_through`.
-    RawDisk::open(&dir).rewind_entry_keys(0);
+    // A data directory restored from the data file alone.
+    std::fs::remove_dir_all(dir.join(ledger::lookup::LOOKUP_DIR)).expect("remove");
     ids_hold(&reopen(&dir), &posted);
 }
 
 #[test]
-fn id_index_that_stopped_partway_is_caught_up_from_there() {
+fn lookups_that_stopped_partway_are_caught_up_from_there() {
     let (w, posted) = scored(6);
     let dir = w.dir.path().to_owned();
     let mid = posted[2].2;
+    let root = w.log.ledger().root_at(mid).expect("root");
     drop(w.log);
-    let disk = RawDisk::open(&dir);
-    disk.rewind_entry_keys(mid);
+    let disk = RawLookups::open(&dir);
+    disk.rewind(mid, &root);
     assert!(disk.entry_key(&posted[4].1.id).is_none());
     drop(disk);
     let log = reopen(&dir);
     ids_hold(&log, &posted);
     drop(log);
     assert_eq!(
-        RawDisk::open(&dir)
+        RawLookups::open(&dir)
             .entry_key(&posted[4].1.id)
             .map(|(i, _)| i),
         Some(posted[4].2)
+    );
+}
+
+#[test]
+fn a_raw_opener_indexes_leaf_hashes_only_and_the_event_log_catches_the_ids_up() {
+    // A CLI tool opens the directory as a raw log after the lookups were
+    // lost: it indexes leaf hashes, cannot index envelope ids, and must not
+    // make the event log believe they are indexed.
+    let (w, posted) = scored(4);
+    let dir = w.dir.path().to_owned();
+    let size = w.log.ledger().head().size;
+    drop(w.log);
+    std::fs::remove_dir_all(dir.join(ledger::lookup::LOOKUP_DIR)).expect("remove");
+    drop(ledger::Ledger::open(&dir, ledger::Config::default()).expect("raw open"));
+    let marks = RawLookups::open(&dir).watermarks();
+    assert_eq!(marks.map(|m| m.map(|(s, _)| s)), [Some(size), None]);
+    ids_hold(&reopen(&dir), &posted);
+}
+
+#[test]
+fn attack_lookups_of_another_log_are_rebuilt_not_trusted() {
+    // The data file is swapped for another log's (or restored from an older
+    // copy) while the lookups stay: their rows would make this log's ids
+    // look absent, and a reused id would be appended. Their watermark's
+    // root is not this log's, so they are rebuilt from the entries.
+    let (w, posted) = scored(4);
+    let dir = w.dir.path().to_owned();
+    let size = w.log.ledger().head().size;
+    drop(w.log);
+    let disk = RawLookups::open(&dir);
+    // Another log of the same size: every id row gone, a foreign root.
+    for (_, p, _) in &posted {
+        disk.delete_entry_key(&p.id);
+    }
+    disk.set_watermark(size, &ledger::Hash([3; 32]));
+    drop(disk);
+    ids_hold(&reopen(&dir), &posted);
+}
+
+#[test]
+fn attack_lookups_claiming_more_than_the_log_are_rebuilt_not_trusted() {
+    // The data file is restored from an older copy: the lookups cover
+    // entries the log no longer has, whose indexes the next writes reuse.
+    let (w, posted) = scored(4);
+    let dir = w.dir.path().to_owned();
+    let size = w.log.ledger().head().size;
+    drop(w.log);
+    let disk = RawLookups::open(&dir);
+    let (_, root) = disk.watermarks()[1].expect("watermark");
+    disk.set_watermark(size + 10, &root);
+    drop(disk);
+    let log = reopen(&dir);
+    ids_hold(&log, &posted);
+    drop(log);
+    assert_eq!(
+        RawLookups::open(&dir)
+            .watermarks()
+            .map(|m| m.map(|(s, _)| s)),
+        [Some(size), Some(size)]
     );
 }
 
@@ -113,7 +173,7 @@ fn attack_forged_id_index_row_is_refused_not_trusted() {
     let (w, posted) = scored(3);
     let dir = w.dir.path().to_owned();
     drop(w.log);
-    let disk = RawDisk::open(&dir);
+    let disk = RawLookups::open(&dir);
     let (_, digest) = disk.entry_key(&posted[0].1.id).expect("indexed");
     disk.put_entry_key(&posted[0].1.id, posted[1].2, digest);
     drop(disk);
@@ -144,11 +204,11 @@ fn same_envelope_twice_in_one_batch_is_appended_once() {
 /// `damage`.
 fn indexes_after(
     dir: &std::path::Path,
-    damage: impl FnOnce(&RawDisk),
+    damage: impl FnOnce(&RawLookups),
 ) -> Result<ledger::IndexesVerified, ledger::Error> {
     let copy = tempfile::tempdir().expect("tempdir");
-    std::fs::copy(testkit::db_path(dir), testkit::db_path(copy.path())).expect("copy");
-    damage(&RawDisk::open(copy.path()));
+    testkit::copy_data_dir(dir, copy.path());
+    damage(&RawLookups::open(copy.path()));
     ledger::verify_dir_indexes::<events::EventSequencer>(copy.path(), &mut |_, _| {})
 }
 
@@ -171,6 +231,7 @@ fn attack_lookup_table_rows_removed_redirected_or_smuggled_are_found_by_verify()
     let (l1, l2) = (leaf_of(posted[1].2), leaf_of(posted[2].2));
     drop(w.log);
     let ok = indexes_after(&dir, |_| {}).expect("an untouched log's lookups check out");
+    assert_eq!(ok.covered, size);
     assert_eq!(ok.leaf_rows, size);
     assert!(ok.key_rows >= posted.len() as u64);
     // An id's row removed: the entry would answer 404, or be appended again.
@@ -204,6 +265,11 @@ fn attack_lookup_table_rows_removed_redirected_or_smuggled_are_found_by_verify()
     // A row for a leaf the log does not hold.
     assert_eq!(
         lookup_damage_at(indexes_after(&dir, |d| d.set_leaf_index(&ledger::Hash([7; 32]), Some(0)))),
+        size
+    );
+    // Another log's lookups: the watermark's root is not this log's.
+    assert_eq!(
+        lookup_damage_at(indexes_after(&dir, |d| d.set_watermark(size, &ledger::Hash([7; 32])))),
         size
     );
 }

@@ -14,6 +14,8 @@
 //!   digest, SHA-256 chain hash). The byte layouts are in `docs/FORMAT.md`.
 //! - [`merkle`]: proof verification (no storage) and the stored-hash layout.
 //! - [`store`]: the redb tables and the only code that touches them.
+//! - [`lookup`]: the lookups by leaf hash and entry key, beside the redb
+//!   file and off the commit path.
 //! - [`Ledger`]: open with a self-check, group-committed appends, reads and
 //!   proofs.
 //! - [`verify`]: full and incremental verification of a data directory.
@@ -37,6 +39,7 @@ pub mod entry_bundle;
 pub mod error;
 pub mod hash;
 mod log;
+pub mod lookup;
 pub mod merkle;
 mod overlay;
 pub mod sealed;

@@ -11,7 +11,8 @@ use crossbeam_channel::{Sender, TrySendError};
 use tokio::sync::oneshot;
 
 use crate::error::{Corruption, CorruptionKind, Error};
-use crate::hash::Hash;
+use crate::hash::{leaf_hash, Hash};
+use crate::lookup::{LookupRow, Lookups};
 use crate::merkle::Frontier;
 pub use crate::store::Head;
 use crate::store::{Snapshot, Store};
@@ -128,22 +129,25 @@ pub trait Sequencer: Send + 'static {
     /// The batch was not committed; restore state to match `log`.
     fn failed(&mut self, log: &LogView<'_>);
 
-    /// Whether this sequencer names entries by key ([`EntryKey`]). A keyed
-    /// ledger keeps the key index complete: opening a log whose index is
-    /// behind (written by a build without it) first indexes the missing
-    /// entries with [`Sequencer::key_of`].
+    /// Whether this sequencer names entries by key ([`EntryKey`]). Only a
+    /// keyed ledger writes the key lookup and moves its watermark; opening
+    /// a directory whose key lookup is behind (a raw opener appended, or
+    /// the lookups were lost) first indexes the missing entries with
+    /// [`Sequencer::key_of`].
     const KEYED: bool = false;
 
-    /// The key of a committed leaf, as [`Sequenced::Append`] gave it.
+    /// The key of a committed leaf, as [`Sequenced::Append`] gave it: how
+    /// the lookups ([`crate::lookup`]) index entries they find behind them
+    /// on open.
     fn key_of(_leaf: &[u8]) -> Option<EntryKey> {
         None
     }
 }
 
 /// A name a sequencer gives an entry (the event log: its envelope id) and a
-/// digest of its content, recorded in the key index in the transaction that
-/// commits the entry. The index is derived data: a reader checks each answer
-/// against the entry it names.
+/// digest of its content, recorded in the key lookup ([`crate::lookup`])
+/// once the entry is committed, before its head is published. The lookup
+/// is derived data: a reader checks each answer against the entry it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntryKey {
     pub name: String,
@@ -245,6 +249,10 @@ struct Shared {
     head: RwLock<Head>,
     stats: Stats,
     watch: tokio::sync::watch::Sender<Head>,
+    /// Lookups by leaf hash and entry key: complete below the published
+    /// head unless writing them failed (then every batch catches them up
+    /// first, and a lookup that could miss an entry is an error).
+    lookups: Lookups,
 }
 
 /// An append log on one data directory. Cheap to share behind an `Arc`; all
@@ -358,31 +366,18 @@ impl<S: Sequencer> Ledger<S> {
         make: impl FnOnce(&LogView<'_>) -> Result<S, Error>,
     ) -> Result<Ledger<S>, Error> {
         let store = Store::open_with(dir, config.backend.as_ref())?;
-        let (head, frontier, sequencer) = crate::store::guarded("checking the log", || {
-            let snap = store.snapshot()?;
-            let head = snap.head()?;
-            let frontier = self_check(&snap, &head)?;
-            // A key index that claims to cover a non-empty log but holds no
-            // row was left by a raw restore of an earlier build, which
-            // advanced the watermark without writing keys: index it again.
-            let emptied =
-                S::KEYED && head.size > 0 && snap.keys_through()? > 0 && snap.entry_keys_empty()?;
-            if emptied {
-                tracing::warn!(
-                    "the key index claims entries it does not hold; indexing them again"
-                );
-                store.reset_keys()?;
-            }
-            let snap = if S::KEYED && (emptied || snap.keys_through()? < head.size) {
+        let (head, frontier, lookups, sequencer) =
+            crate::store::guarded("checking the log", || {
+                let snap = store.snapshot()?;
+                let head = snap.head()?;
+                let frontier = self_check(&snap, &head)?;
+                let lookups = open_lookups(dir, &snap, &head)?;
                 drop(snap);
-                index_keys::<S>(&store, head.size)?;
-                store.snapshot()?
-            } else {
-                snap
-            };
-            let sequencer = make(&LogView::new(&snap, head))?;
-            Ok((head, frontier, sequencer))
-        })?;
+                catch_up_lookups::<S>(&store, &lookups, &head)?;
+                let snap = store.snapshot()?;
+                let sequencer = make(&LogView::new(&snap, head, &lookups))?;
+                Ok((head, frontier, lookups, sequencer))
+            })?;
         tracing::info!(size = head.size, root = %crate::hash::to_hex(&head.root), "ledger opened");
 
         let (watch, _) = tokio::sync::watch::channel(head);
@@ -394,6 +389,7 @@ impl<S: Sequencer> Ledger<S> {
             head: RwLock::new(head),
             stats: Stats::default(),
             watch,
+            lookups,
         });
         let sequencer = Arc::new(std::sync::Mutex::new(sequencer));
         let (tx, rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
@@ -491,6 +487,11 @@ impl<S: Sequencer> Ledger<S> {
     pub fn path(&self) -> &Path {
         self.shared.path()
     }
+
+    /// The lookups by leaf hash and entry key ([`crate::lookup`]).
+    pub fn lookups(&self) -> &Lookups {
+        &self.shared.lookups
+    }
 }
 
 impl Shared {
@@ -505,6 +506,19 @@ impl Shared {
 
     fn path(&self) -> &Path {
         self.file.as_path()
+    }
+
+    /// `Ok` when a lookup complete below `through` covers the first `size`
+    /// entries, so that a miss means absent; an error otherwise (writing it
+    /// failed and has not been caught up yet, or a raw opener cannot index
+    /// keys).
+    fn lookups_cover(&self, through: u64, size: u64) -> Result<(), Error> {
+        if through >= size {
+            return Ok(());
+        }
+        Err(crate::lookup::lookup_err(format_args!(
+            "the lookup covers {through} of {size} entries; it is caught up before the next write"
+        )))
     }
 }
 
@@ -579,48 +593,115 @@ pub(crate) fn load_frontier(snap: &Snapshot, size: u64) -> Result<Frontier, Erro
     Ok(Frontier::from_parts(size, nodes))
 }
 
-/// Entries indexed per transaction when catching the key index up.
-const KEY_CHUNK: u64 = 65_536;
+/// Entries indexed per lookup batch when catching the lookups up.
+const LOOKUP_CHUNK: u64 = 65_536;
 
-/// Catches the key index up to `size` from where it stops, reading stored
-/// records in order: [`KEY_CHUNK`] entries per durable transaction, so a
-/// crash resumes where it stopped. Runs before the committer starts.
-fn index_keys<S: Sequencer>(store: &Store, size: u64) -> Result<(), Error> {
+/// Opens the lookups of `dir` and checks that they belong to this log: a
+/// watermark past the head, or whose root is not the log's root at its
+/// size, belongs to another log (or to this one before it was restored
+/// from an older copy), and so does an index that cannot be opened. Such
+/// an index is removed and rebuilt from the entries.
+fn open_lookups(dir: &Path, snap: &Snapshot, head: &Head) -> Result<Lookups, Error> {
+    let why = match Lookups::try_open(dir)? {
+        Ok(l) => match l.watermarks() {
+            Ok(marks) => match foreign_watermark(snap, head, &marks)? {
+                None => return Ok(l),
+                Some(why) => why,
+            },
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    };
+    tracing::warn!(reason = %why, "the lookups by leaf hash and entry key do not belong to this log; rebuilding them from the entries");
+    Lookups::remove(dir)?;
+    Lookups::open(dir)
+}
+
+/// Why watermarks do not belong to the log with `head` in `snap`, if they
+/// do not: one past the head, or whose root is not the log's at its size.
+pub(crate) fn foreign_watermark(
+    snap: &Snapshot,
+    head: &Head,
+    marks: &[Option<(u64, Hash)>; 2],
+) -> Result<Option<String>, Error> {
+    for (size, root) in marks.iter().flatten() {
+        if *size > head.size {
+            return Ok(Some(format!(
+                "they cover {size} entries and the log has {}",
+                head.size
+            )));
+        }
+        let r = crate::store::Reader::new(snap);
+        let at = tlog_tiles::tree_hash(*size, &r).map_err(|e| r.take_err(e))?;
+        if at != *root {
+            return Ok(Some(format!("their root at size {size} is not the log's")));
+        }
+    }
+    Ok(None)
+}
+
+/// Catches the lookups up to `head` from where they stop, reading stored
+/// records in order: [`LOOKUP_CHUNK`] entries per lookup batch, so a crash
+/// resumes where it stopped.
+pub(crate) fn catch_up_lookups<S: Sequencer>(
+    store: &Store,
+    lookups: &Lookups,
+    head: &Head,
+) -> Result<(), Error> {
     let started = Instant::now();
-    let mut from = store.snapshot()?.keys_through()?;
-    tracing::info!(
-        from,
-        to = size,
-        "indexing entry keys (a log written by a build without the key index)"
-    );
-    while from < size {
-        let to = (from + KEY_CHUNK).min(size);
+    let mut from = lookups.leaves_through();
+    if S::KEYED {
+        from = from.min(lookups.keys_through());
+    }
+    let large = head.size - from.min(head.size) > LOOKUP_CHUNK;
+    if large {
+        tracing::info!(
+            from,
+            to = head.size,
+            "indexing entries by leaf hash and entry key"
+        );
+    }
+    while from < head.size {
+        let to = (from + LOOKUP_CHUNK).min(head.size);
         let snap = store.snapshot()?;
-        let mut keys = Vec::with_capacity((to - from) as usize);
+        let mut found = Vec::with_capacity((to - from) as usize);
         for rec in snap.records_from(from)? {
             let (index, rec) = rec?;
             if index >= to {
                 break;
             }
             let entry = crate::store::StoredEntry::decode(index, &rec)?;
-            if let Some(k) = S::key_of(&entry.leaf) {
-                keys.push((k.name, index, k.digest));
-            }
+            found.push((index, leaf_hash(&entry.leaf), S::key_of(&entry.leaf)));
         }
-        if !store.put_keys(from, to, &keys)? {
+        if found.len() as u64 != to - from {
             return Err(Corruption::new(
-                from,
-                CorruptionKind::Malformed,
-                "keys_through moved while the key index was being caught up",
+                from + found.len() as u64,
+                CorruptionKind::MissingEntry,
+                "entry absent",
             )
             .into());
         }
-        tracing::info!(through = to, of = size, "indexed entry keys");
+        let rows: Vec<LookupRow<'_>> = found
+            .iter()
+            .map(|(index, lh, key)| LookupRow {
+                index: *index,
+                leaf_hash: lh,
+                key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
+            })
+            .collect();
+        let r = crate::store::Reader::new(&snap);
+        let root = tlog_tiles::tree_hash(to, &r).map_err(|e| r.take_err(e))?;
+        lookups.add(from, &rows, to, &root, S::KEYED, false)?;
+        if large {
+            tracing::info!(through = to, of = head.size, "indexed");
+        }
         from = to;
     }
-    tracing::info!(
-        seconds = started.elapsed().as_secs_f64(),
-        "entry key index complete"
-    );
+    if large {
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            "lookups complete"
+        );
+    }
     Ok(())
 }

@@ -16,25 +16,27 @@
 //! - **Reads** are MVCC snapshots ([`Snapshot`]). They never block the writer
 //!   and never see a half-written batch.
 //!
-//! ## Tables (format version 2)
+//! ## Tables (format version 3)
 //! | table | key | value |
 //! |---|---|---|
 //! | `entry_bundles` | entry index / 16 (u64) | [`EntryBundle`]: up to 16 records of index ‖ length ‖ chain hash ‖ leaf bytes; zstd-compressed once full |
 //! | `hashes` | stored hash index (u64) | SHA-256 tree hash (32 bytes) |
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
-//! | `leaf_index` | leaf hash (32) | first index with that leaf hash (derived, checked on use) |
-//! | `entry_keys` | an entry's key (UTF-8; the event log: its envelope id) | first index with that key (u64) ‖ content digest (32) (derived, checked on use) |
-//! | `meta` | `"keys_through"` | u64 BE: `entry_keys` holds the key of every entry below this size |
 //! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
 //! ([`crate::merkle::stored_hash_index`]).
 //!
+//! The lookups by leaf hash and by entry key are not in this file: they
+//! live beside it, off the commit path ([`crate::lookup`]).
+//!
 //! Format version 1 kept one row per entry in `entries` (index → chain hash
 //! ‖ leaf bytes). Snapshots and verify read it as they read bundles; the
 //! writer's open ([`Store::open_with`]) migrates it to bundles, resumably,
-//! before it appends (docs/UPGRADES.md).
+//! before it appends. Format version 2 also held the two lookups, as the
+//! tables `leaf_index` and `entry_keys` (with `meta/keys_through`), written
+//! in every commit; the writer's open drops them (docs/UPGRADES.md).
 
 use std::path::{Path, PathBuf};
 
@@ -58,16 +60,13 @@ pub const ENTRY_BUNDLES: TableDefinition<u64, &[u8]> = TableDefinition::new("ent
 pub const HASHES: TableDefinition<u64, [u8; 32]> = TableDefinition::new("hashes");
 /// Metadata: `format_version`, `head`.
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// `leaf hash → first index with that leaf hash`: a derived lookup for
-/// proofs by leaf hash. Not trusted: every answer is checked against the
-/// entry it names.
-pub const LEAF_INDEX: TableDefinition<[u8; 32], u64> = TableDefinition::new("leaf_index");
-/// `entry key → (first index, content digest)`: the key a sequencer names
-/// an entry by ([`crate::EntryKey`]; the event log uses the envelope id), so
-/// that a repeated submission is found without holding every key in memory.
-/// Written in the transaction that commits the entry. Derived and not
-/// trusted: a sequencer checks every answer against the entry it names.
-pub const ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> = TableDefinition::new("entry_keys");
+/// Format version 2's `leaf hash → first index` lookup, dropped by the
+/// upgrade to 3 ([`crate::lookup`] holds it now).
+pub const V2_LEAF_INDEX: TableDefinition<[u8; 32], u64> = TableDefinition::new("leaf_index");
+/// Format version 2's `entry key → (first index, digest)` lookup, dropped by
+/// the upgrade to 3 ([`crate::lookup`] holds it now).
+pub const V2_ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> =
+    TableDefinition::new("entry_keys");
 /// Derived state saved by layers above the log (projection checkpoints).
 /// Never hashed, never part of the log; always rebuildable from it.
 pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
@@ -75,7 +74,7 @@ pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
 /// The on-disk format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest on-disk format this build reads (and migrates).
 pub const OLDEST_FORMAT: u32 = 1;
 
@@ -87,10 +86,8 @@ const MIGRATE_KEY: &str = "migrate_v2_next";
 /// Version-1 entries copied per migration transaction.
 const MIGRATE_CHUNK: u64 = 16_384;
 const HEAD_LEN: usize = 8 + 32 + 32;
-/// `entry_keys` is complete below this size (u64 BE). A commit advances it
-/// only from the size the commit starts at, so a file written by a build
-/// without `entry_keys` stays behind until [`Store::put_keys`] catches up.
-const KEYS_THROUGH_KEY: &str = "keys_through";
+/// Format version 2's watermark of `entry_keys`, dropped by the upgrade to 3.
+const V2_KEYS_THROUGH_KEY: &str = "keys_through";
 
 /// The committed head of the log: its size, RFC 6962 root and last chain hash.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -139,8 +136,6 @@ pub(crate) struct Row<'a> {
     /// The stored hashes this append writes, from `stored_hash_index(0, index)`.
     pub first_hash_index: u64,
     pub hashes: Vec<Hash>,
-    /// The entry's key and content digest, if its sequencer names it.
-    pub key: Option<(&'a str, [u8; 32])>,
 }
 
 /// Opens a storage backend for the data file at the given path.
@@ -277,8 +272,11 @@ impl Store {
             };
             let mut store = Store::new(db, path.clone(), false);
             store.init()?;
-            if store.format()? < FORMAT_VERSION {
+            if store.format()? < 2 {
                 store.migrate_v1()?;
+            }
+            if store.format()? < 3 {
+                store.migrate_v2()?;
             }
             Ok(store)
         })?;
@@ -382,13 +380,9 @@ impl Store {
                 meta.insert(HEAD_KEY, Head::EMPTY.encode().as_slice())
                     .map_err(storage)?;
                 txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
-                meta.insert(KEYS_THROUGH_KEY, 0u64.to_be_bytes().as_slice())
-                    .map_err(storage)?;
             }
             txn.open_table(HASHES).map_err(storage)?;
             txn.open_table(AUX).map_err(storage)?;
-            txn.open_table(LEAF_INDEX).map_err(storage)?;
-            txn.open_table(ENTRY_KEYS).map_err(storage)?;
         }
         if fresh || self.needs_aux()? {
             txn.commit().map_err(storage)?;
@@ -459,7 +453,7 @@ impl Store {
                 drop(entries);
                 if done {
                     meta.remove(MIGRATE_KEY).map_err(storage)?;
-                    meta.insert(FORMAT_KEY, FORMAT_VERSION.to_be_bytes().as_slice())
+                    meta.insert(FORMAT_KEY, 2u32.to_be_bytes().as_slice())
                         .map_err(storage)?;
                 } else if let Some(resume) = resume {
                     meta.insert(MIGRATE_KEY, resume.to_be_bytes().as_slice())
@@ -495,44 +489,33 @@ impl Store {
         Ok(has_format && txn.open_table(HASHES).is_ok() && !self.needs_aux()?)
     }
 
-    fn needs_aux(&self) -> Result<bool, Error> {
-        let txn = self.db.begin_read().map_err(storage)?;
-        Ok(txn.open_table(AUX).is_err()
-            || txn.open_table(LEAF_INDEX).is_err()
-            || txn.open_table(ENTRY_KEYS).is_err())
-    }
-
-    /// Records the keys of entries `from..to` (`(key, index, digest)`; a key
-    /// already present keeps its first index) and moves `keys_through` from
-    /// `from` to `to`, in one durable transaction. Returns `false`, writing
-    /// nothing, when `keys_through` is not at `from`.
-    pub(crate) fn put_keys(
-        &self,
-        from: u64,
-        to: u64,
-        keys: &[(String, u64, [u8; 32])],
-    ) -> Result<bool, Error> {
-        self.refuse_if_fallback()?;
+    /// Drops format version 2's two lookup tables and their watermark, and
+    /// records format 3, in one durable transaction: the lookups now live
+    /// beside the file ([`crate::lookup`]) and are rebuilt there from the
+    /// entries. Nothing hashed changes. The freed pages are reused by later
+    /// commits.
+    fn migrate_v2(&mut self) -> Result<(), Error> {
+        let started = std::time::Instant::now();
         let txn = self.begin_durable()?;
         {
             let mut meta = txn.open_table(META).map_err(storage)?;
-            if read_keys_through(&meta)? != from {
-                drop(meta);
-                txn.abort().map_err(storage)?;
-                return Ok(false);
-            }
-            let mut t = txn.open_table(ENTRY_KEYS).map_err(storage)?;
-            for (name, index, digest) in keys {
-                if t.get(name.as_str()).map_err(storage)?.is_none() {
-                    t.insert(name.as_str(), (*index, *digest))
-                        .map_err(storage)?;
-                }
-            }
-            meta.insert(KEYS_THROUGH_KEY, to.to_be_bytes().as_slice())
+            meta.remove(V2_KEYS_THROUGH_KEY).map_err(storage)?;
+            meta.insert(FORMAT_KEY, 3u32.to_be_bytes().as_slice())
                 .map_err(storage)?;
         }
+        txn.delete_table(V2_LEAF_INDEX).map_err(storage)?;
+        txn.delete_table(V2_ENTRY_KEYS).map_err(storage)?;
         txn.commit().map_err(storage)?;
-        Ok(true)
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            "upgraded the data file to format 3 (lookups kept beside it)"
+        );
+        Ok(())
+    }
+
+    fn needs_aux(&self) -> Result<bool, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        Ok(txn.open_table(AUX).is_err())
     }
 
     /// A write transaction that commits durably ([`Durability::Immediate`])
@@ -547,20 +530,6 @@ impl Store {
         txn.set_durability(Durability::Immediate).map_err(storage)?;
         txn.set_quick_repair(true);
         Ok(txn)
-    }
-
-    /// Sets `keys_through` back to 0, so the next keyed open indexes every
-    /// entry's key again. Touches only the derived key index's watermark.
-    pub(crate) fn reset_keys(&self) -> Result<(), Error> {
-        self.refuse_if_fallback()?;
-        let txn = self.begin_durable()?;
-        {
-            let mut meta = txn.open_table(META).map_err(storage)?;
-            meta.insert(KEYS_THROUGH_KEY, 0u64.to_be_bytes().as_slice())
-                .map_err(storage)?;
-        }
-        txn.commit().map_err(storage)?;
-        Ok(())
     }
 
     /// Saves derived state under `name`, durably, in its own transaction.
@@ -618,49 +587,13 @@ impl Store {
     /// guarantees the rows are contiguous from the current head. The bundle
     /// the head is in is read, extended and rewritten; every bundle the batch
     /// fills is stored compressed.
-    pub(crate) fn commit(
-        &self,
-        rows: &[Row<'_>],
-        new_head: &Head,
-        keyed: bool,
-    ) -> Result<(), Error> {
+    pub(crate) fn commit(&self, rows: &[Row<'_>], new_head: &Head) -> Result<(), Error> {
         self.refuse_if_fallback()?;
         let txn = self.begin_durable()?;
         {
             let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;
             let mut meta = txn.open_table(META).map_err(storage)?;
-            let mut by_leaf = txn.open_table(LEAF_INDEX).map_err(storage)?;
-            let mut keys = txn.open_table(ENTRY_KEYS).map_err(storage)?;
-            // The two indexes with random keys are written in key order
-            // (a stable sort, so rows with one key keep their order): each
-            // insert then goes down the pages the one before it touched.
-            let mut named: Vec<(&str, u64, [u8; 32])> = rows
-                .iter()
-                .filter_map(|r| r.key.map(|(name, digest)| (name, r.index, digest)))
-                .collect();
-            named.sort_by(|a, b| a.0.cmp(b.0));
-            for (name, index, digest) in named {
-                keys.insert(name, (index, digest)).map_err(storage)?;
-            }
-            let mut leaves: Vec<(&[u8; 32], u64)> = rows
-                .iter()
-                .filter_map(|r| r.hashes.first().map(|h| (&h.0, r.index)))
-                .collect();
-            leaves.sort_by(|a, b| a.0.cmp(b.0));
-            for (leaf_hash, index) in leaves {
-                // A leaf hash keeps the first index it was stored at. Equal
-                // leaves are rare (the leaf carries its sequencing time), so
-                // insert, and put the first back if there was one, rather
-                // than look up every leaf before inserting it.
-                let first = by_leaf
-                    .insert(leaf_hash, index)
-                    .map_err(storage)?
-                    .map(|g| g.value());
-                if let Some(first) = first {
-                    by_leaf.insert(leaf_hash, first).map_err(storage)?;
-                }
-            }
             let mut writer = BundleWriter::default();
             for row in rows {
                 let key = bundle_of(row.index);
@@ -687,14 +620,6 @@ impl Store {
                 }
             }
             writer.finish(&mut bundles)?;
-            let old_size = new_head.size - rows.len() as u64;
-            // Only a sequencer that names keys extends the key index's
-            // coverage: a log written without keys (a raw restore) leaves
-            // it behind, and the next keyed open indexes what it lacks.
-            if keyed && read_keys_through(&meta)? == old_size {
-                meta.insert(KEYS_THROUGH_KEY, new_head.size.to_be_bytes().as_slice())
-                    .map_err(storage)?;
-            }
             meta.insert(HEAD_KEY, new_head.encode().as_slice())
                 .map_err(storage)?;
         }
@@ -761,16 +686,6 @@ pub fn sync_dir(dir: &Path) -> Result<(), Error> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| storage(redb::StorageError::Io(e)))
-}
-
-/// `keys_through`, 0 when absent (a file no keyed build has written).
-fn read_keys_through(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u64, Error> {
-    match meta.get(KEYS_THROUGH_KEY).map_err(storage)? {
-        None => Ok(0),
-        Some(v) => Ok(u64::from_be_bytes(v.value().try_into().map_err(|_| {
-            Corruption::new(0, CorruptionKind::Malformed, "keys_through")
-        })?)),
-    }
 }
 
 /// The database, closed under [`guarded`]'s rule: redb's `Drop` commits
@@ -854,16 +769,10 @@ pub struct Snapshot {
     recent: Mutex<Option<Arc<EntryBundle>>>,
     pub(crate) hashes: ReadOnlyTable<u64, [u8; 32]>,
     pub(crate) meta: ReadOnlyTable<&'static str, &'static [u8]>,
-    leaf_index: OnceLock<ReadOnlyTable<[u8; 32], u64>>,
     aux: OnceLock<ReadOnlyTable<&'static str, &'static [u8]>>,
-    /// Absent in a file only a build without it has opened for writing.
-    entry_keys: OnceLock<Option<KeysTable>>,
     upper: Arc<UpperHashes>,
     _lease: std::sync::Arc<()>,
 }
-
-/// The `entry_keys` table, as a snapshot reads it.
-type KeysTable = ReadOnlyTable<&'static str, (u64, [u8; 32])>;
 
 /// The value in `cell`, opening it with `open` the first time.
 fn opened<T>(cell: &OnceLock<T>, open: impl FnOnce() -> Result<T, Error>) -> Result<&T, Error> {
@@ -914,9 +823,7 @@ impl Snapshot {
             recent: Mutex::new(None),
             hashes: txn.open_table(HASHES).map_err(storage)?,
             meta,
-            leaf_index: OnceLock::new(),
             aux: OnceLock::new(),
-            entry_keys: OnceLock::new(),
             upper,
             txn,
         })
@@ -931,33 +838,6 @@ impl Snapshot {
             }
             .map_err(storage)
         })
-    }
-
-    fn entry_keys(&self) -> Result<Option<&KeysTable>, Error> {
-        opened(&self.entry_keys, || match self.txn.open_table(ENTRY_KEYS) {
-            Ok(t) => Ok(Some(t)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(storage(e)),
-        })
-        .map(Option::as_ref)
-    }
-
-    /// The size below which `entry_keys` holds every entry's key (0 when
-    /// it has never been written).
-    pub fn keys_through(&self) -> Result<u64, Error> {
-        if self.entry_keys()?.is_none() {
-            return Ok(0);
-        }
-        read_keys_through(&self.meta)
-    }
-
-    /// The first index and content digest recorded for an entry key, if
-    /// any. Derived: check the answer against the entry it names.
-    pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
-        let Some(t) = self.entry_keys()? else {
-            return Ok(None);
-        };
-        Ok(t.get(name).map_err(storage)?.map(|v| v.value()))
     }
 
     /// The committed head record.
@@ -1065,45 +945,6 @@ impl Snapshot {
                 .map_err(storage)?
                 .map(|v| v.value().to_vec()),
         )
-    }
-
-    /// Rows in the leaf-hash lookup table.
-    pub fn leaf_index_len(&self) -> Result<u64, Error> {
-        use redb::ReadableTableMetadata as _;
-        opened(&self.leaf_index, || {
-            self.txn.open_table(LEAF_INDEX).map_err(storage)
-        })?
-        .len()
-        .map_err(storage)
-    }
-
-    /// Rows in the entry-key (envelope id) lookup table; 0 when absent.
-    /// Whether the entry-key table holds no row (cheap: one lookup).
-    pub fn entry_keys_empty(&self) -> Result<bool, Error> {
-        use redb::ReadableTable as _;
-        match self.entry_keys()? {
-            Some(t) => Ok(t.first().map_err(storage)?.is_none()),
-            None => Ok(true),
-        }
-    }
-
-    /// Rows in the entry-key table (walks the table).
-    pub fn entry_keys_len(&self) -> Result<u64, Error> {
-        use redb::ReadableTableMetadata as _;
-        match self.entry_keys()? {
-            Some(t) => t.len().map_err(storage),
-            None => Ok(0),
-        }
-    }
-
-    /// The first index recorded for `leaf_hash` in the derived lookup.
-    pub fn index_of_leaf(&self, leaf_hash: &Hash) -> Result<Option<u64>, Error> {
-        Ok(opened(&self.leaf_index, || {
-            self.txn.open_table(LEAF_INDEX).map_err(storage)
-        })?
-        .get(leaf_hash.0)
-        .map_err(storage)?
-        .map(|v| v.value()))
     }
 
     /// Reads the stored hashes at `indexes`; a missing one is

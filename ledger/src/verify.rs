@@ -66,28 +66,37 @@ pub fn verify_snapshot(
 /// What [`verify_indexes`] checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexesVerified {
-    /// Rows of the leaf-hash lookup (one per distinct leaf hash).
+    /// The entries the leaf-hash lookup covers (its watermark, at most the
+    /// log's size); the rest are indexed by the next open or batch.
+    pub covered: u64,
+    /// The entries the key lookup covers, the same way.
+    pub keys_covered: u64,
+    /// Rows of the leaf-hash lookup naming a covered entry (one per
+    /// distinct leaf hash).
     pub leaf_rows: u64,
-    /// Rows of the entry-key (envelope id) lookup.
+    /// Rows of the entry-key (envelope id) lookup naming a covered entry.
     pub key_rows: u64,
 }
 
-/// Checks the derived lookup tables against the entries of the first
-/// `size` entries, which a full verify has already proven:
+/// Checks the lookups ([`crate::lookup`]) against the first `size` entries,
+/// which a full verify has already proven. Below each lookup's watermark:
+/// - the watermark's root is the log's root at its size (the lookups are
+///   this log's);
 /// - every entry's leaf hash has a row naming it, or an earlier entry with
-///   the same leaf hash; the leaf-hash table has exactly one row per
-///   distinct leaf hash (so no row names anything else);
-/// - every entry below the key index's coverage that carries a key
-///   (`key_of`: an envelope id and payload digest) has a row naming that
-///   entry and digest; the key table has exactly that many rows.
+///   the same leaf hash, and no other row names a covered entry;
+/// - every entry that carries a key (`key_of`: an envelope id and payload
+///   digest) has a row naming that entry and digest, and no other row names
+///   a covered entry.
 ///
 /// A disagreement is [`CorruptionKind::Index`] at the first entry it
-/// concerns (or at `size` for a surplus row). Lookups answer "which entry
-/// has this id or leaf hash?"; a wrong answer would make an existing entry
-/// look absent (answered 404, or appended a second time) or a new one look
-/// taken.
+/// concerns (or at a watermark, for a surplus row or a foreign watermark).
+/// Lookups answer "which entry has this id or leaf hash?"; a wrong answer
+/// would make an existing entry look absent (answered 404, or appended a
+/// second time) or a new one look taken. A row naming an entry at or past
+/// the watermark is not checked: the lookups are rebuilt from there.
 pub fn verify_indexes(
     snap: &Snapshot,
+    lookups: &crate::lookup::Lookups,
     size: u64,
     key_of: &dyn Fn(&[u8]) -> Option<crate::EntryKey>,
     progress: &mut dyn FnMut(u64, u64),
@@ -95,12 +104,26 @@ pub fn verify_indexes(
     let bad = |index: u64, what: String| -> Error {
         Corruption::new(index, CorruptionKind::Index, what).into()
     };
-    let keyed_below = snap.keys_through()?.min(size);
+    let marks = lookups.watermarks()?;
+    let head = crate::Head {
+        size,
+        root: Hash([0; 32]),
+        chain: Hash([0; 32]),
+    };
+    if let Some(why) = crate::log::foreign_watermark(snap, &head, &marks)? {
+        let at = marks.iter().flatten().map(|m| m.0).min().unwrap_or(0);
+        return Err(bad(
+            at.min(size),
+            format!("the lookups are not this log's: {why}"),
+        ));
+    }
+    let [covered, keys_covered] = marks.map(|m| m.map_or(0, |(s, _)| s));
+    let last = covered.max(keys_covered);
     let (mut distinct, mut keyed) = (0u64, 0u64);
     let mut next = 0u64;
     for rec in snap.records_from(0)? {
         let (index, rec) = rec?;
-        if index >= size {
+        if index >= last {
             break;
         }
         if index != next {
@@ -109,7 +132,8 @@ pub fn verify_indexes(
         next += 1;
         let entry = StoredEntry::decode(index, &rec)?;
         let lh = leaf_hash(&entry.leaf);
-        match snap.index_of_leaf(&lh)? {
+        match lookups.leaf(&lh)? {
+            _ if index >= covered => {}
             None => return Err(bad(index, "no leaf-hash lookup row for this entry".into())),
             Some(i) if i == index => distinct += 1,
             Some(i) if i < index => {
@@ -128,56 +152,57 @@ pub fn verify_indexes(
                 ))
             }
         }
-        if index < keyed_below {
-            if let Some(k) = key_of(&entry.leaf) {
-                match snap.entry_key(&k.name)? {
-                    Some((i, digest)) if i == index && digest == k.digest => keyed += 1,
-                    Some((i, _)) if i != index => {
-                        return Err(bad(
-                            index,
-                            format!("the id lookup names entry {i} for this entry's id"),
-                        ))
-                    }
-                    Some(_) => {
-                        return Err(bad(
-                            index,
-                            "the id lookup holds another payload digest for this entry".into(),
-                        ))
-                    }
-                    None => return Err(bad(index, "no id lookup row for this entry".into())),
+        if let Some(k) = key_of(&entry.leaf).filter(|_| index < keys_covered) {
+            match lookups.key(&k.name)? {
+                Some((i, digest)) if i == index && digest == k.digest => keyed += 1,
+                Some((i, _)) if i != index => {
+                    return Err(bad(
+                        index,
+                        format!("the id lookup names entry {i} for this entry's id"),
+                    ))
                 }
+                Some(_) => {
+                    return Err(bad(
+                        index,
+                        "the id lookup holds another payload digest for this entry".into(),
+                    ))
+                }
+                None => return Err(bad(index, "no id lookup row for this entry".into())),
             }
         }
         if index % PROGRESS_EVERY == 0 {
-            progress(index, size);
+            progress(index, last);
         }
     }
-    if next < size {
+    if next < last {
         return Err(Corruption::new(next, CorruptionKind::MissingEntry, "entry absent").into());
     }
-    let leaf_rows = snap.leaf_index_len()?;
+    let (leaf_rows, key_rows) = lookups.rows_below(covered, keys_covered)?;
     if leaf_rows != distinct {
         return Err(bad(
-            size,
+            covered,
             format!("the leaf-hash lookup has {leaf_rows} rows for {distinct} distinct leaves"),
         ));
     }
-    let key_rows = snap.entry_keys_len()?;
     if key_rows != keyed {
         return Err(bad(
-            size,
+            keys_covered,
             format!("the id lookup has {key_rows} rows for {keyed} entries with ids"),
         ));
     }
-    progress(size, size);
+    progress(last, last);
     Ok(IndexesVerified {
+        covered,
+        keys_covered,
         leaf_rows,
         key_rows,
     })
 }
 
 /// [`verify_indexes`] of the log in `dir`, with the keys its sequencer `S`
-/// gives entries (run it after [`verify_dir`] has passed).
+/// gives entries (run it after [`verify_dir`] has passed). A directory
+/// without lookups covers nothing (the next open builds them); nothing is
+/// created.
 pub fn verify_dir_indexes<S: crate::Sequencer>(
     dir: &Path,
     progress: &mut dyn FnMut(u64, u64),
@@ -185,8 +210,17 @@ pub fn verify_dir_indexes<S: crate::Sequencer>(
     let store = Store::open_existing(dir)?;
     let snap = store.snapshot()?;
     let size = snap.head()?.size;
-    crate::store::guarded("checking the lookup tables", || {
-        verify_indexes(&snap, size, &S::key_of, progress)
+    if !dir.join(crate::lookup::LOOKUP_DIR).is_dir() {
+        return Ok(IndexesVerified {
+            covered: 0,
+            keys_covered: 0,
+            leaf_rows: 0,
+            key_rows: 0,
+        });
+    }
+    let lookups = crate::lookup::Lookups::open(dir)?;
+    crate::store::guarded("checking the lookups", || {
+        verify_indexes(&snap, &lookups, size, &S::key_of, progress)
     })
 }
 

@@ -1,7 +1,10 @@
-//! Format version 1 → 2. `ledger/golden/format-v1/ledger.redb` is a 100-entry
-//! log of `sample_leaf(0..100)` written by the last build that wrote format
-//! version 1 (commit 00ddab3): one row per entry in `entries`. This build
-//! reads it as it is, and its writer migrates it to entry bundles.
+//! Format version 1 → 2 → 3. `ledger/golden/format-v1/ledger.redb` is a
+//! 100-entry log of `sample_leaf(0..100)` written by the last build that
+//! wrote format version 1 (commit 00ddab3): one row per entry in `entries`.
+//! This build reads it as it is, and its writer migrates it to entry
+//! bundles. `ledger/golden/format-v2/ledger.redb` is an event log written by
+//! the last build of format 2, with the lookup tables inside the file; the
+//! writer drops them and rebuilds the lookups beside it.
 
 use std::path::{Path, PathBuf};
 
@@ -172,4 +175,75 @@ fn damage_in_a_version_1_log_is_named_at_the_same_index_after_migration() {
         (41, ledger::CorruptionKind::Leaf)
     );
     assert_eq!((after.index, after.kind), (before.index, before.kind));
+}
+
+/// `ledger/golden/format-v2/ledger.redb`: the event log `ledger demo`
+/// wrote with the last build of format version 2 (commit 9b6aa9f), with
+/// the two lookup tables in the file.
+fn copy_of_golden_v2() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/format-v2/ledger.redb");
+    std::fs::copy(golden, db_path(dir.path())).expect("copy golden");
+    dir
+}
+
+/// A keyed sequencer that names entries as the event log does (it appends
+/// nothing here).
+struct EventKeys;
+
+impl ledger::Sequencer for EventKeys {
+    type Input = Vec<u8>;
+    type Accepted = ();
+    type Rejected = std::convert::Infallible;
+
+    fn sequence(
+        &mut self,
+        leaf: Vec<u8>,
+        _: u64,
+        _: &ledger::LogView<'_>,
+    ) -> ledger::Sequenced<(), Self::Rejected> {
+        ledger::Sequenced::Append {
+            leaf,
+            accepted: (),
+            key: None,
+        }
+    }
+
+    fn failed(&mut self, _: &ledger::LogView<'_>) {}
+
+    const KEYED: bool = true;
+
+    fn key_of(leaf: &[u8]) -> Option<ledger::EntryKey> {
+        <events::EventSequencer as ledger::Sequencer>::key_of(leaf)
+    }
+}
+
+#[test]
+fn opening_a_version_2_log_drops_its_lookup_tables_and_rebuilds_the_lookups_beside_it() {
+    let dir = copy_of_golden_v2();
+    let before = verify_dir(dir.path(), &mut |_, _| {}).expect("version 2 verifies");
+    assert_eq!(format_of(dir.path()), 2, "verify must not migrate");
+    let names = tables(dir.path());
+    assert!(names.contains(&"leaf_index".to_owned()), "{names:?}");
+    assert!(names.contains(&"entry_keys".to_owned()), "{names:?}");
+    drop(
+        Ledger::open_with(dir.path(), Config::default(), |_| Ok(EventKeys)).expect("open upgrades"),
+    );
+    assert_eq!(format_of(dir.path()), FORMAT_VERSION);
+    let names = tables(dir.path());
+    assert!(!names.contains(&"leaf_index".to_owned()), "{names:?}");
+    assert!(!names.contains(&"entry_keys".to_owned()), "{names:?}");
+    let after = verify_dir(dir.path(), &mut |_, _| {}).expect("verify after upgrade");
+    assert_eq!((after.size, after.root), (before.size, before.root));
+    let lookups = ledger::verify_dir_indexes::<events::EventSequencer>(dir.path(), &mut |_, _| {})
+        .expect("the rebuilt lookups check out");
+    assert_eq!(
+        (lookups.covered, lookups.keys_covered),
+        (before.size, before.size)
+    );
+    assert_eq!(lookups.leaf_rows, before.size);
+    assert_eq!(
+        lookups.key_rows, before.size,
+        "every event has its envelope id"
+    );
 }

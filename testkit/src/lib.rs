@@ -5,6 +5,7 @@
 //! [`RawDisk`] edits a closed data directory directly through redb, as an
 //! attacker with disk access would: it knows the table layout documented in
 //! `docs/FORMAT.md` and bypasses every API of the `ledger` crate.
+//! [`RawLookups`] does the same to the lookups beside it, through fjall.
 
 #![forbid(unsafe_code)]
 
@@ -14,7 +15,8 @@ pub mod world;
 use std::path::{Path, PathBuf};
 
 use ledger::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
-use ledger::store::{Head, AUX, DB_FILE, ENTRY_BUNDLES, ENTRY_KEYS, HASHES, LEAF_INDEX, META};
+use ledger::lookup;
+use ledger::store::{Head, AUX, DB_FILE, ENTRY_BUNDLES, HASHES, META};
 use ledger::{Config, Hash, Ledger};
 use redb::{Database, ReadableDatabase};
 
@@ -175,77 +177,132 @@ impl RawDisk {
         });
     }
 
-    /// The key index's row for `name`: (first index, content digest).
-    pub fn entry_key(&self, name: &str) -> Option<(u64, [u8; 32])> {
-        let txn = self.db.begin_read().expect("read");
-        let t = txn.open_table(ENTRY_KEYS).ok()?;
-        t.get(name).expect("get").map(|v| v.value())
-    }
-
-    /// Writes the key index's row for `name`.
-    pub fn put_entry_key(&self, name: &str, index: u64, digest: [u8; 32]) {
-        self.write(|txn| {
-            let mut t = txn.open_table(ENTRY_KEYS).expect("table");
-            t.insert(name, (index, digest)).expect("insert");
-        });
-    }
-
-    /// Removes the key index's row for `name`.
-    pub fn delete_entry_key(&self, name: &str) {
-        self.write(|txn| {
-            let mut t = txn.open_table(ENTRY_KEYS).expect("table");
-            t.remove(name).expect("remove");
-        });
-    }
-
-    /// The leaf-hash lookup's row for `leaf_hash`.
-    pub fn leaf_index(&self, leaf_hash: &Hash) -> Option<u64> {
-        let txn = self.db.begin_read().expect("read");
-        let t = txn.open_table(LEAF_INDEX).ok()?;
-        t.get(leaf_hash.0).expect("get").map(|v| v.value())
-    }
-
-    /// Writes (or with `None`, removes) the leaf-hash lookup's row for
-    /// `leaf_hash`.
-    pub fn set_leaf_index(&self, leaf_hash: &Hash, index: Option<u64>) {
-        self.write(|txn| {
-            let mut t = txn.open_table(LEAF_INDEX).expect("table");
-            match index {
-                Some(i) => {
-                    t.insert(leaf_hash.0, i).expect("insert");
-                }
-                None => {
-                    t.remove(leaf_hash.0).expect("remove");
-                }
-            }
-        });
-    }
-
-    /// Removes the key index's rows for entries `from..` and sets
-    /// `keys_through` to `from`: a file whose index stopped there. With
-    /// `from == 0` the table itself is removed, as in a file written by a
-    /// build without it.
-    pub fn rewind_entry_keys(&self, from: u64) {
-        self.write(|txn| {
-            if from == 0 {
-                txn.delete_table(ENTRY_KEYS).expect("delete");
-                let mut m = txn.open_table(META).expect("table");
-                m.remove("keys_through").expect("remove");
-                return;
-            }
-            let mut t = txn.open_table(ENTRY_KEYS).expect("table");
-            t.retain(|_, (i, _)| i < from).expect("retain");
-            let mut m = txn.open_table(META).expect("table");
-            m.insert("keys_through", from.to_be_bytes().as_slice())
-                .expect("insert");
-        });
-    }
-
     pub fn set_head(&self, head: &Head) {
         self.write(|txn| {
             let mut t = txn.open_table(META).expect("table");
             t.insert("head", head.encode().as_slice()).expect("insert");
         });
+    }
+}
+
+/// Direct access to a closed data directory's lookups (`lookup/`), through
+/// fjall, bypassing the `ledger` crate.
+pub struct RawLookups {
+    db: fjall::Database,
+    leaves: fjall::Keyspace,
+    keys: fjall::Keyspace,
+    meta: fjall::Keyspace,
+}
+
+impl RawLookups {
+    pub fn open(dir: &Path) -> RawLookups {
+        let db = fjall::Database::builder(dir.join(lookup::LOOKUP_DIR))
+            .open()
+            .expect("open lookups");
+        let ks = |name| {
+            db.keyspace(name, fjall::KeyspaceCreateOptions::default)
+                .expect("keyspace")
+        };
+        RawLookups {
+            leaves: ks(lookup::LEAF_INDEX),
+            keys: ks(lookup::ENTRY_KEYS),
+            meta: ks(lookup::META),
+            db,
+        }
+    }
+
+    /// The key lookup's row for `name`: (first index, content digest).
+    pub fn entry_key(&self, name: &str) -> Option<(u64, [u8; 32])> {
+        let v = self.keys.get(name).expect("get")?;
+        Some(lookup::decode_key_value(&v).expect("row"))
+    }
+
+    /// Writes the key lookup's row for `name`.
+    pub fn put_entry_key(&self, name: &str, index: u64, digest: [u8; 32]) {
+        self.keys
+            .insert(name, lookup::encode_key_value(index, &digest))
+            .expect("insert");
+    }
+
+    /// Removes the key lookup's row for `name`.
+    pub fn delete_entry_key(&self, name: &str) {
+        self.keys.remove(name).expect("remove");
+    }
+
+    /// The leaf-hash lookup's row for `leaf_hash`.
+    pub fn leaf_index(&self, leaf_hash: &Hash) -> Option<u64> {
+        let v = self.leaves.get(leaf_hash.0).expect("get")?;
+        Some(u64::from_be_bytes(v[..8].try_into().expect("u64")))
+    }
+
+    /// Writes (or with `None`, removes) the leaf-hash lookup's row for
+    /// `leaf_hash`.
+    pub fn set_leaf_index(&self, leaf_hash: &Hash, index: Option<u64>) {
+        match index {
+            Some(i) => self.leaves.insert(leaf_hash.0, i.to_be_bytes()),
+            None => self.leaves.remove(leaf_hash.0),
+        }
+        .expect("write");
+    }
+
+    /// The watermarks, leaf hashes then keys: (size, root at that size).
+    pub fn watermarks(&self) -> [Option<(u64, Hash)>; 2] {
+        [lookup::LEAVES_THROUGH, lookup::KEYS_THROUGH].map(|name| {
+            let v = self.meta.get(name).expect("get")?;
+            let (size, root) = lookup::decode_key_value(&v).expect("watermark");
+            Some((size, Hash(root)))
+        })
+    }
+
+    /// Sets both watermarks to `size` with `root`, as the lookups of a log
+    /// of that size would have them.
+    pub fn set_watermark(&self, size: u64, root: &Hash) {
+        for name in [lookup::LEAVES_THROUGH, lookup::KEYS_THROUGH] {
+            self.meta
+                .insert(name, lookup::encode_through(size, root))
+                .expect("insert");
+        }
+    }
+
+    /// Removes every row naming an entry at `from` or later and sets both
+    /// watermarks to `(from, root)`: lookups that stopped there.
+    pub fn rewind(&self, from: u64, root: &Hash) {
+        for g in self.leaves.iter() {
+            let (k, v) = g.into_inner().expect("row");
+            if u64::from_be_bytes(v[..8].try_into().expect("u64")) >= from {
+                self.leaves.remove(k).expect("remove");
+            }
+        }
+        for g in self.keys.iter() {
+            let (k, v) = g.into_inner().expect("row");
+            if lookup::decode_key_value(&v).expect("row").0 >= from {
+                self.keys.remove(k).expect("remove");
+            }
+        }
+        self.set_watermark(from, root);
+    }
+}
+
+impl Drop for RawLookups {
+    fn drop(&mut self) {
+        self.db
+            .persist(fjall::PersistMode::SyncAll)
+            .expect("persist");
+    }
+}
+
+/// Copies a closed data directory (the data file and the lookups beside
+/// it) into `to`.
+pub fn copy_data_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_data_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
     }
 }
 

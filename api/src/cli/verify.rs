@@ -71,6 +71,7 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         pb.set_position(done);
     };
     let started = Instant::now();
+    let mut lookups = None;
     let result = match (a.trusted_size, &a.trusted_root) {
         (Some(size), Some(root)) => ledger::verify_dir_from(
             &dir,
@@ -79,7 +80,10 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
             &mut progress,
         ),
         _ => ledger::verify_dir(&dir, &mut progress).and_then(|v| {
-            ledger::verify_dir_indexes::<events::EventSequencer>(&dir, &mut progress).map(|_| v)
+            ledger::verify_dir_indexes::<events::EventSequencer>(&dir, &mut progress).map(|i| {
+                lookups = Some(i);
+                v
+            })
         }),
     };
     pb.finish_and_clear();
@@ -119,6 +123,20 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
                 ledger::hash::to_hex(&v.root),
                 ledger::hash::to_hex(&v.chain)
             );
+            if let Some(i) = lookups {
+                println!(
+                    "lookups: {} leaf-hash rows below {}, {} envelope-id rows below {}, checked{}",
+                    i.leaf_rows,
+                    i.covered,
+                    i.key_rows,
+                    i.keys_covered,
+                    if i.covered.min(i.keys_covered) < v.size {
+                        " (entries above are indexed when the server next opens the log)"
+                    } else {
+                        ""
+                    }
+                );
+            }
             Ok(())
         }
         Err(Error::Corrupt(c)) => {

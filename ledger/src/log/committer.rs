@@ -18,6 +18,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::hash::{chain_hash, leaf_hash, Hash};
+use crate::lookup::LookupRow;
 use crate::merkle::{stored_hash_index, Frontier};
 use crate::store::{Head, Row, Store};
 
@@ -86,7 +87,18 @@ pub(super) fn commit_loop<S: Sequencer>(
         let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let before = (frontier.clone(), head);
         let ran = crate::store::guarded("appending", || {
-            let view = LogView::new(&snap, head);
+            let keys_behind = S::KEYED && shared.lookups.keys_through() < head.size;
+            if keys_behind || shared.lookups.leaves_through() < head.size {
+                // Writing the lookups after a commit failed: catch them up
+                // before the sequencer relies on them.
+                if let Err(e) = shared
+                    .store()
+                    .and_then(|s| super::catch_up_lookups::<S>(&s, &shared.lookups, &head))
+                {
+                    tracing::error!(error = %e, "cannot catch the lookups up; writes that need them are refused");
+                }
+            }
+            let view = LogView::new(&snap, head, &shared.lookups);
             run_batch(
                 shared,
                 &view,
@@ -176,6 +188,7 @@ fn run_batch<S: Sequencer>(
             sequencer.committed();
             let n = decided.leaves.len() as u64;
             if n > 0 {
+                index_batch(shared, first_index, &decided, &acks, head);
                 shared.stats.read_only.store(false, Ordering::Relaxed);
                 *shared.head.write().unwrap_or_else(|p| p.into_inner()) = *head;
                 shared.watch.send_replace(*head);
@@ -242,6 +255,36 @@ fn run_batch<S: Sequencer>(
     }
 }
 
+/// Writes the lookup rows of a committed batch, before its head is
+/// published: a reader that sees the head finds its entries by leaf hash and
+/// key. Not durable by itself (see [`crate::lookup`]); a failure is logged
+/// and the next batch catches the lookups up from the entries first.
+fn index_batch<S: Sequencer>(
+    shared: &Shared,
+    first_index: u64,
+    decided: &Decided<S>,
+    acks: &[(Hash, Hash)],
+    head: &Head,
+) {
+    let rows: Vec<LookupRow<'_>> = decided
+        .keys
+        .iter()
+        .zip(acks)
+        .enumerate()
+        .map(|(at, (key, (leaf_hash, _)))| LookupRow {
+            index: first_index + at as u64,
+            leaf_hash,
+            key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
+        })
+        .collect();
+    if let Err(e) = shared
+        .lookups
+        .add(first_index, &rows, head.size, &head.root, S::KEYED, true)
+    {
+        tracing::error!(error = %e, "writing the lookups of a committed batch failed; the next batch catches them up");
+    }
+}
+
 /// Asks the sequencer about each input in queue order; input `i` is
 /// decided knowing every earlier one, and a leaf it appends goes at index
 /// `first_index` plus the leaves before it.
@@ -291,8 +334,8 @@ fn decide<S: Sequencer>(
     d
 }
 
-/// Writes the batch's rows (leaf, chain hash, stored tree hashes, key) and
-/// the new head in one durable transaction.
+/// Writes the batch's rows (leaf, chain hash, stored tree hashes) and the
+/// new head in one durable transaction.
 fn commit<S: Sequencer>(
     shared: &Shared,
     first_index: u64,
@@ -304,11 +347,10 @@ fn commit<S: Sequencer>(
     let rows: Vec<Row<'_>> = decided
         .leaves
         .iter()
-        .zip(&decided.keys)
         .zip(stored)
         .zip(acks)
         .enumerate()
-        .map(|(at, (((leaf, key), hashes), &(_, chain)))| {
+        .map(|(at, ((leaf, hashes), &(_, chain)))| {
             let index = first_index + at as u64;
             Row {
                 index,
@@ -316,13 +358,10 @@ fn commit<S: Sequencer>(
                 chain,
                 first_hash_index: stored_hash_index(0, index),
                 hashes,
-                key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
             }
         })
         .collect();
-    shared
-        .store()
-        .and_then(|s| s.commit(&rows, next_head, S::KEYED))
+    shared.store().and_then(|s| s.commit(&rows, next_head))
 }
 
 /// What integrating a batch's leaves into the tree and the chain yields:
@@ -425,7 +464,7 @@ fn recover<S: Sequencer>(
             *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
             shared.watch.send_replace(h);
             match shared.store().and_then(|s| s.snapshot()) {
-                Ok(snap) => sequencer.failed(&LogView::new(&snap, h)),
+                Ok(snap) => sequencer.failed(&LogView::new(&snap, h, &shared.lookups)),
                 Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
             }
             tracing::info!(size = h.size, "storage reopened after a failed commit");

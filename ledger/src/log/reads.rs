@@ -15,12 +15,15 @@ impl<S: Sequencer> Ledger<S> {
         crate::store::guarded("looking up a leaf hash", || {
             let size = self.head().size;
             let snap = self.shared.store()?.snapshot()?;
-            match snap.index_of_leaf(leaf_hash)? {
+            match self.shared.lookups.leaf(leaf_hash)? {
                 Some(i) if i < size => {
                     let e = checked_entry(&snap, i)?;
                     Ok((e.leaf_hash == *leaf_hash).then_some(e))
                 }
-                _ => Ok(None),
+                _ => self
+                    .shared
+                    .lookups_cover(self.shared.lookups.leaves_through(), size)
+                    .map(|()| None),
             }
         })
     }
@@ -32,9 +35,12 @@ impl<S: Sequencer> Ledger<S> {
         crate::store::guarded("looking up an envelope id", || {
             let size = self.head().size;
             let snap = self.shared.store()?.snapshot()?;
-            match snap.entry_key(name)? {
+            match self.shared.lookups.key(name)? {
                 Some((i, digest)) if i < size => Ok(Some((checked_entry(&snap, i)?, digest))),
-                _ => Ok(None),
+                _ => self
+                    .shared
+                    .lookups_cover(self.shared.lookups.keys_through(), size)
+                    .map(|()| None),
             }
         })
     }
@@ -76,7 +82,7 @@ impl<S: Sequencer> Ledger<S> {
         crate::store::guarded("checking the lookup tables", || {
             let snap = self.shared.store()?.snapshot()?;
             let size = snap.head()?.size;
-            crate::verify::verify_indexes(&snap, size, &S::key_of, progress)
+            crate::verify::verify_indexes(&snap, &self.shared.lookups, size, &S::key_of, progress)
         })
     }
 

@@ -3,6 +3,7 @@
 
 use crate::error::Error;
 use crate::hash::Hash;
+use crate::lookup::Lookups;
 use crate::store::{Head, Reader, Snapshot};
 
 use super::reads::checked_entry;
@@ -12,39 +13,32 @@ use super::Entry;
 pub struct LogView<'a> {
     snap: &'a Snapshot,
     head: Head,
-    /// `keys_through`, read once per view (a view lasts one batch).
-    keys_through: std::cell::OnceCell<u64>,
+    lookups: &'a Lookups,
 }
 
 impl<'a> LogView<'a> {
-    /// A view of `snap` as of `head`.
-    pub fn new(snap: &'a Snapshot, head: Head) -> Self {
+    /// A view of `snap` as of `head`, with the log's lookups.
+    pub fn new(snap: &'a Snapshot, head: Head, lookups: &'a Lookups) -> Self {
         LogView {
             snap,
             head,
-            keys_through: std::cell::OnceCell::new(),
+            lookups,
         }
     }
 
-    /// Whether the key index covers every committed entry. A keyed ledger
-    /// makes it so on open; `false` means a lookup could miss a key.
+    /// Whether the key lookup covers every committed entry. The ledger
+    /// makes it so on open and after every commit; `false` (writing the
+    /// lookups failed) means a lookup could miss a key.
     pub fn keys_complete(&self) -> Result<bool, Error> {
-        let through = match self.keys_through.get() {
-            Some(&t) => t,
-            None => {
-                let t = self.snap.keys_through()?;
-                *self.keys_through.get_or_init(|| t)
-            }
-        };
-        Ok(through >= self.head.size)
+        Ok(self.lookups.keys_through() >= self.head.size)
     }
 
     /// The index and content digest recorded for an entry key, if any and
     /// committed. Derived data: check it against [`LogView::entry`].
     pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
         Ok(self
-            .snap
-            .entry_key(name)?
+            .lookups
+            .key(name)?
             .filter(|(index, _)| *index < self.head.size))
     }
 

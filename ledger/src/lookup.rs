@@ -1,0 +1,393 @@
+//! The two lookups that name an entry by something other than its index: by
+//! leaf hash (proofs by hash) and by entry key (the event log's envelope
+//! ids). They live beside the log, in `<data dir>/lookup/`, an LSM tree
+//! ([fjall](https://docs.rs/fjall)), and off the commit path.
+//!
+//! ## Why apart from the log's file
+//! Both are keyed by random hashes. Kept in the log's B-tree file they were
+//! written in the transaction that commits each entry, and once the trees
+//! outgrew memory every entry dirtied two random pages of them: at 10M
+//! entries that doubled the server's CPU per event and quintupled the bytes
+//! written (bench/README.md, R2.1). An LSM tree writes the same rows as
+//! sequential appends (a journal, then sorted runs merged in the
+//! background), so its cost per row does not grow with the log.
+//!
+//! ## Contract
+//! - **Derived, never trusted.** Every answer is checked against the entry
+//!   it names before it is used (a sequencer checks the id and digest; a
+//!   proof by hash checks the leaf hash); `ledger verify` checks every row.
+//! - **Complete below a watermark.** Each lookup has one, `size ‖ root`:
+//!   every entry below `size` has its rows, and `root` is the log's tree
+//!   root at that size. The rows of a batch and the watermarks are written
+//!   in one atomic fjall batch, after the log's own commit and before its
+//!   head is published; a crash loses a suffix of batches at most, never a
+//!   row below a watermark.
+//! - **Keys only from a keyed opener.** Only a sequencer that names entries
+//!   by key ([`crate::Sequencer::KEYED`], the event log) moves the key
+//!   watermark. A raw opener of the same directory (a CLI tool) indexes
+//!   leaf hashes only and leaves the key watermark behind, so the event log
+//!   indexes the keys it skipped before it sequences anything.
+//! - **Bound to its log.** On open, a watermark past the log's head, or a
+//!   root that is not the log's root at that size (another log's lookups,
+//!   or the log restored from an older copy), discards the lookups; they
+//!   are rebuilt from the entries.
+//! - **Not durable by itself.** Rows reach the OS at once and the disk at
+//!   the OS's pace (or [`Lookups::persist`]): a `kill -9` loses nothing, a
+//!   power loss at most the unsynced tail, which the next open indexes
+//!   again from the entries.
+//!
+//! ## Keyspaces
+//! | keyspace | key | value |
+//! |---|---|---|
+//! | `leaf_index` | leaf hash (32) | first index with that leaf hash (u64 BE) |
+//! | `entry_keys` | an entry's key (UTF-8) | first index with that key (u64 BE) ‖ content digest (32) |
+//! | `meta` | `leaves_through` | the leaf-hash watermark: size (u64 BE) ‖ tree root at that size (32) |
+//! | `meta` | `keys_through` | the key watermark, the same way |
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use crate::error::{Corruption, CorruptionKind, Error};
+use crate::hash::Hash;
+
+/// The lookup directory inside the data directory.
+pub const LOOKUP_DIR: &str = "lookup";
+/// `leaf hash → first index` ([`Lookups::leaf`]).
+pub const LEAF_INDEX: &str = "leaf_index";
+/// `entry key → first index ‖ digest` ([`Lookups::key`]).
+pub const ENTRY_KEYS: &str = "entry_keys";
+/// The watermarks: `leaves_through` and `keys_through`, each `size ‖ root`.
+pub const META: &str = "meta";
+/// The leaf-hash lookup's watermark in [`META`].
+pub const LEAVES_THROUGH: &str = "leaves_through";
+/// The key lookup's watermark in [`META`].
+pub const KEYS_THROUGH: &str = "keys_through";
+
+/// Memtable size per keyspace before it is flushed to a sorted run.
+const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
+/// Block cache shared by the keyspaces.
+const CACHE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// One entry's rows.
+#[derive(Debug, Clone, Copy)]
+pub struct LookupRow<'a> {
+    pub index: u64,
+    pub leaf_hash: &'a Hash,
+    pub key: Option<(&'a str, [u8; 32])>,
+}
+
+/// The lookups of one data directory. Cheap to clone.
+#[derive(Clone)]
+pub struct Lookups {
+    db: Database,
+    leaves: Keyspace,
+    keys: Keyspace,
+    meta: Keyspace,
+    /// The watermarks' sizes (leaves, keys), as last written or read.
+    through: Arc<[AtomicU64; 2]>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Lookups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lookups")
+            .field("path", &self.path)
+            .field("leaves_through", &self.leaves_through())
+            .field("keys_through", &self.keys_through())
+            .finish()
+    }
+}
+
+/// An error of the lookup store, as a storage error.
+pub(crate) fn lookup_err(e: impl std::fmt::Display) -> Error {
+    crate::error::storage(redb::StorageError::Io(std::io::Error::other(format!(
+        "lookup index: {e}"
+    ))))
+}
+
+fn bad(detail: impl Into<String>) -> Error {
+    Corruption::new(0, CorruptionKind::Index, detail).into()
+}
+
+fn u64_at(b: &[u8], what: &str) -> Result<u64, Error> {
+    b.get(..8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| bad(format!("a {what} row is shorter than 8 bytes")))
+}
+
+/// Decodes an `entry_keys` value.
+pub fn decode_key_value(v: &[u8]) -> Result<(u64, [u8; 32]), Error> {
+    if v.len() != 40 {
+        return Err(bad(format!("an entry_keys row of {} bytes", v.len())));
+    }
+    let mut digest = [0u8; 32];
+    digest.copy_from_slice(&v[8..]);
+    Ok((u64_at(v, "entry_keys")?, digest))
+}
+
+/// Encodes an `entry_keys` value.
+pub fn encode_key_value(index: u64, digest: &[u8; 32]) -> [u8; 40] {
+    let mut v = [0u8; 40];
+    v[..8].copy_from_slice(&index.to_be_bytes());
+    v[8..].copy_from_slice(digest);
+    v
+}
+
+/// Encodes the watermark.
+pub fn encode_through(size: u64, root: &Hash) -> [u8; 40] {
+    encode_key_value(size, &root.0)
+}
+
+impl Lookups {
+    /// Opens (or creates) the lookups of the data directory `dir`.
+    pub fn open(dir: &Path) -> Result<Lookups, Error> {
+        Lookups::try_open(dir)?.map_err(lookup_err)
+    }
+
+    /// Opens (or creates) the lookups of `dir`: `Err` when another handle
+    /// holds them, `Ok(Err)` when they cannot be read (damaged: rebuild).
+    pub(crate) fn try_open(dir: &Path) -> Result<Result<Lookups, fjall::Error>, Error> {
+        match Lookups::open_fjall(dir) {
+            Err(fjall::Error::Locked) => Err(lookup_err(
+                "held by another process or handle (one ledger per data directory)",
+            )),
+            other => Ok(other),
+        }
+    }
+
+    fn open_fjall(dir: &Path) -> Result<Lookups, fjall::Error> {
+        let path = dir.join(LOOKUP_DIR);
+        let db = Database::builder(&path).cache_size(CACHE_BYTES).open()?;
+        let opts = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
+        let leaves = db.keyspace(LEAF_INDEX, opts)?;
+        let keys = db.keyspace(ENTRY_KEYS, opts)?;
+        let meta = db.keyspace(META, opts)?;
+        let l = Lookups {
+            db,
+            leaves,
+            keys,
+            meta,
+            through: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
+            path,
+        };
+        // A malformed watermark reads as none here; the open's binding
+        // check ([`Lookups::watermarks`]) refuses it and rebuilds.
+        for (at, name) in [LEAVES_THROUGH, KEYS_THROUGH].into_iter().enumerate() {
+            let size = l
+                .meta
+                .get(name)?
+                .and_then(|v| decode_key_value(&v).ok())
+                .map_or(0, |(s, _)| s);
+            l.through[at].store(size, Ordering::Release);
+        }
+        Ok(l)
+    }
+
+    /// Removes the lookups of `dir` (they are rebuilt from the entries).
+    pub fn remove(dir: &Path) -> Result<(), Error> {
+        match std::fs::remove_dir_all(dir.join(LOOKUP_DIR)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(lookup_err(e)),
+        }
+    }
+
+    /// The watermarks as stored, leaf hashes then keys: every entry below
+    /// `size` has its rows in that lookup, and `root` is the tree root at
+    /// `size`. `None` for a lookup never written.
+    pub fn watermarks(&self) -> Result<[Option<(u64, Hash)>; 2], Error> {
+        let read = |name: &str| -> Result<Option<(u64, Hash)>, Error> {
+            match self.meta.get(name).map_err(lookup_err)? {
+                None => Ok(None),
+                Some(v) => {
+                    let (size, root) = decode_key_value(&v)
+                        .map_err(|_| bad(format!("the lookup watermark {name} is malformed")))?;
+                    Ok(Some((size, Hash(root))))
+                }
+            }
+        };
+        Ok([read(LEAVES_THROUGH)?, read(KEYS_THROUGH)?])
+    }
+
+    /// The size below which every entry has its leaf-hash row.
+    pub fn leaves_through(&self) -> u64 {
+        self.through[0].load(Ordering::Acquire)
+    }
+
+    /// The size below which every entry has its key row (if it has a key).
+    pub fn keys_through(&self) -> u64 {
+        self.through[1].load(Ordering::Acquire)
+    }
+
+    /// Writes the rows of entries `from..to` that each lookup lacks (those
+    /// at or past its watermark) and moves the leaf watermark, and with
+    /// `keyed` the key watermark, to `(to, root)`, in one atomic batch. A
+    /// leaf hash or key already present keeps its first index;
+    /// `keys_known_new` skips that check for keys (the sequencer has looked
+    /// each one up already). Refuses, writing nothing, when a watermark it
+    /// moves is outside `from..=to` (rows would be missing below it).
+    pub(crate) fn add(
+        &self,
+        from: u64,
+        rows: &[LookupRow<'_>],
+        to: u64,
+        root: &Hash,
+        keyed: bool,
+        keys_known_new: bool,
+    ) -> Result<(), Error> {
+        let (leaves_at, keys_at) = (self.leaves_through(), self.keys_through());
+        for (name, at, moved) in [("leaf-hash", leaves_at, true), ("key", keys_at, keyed)] {
+            if moved && !(from..=to).contains(&at) {
+                return Err(bad(format!(
+                    "the {name} lookup is complete below {at}; rows {from}..{to} do not continue it"
+                )));
+            }
+        }
+        let mut batch = self.db.batch();
+        let mut seen_leaves = std::collections::HashSet::new();
+        let mut seen_keys = std::collections::HashSet::new();
+        for r in rows {
+            if r.index >= leaves_at
+                && seen_leaves.insert(r.leaf_hash.0)
+                && !self
+                    .leaves
+                    .contains_key(r.leaf_hash.0)
+                    .map_err(lookup_err)?
+            {
+                batch.insert(&self.leaves, r.leaf_hash.0, r.index.to_be_bytes());
+            }
+            if let Some((name, digest)) = r.key.filter(|_| keyed && r.index >= keys_at) {
+                if seen_keys.insert(name)
+                    && (keys_known_new || !self.keys.contains_key(name).map_err(lookup_err)?)
+                {
+                    batch.insert(&self.keys, name, encode_key_value(r.index, &digest));
+                }
+            }
+        }
+        batch.insert(&self.meta, LEAVES_THROUGH, encode_through(to, root));
+        if keyed {
+            batch.insert(&self.meta, KEYS_THROUGH, encode_through(to, root));
+        }
+        batch.commit().map_err(lookup_err)?;
+        self.through[0].store(to, Ordering::Release);
+        if keyed {
+            self.through[1].store(to, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// The first index recorded for key `name`, and its digest.
+    pub fn key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
+        self.keys
+            .get(name)
+            .map_err(lookup_err)?
+            .map(|v| decode_key_value(&v))
+            .transpose()
+    }
+
+    /// The first index recorded for `leaf_hash`.
+    pub fn leaf(&self, leaf_hash: &Hash) -> Result<Option<u64>, Error> {
+        self.leaves
+            .get(leaf_hash.0)
+            .map_err(lookup_err)?
+            .map(|v| u64_at(&v, "leaf_index"))
+            .transpose()
+    }
+
+    /// Leaf-hash rows naming an entry below `leaves`, and key rows naming
+    /// an entry below `keys`. Reads every row.
+    pub fn rows_below(&self, leaves: u64, keys: u64) -> Result<(u64, u64), Error> {
+        let mut leaf_rows = 0;
+        for g in self.leaves.iter() {
+            let v = g.value().map_err(lookup_err)?;
+            if u64_at(&v, "leaf_index")? < leaves {
+                leaf_rows += 1;
+            }
+        }
+        let mut key_rows = 0;
+        for g in self.keys.iter() {
+            let v = g.value().map_err(lookup_err)?;
+            if decode_key_value(&v)?.0 < keys {
+                key_rows += 1;
+            }
+        }
+        Ok((leaf_rows, key_rows))
+    }
+
+    /// Writes what the OS holds of the journal to the disk.
+    pub fn persist(&self) -> Result<(), Error> {
+        self.db.persist(PersistMode::SyncData).map_err(lookup_err)
+    }
+
+    /// The bytes the lookups take on disk.
+    pub fn disk_space(&self) -> u64 {
+        self.db.disk_space().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_keep_their_first_index_and_the_watermark_moves_with_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = Lookups::open(dir.path()).expect("open");
+        assert_eq!(l.watermarks().expect("read"), [None, None]);
+        let (a, b) = (Hash([1; 32]), Hash([2; 32]));
+        let rows = [
+            LookupRow {
+                index: 0,
+                leaf_hash: &a,
+                key: Some(("x", [9; 32])),
+            },
+            LookupRow {
+                index: 1,
+                leaf_hash: &a,
+                key: None,
+            },
+        ];
+        l.add(0, &rows, 2, &Hash([5; 32]), true, false)
+            .expect("add");
+        let again = [LookupRow {
+            index: 2,
+            leaf_hash: &b,
+            key: Some(("x", [8; 32])),
+        }];
+        l.add(2, &again, 3, &Hash([6; 32]), true, false)
+            .expect("add");
+        assert_eq!(l.leaf(&a).expect("read"), Some(0));
+        assert_eq!(l.leaf(&b).expect("read"), Some(2));
+        assert_eq!(l.key("x").expect("read"), Some((0, [9; 32])));
+        assert_eq!(l.rows_below(3, 3).expect("rows"), (2, 1));
+        assert_eq!(l.rows_below(1, 0).expect("rows"), (1, 0));
+        // A gap: refused, nothing written.
+        assert!(l.add(4, &again, 9, &Hash([0; 32]), true, false).is_err());
+        // An unkeyed opener moves the leaf watermark only.
+        let c = Hash([3; 32]);
+        let raw = [LookupRow {
+            index: 3,
+            leaf_hash: &c,
+            key: Some(("y", [7; 32])),
+        }];
+        l.add(3, &raw, 4, &Hash([7; 32]), false, false)
+            .expect("add");
+        assert_eq!((l.leaves_through(), l.keys_through()), (4, 3));
+        assert_eq!(l.key("y").expect("read"), None);
+        drop(l);
+        let l = Lookups::open(dir.path()).expect("reopen");
+        assert_eq!((l.leaves_through(), l.keys_through()), (4, 3));
+        assert_eq!(
+            l.watermarks().expect("read"),
+            [Some((4, Hash([7; 32]))), Some((3, Hash([6; 32])))]
+        );
+        // The keyed opener catches the keys up from their own watermark.
+        l.add(3, &raw, 4, &Hash([7; 32]), true, false).expect("add");
+        assert_eq!(l.key("y").expect("read"), Some((3, [7; 32])));
+        assert_eq!(l.leaf(&c).expect("read"), Some(3));
+    }
+}
