@@ -9,8 +9,12 @@
 # kernel charged the server for writing back (/proc/PID/io write_bytes).
 # The load generator's CPU is reported apart by loadgen itself.
 #
+# With RUNS=N, N runs one after the other on the same server (a start at
+# 10M entries is followed by minutes of background checks; the server is
+# idle again between runs once the load generator has stopped).
+#
 #   cargo build --release -p api --bin ledger -p bench --bin loadgen
-#   bash bench/write_cost.sh DIR [SECONDS]
+#   [RUNS=N] bash bench/write_cost.sh DIR [SECONDS]
 set -euo pipefail
 dir=$1
 seconds=${2:-10}
@@ -31,6 +35,7 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
 # The background check goes on after signing is allowed (the lookup
 # tables): measure only once the server is idle (under 5% of a core for
 # a second).
+for run in $(seq "${RUNS:-1}"); do
 while :; do
     a=$(ticks); sleep 1; b=$(ticks)
     (( b - a < $(getconf CLK_TCK) / 20 )) && break
@@ -51,3 +56,4 @@ print(f"log {z0} -> {z1}: {n} entries")
 print(f"server CPU {1e6 * (t1 - t0) / hz / n:.1f} us/event; device writes {512 * (s1 - s0) / n:.0f} B/event;"
       f" write calls {(w1 - w0) / n:.0f} B/event; written back {(b1 - b0) / n:.0f} B/event")
 PY
+done

@@ -27,6 +27,10 @@ pub struct Snapshot {
     pub appends: u64,
     pub batches: u64,
     pub commit_failures: u64,
+    pub lookup_failures: u64,
+    /// Committed entries the lookups by leaf hash or envelope id do not
+    /// cover yet (0 but for a failed lookup write).
+    pub lookups_behind: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -105,6 +109,8 @@ pub struct Metrics {
     batches: Counter,
     last_batch: Gauge,
     commit_failures: Counter,
+    lookup_failures: Counter,
+    lookups_behind: Gauge,
     read_only: Gauge,
     /// Unix time of the newest anchor (published or found at startup).
     pub last_anchor: Gauge,
@@ -211,6 +217,17 @@ impl Metrics {
             "commit_failures",
             "Failed commits since start",
             commit_failures.clone(),
+        );
+        let (lookup_failures, lookups_behind) = (Counter::default(), Gauge::default());
+        registry.register(
+            "lookup_failures",
+            "Failed writes of the lookups by leaf hash and envelope id since start (until one succeeds, writes are refused)",
+            lookup_failures.clone(),
+        );
+        registry.register(
+            "lookups_behind_entries",
+            "Committed entries the lookups by leaf hash or envelope id do not cover yet",
+            lookups_behind.clone(),
         );
         let read_only = Gauge::default();
         registry.register(
@@ -328,6 +345,8 @@ impl Metrics {
             batches,
             last_batch,
             commit_failures,
+            lookup_failures,
+            lookups_behind,
             read_only,
             last_anchor,
             data_file_bytes,
@@ -410,6 +429,7 @@ impl Metrics {
         self.derived_check.set(s.derived_check);
         self.last_batch.set(s.last_batch as i64);
         self.read_only.set(i64::from(s.read_only));
+        self.lookups_behind.set(s.lookups_behind as i64);
         self.requests_in_flight.set(s.requests_in_flight as i64);
         if let Some(bytes) = s.data_file_bytes {
             self.data_file_bytes.set(bytes as i64);
@@ -433,6 +453,7 @@ impl Metrics {
             (&self.appends, s.appends),
             (&self.batches, s.batches),
             (&self.commit_failures, s.commit_failures),
+            (&self.lookup_failures, s.lookup_failures),
         ] {
             counter.inc_by(now.saturating_sub(counter.get()));
         }
@@ -464,6 +485,8 @@ mod tests {
             appends: 5,
             batches: 2,
             commit_failures: 0,
+            lookup_failures: 0,
+            lookups_behind: 0,
         };
         let text = m.render(&s);
         assert_eq!(line(&text, "ledger_tree_size"), Some("ledger_tree_size 7"));

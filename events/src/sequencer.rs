@@ -974,25 +974,23 @@ impl EventLog {
     }
 
     /// The index of the committed entry with envelope id `id`, if any: the
-    /// key index's answer, checked against the entry it names (an answer
-    /// that does not check out is logged and treated as absent).
-    pub fn find_id(&self, id: &str) -> Option<u64> {
-        let (entry, digest) = match self.ledger.find_key(id) {
-            Ok(found) => found?,
-            Err(e) => {
-                tracing::warn!(error = %e, id, "cannot look up an envelope id");
-                return None;
-            }
+    /// key lookup's answer, checked against the entry it names (an answer
+    /// that does not check out is logged and treated as absent). An error
+    /// when the lookup cannot answer (it is behind the log, or unreadable):
+    /// never "absent" for an entry that may exist.
+    pub fn find_id(&self, id: &str) -> Result<Option<u64>, Error> {
+        let Some((entry, digest)) = self.ledger.find_key(id)? else {
+            return Ok(None);
         };
         if carries(&entry.leaf, id, &digest).is_some() {
-            return Some(entry.index);
+            return Ok(Some(entry.index));
         }
         tracing::warn!(
             id,
             index = entry.index,
             "the envelope id index names an entry without that id"
         );
-        None
+        Ok(None)
     }
 
     /// Registered task classes and their current tiers (committed state),

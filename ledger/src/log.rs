@@ -91,6 +91,9 @@ pub struct Stats {
     pub appends: AtomicU64,
     pub batches: AtomicU64,
     pub commit_failures: AtomicU64,
+    /// Failed writes of the lookups (after a commit, or catching them up):
+    /// until one succeeds, writes that need them are refused.
+    pub lookup_failures: AtomicU64,
     pub last_batch_size: AtomicU64,
     /// Set while storage has failed and reads come from a read-only view of
     /// the last durable commit; writes are refused until it clears.
@@ -605,12 +608,15 @@ fn open_lookups(dir: &Path, snap: &Snapshot, head: &Head) -> Result<Lookups, Err
     let why = match Lookups::try_open(dir)? {
         Ok(l) => match l.watermarks() {
             Ok(marks) => match foreign_watermark(snap, head, &marks)? {
+                None if l.rows_without_watermark()? => {
+                    "they hold rows without a watermark".to_owned()
+                }
                 None => return Ok(l),
                 Some(why) => why,
             },
             Err(e) => e.to_string(),
         },
-        Err(e) => e.to_string(),
+        Err(why) => why,
     };
     tracing::warn!(reason = %why, "the lookups by leaf hash and entry key do not belong to this log; rebuilding them from the entries");
     Lookups::remove(dir)?;

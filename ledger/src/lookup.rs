@@ -69,7 +69,26 @@ pub const KEYS_THROUGH: &str = "keys_through";
 /// Memtable size per keyspace before it is flushed to a sorted run.
 const MEMTABLE_BYTES: u64 = 8 * 1024 * 1024;
 /// Block cache shared by the keyspaces.
-const CACHE_BYTES: u64 = 16 * 1024 * 1024;
+const CACHE_BYTES: u64 = 32 * 1024 * 1024;
+
+/// How the keyspaces are laid out. Most lookups are misses (a new envelope
+/// id, a new leaf), answered by a table's Bloom filter: the filters (10 bits
+/// per key) and the indexes are partitioned at every level, so a lookup
+/// reads one small partition per table, never a whole table's filter.
+fn keyspace_options() -> KeyspaceCreateOptions {
+    use fjall::config::PartitioningPolicy;
+    use fjall::config::{BloomConstructionPolicy, FilterPolicy, FilterPolicyEntry};
+    KeyspaceCreateOptions::default()
+        .max_memtable_size(MEMTABLE_BYTES)
+        .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
+            BloomConstructionPolicy::BitsPerKey(10.0),
+        )))
+        .filter_block_partitioning_policy(PartitioningPolicy::all(true))
+        .index_block_partitioning_policy(PartitioningPolicy::all(true))
+}
+
+/// Where [`Lookups::remove`] moves the lookups before deleting them.
+const DISCARD_DIR: &str = "lookup.discard";
 
 /// One entry's rows.
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +161,24 @@ pub fn encode_through(size: u64, root: &Hash) -> [u8; 40] {
     encode_key_value(size, &root.0)
 }
 
+/// A folder in the store's `keyspaces/` that is not named by a number.
+fn stray_keyspace(path: &Path) -> Option<String> {
+    let entries = std::fs::read_dir(path.join("keyspaces")).ok()?;
+    for e in entries.flatten() {
+        let numbered = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.parse::<u64>().is_ok());
+        if !numbered && e.file_type().is_ok_and(|t| t.is_dir()) {
+            return Some(format!(
+                "a stray folder {} in the store",
+                e.path().display()
+            ));
+        }
+    }
+    None
+}
+
 impl Lookups {
     /// Opens (or creates) the lookups of the data directory `dir`.
     pub fn open(dir: &Path) -> Result<Lookups, Error> {
@@ -149,23 +186,34 @@ impl Lookups {
     }
 
     /// Opens (or creates) the lookups of `dir`: `Err` when another handle
-    /// holds them, `Ok(Err)` when they cannot be read (damaged: rebuild).
-    pub(crate) fn try_open(dir: &Path) -> Result<Result<Lookups, fjall::Error>, Error> {
-        match Lookups::open_fjall(dir) {
-            Err(fjall::Error::Locked) => Err(lookup_err(
+    /// holds them, `Ok(Err(why))` when they cannot be read (damaged:
+    /// rebuild). fjall panics on a folder in `keyspaces/` whose name is not
+    /// a number, and that panic can abort the process while it unwinds, so
+    /// such a folder is found here first; any other panic the store
+    /// recovers from is caught and taken as damage too.
+    pub(crate) fn try_open(dir: &Path) -> Result<Result<Lookups, String>, Error> {
+        if let Some(why) = stray_keyspace(&dir.join(LOOKUP_DIR)) {
+            return Ok(Err(why));
+        }
+        match std::panic::catch_unwind(|| Lookups::open_fjall(dir)) {
+            Ok(Err(fjall::Error::Locked)) => Err(lookup_err(
                 "held by another process or handle (one ledger per data directory)",
             )),
-            other => Ok(other),
+            Ok(Ok(l)) => Ok(Ok(l)),
+            Ok(Err(e)) => Ok(Err(e.to_string())),
+            Err(panic) => Ok(Err(format!(
+                "the store panicked reading them: {}",
+                crate::store::panic_message(&*panic)
+            ))),
         }
     }
 
     fn open_fjall(dir: &Path) -> Result<Lookups, fjall::Error> {
         let path = dir.join(LOOKUP_DIR);
         let db = Database::builder(&path).cache_size(CACHE_BYTES).open()?;
-        let opts = || KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
-        let leaves = db.keyspace(LEAF_INDEX, opts)?;
-        let keys = db.keyspace(ENTRY_KEYS, opts)?;
-        let meta = db.keyspace(META, opts)?;
+        let leaves = db.keyspace(LEAF_INDEX, keyspace_options)?;
+        let keys = db.keyspace(ENTRY_KEYS, keyspace_options)?;
+        let meta = db.keyspace(META, keyspace_options)?;
         let l = Lookups {
             db,
             leaves,
@@ -188,12 +236,31 @@ impl Lookups {
     }
 
     /// Removes the lookups of `dir` (they are rebuilt from the entries).
+    /// They are first renamed away, and the rename made durable, so that a
+    /// crash part-way through the deletion never leaves some of their rows
+    /// where the next open would read them.
     pub fn remove(dir: &Path) -> Result<(), Error> {
-        match std::fs::remove_dir_all(dir.join(LOOKUP_DIR)) {
+        let discard = dir.join(DISCARD_DIR);
+        let gone = |r: std::io::Result<()>| match r {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(lookup_err(e)),
-        }
+        };
+        gone(std::fs::remove_dir_all(&discard))?;
+        gone(std::fs::rename(dir.join(LOOKUP_DIR), &discard))?;
+        crate::store::sync_dir(dir)?;
+        gone(std::fs::remove_dir_all(&discard))
+    }
+
+    /// Whether a lookup holds rows but no watermark: rows no open of this
+    /// build would leave (a deletion cut short, or rows planted), never
+    /// trusted.
+    pub fn rows_without_watermark(&self) -> Result<bool, Error> {
+        let [leaves, keys] = self.watermarks()?;
+        let has_rows =
+            |k: &Keyspace| -> Result<bool, Error> { Ok(!k.is_empty().map_err(lookup_err)?) };
+        Ok((leaves.is_none() && has_rows(&self.leaves)?)
+            || (keys.is_none() && has_rows(&self.keys)?))
     }
 
     /// The watermarks as stored, leaf hashes then keys: every entry below
@@ -324,8 +391,8 @@ impl Lookups {
     }
 
     /// The bytes the lookups take on disk.
-    pub fn disk_space(&self) -> u64 {
-        self.db.disk_space().unwrap_or(0)
+    pub fn disk_space(&self) -> Result<u64, Error> {
+        self.db.disk_space().map_err(lookup_err)
     }
 }
 

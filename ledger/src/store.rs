@@ -724,6 +724,14 @@ impl Drop for ClosingDb {
     }
 }
 
+/// The message a panic carried, if it carried one.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".to_owned())
+}
+
 /// Runs `f`, turning a panic inside the storage engine into a typed
 /// [`Error::Corrupt`]. redb panics on some malformed files (for example
 /// "Malformed allocator state") instead of returning an error; a tampered
@@ -732,11 +740,7 @@ pub fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T,
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(r) => r,
         Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".to_owned());
+            let msg = panic_message(&*p);
             Err(Corruption::new(
                 0,
                 CorruptionKind::Malformed,

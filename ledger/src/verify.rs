@@ -97,6 +97,7 @@ pub struct IndexesVerified {
 pub fn verify_indexes(
     snap: &Snapshot,
     lookups: &crate::lookup::Lookups,
+    marks: &[Option<(u64, Hash)>; 2],
     size: u64,
     key_of: &dyn Fn(&[u8]) -> Option<crate::EntryKey>,
     progress: &mut dyn FnMut(u64, u64),
@@ -104,18 +105,20 @@ pub fn verify_indexes(
     let bad = |index: u64, what: String| -> Error {
         Corruption::new(index, CorruptionKind::Index, what).into()
     };
-    let marks = lookups.watermarks()?;
     let head = crate::Head {
         size,
         root: Hash([0; 32]),
         chain: Hash([0; 32]),
     };
-    if let Some(why) = crate::log::foreign_watermark(snap, &head, &marks)? {
+    if let Some(why) = crate::log::foreign_watermark(snap, &head, marks)? {
         let at = marks.iter().flatten().map(|m| m.0).min().unwrap_or(0);
         return Err(bad(
             at.min(size),
             format!("the lookups are not this log's: {why}"),
         ));
+    }
+    if lookups.rows_without_watermark()? {
+        return Err(bad(0, "the lookups hold rows without a watermark".into()));
     }
     let [covered, keys_covered] = marks.map(|m| m.map_or(0, |(s, _)| s));
     let last = covered.max(keys_covered);
@@ -201,8 +204,9 @@ pub fn verify_indexes(
 
 /// [`verify_indexes`] of the log in `dir`, with the keys its sequencer `S`
 /// gives entries (run it after [`verify_dir`] has passed). A directory
-/// without lookups covers nothing (the next open builds them); nothing is
-/// created.
+/// without lookups covers nothing (the next open builds them), and none are
+/// created; opening existing ones takes their lock and replays their
+/// journal, as any open does.
 pub fn verify_dir_indexes<S: crate::Sequencer>(
     dir: &Path,
     progress: &mut dyn FnMut(u64, u64),
@@ -219,8 +223,9 @@ pub fn verify_dir_indexes<S: crate::Sequencer>(
         });
     }
     let lookups = crate::lookup::Lookups::open(dir)?;
+    let marks = lookups.watermarks()?;
     crate::store::guarded("checking the lookups", || {
-        verify_indexes(&snap, &lookups, size, &S::key_of, progress)
+        verify_indexes(&snap, &lookups, &marks, size, &S::key_of, progress)
     })
 }
 

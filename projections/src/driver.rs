@@ -411,7 +411,7 @@ pub fn recommend(
     // would put the answer before the entry it answers).
     let now = now.max(asked.accepted.sequenced_at);
     if asked.existing {
-        if let Some(index) = events.find_id(&rec_id) {
+        if let Some(index) = events.find_id(&rec_id)? {
             let entry = events.ledger().entry(index)?;
             let (d, at) = envelope::decode_leaf(&entry.leaf).map_err(DriverError::Rejected)?;
             if let Event::PromotionRecommended(r) = &d.payload.event {

@@ -264,6 +264,13 @@ impl RawLookups {
         }
     }
 
+    /// Removes both watermarks, leaving the rows.
+    pub fn remove_watermarks(&self) {
+        for name in [lookup::LEAVES_THROUGH, lookup::KEYS_THROUGH] {
+            self.meta.remove(name).expect("remove");
+        }
+    }
+
     /// Removes every row naming an entry at `from` or later and sets both
     /// watermarks to `(from, root)`: lookups that stopped there.
     pub fn rewind(&self, from: u64, root: &Hash) {

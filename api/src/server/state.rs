@@ -135,6 +135,12 @@ impl AppState {
             appends: stats.appends.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commit_failures: stats.commit_failures.load(Ordering::Relaxed),
+            lookup_failures: stats.lookup_failures.load(Ordering::Relaxed),
+            lookups_behind: {
+                let size = log.head().size;
+                let l = log.lookups();
+                size.saturating_sub(l.leaves_through().min(l.keys_through()))
+            },
         }
     }
 

@@ -87,17 +87,9 @@ pub(super) fn commit_loop<S: Sequencer>(
         let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let before = (frontier.clone(), head);
         let ran = crate::store::guarded("appending", || {
-            let keys_behind = S::KEYED && shared.lookups.keys_through() < head.size;
-            if keys_behind || shared.lookups.leaves_through() < head.size {
-                // Writing the lookups after a commit failed: catch them up
-                // before the sequencer relies on them.
-                if let Err(e) = shared
-                    .store()
-                    .and_then(|s| super::catch_up_lookups::<S>(&s, &shared.lookups, &head))
-                {
-                    tracing::error!(error = %e, "cannot catch the lookups up; writes that need them are refused");
-                }
-            }
+            // Writing the lookups after a commit failed: catch them up
+            // before the sequencer relies on them.
+            catch_up_or_count::<S>(shared, &head);
             let view = LogView::new(&snap, head, &shared.lookups);
             run_batch(
                 shared,
@@ -281,7 +273,26 @@ fn index_batch<S: Sequencer>(
         .lookups
         .add(first_index, &rows, head.size, &head.root, S::KEYED, true)
     {
+        shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
         tracing::error!(error = %e, "writing the lookups of a committed batch failed; the next batch catches them up");
+    }
+}
+
+/// Catches the lookups up to `head` when they are behind it (a failed
+/// lookup write, or a batch that reported failure but persisted). A failure
+/// is counted and logged; until a later try succeeds, a key lookup behind
+/// the log refuses writes and lookups answer an error, never "absent".
+fn catch_up_or_count<S: Sequencer>(shared: &Shared, head: &Head) {
+    let keys_behind = S::KEYED && shared.lookups.keys_through() < head.size;
+    if !keys_behind && shared.lookups.leaves_through() >= head.size {
+        return;
+    }
+    if let Err(e) = shared
+        .store()
+        .and_then(|s| super::catch_up_lookups::<S>(&s, &shared.lookups, head))
+    {
+        shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(error = %e, "cannot catch the lookups up; writes that need them are refused");
     }
 }
 
@@ -461,6 +472,9 @@ fn recover<S: Sequencer>(
                 );
             }
             (*frontier, *head) = (f, h);
+            // A batch that reported failure may have persisted: its lookups
+            // are written before the head that includes it is published.
+            catch_up_or_count::<S>(shared, &h);
             *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
             shared.watch.send_replace(h);
             match shared.store().and_then(|s| s.snapshot()) {

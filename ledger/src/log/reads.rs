@@ -80,9 +80,20 @@ impl<S: Sequencer> Ledger<S> {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<crate::IndexesVerified, Error> {
         crate::store::guarded("checking the lookup tables", || {
+            // The watermarks first: the committer writes a batch's lookups
+            // after its redb commit, so watermarks read before the snapshot
+            // never run ahead of it.
+            let marks = self.shared.lookups.watermarks()?;
             let snap = self.shared.store()?.snapshot()?;
             let size = snap.head()?.size;
-            crate::verify::verify_indexes(&snap, &self.shared.lookups, size, &S::key_of, progress)
+            crate::verify::verify_indexes(
+                &snap,
+                &self.shared.lookups,
+                &marks,
+                size,
+                &S::key_of,
+                progress,
+            )
         })
     }
 

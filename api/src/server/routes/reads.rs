@@ -85,7 +85,7 @@ pub async fn get_entry_by_id(
     let Path(id) = id.map_err(|_| ApiError::param("id", "must be a string"))?;
     let index = state
         .events
-        .find_id(&id)
+        .find_id(&id)?
         .ok_or_else(|| ApiError::NotFound(format!("no envelope with id `{id}`")))?;
     Ok(Json(entry_view(state.events.ledger().entry(index)?)?))
 }
