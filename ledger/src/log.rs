@@ -136,7 +136,10 @@ pub trait Sequencer: Send + 'static {
     /// keyed ledger writes the key lookup and moves its watermark; opening
     /// a directory whose key lookup is behind (a raw opener appended, or
     /// the lookups were lost) first indexes the missing entries with
-    /// [`Sequencer::key_of`].
+    /// [`Sequencer::key_of`]. A keyed sequencer must look up every key it
+    /// appends ([`LogView::entry_key`], and its own batch) and append it
+    /// only when absent: the committer writes its keys without looking them
+    /// up again.
     const KEYED: bool = false;
 
     /// The key of a committed leaf, as [`Sequenced::Append`] gave it: how
@@ -256,6 +259,10 @@ struct Shared {
     /// head unless writing them failed (then every batch catches them up
     /// first, and a lookup that could miss an entry is an error).
     lookups: Lookups,
+    /// After a failed catch-up of the lookups, when the next may be tried
+    /// (a store that refuses every write would otherwise cost every batch
+    /// a read of up to 65,536 entries).
+    lookup_retry: std::sync::Mutex<Option<Instant>>,
 }
 
 /// An append log on one data directory. Cheap to share behind an `Arc`; all
@@ -393,6 +400,7 @@ impl<S: Sequencer> Ledger<S> {
             stats: Stats::default(),
             watch,
             lookups,
+            lookup_retry: std::sync::Mutex::new(None),
         });
         let sequencer = Arc::new(std::sync::Mutex::new(sequencer));
         let (tx, rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));

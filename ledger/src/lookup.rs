@@ -299,12 +299,20 @@ impl Lookups {
     }
 
     /// Writes the rows of entries `from..to` that each lookup lacks (those
-    /// at or past its watermark) and moves the leaf watermark, and with
-    /// `keyed` the key watermark, to `(to, root)`, in one atomic batch. A
-    /// leaf hash or key already present keeps its first index;
-    /// `keys_known_new` skips that check for keys (the sequencer has looked
-    /// each one up already). Refuses, writing nothing, when a watermark it
-    /// moves is outside `from..=to` (rows would be missing below it).
+    /// at or past its watermark) and moves each lookup it writes to
+    /// `(to, root)`: the leaf lookup, and with `keyed` the key lookup, in
+    /// one atomic batch. A lookup whose watermark is already at or past
+    /// `to` is left as it is (a raw opener indexed leaf hashes further than
+    /// the keys). Refuses, writing nothing, when a lookup it moves stops
+    /// before `from` (rows would be missing below its new watermark).
+    ///
+    /// A leaf hash or key keeps the first index recorded for it, but only
+    /// a row below the lookup's watermark counts: a row naming an entry at
+    /// or past the watermark was never written by a batch that moved it
+    /// (planted, or left by a log that was cut back), and is overwritten.
+    /// `keys_known_new` skips the look-up for keys: the caller (a keyed
+    /// sequencer, [`crate::Sequencer::KEYED`]) has looked each one up
+    /// already and found it absent.
     pub(crate) fn add(
         &self,
         from: u64,
@@ -315,41 +323,55 @@ impl Lookups {
         keys_known_new: bool,
     ) -> Result<(), Error> {
         let (leaves_at, keys_at) = (self.leaves_through(), self.keys_through());
-        for (name, at, moved) in [("leaf-hash", leaves_at, true), ("key", keys_at, keyed)] {
-            if moved && !(from..=to).contains(&at) {
+        let move_leaves = leaves_at < to;
+        let move_keys = keyed && keys_at < to;
+        for (name, at, moved) in [
+            ("leaf-hash", leaves_at, move_leaves),
+            ("key", keys_at, move_keys),
+        ] {
+            if moved && at < from {
                 return Err(bad(format!(
                     "the {name} lookup is complete below {at}; rows {from}..{to} do not continue it"
                 )));
             }
         }
-        let mut batch = self.db.batch();
+        // Whether a stored row holds a first index below `at`.
+        let holds = |k: &Keyspace, key: &[u8], at: u64| -> Result<bool, Error> {
+            match k.get(key).map_err(lookup_err)? {
+                None => Ok(false),
+                Some(v) => Ok(u64_at(&v, "lookup")? < at),
+            }
+        };
+        let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
         let mut seen_leaves = std::collections::HashSet::new();
         let mut seen_keys = std::collections::HashSet::new();
         for r in rows {
-            if r.index >= leaves_at
+            if move_leaves
+                && r.index >= leaves_at
                 && seen_leaves.insert(r.leaf_hash.0)
-                && !self
-                    .leaves
-                    .contains_key(r.leaf_hash.0)
-                    .map_err(lookup_err)?
+                && !holds(&self.leaves, &r.leaf_hash.0, leaves_at)?
             {
                 batch.insert(&self.leaves, r.leaf_hash.0, r.index.to_be_bytes());
             }
-            if let Some((name, digest)) = r.key.filter(|_| keyed && r.index >= keys_at) {
+            if let Some((name, digest)) = r.key.filter(|_| move_keys && r.index >= keys_at) {
                 if seen_keys.insert(name)
-                    && (keys_known_new || !self.keys.contains_key(name).map_err(lookup_err)?)
+                    && (keys_known_new || !holds(&self.keys, name.as_bytes(), keys_at)?)
                 {
                     batch.insert(&self.keys, name, encode_key_value(r.index, &digest));
                 }
             }
         }
-        batch.insert(&self.meta, LEAVES_THROUGH, encode_through(to, root));
-        if keyed {
+        if move_leaves {
+            batch.insert(&self.meta, LEAVES_THROUGH, encode_through(to, root));
+        }
+        if move_keys {
             batch.insert(&self.meta, KEYS_THROUGH, encode_through(to, root));
         }
         batch.commit().map_err(lookup_err)?;
-        self.through[0].store(to, Ordering::Release);
-        if keyed {
+        if move_leaves {
+            self.through[0].store(to, Ordering::Release);
+        }
+        if move_keys {
             self.through[1].store(to, Ordering::Release);
         }
         Ok(())
@@ -464,5 +486,62 @@ mod tests {
         l.add(3, &raw, 4, &Hash([7; 32]), true, false).expect("add");
         assert_eq!(l.key("y").expect("read"), Some((3, [7; 32])));
         assert_eq!(l.leaf(&c).expect("read"), Some(3));
+    }
+
+    #[test]
+    fn keys_catch_up_in_chunks_behind_leaf_hashes_a_raw_opener_indexed_further() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = Lookups::open(dir.path()).expect("open");
+        let hashes: Vec<Hash> = (0..4u8).map(|i| Hash([i + 1; 32])).collect();
+        let names = ["a", "b", "c", "d"];
+        let rows: Vec<LookupRow<'_>> = (0..4)
+            .map(|i| LookupRow {
+                index: i as u64,
+                leaf_hash: &hashes[i],
+                key: Some((names[i], [i as u8; 32])),
+            })
+            .collect();
+        // A raw opener indexes the leaf hashes of all four entries.
+        l.add(0, &rows, 4, &Hash([4; 32]), false, false)
+            .expect("raw");
+        assert_eq!((l.leaves_through(), l.keys_through()), (4, 0));
+        // The keyed opener then catches the keys up in two chunks; the leaf
+        // watermark stays where it is.
+        l.add(0, &rows[..2], 2, &Hash([2; 32]), true, false)
+            .expect("chunk 1");
+        assert_eq!((l.leaves_through(), l.keys_through()), (4, 2));
+        l.add(2, &rows[2..], 4, &Hash([4; 32]), true, false)
+            .expect("chunk 2");
+        assert_eq!((l.leaves_through(), l.keys_through()), (4, 4));
+        assert_eq!(
+            l.watermarks().expect("read"),
+            [Some((4, Hash([4; 32]))), Some((4, Hash([4; 32])))]
+        );
+        for (i, name) in names.iter().enumerate() {
+            assert_eq!(l.key(name).expect("read"), Some((i as u64, [i as u8; 32])));
+        }
+    }
+
+    #[test]
+    fn a_row_above_the_watermark_is_overwritten_not_kept_as_the_first() {
+        // A row naming an entry the lookup does not cover yet was never
+        // written by a batch that moved the watermark (planted, or left by
+        // a log cut back): kept as "first", it would hide the real entry.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = Lookups::open(dir.path()).expect("open");
+        let h = Hash([9; 32]);
+        l.keys
+            .insert("x", encode_key_value(7, &[1; 32]))
+            .expect("plant");
+        l.leaves.insert(h.0, 7u64.to_be_bytes()).expect("plant");
+        let rows = [LookupRow {
+            index: 0,
+            leaf_hash: &h,
+            key: Some(("x", [2; 32])),
+        }];
+        l.add(0, &rows, 1, &Hash([1; 32]), true, false)
+            .expect("add");
+        assert_eq!(l.key("x").expect("read"), Some((0, [2; 32])));
+        assert_eq!(l.leaf(&h).expect("read"), Some(0));
     }
 }

@@ -287,14 +287,28 @@ fn catch_up_or_count<S: Sequencer>(shared: &Shared, head: &Head) {
     if !keys_behind && shared.lookups.leaves_through() >= head.size {
         return;
     }
-    if let Err(e) = shared
+    let mut retry = shared
+        .lookup_retry
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if retry.is_some_and(|at| Instant::now() < at) {
+        return;
+    }
+    match shared
         .store()
         .and_then(|s| super::catch_up_lookups::<S>(&s, &shared.lookups, head))
     {
-        shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
-        tracing::error!(error = %e, "cannot catch the lookups up; writes that need them are refused");
+        Ok(()) => *retry = None,
+        Err(e) => {
+            *retry = Some(Instant::now() + LOOKUP_RETRY);
+            shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "cannot catch the lookups up; writes that need them are refused");
+        }
     }
 }
+
+/// How long after a failed catch-up of the lookups the next is tried.
+const LOOKUP_RETRY: Duration = Duration::from_secs(5);
 
 /// Asks the sequencer about each input in queue order; input `i` is
 /// decided knowing every earlier one, and a leaf it appends goes at index
