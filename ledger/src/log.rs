@@ -607,18 +607,13 @@ pub(crate) fn load_frontier(snap: &Snapshot, size: u64) -> Result<Frontier, Erro
 /// Entries indexed per lookup batch when catching the lookups up.
 const LOOKUP_CHUNK: u64 = 65_536;
 
-/// Opens the lookups of `dir` and checks that they belong to this log: a
-/// watermark past the head, or whose root is not the log's root at its
-/// size, belongs to another log (or to this one before it was restored
-/// from an older copy), and so does an index that cannot be opened. Such
-/// an index is removed and rebuilt from the entries.
+/// Opens the lookups of `dir` and checks that they belong to this log
+/// ([`Lookups::not_this_logs`]); lookups that do not, or cannot be opened,
+/// are removed and rebuilt from the entries.
 fn open_lookups(dir: &Path, snap: &Snapshot, head: &Head) -> Result<Lookups, Error> {
     let why = match Lookups::try_open(dir)? {
         Ok(l) => match l.watermarks() {
-            Ok(marks) => match foreign_watermark(snap, head, &marks)? {
-                None if l.rows_without_watermark()? => {
-                    "they hold rows without a watermark".to_owned()
-                }
+            Ok(marks) => match l.not_this_logs(snap, head.size, &marks)? {
                 None => return Ok(l),
                 Some(why) => why,
             },
@@ -629,29 +624,6 @@ fn open_lookups(dir: &Path, snap: &Snapshot, head: &Head) -> Result<Lookups, Err
     tracing::warn!(reason = %why, "the lookups by leaf hash and entry key do not belong to this log; rebuilding them from the entries");
     Lookups::remove(dir)?;
     Lookups::open(dir)
-}
-
-/// Why watermarks do not belong to the log with `head` in `snap`, if they
-/// do not: one past the head, or whose root is not the log's at its size.
-pub(crate) fn foreign_watermark(
-    snap: &Snapshot,
-    head: &Head,
-    marks: &[Option<(u64, Hash)>; 2],
-) -> Result<Option<String>, Error> {
-    for (size, root) in marks.iter().flatten() {
-        if *size > head.size {
-            return Ok(Some(format!(
-                "they cover {size} entries and the log has {}",
-                head.size
-            )));
-        }
-        let r = crate::store::Reader::new(snap);
-        let at = tlog_tiles::tree_hash(*size, &r).map_err(|e| r.take_err(e))?;
-        if at != *root {
-            return Ok(Some(format!("their root at size {size} is not the log's")));
-        }
-    }
-    Ok(None)
 }
 
 /// Catches the lookups up to `head` from where they stop, reading stored

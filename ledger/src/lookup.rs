@@ -260,15 +260,36 @@ impl Lookups {
         gone(std::fs::remove_dir_all(&discard))
     }
 
-    /// Whether a lookup holds rows but no watermark: rows no open of this
-    /// build would leave (a deletion cut short, or rows planted), never
-    /// trusted.
-    pub fn rows_without_watermark(&self) -> Result<bool, Error> {
-        let [leaves, keys] = self.watermarks()?;
-        let has_rows =
-            |k: &Keyspace| -> Result<bool, Error> { Ok(!k.is_empty().map_err(lookup_err)?) };
-        Ok((leaves.is_none() && has_rows(&self.leaves)?)
-            || (keys.is_none() && has_rows(&self.keys)?))
+    /// Why these lookups, whose watermarks are `marks`, are not those of
+    /// the log `snap` holds at `size`, if they are not: a watermark past
+    /// `size`, or whose root is not the log's root at its size (another
+    /// log's lookups, or the log restored from an older copy), or rows in a
+    /// lookup without a watermark (a deletion cut short, or rows planted:
+    /// no open of this build leaves them).
+    pub(crate) fn not_this_logs(
+        &self,
+        snap: &crate::store::Snapshot,
+        size: u64,
+        marks: &[Option<(u64, Hash)>; 2],
+    ) -> Result<Option<String>, Error> {
+        for (at, root) in marks.iter().flatten() {
+            if *at > size {
+                return Ok(Some(format!(
+                    "they cover {at} entries and the log has {size}"
+                )));
+            }
+            let r = crate::store::Reader::new(snap);
+            let log_root = tlog_tiles::tree_hash(*at, &r).map_err(|e| r.take_err(e))?;
+            if log_root != *root {
+                return Ok(Some(format!("their root at size {at} is not the log's")));
+            }
+        }
+        for (mark, k) in marks.iter().zip([&self.leaves, &self.keys]) {
+            if mark.is_none() && !k.is_empty().map_err(lookup_err)? {
+                return Ok(Some("they hold rows without a watermark".to_owned()));
+            }
+        }
+        Ok(None)
     }
 
     /// The watermarks as stored, leaf hashes then keys: every entry below

@@ -105,20 +105,12 @@ pub fn verify_indexes(
     let bad = |index: u64, what: String| -> Error {
         Corruption::new(index, CorruptionKind::Index, what).into()
     };
-    let head = crate::Head {
-        size,
-        root: Hash([0; 32]),
-        chain: Hash([0; 32]),
-    };
-    if let Some(why) = crate::log::foreign_watermark(snap, &head, marks)? {
+    if let Some(why) = lookups.not_this_logs(snap, size, marks)? {
         let at = marks.iter().flatten().map(|m| m.0).min().unwrap_or(0);
         return Err(bad(
             at.min(size),
             format!("the lookups are not this log's: {why}"),
         ));
-    }
-    if lookups.rows_without_watermark()? {
-        return Err(bad(0, "the lookups hold rows without a watermark".into()));
     }
     let [covered, keys_covered] = marks.map(|m| m.map_or(0, |(s, _)| s));
     let last = covered.max(keys_covered);
