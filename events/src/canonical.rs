@@ -196,7 +196,7 @@ fn write_value(out: &mut String, v: &Value) {
 /// Writes `s` as a canonical JSON string. Runs of bytes that need no escape
 /// (everything but `"`, `\` and U+0000–U+001F) are copied whole: a base64
 /// payload is one copy, not a push per character.
-pub(crate) fn write_str(out: &mut String, s: &str) {
+pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
     let bytes = s.as_bytes();
     // Most strings have nothing to escape: check 16 bytes at a time without

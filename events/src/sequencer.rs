@@ -612,7 +612,7 @@ impl EventLog {
         let keys = Arc::new(KeyCache::default());
         let k2 = Arc::clone(&keys);
         let snapshot_key = snapshot_seal_key(&ledger_key);
-        let ledger = Ledger::open_with(dir, config, move |_| {
+        let ledger = Ledger::open_with(dir, config, move |_, _| {
             Ok(EventSequencer {
                 state: State::default(),
                 keys: k2,
@@ -662,7 +662,7 @@ impl EventLog {
             let snap = self.ledger.snapshot()?;
             let head = self.ledger.head();
             Ok(rebuild_state(
-                &LogView::new(&snap, head, self.ledger.lookups()),
+                &LogView::without_lookups(&snap, head),
                 &self.snapshot_key,
                 false,
             )
@@ -799,7 +799,7 @@ impl EventLog {
                 // The rules, not the signatures: every signature was
                 // checked when its entry was appended, and the entries' bytes
                 // are proven by the full verify that runs beside this.
-                State::replay(&LogView::new(&snap, head, self.ledger.lookups()), false)
+                State::replay(&LogView::without_lookups(&snap, head), false)
                     .map_err(|e| e.to_string())
             })())
         })
@@ -1075,7 +1075,7 @@ impl EventLog {
     pub fn replay_state(&self) -> Result<State, crate::state::ReplayError> {
         let snap = self.ledger.snapshot()?;
         let head = self.ledger.head();
-        State::replay(&LogView::new(&snap, head, self.ledger.lookups()), true)
+        State::replay(&LogView::without_lookups(&snap, head), true)
     }
 }
 

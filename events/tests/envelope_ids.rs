@@ -117,7 +117,9 @@ fn a_raw_opener_indexes_leaf_hashes_only_and_the_event_log_catches_the_ids_up() 
     let size = w.log.ledger().head().size;
     drop(w.log);
     std::fs::remove_dir_all(dir.join(ledger::lookup::LOOKUP_DIR)).expect("remove");
-    drop(ledger::Ledger::open(&dir, ledger::Config::default()).expect("raw open"));
+    let raw = ledger::Ledger::open(&dir, ledger::Config::default()).expect("raw open");
+    raw.lookups().expect("the raw opener rebuilds the lookups");
+    drop(raw);
     let marks = RawLookups::open(&dir).watermarks();
     assert_eq!(marks.map(|m| m.map(|(s, _)| s)), [Some(size), None]);
     ids_hold(&reopen(&dir), &posted);

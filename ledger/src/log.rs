@@ -255,10 +255,10 @@ struct Shared {
     head: RwLock<Head>,
     stats: Stats,
     watch: tokio::sync::watch::Sender<Head>,
-    /// Lookups by leaf hash and entry key: complete below the published
-    /// head unless writing them failed (then every batch catches them up
-    /// first, and a lookup that could miss an entry is an error).
-    lookups: Lookups,
+    /// Lookups by leaf hash and entry key, once opened: complete below the
+    /// published head unless writing them failed (then every batch catches
+    /// them up first, and a lookup that could miss an entry is an error).
+    lookups: LookupsSlot,
     /// After a failed catch-up of the lookups, when the next may be tried
     /// (a store that refuses every write would otherwise cost every batch
     /// a read of up to 65,536 entries).
@@ -272,6 +272,8 @@ pub struct Ledger<S: Sequencer = Raw> {
     sequencer: Arc<std::sync::Mutex<S>>,
     tx: Option<Sender<Request<S>>>,
     committer: Option<JoinHandle<()>>,
+    /// The thread that opens the lookups ([`open_lookups_beside`]).
+    opener: Option<JoinHandle<()>>,
     config: Config,
 }
 
@@ -330,7 +332,7 @@ fn raw_result(
 impl Ledger<Raw> {
     /// Opens (or creates) a raw log in `dir`; see [`Ledger::open_with`].
     pub fn open(dir: &Path, config: Config) -> Result<Ledger<Raw>, Error> {
-        Ledger::open_with(dir, config, |_| Ok(Raw))
+        Ledger::open_with(dir, config, |_, _| Ok(Raw))
     }
 
     /// Appends one leaf and blocks until it is durable.
@@ -373,35 +375,37 @@ impl<S: Sequencer> Ledger<S> {
     pub fn open_with(
         dir: &Path,
         config: Config,
-        make: impl FnOnce(&LogView<'_>) -> Result<S, Error>,
+        make: impl FnOnce(&Snapshot, Head) -> Result<S, Error>,
     ) -> Result<Ledger<S>, Error> {
-        let store = Store::open_with(dir, config.backend.as_ref())?;
-        let (head, frontier, lookups, sequencer) =
-            crate::store::guarded("checking the log", || {
-                let snap = store.snapshot()?;
-                let head = snap.head()?;
-                let frontier = self_check(&snap, &head)?;
-                let lookups = open_lookups(dir, &snap, &head)?;
-                drop(snap);
-                catch_up_lookups::<S>(&store, &lookups, &head)?;
-                let snap = store.snapshot()?;
-                let sequencer = make(&LogView::new(&snap, head, &lookups))?;
-                Ok((head, frontier, lookups, sequencer))
-            })?;
+        let store = Arc::new(Store::open_with(dir, config.backend.as_ref())?);
+        let (head, frontier, sequencer) = crate::store::guarded("checking the log", || {
+            let snap = store.snapshot()?;
+            let head = snap.head()?;
+            let frontier = self_check(&snap, &head)?;
+            let sequencer = make(&snap, head)?;
+            Ok((head, frontier, sequencer))
+        })?;
         tracing::info!(size = head.size, root = %crate::hash::to_hex(&head.root), "ledger opened");
 
         let (watch, _) = tokio::sync::watch::channel(head);
         let shared = Arc::new(Shared {
-            store: RwLock::new(Some(Arc::new(store))),
+            store: RwLock::new(Some(store)),
             dir: dir.to_path_buf(),
             file: dir.join(crate::store::DB_FILE),
             backend: config.backend.clone(),
             head: RwLock::new(head),
             stats: Stats::default(),
             watch,
-            lookups,
+            lookups: LookupsSlot::default(),
             lookup_retry: std::sync::Mutex::new(None),
         });
+        let opener = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("ledger-lookups".into())
+                .spawn(move || open_lookups_beside::<S>(&shared, head))
+                .map_err(|e| crate::error::storage(redb::StorageError::Io(e)))?
+        };
         let sequencer = Arc::new(std::sync::Mutex::new(sequencer));
         let (tx, rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
         let committer = {
@@ -431,6 +435,7 @@ impl<S: Sequencer> Ledger<S> {
             sequencer,
             tx: Some(tx),
             committer: Some(committer),
+            opener: Some(opener),
             config,
         })
     }
@@ -499,13 +504,133 @@ impl<S: Sequencer> Ledger<S> {
         self.shared.path()
     }
 
-    /// The lookups by leaf hash and entry key ([`crate::lookup`]).
-    pub fn lookups(&self) -> &Lookups {
-        &self.shared.lookups
+    /// The lookups by leaf hash and entry key ([`crate::lookup`]): waits
+    /// while a start is still opening them (or rebuilding them, when they
+    /// were not this log's); an error when that failed.
+    pub fn lookups(&self) -> Result<&Lookups, Error> {
+        self.shared.lookups()
+    }
+
+    /// The lookups if they are open, without waiting.
+    pub fn lookups_if_open(&self) -> Option<&Lookups> {
+        self.shared.lookups.cell.get().and_then(|l| l.as_ref().ok())
+    }
+
+    /// Whether the start has finished opening the lookups, and why it
+    /// failed if it did.
+    pub fn lookups_state(&self) -> LookupsState {
+        match self.shared.lookups.cell.get() {
+            None => LookupsState::Opening,
+            Some(Ok(_)) => LookupsState::Open,
+            Some(Err(why)) => LookupsState::Failed(why.clone()),
+        }
     }
 }
 
+/// Where the lookups are while a start opens them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupsState {
+    /// Still opening (replaying the store's journal, or rebuilding or
+    /// catching up the lookups from the entries).
+    Opening,
+    /// Open and caught up with the log as it was opened.
+    Open,
+    /// Opening them failed; writes and lookups are refused until restart.
+    Failed(String),
+}
+
+/// The lookups, opened on a thread of their own beside the rest of a start
+/// ([`open_lookups_beside`]): the store replays its journal (up to about
+/// 64 MB, a second at most on this kind of machine) and a log that is not
+/// this one's is rebuilt from the entries, neither of which should hold up
+/// the reads that do not need them.
+#[derive(Default)]
+pub(crate) struct LookupsSlot {
+    cell: std::sync::OnceLock<Result<Lookups, String>>,
+    /// Wakes the lookups that wait a bounded time ([`Shared::lookups_now`]).
+    opened: (std::sync::Mutex<()>, std::sync::Condvar),
+    /// Set when the log is closing: the opener stops at its next chunk.
+    closing: std::sync::atomic::AtomicBool,
+}
+
+impl LookupsSlot {
+    fn publish(&self, opened: Result<Lookups, String>) {
+        let _ = self.cell.set(opened);
+        let _held = self.opened.0.lock().unwrap_or_else(|p| p.into_inner());
+        self.opened.1.notify_all();
+    }
+
+    /// The outcome of the open, waiting at most `limit` for it.
+    fn within(&self, limit: Duration) -> Option<&Result<Lookups, String>> {
+        if let Some(o) = self.cell.get() {
+            return Some(o);
+        }
+        let held = self.opened.0.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .opened
+            .1
+            .wait_timeout_while(held, limit, |_| self.cell.get().is_none());
+        self.cell.get()
+    }
+}
+
+/// How long a lookup by leaf hash or key waits while a start opens the
+/// lookups (the journal's replay takes about a second at most); past it,
+/// while they are rebuilt from the entries, say, it is refused at once.
+const LOOKUP_OPEN_WAIT: Duration = Duration::from_secs(3);
+
+/// Opens the lookups of `shared`'s directory, checks they are this log's
+/// (rebuilding them when not), catches them up to `head`, and publishes
+/// them (or why that failed). The committer does not run a batch until
+/// they are published, so the head cannot move meanwhile.
+fn open_lookups_beside<S: Sequencer>(shared: &Shared, head: Head) {
+    let started = Instant::now();
+    let opened = crate::store::guarded("opening the lookups", || {
+        let store = shared.store()?;
+        let lookups = {
+            let snap = store.snapshot()?;
+            open_lookups(&shared.dir, &snap, &head)?
+        };
+        catch_up_lookups::<S>(&store, &lookups, &head, &shared.lookups.closing)?;
+        Ok(lookups)
+    });
+    match &opened {
+        Ok(_) => tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "lookups open"
+        ),
+        Err(e) if shared.lookups.closing.load(Ordering::SeqCst) => {
+            tracing::info!(reason = %e, "the log closed before its lookups were open")
+        }
+        Err(e) => {
+            shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "cannot open the lookups by leaf hash and entry key; writes and lookups are refused until restart");
+        }
+    }
+    shared.lookups.publish(opened.map_err(|e| e.to_string()));
+}
+
 impl Shared {
+    /// The lookups, waiting while the start opens them.
+    fn lookups(&self) -> Result<&Lookups, Error> {
+        match self.lookups.cell.wait() {
+            Ok(l) => Ok(l),
+            Err(why) => Err(crate::lookup::lookup_err(why)),
+        }
+    }
+
+    /// The lookups, waiting a few seconds at most while the start opens
+    /// them ([`LOOKUP_OPEN_WAIT`]); an error past that.
+    fn lookups_now(&self) -> Result<&Lookups, Error> {
+        match self.lookups.within(LOOKUP_OPEN_WAIT) {
+            Some(Ok(l)) => Ok(l),
+            Some(Err(why)) => Err(crate::lookup::lookup_err(why)),
+            None => Err(crate::lookup::lookup_err(
+                "still being opened after a start (or rebuilt from the entries, when they were not this log's); retry shortly",
+            )),
+        }
+    }
+
     /// The open store, or [`Error::Busy`] while it is being reopened.
     fn store(&self) -> Result<Arc<Store>, Error> {
         self.store
@@ -536,8 +661,14 @@ impl Shared {
 impl<S: Sequencer> Drop for Ledger<S> {
     fn drop(&mut self) {
         // Closing the channel lets the committer finish queued work and exit.
+        // A start still opening the lookups stops at its next chunk (a
+        // committer waiting on them is then refused and exits too).
         self.tx.take();
+        self.shared.lookups.closing.store(true, Ordering::SeqCst);
         if let Some(h) = self.committer.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.opener.take() {
             let _ = h.join();
         }
     }
@@ -633,6 +764,7 @@ pub(crate) fn catch_up_lookups<S: Sequencer>(
     store: &Store,
     lookups: &Lookups,
     head: &Head,
+    closing: &std::sync::atomic::AtomicBool,
 ) -> Result<(), Error> {
     let started = Instant::now();
     let mut from = lookups.leaves_through();
@@ -648,6 +780,9 @@ pub(crate) fn catch_up_lookups<S: Sequencer>(
         );
     }
     while from < head.size {
+        if closing.load(Ordering::SeqCst) {
+            return Err(crate::lookup::lookup_err("the log is closing"));
+        }
         let to = (from + LOOKUP_CHUNK).min(head.size);
         let snap = store.snapshot()?;
         let mut found = Vec::with_capacity((to - from) as usize);

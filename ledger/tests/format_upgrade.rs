@@ -226,9 +226,10 @@ fn opening_a_version_2_log_drops_its_lookup_tables_and_rebuilds_the_lookups_besi
     let names = tables(dir.path());
     assert!(names.contains(&"leaf_index".to_owned()), "{names:?}");
     assert!(names.contains(&"entry_keys".to_owned()), "{names:?}");
-    drop(
-        Ledger::open_with(dir.path(), Config::default(), |_| Ok(EventKeys)).expect("open upgrades"),
-    );
+    let upgraded = Ledger::open_with(dir.path(), Config::default(), |_, _| Ok(EventKeys))
+        .expect("open upgrades");
+    upgraded.lookups().expect("the lookups are rebuilt beside the data file");
+    drop(upgraded);
     assert_eq!(format_of(dir.path()), FORMAT_VERSION);
     let names = tables(dir.path());
     assert!(!names.contains(&"leaf_index".to_owned()), "{names:?}");

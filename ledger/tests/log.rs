@@ -296,3 +296,36 @@ fn find_leaf_names_the_first_entry_with_that_leaf_within_and_across_batches() {
         .expect("lookup")
         .is_none());
 }
+
+/// The lookups are opened (here: rebuilt, having been lost) on a thread of
+/// their own beside the rest of the open. A log closed before that is done
+/// closes at once, and the next open finishes the job; a lookup made while
+/// they open waits for them rather than answering "absent".
+#[test]
+fn a_log_closed_while_its_lookups_are_rebuilt_finishes_them_at_the_next_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let leaves: Vec<Vec<u8>> = (0..300).map(|i| format!("leaf {i}").into_bytes()).collect();
+    {
+        let log = open(dir.path());
+        let pending: Vec<_> = leaves
+            .iter()
+            .map(|l| log.submit(l.clone()).expect("submit"))
+            .collect();
+        for p in pending {
+            p.wait().expect("append");
+        }
+    }
+    std::fs::remove_dir_all(dir.path().join(ledger::lookup::LOOKUP_DIR)).expect("remove");
+    for _ in 0..3 {
+        drop(open(dir.path()));
+    }
+    let log = open(dir.path());
+    let e = log
+        .find_leaf(&ledger::leaf_hash(&leaves[299]))
+        .expect("lookup")
+        .expect("found");
+    assert_eq!(e.index, 299);
+    assert_eq!(log.lookups_state(), ledger::LookupsState::Open);
+    let l = log.lookups().expect("open");
+    assert_eq!((l.leaves_through(), l.keys_through()), (300, 0));
+}

@@ -198,11 +198,75 @@ pub fn tree_path(leaves: &[Hash], index: usize) -> Vec<Hash> {
 
 /// The case tree's size and root over `cases` (as given: sorted by case id).
 pub fn cases_root(cases: &[CaseRecord]) -> Hash {
-    let leaves: Vec<Hash> = cases
-        .iter()
-        .map(|c| ledger::leaf_hash(&record_bytes(c)))
-        .collect();
+    let mut buf = String::new();
+    let leaves: Vec<Hash> = cases.iter().map(|c| case_leaf(c, &mut buf)).collect();
     tree_root(&leaves)
+}
+
+/// A case record's leaf hash: over the bytes [`record_bytes`] gives, written
+/// straight into `buf` rather than through two JSON trees. A state root
+/// hashes every case record, each with every failing score of its case, so
+/// a start that checks a projection checkpoint against the log's commitment
+/// writes millions of them. A record the canonical form cannot carry as
+/// such (an integer past 2^53 − 1, a score that is not finite) takes the
+/// general path, which says what it does with it.
+fn case_leaf(c: &CaseRecord, buf: &mut String) -> Hash {
+    use events::canonical::{python_float_repr, write_str, MAX_SAFE_INTEGER};
+    use std::fmt::Write as _;
+    let safe = |n: i64| (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n);
+    let safe_u = |n: u64| n <= MAX_SAFE_INTEGER as u64;
+    let plain = c
+        .latest
+        .as_ref()
+        .is_none_or(|l| safe_u(l.index) && safe(l.sequenced_at) && l.score.is_finite())
+        && c.failures
+            .iter()
+            .all(|f| safe_u(f.index) && safe(f.sequenced_at));
+    if !plain {
+        return ledger::leaf_hash(&record_bytes(c));
+    }
+    buf.clear();
+    // Keys in byte order, as the canonical form sorts them.
+    buf.push_str(if c.active {
+        "{\"active\":true,\"case_id\":"
+    } else {
+        "{\"active\":false,\"case_id\":"
+    });
+    write_str(buf, &c.case_id);
+    buf.push_str(",\"curation_class\":");
+    write_str(buf, &c.curation_class);
+    buf.push_str(",\"failures\":[");
+    for (i, f) in c.failures.iter().enumerate() {
+        if i > 0 {
+            buf.push(',');
+        }
+        let _ = write!(
+            buf,
+            "{{\"block\":{},\"index\":{},\"info\":{},\"sequenced_at\":{},\"warn\":{}}}",
+            f.block, f.index, f.info, f.sequenced_at, f.warn
+        );
+    }
+    buf.push_str("],\"latest\":");
+    match &c.latest {
+        None => buf.push_str("null"),
+        Some(l) => {
+            let _ = write!(buf, "{{\"index\":{},\"leaf_hash\":", l.index);
+            write_str(buf, &l.leaf_hash);
+            let _ = write!(
+                buf,
+                ",\"passed\":{},\"score\":{},\"sequenced_at\":{}}}",
+                l.passed,
+                python_float_repr(l.score),
+                l.sequenced_at
+            );
+        }
+    }
+    buf.push_str(",\"record\":");
+    write_str(buf, &c.record);
+    buf.push_str(",\"task_class\":");
+    write_str(buf, &c.task_class);
+    buf.push('}');
+    ledger::leaf_hash(buf.as_bytes())
 }
 
 fn class_leaf(c: &ClassRecord) -> Hash {
@@ -497,6 +561,89 @@ pub fn first_difference(committed: &CommittedView, other: &impl Serialize) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn any_case() -> impl Strategy<Value = CaseRecord> {
+        let text = prop_oneof![
+            "[a-z0-9/_.-]{0,12}",
+            any::<String>(),
+            Just("tab\t quote\" back\\ nul\u{0} del\u{7f} é 🦀".to_owned()),
+        ];
+        let int = prop_oneof![
+            0u64..1000,
+            Just((1u64 << 53) - 1),
+            Just(1u64 << 53),
+            any::<u64>()
+        ];
+        let time = prop_oneof![any::<i64>(), -(1i64 << 53)..(1i64 << 53)];
+        let score = prop_oneof![
+            any::<f64>(),
+            0.0f64..1.0,
+            Just(-0.0),
+            Just(1e16),
+            Just(1e-5),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+        ];
+        let latest = proptest::option::of((
+            int.clone(),
+            text.clone(),
+            time.clone(),
+            score,
+            any::<bool>(),
+        ))
+        .prop_map(|l| {
+            l.map(
+                |(index, leaf_hash, sequenced_at, score, passed)| LatestScore {
+                    index,
+                    leaf_hash,
+                    sequenced_at,
+                    score,
+                    passed,
+                },
+            )
+        });
+        let failure = (int, time, any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+            |(index, sequenced_at, block, warn, info)| FailedScore {
+                index,
+                sequenced_at,
+                block,
+                warn,
+                info,
+            },
+        );
+        (
+            text.clone(),
+            text.clone(),
+            text.clone(),
+            text,
+            any::<bool>(),
+            latest,
+            proptest::collection::vec(failure, 0..4),
+        )
+            .prop_map(
+                |(record, task_class, case_id, curation_class, active, latest, failures)| {
+                    CaseRecord {
+                        record,
+                        task_class,
+                        case_id,
+                        curation_class,
+                        active,
+                        latest,
+                        failures,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn a_case_leaf_written_directly_is_the_leaf_of_its_canonical_json(c in any_case()) {
+            let mut buf = String::from("left over from the last record");
+            prop_assert_eq!(case_leaf(&c, &mut buf), ledger::leaf_hash(&record_bytes(&c)));
+        }
+    }
 
     fn leaves(n: usize) -> Vec<Hash> {
         (0..n)

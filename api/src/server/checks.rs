@@ -123,21 +123,37 @@ pub(crate) fn unpanicked(what: &str, f: impl FnOnce() -> Result<(), String>) -> 
 /// `log_unverified`, with the reason) if either fails. Returns whether the
 /// server is ready.
 pub fn ready_check(state: &AppState) -> bool {
-    let (verified, loaded) = std::thread::scope(|s| {
-        let loading = std::thread::Builder::new()
-            .name("ledger-projection".into())
-            .spawn_scoped(s, || {
-                unpanicked("loading the projection", || load_projection(state))
-            });
-        let verified = unpanicked("the startup check", || verify_log(state));
-        let loaded = match loading {
-            Ok(h) => h
-                .join()
-                .unwrap_or_else(|_| Err("loading the projection panicked".into())),
-            Err(e) => Err(format!("cannot start the projection thread: {e}")),
-        };
-        (verified, loaded)
-    });
+    std::thread::scope(|s| ready_check_with(state, spawn_projection_load(s, state)))
+}
+
+type Loading<'scope> = std::io::Result<std::thread::ScopedJoinHandle<'scope, Result<(), String>>>;
+
+/// Starts [`load_projection`] on a thread of its own.
+fn spawn_projection_load<'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
+    state: &'scope AppState,
+) -> Loading<'scope> {
+    std::thread::Builder::new()
+        .name("ledger-projection".into())
+        .spawn_scoped(s, || {
+            unpanicked("loading the projection", || load_projection(state))
+        })
+}
+
+/// Waits for the projection's load.
+fn join_projection_load(loading: Loading<'_>) -> Result<(), String> {
+    match loading {
+        Ok(h) => h
+            .join()
+            .unwrap_or_else(|_| Err("loading the projection panicked".into())),
+        Err(e) => Err(format!("cannot start the projection thread: {e}")),
+    }
+}
+
+/// [`ready_check`] with the projection's load already started.
+fn ready_check_with(state: &AppState, loading: Loading<'_>) -> bool {
+    let verified = unpanicked("the startup check", || verify_log(state));
+    let loaded = join_projection_load(loading);
     match verified.and(loaded) {
         Ok(()) => {
             state.projection_ready.set(true);
@@ -250,6 +266,11 @@ pub(crate) fn load_event_state(state: &AppState) -> Result<(), String> {
         .events
         .load_state()
         .map_err(|e| format!("the event state cannot be caught up: {e}"))?;
+    // The snapshot this start resumed from bounds the tail a crash would
+    // replay as well as a new one would: no need to save it again.
+    if let Some(at) = state.events.restored_from() {
+        state.state_saved_at.fetch_max(at, Ordering::SeqCst);
+    }
     if let Some(why) = state.events.snapshot_refused() {
         state.metrics.count_derived_mismatch();
         tracing::error!(reason = %why, "derived state does not match the log");
@@ -266,32 +287,45 @@ pub(crate) fn load_event_state(state: &AppState) -> Result<(), String> {
 }
 
 /// The event state caught up ([`load_event_state`]), then [`ready_check`],
-/// then (when it passed) [`deep_check`].
+/// then (when it passed) [`deep_check`]. The projection is loaded from the
+/// start, beside the event state (neither reads the other, and the head
+/// does not move until the event state is caught up).
 pub fn startup_check(state: &AppState) {
-    let loaded = unpanicked("catching up the event state", || {
-        load_event_state(state)?;
-        // The signatures the catch-up did not check (writes are taken
-        // meanwhile, each checked at the door), before the server is ready:
-        // before it witnesses, anchors or serves a number, and before an
-        // event-state snapshot may seal the entries in.
-        let n = state
-            .events
-            .check_tail_signatures()
-            .map_err(|e| format!("a signature of the log does not verify: {e}"))?;
-        tracing::info!(
-            entries = n,
-            "the signatures of the entries replayed at start verify"
-        );
-        state.tail_signed.store(true, Ordering::SeqCst);
-        Ok(())
+    let ready = std::thread::scope(|s| {
+        let loading = spawn_projection_load(s, state);
+        let loaded = unpanicked("catching up the event state", || {
+            load_event_state(state)?;
+            // The signatures the catch-up did not check (writes are taken
+            // meanwhile, each checked at the door), before the server is
+            // ready: before it witnesses, anchors or serves a number, and
+            // before an event-state snapshot may seal the entries in.
+            let n = state
+                .events
+                .check_tail_signatures()
+                .map_err(|e| format!("a signature of the log does not verify: {e}"))?;
+            tracing::info!(
+                entries = n,
+                "the signatures of the entries replayed at start verify"
+            );
+            state.tail_signed.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        if let Err(e) = loaded {
+            let _ = join_projection_load(loading);
+            tracing::error!(error = %e, "the event state cannot be trusted; numbers, proofs and writes withheld");
+            state.withhold_numbers(e);
+            state.projection_ready.set(false);
+            return false;
+        }
+        ready_check_with(state, loading)
     });
-    if let Err(e) = loaded {
-        tracing::error!(error = %e, "the event state cannot be trusted; numbers, proofs and writes withheld");
-        state.withhold_numbers(e);
-        state.projection_ready.set(false);
-        return;
-    }
-    if ready_check(state) {
+    // The background check after the lookups are open: it walks the whole
+    // log (half a minute at 10M entries), and on two cores it would hold
+    // up the journal replay that readiness waits for. It checks the
+    // lookups too (and fails if they could not be opened), so it would
+    // wait for them anyway.
+    if ready {
+        let _ = state.events.ledger().lookups();
         deep_check(state);
     }
 }

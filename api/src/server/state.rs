@@ -136,10 +136,13 @@ impl AppState {
             batches: stats.batches.load(Ordering::Relaxed),
             commit_failures: stats.commit_failures.load(Ordering::Relaxed),
             lookup_failures: stats.lookup_failures.load(Ordering::Relaxed),
+            // While a start opens them, the lookups count as behind by
+            // the whole log.
             lookups_behind: {
                 let size = log.head().size;
-                let l = log.lookups();
-                size.saturating_sub(l.leaves_through().min(l.keys_through()))
+                log.lookups_if_open().map_or(size, |l| {
+                    size.saturating_sub(l.leaves_through().min(l.keys_through()))
+                })
             },
         }
     }

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::hash::{chain_hash, leaf_hash, Hash};
-use crate::lookup::LookupRow;
+use crate::lookup::{LookupRow, Lookups};
 use crate::merkle::{stored_hash_index, Frontier};
 use crate::store::{Head, Row, Store};
 
@@ -55,6 +55,18 @@ pub(super) fn commit_loop<S: Sequencer>(
                 }
             }
         }
+        // The first batch after a start waits for the lookups, which are
+        // opened beside the rest of the start; if that failed, every write
+        // is refused with why.
+        let lookups = match shared.lookups() {
+            Ok(l) => l,
+            Err(e) => {
+                for req in batch {
+                    let _ = req.reply.send(Err(AppendError::Ledger(e.clone())));
+                }
+                continue;
+            }
+        };
         let degraded = must_recover
             || shared
                 .store
@@ -89,8 +101,8 @@ pub(super) fn commit_loop<S: Sequencer>(
         let ran = crate::store::guarded("appending", || {
             // Writing the lookups after a commit failed: catch them up
             // before the sequencer relies on them.
-            catch_up_or_count::<S>(shared, &head);
-            let view = LogView::new(&snap, head, &shared.lookups);
+            catch_up_or_count::<S>(shared, lookups, &head);
+            let view = LogView::new(&snap, head, lookups);
             run_batch(
                 shared,
                 &view,
@@ -258,6 +270,10 @@ fn index_batch<S: Sequencer>(
     acks: &[(Hash, Hash)],
     head: &Head,
 ) {
+    // Open: the batch that got here waited for them.
+    let Ok(lookups) = shared.lookups() else {
+        return;
+    };
     let rows: Vec<LookupRow<'_>> = decided
         .keys
         .iter()
@@ -269,10 +285,7 @@ fn index_batch<S: Sequencer>(
             key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
         })
         .collect();
-    if let Err(e) = shared
-        .lookups
-        .add(first_index, &rows, head.size, &head.root, S::KEYED, true)
-    {
+    if let Err(e) = lookups.add(first_index, &rows, head.size, &head.root, S::KEYED, true) {
         shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
         tracing::error!(error = %e, "writing the lookups of a committed batch failed; the next batch catches them up");
     }
@@ -282,9 +295,9 @@ fn index_batch<S: Sequencer>(
 /// lookup write, or a batch that reported failure but persisted). A failure
 /// is counted and logged; until a later try succeeds, a key lookup behind
 /// the log refuses writes and lookups answer an error, never "absent".
-fn catch_up_or_count<S: Sequencer>(shared: &Shared, head: &Head) {
-    let keys_behind = S::KEYED && shared.lookups.keys_through() < head.size;
-    if !keys_behind && shared.lookups.leaves_through() >= head.size {
+fn catch_up_or_count<S: Sequencer>(shared: &Shared, lookups: &Lookups, head: &Head) {
+    let keys_behind = S::KEYED && lookups.keys_through() < head.size;
+    if !keys_behind && lookups.leaves_through() >= head.size {
         return;
     }
     let mut retry = shared
@@ -296,7 +309,7 @@ fn catch_up_or_count<S: Sequencer>(shared: &Shared, head: &Head) {
     }
     match shared
         .store()
-        .and_then(|s| super::catch_up_lookups::<S>(&s, &shared.lookups, head))
+        .and_then(|s| super::catch_up_lookups::<S>(&s, lookups, head, &NOT_CLOSING))
     {
         Ok(()) => *retry = None,
         Err(e) => {
@@ -306,6 +319,10 @@ fn catch_up_or_count<S: Sequencer>(shared: &Shared, head: &Head) {
         }
     }
 }
+
+/// A catch-up between batches runs to the end: the log waits for the
+/// committer when it closes.
+static NOT_CLOSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// How long after a failed catch-up of the lookups the next is tried.
 const LOOKUP_RETRY: Duration = Duration::from_secs(5);
@@ -488,11 +505,15 @@ fn recover<S: Sequencer>(
             (*frontier, *head) = (f, h);
             // A batch that reported failure may have persisted: its lookups
             // are written before the head that includes it is published.
-            catch_up_or_count::<S>(shared, &h);
+            // Open: only a batch that waited for them gets here.
+            let Ok(lookups) = shared.lookups() else {
+                return Ok(());
+            };
+            catch_up_or_count::<S>(shared, lookups, &h);
             *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
             shared.watch.send_replace(h);
             match shared.store().and_then(|s| s.snapshot()) {
-                Ok(snap) => sequencer.failed(&LogView::new(&snap, h, &shared.lookups)),
+                Ok(snap) => sequencer.failed(&LogView::new(&snap, h, lookups)),
                 Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
             }
             tracing::info!(size = h.size, "storage reopened after a failed commit");

@@ -13,16 +13,17 @@ impl<S: Sequencer> Ledger<S> {
     /// The entry whose leaf hash is `leaf_hash`, if any (checked).
     pub fn find_leaf(&self, leaf_hash: &Hash) -> Result<Option<Entry>, Error> {
         crate::store::guarded("looking up a leaf hash", || {
+            let lookups = self.shared.lookups_now()?;
             let size = self.head().size;
             let snap = self.shared.store()?.snapshot()?;
-            match self.shared.lookups.leaf(leaf_hash)? {
+            match lookups.leaf(leaf_hash)? {
                 Some(i) if i < size => {
                     let e = checked_entry(&snap, i)?;
                     Ok((e.leaf_hash == *leaf_hash).then_some(e))
                 }
                 _ => self
                     .shared
-                    .lookups_cover(self.shared.lookups.leaves_through(), size)
+                    .lookups_cover(lookups.leaves_through(), size)
                     .map(|()| None),
             }
         })
@@ -33,13 +34,14 @@ impl<S: Sequencer> Ledger<S> {
     /// carries that key, see [`Sequencer::key_of`]).
     pub fn find_key(&self, name: &str) -> Result<Option<(Entry, [u8; 32])>, Error> {
         crate::store::guarded("looking up an envelope id", || {
+            let lookups = self.shared.lookups_now()?;
             let size = self.head().size;
             let snap = self.shared.store()?.snapshot()?;
-            match self.shared.lookups.key(name)? {
+            match lookups.key(name)? {
                 Some((i, digest)) if i < size => Ok(Some((checked_entry(&snap, i)?, digest))),
                 _ => self
                     .shared
-                    .lookups_cover(self.shared.lookups.keys_through(), size)
+                    .lookups_cover(lookups.keys_through(), size)
                     .map(|()| None),
             }
         })
@@ -83,12 +85,12 @@ impl<S: Sequencer> Ledger<S> {
             // The watermarks first: the committer writes a batch's lookups
             // after its redb commit, so watermarks read before the snapshot
             // never run ahead of it.
-            let marks = self.shared.lookups.watermarks()?;
+            let marks = self.shared.lookups()?.watermarks()?;
             let snap = self.shared.store()?.snapshot()?;
             let size = snap.head()?.size;
             crate::verify::verify_indexes(
                 &snap,
-                &self.shared.lookups,
+                self.shared.lookups()?,
                 &marks,
                 size,
                 &S::key_of,

@@ -13,7 +13,7 @@ use super::Entry;
 pub struct LogView<'a> {
     snap: &'a Snapshot,
     head: Head,
-    lookups: &'a Lookups,
+    lookups: Option<&'a Lookups>,
 }
 
 impl<'a> LogView<'a> {
@@ -22,22 +22,38 @@ impl<'a> LogView<'a> {
         LogView {
             snap,
             head,
-            lookups,
+            lookups: Some(lookups),
         }
+    }
+
+    /// A view of `snap` as of `head` for a replay, which reads entries in
+    /// order and never looks one up by key: it need not wait while a start
+    /// opens the lookups. A lookup through it is an error.
+    pub fn without_lookups(snap: &'a Snapshot, head: Head) -> Self {
+        LogView {
+            snap,
+            head,
+            lookups: None,
+        }
+    }
+
+    fn lookups(&self) -> Result<&'a Lookups, Error> {
+        self.lookups
+            .ok_or_else(|| crate::lookup::lookup_err("a replay's view of the log has none"))
     }
 
     /// Whether the key lookup covers every committed entry. The ledger
     /// makes it so on open and after every commit; `false` (writing the
     /// lookups failed) means a lookup could miss a key.
     pub fn keys_complete(&self) -> Result<bool, Error> {
-        Ok(self.lookups.keys_through() >= self.head.size)
+        Ok(self.lookups()?.keys_through() >= self.head.size)
     }
 
     /// The index and content digest recorded for an entry key, if any and
     /// committed. Derived data: check it against [`LogView::entry`].
     pub fn entry_key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
         Ok(self
-            .lookups
+            .lookups()?
             .key(name)?
             .filter(|(index, _)| *index < self.head.size))
     }
