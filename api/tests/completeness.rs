@@ -60,10 +60,11 @@ type Cite = (u64, Vec<u8>, Vec<String>, String, f64);
 fn restate(p: &mut ProjectionResponse, cited: Vec<Cite>) {
     let leaves: Vec<Cited<'_>> = cited
         .iter()
-        .map(|(index, leaf, _, case, _)| Cited {
+        .map(|(index, leaf, _, case, score)| Cited {
             index: *index,
             leaf,
             case_id: Some(case),
+            score: Some(*score),
         })
         .collect();
     p.view.held_out = held_out_from_evidence(

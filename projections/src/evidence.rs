@@ -31,6 +31,8 @@ pub enum EvidenceError {
         stated: String,
         found: String,
     },
+    #[error("evidence {index} scored {found}; the view says {stated}")]
+    OtherScore { index: u64, stated: f64, found: f64 },
     #[error("evidence {index} appears more than once")]
     Repeated { index: u64 },
     #[error("case `{case}` is cited twice (only the latest score of a case counts)")]
@@ -49,6 +51,9 @@ pub struct Cited<'a> {
     pub leaf: &'a [u8],
     /// The case id the view says this score is for, when it says one.
     pub case_id: Option<&'a str>,
+    /// The score the view says the leaf records, when it says one (bit for
+    /// bit: a view never shows a number its leaf does not hold).
+    pub score: Option<f64>,
 }
 
 /// Options of [`held_out_from_evidence`].
@@ -101,6 +106,15 @@ pub fn held_out_from_evidence(
                 });
             }
         }
+        if let Some(stated) = c.score {
+            if stated.to_bits() != s.score.score.to_bits() {
+                return Err(EvidenceError::OtherScore {
+                    index: c.index,
+                    stated,
+                    found: s.score.score,
+                });
+            }
+        }
         if !cases.insert(s.case_id.clone()) {
             return Err(EvidenceError::CaseTwice { case: s.case_id });
         }
@@ -142,7 +156,8 @@ pub fn check_stated(stated: &ScoreStats, recomputed: &ScoreStats) -> Result<(), 
 /// `leaves[i]` must be the log's own leaf for `view.evidence[i]` (the
 /// caller read it through a checked read, or proved it included). The
 /// statistics are recomputed from those leaves alone, within the view's
-/// window, and must equal the view's bit for bit.
+/// window, and must equal the view's bit for bit; so must each evidence
+/// entry's stated case and score.
 pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), EvidenceError> {
     if view.evidence.len() != leaves.len() {
         return Err(EvidenceError::Count {
@@ -158,6 +173,7 @@ pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), E
             index: e.index,
             leaf,
             case_id: Some(&e.case_id),
+            score: Some(e.score),
         })
         .collect();
     let recomputed = held_out_from_evidence(

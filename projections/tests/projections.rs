@@ -840,6 +840,33 @@ fn attack_numbers_that_do_not_follow_from_their_evidence_are_never_signed() {
     refused(&v, "case");
 }
 
+/// A view whose statistics follow from its evidence but which shows one
+/// evidence entry with a score its leaf does not hold (a number the ledger
+/// did not derive) is refused before it is signed, naming the entry.
+#[test]
+fn attack_a_view_showing_a_score_its_evidence_leaf_does_not_hold_is_never_signed() {
+    use projections::driver::{check_evidence, DerivedMismatch, DriverError};
+    let mut w = World::new();
+    for (c, v) in [("case-1", 0.4), ("case-2", 0.6)] {
+        w.post("harness", Event::ScoreRecorded(score(c, v)))
+            .expect("score");
+    }
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let mut v = view(&w, &mut p, TASK_CLASS);
+    check_evidence(w.log.ledger(), &v).expect("an honest view follows from its evidence");
+    v.evidence[0].score = 0.95;
+    match check_evidence(w.log.ledger(), &v) {
+        Err(DriverError::Mismatch(DerivedMismatch::Evidence { what, .. })) => assert!(
+            what.contains(&format!(
+                "evidence {} scored 0.4; the view says 0.95",
+                v.evidence[0].index
+            )),
+            "{what}"
+        ),
+        other => panic!("a view showing a score its leaf does not hold was accepted: {other:?}"),
+    }
+}
+
 /// A `state.committed` whose root is not the fold of the log before it
 /// (the ledger signed a wrong commitment) stops every fold of the log at
 /// that entry, naming it; a right one folds like any entry.

@@ -147,6 +147,15 @@ def test_projection_that_drops_a_low_score_from_its_evidence_is_refused(bench: B
     assert e.value.what == "view.held_out.cases"
 
 
+def test_projection_showing_a_score_its_evidence_leaf_does_not_hold_is_refused(bench: Bench, raw_projection: dict[str, Any]) -> None:
+    e0 = raw_projection["view"]["evidence"][0]
+    e0["score"] = 0.5 if e0["score"] != 0.5 else 0.25
+    with pytest.raises(EvidenceMismatch) as e:
+        check(raw_projection, bench)
+    assert e.value.what == f"evidence {e0['index']}"
+    assert "the view says" in str(e.value)
+
+
 def test_projection_whose_bundle_differs_from_its_cited_evidence_is_refused(bench: Bench, raw_projection: dict[str, Any]) -> None:
     del raw_projection["evidence"][0]
     with pytest.raises(EvidenceMismatch, match="does not match"):

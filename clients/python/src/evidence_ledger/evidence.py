@@ -30,6 +30,8 @@ class Cited:
     index: int
     leaf: bytes
     case_id: Optional[str] = None
+    # The score the view says the leaf records (compared bit for bit), when it says one.
+    score: Optional[float] = None
 
 
 def held_out_from_evidence(
@@ -70,6 +72,8 @@ def held_out_from_evidence(
         v = s.get("score") if isinstance(s, dict) else None
         if not isinstance(p, bool) or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise EvidenceMismatch(what, "its score is not {passed: bool, score: number}")
+        if c.score is not None and not _same(float(c.score), float(v)):
+            raise EvidenceMismatch(what, f"scored {float(v)!r}; the view says {c.score!r}")
         passed += int(p)
         scores.append(float(v))
     seed = bootstrap_seed(task_class)
@@ -102,6 +106,6 @@ def check_view(view: TaskClassView, leaves: Sequence[bytes]) -> None:
     (`leaves[i]` is the log's own leaf for `view.evidence[i]`)."""
     if len(view.evidence) != len(leaves):
         raise EvidenceMismatch("view.evidence", f"the view cites {len(view.evidence)} entries; {len(leaves)} leaves were given")
-    cited = [Cited(e.index, leaf, e.case_id) for e, leaf in zip(view.evidence, leaves)]
+    cited = [Cited(e.index, leaf, e.case_id, e.score) for e, leaf in zip(view.evidence, leaves)]
     recomputed = held_out_from_evidence(view.task_class, cited, view.settings, view.window_start_micros)
     check_stated(view.held_out, recomputed)
