@@ -61,7 +61,8 @@ pub(crate) async fn guard(State(state): State<Shared>, req: Request, next: Next)
     let path = req.uri().path().to_owned();
     let resp = async {
         if let Some(token) = &state.config.read_token {
-            let open = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics");
+            let open = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics")
+                || crate::server::routes::explorer::is_explorer_path(&path);
             // Writes are authorised by their signatures; everything else
             // (GET, and HEAD, which axum answers with the GET handler)
             // reads, and needs the token.

@@ -79,6 +79,15 @@ pub fn router(state: Shared) -> Router {
     let limit = state.config.max_body_bytes;
     let (routes, _) = routes::all().split_for_parts();
     routes
+        .route(
+            routes::explorer::PREFIX,
+            axum::routing::get(routes::explorer::redirect),
+        )
+        .route("/explorer/", axum::routing::get(routes::explorer::index))
+        .route(
+            "/explorer/{file}",
+            axum::routing::get(routes::explorer::file),
+        )
         // On matched routes only: names the route template for the access
         // log and the per-route metrics the guard writes.
         .route_layer(axum::middleware::from_fn(guard::name_route))

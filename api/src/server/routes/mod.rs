@@ -14,6 +14,7 @@ use crate::server::state::{AppState, Shared};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use verifier::wire::WriteReceipt;
 
+pub mod explorer;
 pub mod operations;
 pub mod proofs;
 pub mod reads;

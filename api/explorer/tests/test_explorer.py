@@ -1,0 +1,778 @@
+"""The web explorer (api/explorer/) in a real browser, against a real server.
+
+The test starts `ledger demo` (a fresh data directory with a realistic bench,
+served until stopped), puts a tamper proxy between it and headless Chromium,
+and drives every page: the head, the entry list, an entry, the three kinds of
+search and a task class. With the proxy passing everything through, every
+check on those pages must turn green (`data-status="ok"`). Then the proxy
+changes one byte of one kind of answer (an inclusion proof step, a
+consistency proof step, the checkpoint's signature or root, a served
+statistic, an evidence proof step, a projection's root), and the element
+that checks it must turn red, naming what failed.
+
+Environment:
+- LEDGER_BIN: the `ledger` binary (default target/release/ledger);
+- EXPLORER_SCREENSHOTS: where screenshots go (default target/explorer-screenshots);
+- UPDATE_README_SCREENSHOT=1: also copy the task-class page to docs/explorer.png;
+- EXPLORER_ASSETS_DIR: for development only, before the binary serves the
+  explorer: the proxy then serves /explorer/* from that directory, with the
+  headers the server must send. Unset (as in CI), /explorer/* is forwarded
+  to the server like everything else, so the test proves the binary serves
+  the assets.
+
+Needs Debian's chromium and chromium-driver (/usr/bin/chromium,
+/usr/bin/chromedriver) and the Python packages in requirements.txt.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.chrome.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+HERE = Path(__file__).resolve().parent
+EXPLORER = HERE.parent
+REPO = EXPLORER.parents[1]
+LEDGER_BIN = Path(os.environ.get("LEDGER_BIN", str(REPO / "target/release/ledger")))
+SCREENSHOTS = Path(os.environ.get("EXPLORER_SCREENSHOTS", str(REPO / "target/explorer-screenshots")))
+ASSETS_DIR = os.environ.get("EXPLORER_ASSETS_DIR")
+CHROMIUM = os.environ.get("CHROMIUM_BIN", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER_BIN", "/usr/bin/chromedriver")
+
+#: Every file of the explorer and the Content-Type the server must send.
+ASSETS = {
+    "index.html": "text/html; charset=utf-8",
+    "explorer.css": "text/css; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "api.js": "text/javascript; charset=utf-8",
+    "blake3.js": "text/javascript; charset=utf-8",
+    "envelope.js": "text/javascript; charset=utf-8",
+    "libm.js": "text/javascript; charset=utf-8",
+    "merkle.js": "text/javascript; charset=utf-8",
+    "note.js": "text/javascript; charset=utf-8",
+    "plot.js": "text/javascript; charset=utf-8",
+    "stats.js": "text/javascript; charset=utf-8",
+}
+#: The Content-Security-Policy every explorer file is served with.
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+       "connect-src 'self'; frame-ancestors 'none'")
+
+CLASS = "flaky-test-quarantine"
+WAIT = 60  # seconds: an upper bound for a page, never a sleep
+
+
+# --- the demo server --------------------------------------------------------------------
+
+
+class Demo:
+    """`ledger demo --listen 127.0.0.1:0`, with what it printed: its address,
+    the log's verifier key and its data directory."""
+
+    def __init__(self) -> None:
+        self._wait_for_binary()
+        self.proc = subprocess.Popen(
+            [str(LEDGER_BIN), "demo", "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        )
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        ready = threading.Event()
+        threading.Thread(target=self._drain, args=(self.proc.stdout, self.lines, ready), daemon=True).start()
+        threading.Thread(target=self._drain, args=(self.proc.stderr, self.errors, None), daemon=True).start()
+        if not ready.wait(120) or self.proc.poll() is not None:
+            self.stop()
+            raise RuntimeError("the demo did not start:\n" + "".join(self.lines + self.errors)[-4000:])
+        out = "".join(self.lines)
+        self.url = _search(r"server listening on (http://127\.0\.0\.1:\d+)", out)
+        self.key = _search(r"--key '([^']+)'", out)
+        self.data_dir = Path(_search(r"demo data directory: (\S+)", out))
+        self.enrolled = 0
+
+    @staticmethod
+    def _wait_for_binary() -> None:
+        # Another build may be replacing the binary: wait for it, briefly.
+        deadline = time.monotonic() + 120
+        while not (LEDGER_BIN.is_file() and os.access(LEDGER_BIN, os.X_OK)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{LEDGER_BIN} does not exist (set LEDGER_BIN)")
+            time.sleep(1)
+
+    @staticmethod
+    def _drain(stream: Any, into: list[str], ready: Optional[threading.Event]) -> None:
+        for line in stream:
+            into.append(line)
+            if ready is not None and line.startswith("serving until"):
+                ready.set()
+        if ready is not None:
+            ready.set()
+
+    def grow(self) -> None:
+        """Appends one entry: enrols a fresh key, signed with the demo's operator key."""
+        self.enrolled += 1
+        with tempfile.TemporaryDirectory() as tmp:
+            keyfile = Path(tmp) / "k.key"
+            out = subprocess.run([str(LEDGER_BIN), "keygen", "--name", f"explorer-test-{self.enrolled}", "--out", str(keyfile)],
+                                 check=True, capture_output=True, text=True).stdout
+            public = _search(r"public key:\s+(\S+)", out)
+            subprocess.run([str(LEDGER_BIN), "enrol", "--server", self.url, "--key", self.key,
+                            "--operator-key", str(self.data_dir / "operator.key"), "--public-key", public,
+                            "--identity", f"explorer-test-{self.enrolled}@explorer.test", "--role", "harness"],
+                           check=True, capture_output=True, text=True, timeout=60)
+
+    def get(self, path: str) -> Any:
+        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+            return json.loads(r.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(20)
+        # The demo leaves its fresh temporary directory behind on purpose; this one is ours.
+        d = getattr(self, "data_dir", None)
+        if d is not None and d.name.startswith("ledger-demo-") and d.parent == Path(tempfile.gettempdir()):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _search(pattern: str, text: str) -> str:
+    m = re.search(pattern, text)
+    if not m:
+        raise RuntimeError(f"`{pattern}` not found in:\n{text[-4000:]}")
+    return m.group(1)
+
+
+# --- the tamper proxy ------------------------------------------------------------------
+
+
+def _flip_hex(body: bytes, at: int) -> bytes:
+    c = body[at:at + 1]
+    return body[:at] + (b"1" if c == b"0" else b"0") + body[at + 1:]
+
+
+def _after(body: bytes, marker: bytes) -> int:
+    i = body.find(marker)
+    if i < 0:
+        raise AssertionError(f"{marker!r} not in the answer")
+    return i + len(marker)
+
+
+def _is_projection(path: str) -> bool:
+    return re.fullmatch(r"/v1/task-classes/[^/?]+", path.split("?")[0]) is not None
+
+
+def _tamper_signature(body: bytes) -> bytes:
+    # A character in the middle of the signature line's base64 (past the key hash).
+    i = _after(body, "\n\u2014 ".encode()) + 40
+    return body[:i] + (b"A" if body[i:i + 1] != b"A" else b"B") + body[i + 1:]
+
+
+def _tamper_root(body: bytes) -> bytes:
+    # The first character of the checkpoint's root line (the third line).
+    i = body.index(b"\n", body.index(b"\n") + 1) + 1
+    return body[:i] + (b"A" if body[i:i + 1] != b"A" else b"B") + body[i + 1:]
+
+
+def _tamper_mean(body: bytes) -> bytes:
+    # The first decimal of the served held-out mean: 0.5711… becomes 0.6711….
+    i = _after(body, b'"held_out":{"cases":')
+    i = _after(body[i:], b'"mean":0.') + i
+    d = body[i:i + 1]
+    return body[:i] + str((int(d) + 1) % 10).encode() + body[i + 1:]
+
+
+#: What each tampering changes: (does it apply to this path?, how the answer's bytes change).
+TAMPERS: dict[str, tuple[Callable[[str], bool], Callable[[bytes], bytes]]] = {
+    "inclusion-step": (lambda p: p.startswith("/v1/proofs/inclusion"), lambda b: _flip_hex(b, _after(b, b'"proof":["'))),
+    "consistency-step": (lambda p: p.startswith("/v1/proofs/consistency"), lambda b: _flip_hex(b, _after(b, b'"proof":["'))),
+    "checkpoint-signature": (lambda p: p == "/checkpoint", _tamper_signature),
+    "checkpoint-root": (lambda p: p == "/checkpoint", _tamper_root),
+    "served-mean": (_is_projection, _tamper_mean),
+    "evidence-step": (_is_projection, lambda b: _flip_hex(b, _after(b, b'"proof":["'))),
+    "projection-root": (_is_projection, lambda b: _flip_hex(b, _after(b, b'"root":"'))),
+}
+
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+              "transfer-encoding", "upgrade", "content-length", "host", "accept-encoding"}
+
+
+class Proxy:
+    """Forwards every request to the server unchanged, unless `tamper` names
+    one of TAMPERS: then the matching answers get that one-byte change.
+    Records the Authorization headers it saw. With EXPLORER_ASSETS_DIR set,
+    serves /explorer/* from that directory (development only)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.removeprefix("http://")
+        self.tamper: Optional[str] = None
+        self.tampered = 0
+        self.authorizations: list[tuple[str, str]] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                proxy.handle(self)
+
+            def do_HEAD(self) -> None:
+                proxy.handle(self)
+
+            def do_POST(self) -> None:
+                proxy.handle(self)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def handle(self, req: http.server.BaseHTTPRequestHandler) -> None:
+        path = req.path
+        auth = req.headers.get("Authorization")
+        if auth:
+            self.authorizations.append((path, auth))
+        if ASSETS_DIR and (path == "/explorer" or path.startswith("/explorer/")):
+            return self._serve_asset(req, path)
+        length = int(req.headers.get("Content-Length") or 0)
+        body = req.rfile.read(length) if length else None
+        headers = {k: v for k, v in req.headers.items() if k.lower() not in HOP_BY_HOP}
+        conn = http.client.HTTPConnection(self.upstream, timeout=60)
+        try:
+            conn.request(req.command, path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            status, resp_headers = resp.status, resp.getheaders()
+        finally:
+            conn.close()
+        t = TAMPERS.get(self.tamper or "")
+        if t is not None and status == 200 and t[0](path):
+            data = t[1](data)
+            self.tampered += 1
+        self._reply(req, status, [(k, v) for k, v in resp_headers if k.lower() not in HOP_BY_HOP], data)
+
+    def _serve_asset(self, req: http.server.BaseHTTPRequestHandler, path: str) -> None:
+        # What the server's route must do (README.md beside the explorer says it too).
+        name = path.split("?")[0].removeprefix("/explorer").lstrip("/") or "index.html"
+        if path.split("?")[0] == "/explorer":
+            return self._reply(req, 308, [("Location", "/explorer/")], b"")
+        if name not in ASSETS:
+            return self._reply(req, 404, [("Content-Type", "application/problem+json")], b'{"code":"not_found"}')
+        data = (Path(ASSETS_DIR) / name).read_bytes()  # type: ignore[arg-type]
+        self._reply(req, 200, [("Content-Type", ASSETS[name]), ("Content-Security-Policy", CSP),
+                               ("X-Content-Type-Options", "nosniff"), ("Cache-Control", "no-cache")], data)
+
+    @staticmethod
+    def _reply(req: http.server.BaseHTTPRequestHandler, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+        req.send_response(status)
+        for k, v in headers:
+            req.send_header(k, v)
+        req.send_header("Content-Length", str(len(data)))
+        req.end_headers()
+        if req.command != "HEAD":
+            req.wfile.write(data)
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[Demo]:
+    d = Demo()
+    try:
+        yield d
+    finally:
+        d.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(demo: Demo) -> Iterator[Proxy]:
+    p = Proxy(demo.url)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+@pytest.fixture(scope="module")
+def served(proxy: Proxy) -> None:
+    """The explorer's page is served at /explorer/ (by the binary unless EXPLORER_ASSETS_DIR):
+    without it every browser test would only time out."""
+    try:
+        with urllib.request.urlopen(f"{proxy.url}/explorer/", timeout=30) as r:
+            status = r.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    if status != 200:
+        detail = str(status)
+        pytest.fail(f"GET /explorer/ answered {detail}: {LEDGER_BIN} does not serve the explorer "
+                    "(api/explorer/README.md, 'Serving it'); EXPLORER_ASSETS_DIR=api/explorer serves it from the proxy")
+
+
+@pytest.fixture()
+def tamper(proxy: Proxy) -> Iterator[Callable[[str], None]]:
+    def set_(kind: str) -> None:
+        proxy.tamper = kind
+        proxy.tampered = 0
+
+    try:
+        yield set_
+    finally:
+        proxy.tamper = None
+
+
+@pytest.fixture(scope="module")
+def browser(served: None) -> Iterator[WebDriver]:
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1280,1700", "--disable-extensions", "--no-first-run"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_script_timeout(WAIT)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def pinned(browser: WebDriver, proxy: Proxy, demo: Demo) -> str:
+    """Pins the demo's verifier key through the settings page."""
+    open_page(browser, proxy, "/settings")
+    area = browser.find_element(By.ID, "key-input")
+    area.clear()
+    area.send_keys(demo.key)
+    browser.find_element(By.ID, "key-pin").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.find_element(By.ID, "key-message").get_attribute("data-status") == "ok")
+    assert browser.execute_script("return localStorage.getItem('evidence-ledger.key')") == demo.key
+    return demo.key
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+#: What the browser logged: a policy violation or an uncaught error fails the test at its end.
+CONSOLE: list[str] = []
+
+
+def browser_log(driver: WebDriver) -> list[str]:
+    """The browser's console messages since the last call."""
+    entries: list[dict[str, Any]] = driver.get_log("browser")  # type: ignore[no-untyped-call]
+    return [str(e.get("message", "")) for e in entries]
+
+
+def open_page(driver: WebDriver, proxy: Proxy, route: str) -> str:
+    """Loads the explorer afresh at `#route` and waits until every check on the page
+    has finished; returns the page's status (ok, fail or none)."""
+    CONSOLE.extend(browser_log(driver))
+    driver.get("about:blank")
+    driver.get(f"{proxy.url}/explorer/#{route}")
+    WebDriverWait(driver, WAIT).until(lambda d: d.find_element(By.ID, "page").get_attribute("data-status") != "pending")
+    return str(driver.find_element(By.ID, "page").get_attribute("data-status"))
+
+
+def status(driver: WebDriver, id_: str) -> str:
+    return str(driver.find_element(By.ID, id_).get_attribute("data-status"))
+
+
+def message(driver: WebDriver, id_: str) -> str:
+    return driver.find_element(By.ID, id_).text
+
+
+def checks(driver: WebDriver) -> dict[str, str]:
+    return {str(e.get_attribute("id")): str(e.get_attribute("data-status")) for e in driver.find_elements(By.CSS_SELECTOR, ".check")}
+
+
+def assert_all_green(driver: WebDriver, expect: list[str]) -> None:
+    found = checks(driver)
+    for id_ in expect:
+        assert id_ in found, f"no #{id_} on the page ({sorted(found)})"
+    bad = {k: v for k, v in found.items() if v != "ok"}
+    assert not bad, {k: message(driver, k) for k in bad}
+    assert driver.find_element(By.ID, "alarm").get_attribute("hidden") is not None
+    assert status(driver, "page") == "ok"
+
+
+def assert_red(driver: WebDriver, id_: str, *needles: str) -> None:
+    assert status(driver, id_) == "fail", f"#{id_} is {status(driver, id_)}: {message(driver, id_)}"
+    text = message(driver, id_)
+    for n in needles:
+        assert n in text, f"#{id_} says {text!r}, which does not name {n!r}"
+    alarm = driver.find_element(By.ID, "alarm")
+    assert alarm.get_attribute("hidden") is None and status(driver, "alarm") == "fail"
+    assert any(n in alarm.text for n in needles), alarm.text
+    assert status(driver, "page") == "fail"
+
+
+def screenshot(driver: WebDriver, name: str, full: bool = True) -> Path:
+    """Saves the page (the whole of it, or with `full=False` its top, about 1280×1400 pixels)."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return Math.min(document.documentElement.scrollHeight, 6000)") if full else 1540
+    driver.set_window_size(1280, max(900, int(height) + 40) if full else height)
+    path = SCREENSHOTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1280, 1700)
+    return path
+
+
+def head_size(driver: WebDriver) -> int:
+    return int(driver.find_element(By.ID, "head-size").text)
+
+
+# --- the assets ----------------------------------------------------------------------------------
+
+
+def test_every_asset_is_served_with_its_type_and_the_policy(proxy: Proxy, served: None) -> None:
+    for name, ctype in {"": ASSETS["index.html"], **ASSETS}.items():
+        with urllib.request.urlopen(f"{proxy.url}/explorer/{name}", timeout=30) as r:
+            assert r.status == 200, name
+            assert r.headers["Content-Type"] == ctype, (name, r.headers["Content-Type"])
+            assert r.headers["Content-Security-Policy"] == CSP, name
+            assert r.headers["X-Content-Type-Options"] == "nosniff", name
+            body = r.read()
+        if name in ("", "index.html"):
+            assert body == (EXPLORER / "index.html").read_bytes(), "the served index.html is not api/explorer/index.html"
+        else:
+            assert body == (EXPLORER / name).read_bytes(), f"the served {name} is not api/explorer/{name}"
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{proxy.url}/explorer/no-such-file.js", timeout=30)
+    assert e.value.code == 404
+    # The assets are named relative to /explorer/: /explorer redirects there.
+    with urllib.request.urlopen(f"{proxy.url}/explorer", timeout=30) as r:
+        assert r.geturl() == f"{proxy.url}/explorer/"
+        assert r.read() == (EXPLORER / "index.html").read_bytes()
+
+
+def test_modules_in_the_browser(browser: WebDriver, proxy: Proxy) -> None:
+    """BLAKE3 against the official vectors' inputs, RFC 6962 and the format
+    vectors, the signed-note vectors with WebCrypto Ed25519, and the statistics
+    bit for bit against the Python client's."""
+    open_page(browser, proxy, "/settings")
+    vectors = json.loads((HERE / "selftest_vectors.json").read_text(encoding="utf-8"))
+    rfc = json.loads((REPO / "ledger/testdata/rfc6962_vectors.json").read_text(encoding="utf-8"))
+    fmt = json.loads((REPO / "ledger/testdata/format_vectors.json").read_text(encoding="utf-8"))
+    result = browser.execute_async_script(
+        """
+        const [vectors, rfc, fmt, done] = arguments;
+        (async () => {
+          const b3 = await import('./blake3.js');
+          const m = await import('./merkle.js');
+          const n = await import('./note.js');
+          const s = await import('./stats.js');
+          const out = {blake3: [], rfc: [], format: [], note: [], stats: []};
+          const hex = (h) => Uint8Array.from(h.match(/../g) ?? [], (x) => parseInt(x, 16));
+          for (const v of vectors.blake3) {
+            const input = new Uint8Array(v.input_len).map((_, i) => i % 251);
+            const got = m.toHex(b3.blake3(input, 131));
+            if (got !== v.hash) out.blake3.push(`length ${v.input_len}: ${got}`);
+          }
+          const hashes = [];
+          for (const l of rfc.leaves_hex) hashes.push(await m.leafHash(hex(l)));
+          const roots = [];
+          for (let k = 0; k <= hashes.length; k++) roots.push(await m.rootOf(hashes.slice(0, k)));
+          roots.forEach((r, k) => { if (m.toHex(r) !== rfc.roots_by_size[k]) out.rfc.push(`root of ${k}`); });
+          for (const c of rfc.inclusion) {
+            try { await m.verifyInclusion(c.index, c.size, hashes[c.index], c.proof.map(hex), roots[c.size]); }
+            catch (e) { out.rfc.push(`inclusion ${c.index}/${c.size}: ${e.message}`); }
+            for (let j = 0; j < c.proof.length; j++) {
+              const bad = c.proof.map(hex); bad[j][0] ^= 1;
+              try { await m.verifyInclusion(c.index, c.size, hashes[c.index], bad, roots[c.size]); out.rfc.push(`accepted a flipped inclusion step ${j}`); } catch {}
+            }
+          }
+          for (const c of rfc.consistency) {
+            try { await m.verifyConsistency(c.old, roots[c.old], c.new, roots[c.new], c.proof.map(hex)); }
+            catch (e) { out.rfc.push(`consistency ${c.old}->${c.new}: ${e.message}`); }
+            for (let j = 0; j < c.proof.length; j++) {
+              const bad = c.proof.map(hex); bad[j][0] ^= 1;
+              try { await m.verifyConsistency(c.old, roots[c.old], c.new, roots[c.new], bad); out.rfc.push(`accepted a flipped consistency step ${j}`); } catch {}
+            }
+          }
+          let chain = new Uint8Array(32); const hs = [];
+          for (const e of fmt.entries) {
+            const leaf = hex(e.leaf_hex); const lh = await m.leafHash(leaf); hs.push(lh);
+            chain = await m.chainHash(chain, leaf);
+            if (m.toHex(lh) !== e.leaf_hash) out.format.push(`leaf hash ${e.index}`);
+            if (m.toHex(b3.blake3(leaf)) !== e.content_digest_blake3) out.format.push(`blake3 ${e.index}`);
+            if (m.toHex(chain) !== e.chain_hash) out.format.push(`chain ${e.index}`);
+            if (m.toHex(await m.rootOf(hs)) !== e.root_after) out.format.push(`root ${e.index}`);
+          }
+          const key = await n.parseVerifierKey(fmt.log_key.verifier_key);
+          const cp = await n.openCheckpoint(fmt.checkpoint.note, key);
+          if (cp.size !== fmt.checkpoint.size || cp.rootHex !== fmt.checkpoint.root_hex) out.note.push('checkpoint');
+          for (const [what, note] of [['flipped signature', fmt.checkpoint.note.replace('Kp3rcnD2', 'Kp3rcnD3')],
+                                      ['attestation as a checkpoint', fmt.bundle_attestation.note]]) {
+            try { await n.openCheckpoint(note, key); out.note.push(`accepted ${what}`); } catch {}
+          }
+          const settings = vectors.settings;
+          for (const c of vectors.stats) {
+            const seed = s.bootstrapSeed(c.name);
+            const seedText = ((BigInt(seed[0]) << 32n) | BigInt(seed[1])).toString();
+            if (seedText !== c.seed) out.stats.push(`${c.name}: seed ${seedText}`);
+            const got = s.scoreStats(c.data, c.passed, settings, seed);
+            for (const r of s.compareStats(c.expected, got)) {
+              if (r.status !== 'ok' || r.note !== 'bit for bit') out.stats.push(`${c.name} ${r.field}: ${r.recomputed} vs ${r.served}`);
+            }
+          }
+          return out;
+        })().then(done, (e) => done({error: String(e && e.stack || e)}));
+        """,
+        vectors, rfc, fmt)
+    assert "error" not in result, result
+    assert result == {"blake3": [], "rfc": [], "format": [], "note": [], "stats": []}
+
+
+# --- the pages, honest server --------------------------------------------------------------------
+
+
+def test_without_a_pinned_key_nothing_is_verified(browser: WebDriver, proxy: Proxy) -> None:
+    open_page(browser, proxy, "/settings")
+    browser.execute_script("localStorage.clear()")
+    assert open_page(browser, proxy, "/") == "none"
+    assert status(browser, "key-banner") == "none"
+    assert "Nothing on these pages is verified" in message(browser, "key-banner")
+    for id_ in ("check-head-signature", "check-head-consistency", "check-head-age"):
+        assert status(browser, id_) == "none", id_
+    assert "no verifier key" in message(browser, "check-head-signature")
+    open_page(browser, proxy, f"/classes/{CLASS}")
+    assert {v for k, v in checks(browser).items()} == {"none"}
+    screenshot(browser, "no-key")
+
+
+def test_head_page_verifies_the_signature_then_consistency(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
+    open_page(browser, proxy, "/settings")
+    browser.find_element(By.ID, "trusted-forget").click()
+    # First visit: signed, and trusted on first use (nothing to be consistent with).
+    assert open_page(browser, proxy, "/") == "none"
+    assert status(browser, "check-head-signature") == "ok"
+    assert pinned in message(browser, "check-head-signature")
+    assert status(browser, "check-head-consistency") == "none"
+    assert "trust on first use" in message(browser, "check-head-consistency")
+    assert status(browser, "check-head-age") == "ok"
+    first = head_size(browser)
+    assert first <= demo.get("/v1/log")["tree_size"]
+    # The log grows; the next visit proves the new head extends the trusted one.
+    demo.grow()
+    assert open_page(browser, proxy, "/") == "ok"
+    assert_all_green(browser, ["check-head-signature", "check-head-consistency", "check-head-age"])
+    second = head_size(browser)
+    assert second > first
+    assert f"from the head this browser trusted (size {first}) to size {second}" in message(browser, "check-head-consistency")
+    assert len(browser.find_element(By.ID, "head-detail-root").text) == 64
+    screenshot(browser, "head")
+
+
+def test_entry_list(browser: WebDriver, proxy: Proxy, pinned: str) -> None:
+    assert open_page(browser, proxy, "/entries?start=0") == "ok"
+    assert_all_green(browser, ["check-head-signature", "check-head-consistency", "check-list"])
+    rows = browser.find_elements(By.CSS_SELECTOR, "#entries-table tbody tr")
+    assert len(rows) == 50
+    assert all(r.get_attribute("data-status") == "ok" for r in rows)
+    assert "genesis-operator" in browser.find_element(By.ID, "entry-row-0").text
+    screenshot(browser, "entries")
+    # The default page is the newest entries.
+    assert open_page(browser, proxy, "/entries") == "ok"
+    assert browser.find_element(By.ID, f"entry-row-{head_size(browser) - 1}")
+
+
+ENTRY_CHECKS = ["check-leaf-hash", "check-decoded", "check-inclusion", "check-signature", "check-chain"]
+
+
+def test_entry_page(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
+    assert open_page(browser, proxy, "/entries/17") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS)
+    served = demo.get("/v1/entries/17")
+    assert browser.find_element(By.ID, "entry-id").text == served["id"]
+    assert browser.find_element(By.ID, "entry-kind").text == served["kind"] == "case.added"
+    assert "curator" in browser.find_element(By.ID, "entry-role").text
+    assert "inclusion proof" in message(browser, "check-inclusion") and "entry 17" in message(browser, "check-inclusion")
+    screenshot(browser, "entry")
+    # Entry 0 (the genesis: chain from zeros, signed by the key it enrols) and a score.
+    assert open_page(browser, proxy, "/entries/0") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS)
+    assert "genesis value" in message(browser, "check-chain")
+    assert open_page(browser, proxy, "/entries/60") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS)
+
+
+def test_search_by_index_envelope_id_and_leaf_hash(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
+    open_page(browser, proxy, "/")
+    box = browser.find_element(By.ID, "search-input")
+    box.send_keys("17")
+    browser.find_element(By.ID, "search-button").click()
+    WebDriverWait(browser, WAIT).until(lambda d: d.current_url.endswith("#/entries/17") and status(d, "page") != "pending")
+    assert_all_green(browser, ENTRY_CHECKS)
+
+    assert open_page(browser, proxy, "/find/genesis-ledger-key") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS + ["check-search"])
+    assert browser.find_element(By.ID, "entry-id").text == "genesis-ledger-key"
+    screenshot(browser, "search-envelope-id")
+
+    lh = demo.get("/v1/entries/42")["leaf_hash"]
+    assert open_page(browser, proxy, f"/find/{lh}") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS + ["check-search"])
+    assert browser.find_element(By.ID, "entry-leaf-hash").text == lh
+    assert browser.find_element(By.CSS_SELECTOR, "h1").text.startswith("Entry 42")
+    screenshot(browser, "search-leaf-hash")
+
+    assert open_page(browser, proxy, "/find/no-such-envelope") in ("ok", "none")
+    assert browser.find_element(By.ID, "find-none")
+
+
+CLASS_CHECKS = ["check-projection-signature", "check-projection-head", "check-evidence", "check-stats", "check-rules", "check-plot"]
+
+
+def test_task_class_pages(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
+    assert open_page(browser, proxy, "/classes") == "ok"
+    names = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#classes-table tbody td:first-child")]
+    assert CLASS in names and len(names) == 3
+    for name in names:
+        assert open_page(browser, proxy, f"/classes/{name}") == "ok", name
+        assert_all_green(browser, CLASS_CHECKS)
+        view = demo.get(f"/v1/task-classes/{name}")["view"]
+        assert browser.find_element(By.ID, "class-tier").text == view["tier"]
+        assert browser.find_element(By.ID, "class-recommended").text == view["recommendation"]["recommended_tier"]
+        evidence = browser.find_elements(By.CSS_SELECTOR, "#evidence-table tbody tr")
+        assert len(evidence) == view["held_out"]["cases"] > 0
+        assert all(r.get_attribute("data-status") == "ok" for r in evidence)
+        stats = browser.find_elements(By.CSS_SELECTOR, "#stats-table tbody tr")
+        assert len(stats) == 8 and all(r.get_attribute("data-status") == "ok" for r in stats)
+        assert "bit for bit" in message(browser, "check-stats")
+        assert browser.find_elements(By.CSS_SELECTOR, "#plot-mean svg circle")
+        assert browser.find_elements(By.CSS_SELECTOR, "#plot-pass-rate svg polygon")
+        rules = browser.find_elements(By.CSS_SELECTOR, "#rules-table tbody tr")
+        assert [r.get_attribute("data-holds") == "true" for r in rules] == [o["holds"] for o in view["recommendation"]["rationale"]]
+    # The flaky class: a rule fails (its lower bound is below silver's), which is the ledger's
+    # decision, not a verification failure: the page stays green.
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "ok"
+    assert browser.find_element(By.ID, "rule-2").get_attribute("data-holds") == "false"
+    assert "bound recomputed" in browser.find_element(By.ID, "rule-check-2").text
+    screenshot(browser, "task-class")
+    top = screenshot(browser, "task-class-top", full=False)
+    # The README's picture is replaced only when asked for.
+    if os.environ.get("UPDATE_README_SCREENSHOT") == "1":
+        shutil.copyfile(top, REPO / "docs/explorer.png")
+
+
+def test_read_token_is_sent(browser: WebDriver, proxy: Proxy, pinned: str) -> None:
+    open_page(browser, proxy, "/settings")
+    browser.find_element(By.ID, "token-input").send_keys("explorer-test-token")
+    browser.find_element(By.ID, "token-save").click()
+    proxy.authorizations.clear()
+    try:
+        assert open_page(browser, proxy, "/entries/5") == "ok"
+        seen = {p.split("?")[0] for p, a in proxy.authorizations if a == "Bearer explorer-test-token"}
+        assert {"/checkpoint", "/v1/entries/5", "/v1/proofs/inclusion"} <= seen, seen
+    finally:
+        open_page(browser, proxy, "/settings")
+        browser.find_element(By.ID, "token-clear").click()
+    proxy.authorizations.clear()
+    open_page(browser, proxy, "/entries/5")
+    assert not proxy.authorizations
+
+
+# --- one byte changed: the right element turns red ---------------------------------------------------
+
+
+def test_tampered_checkpoint_signature(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("checkpoint-signature")
+    assert open_page(browser, proxy, "/") == "fail"
+    assert proxy.tampered > 0
+    assert_red(browser, "check-head-signature", f"checkpoint signature invalid for key {pinned}")
+    screenshot(browser, "tampered-checkpoint-signature")
+
+
+def test_tampered_checkpoint_root(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("checkpoint-root")
+    assert open_page(browser, proxy, "/entries/17") == "fail"
+    # The root is signed: a changed root is a signature that no longer verifies,
+    # and nothing is proven against it.
+    assert_red(browser, "check-head-signature", f"checkpoint signature invalid for key {pinned}")
+    assert status(browser, "check-inclusion") == "none"
+
+
+def test_tampered_consistency_proof(browser: WebDriver, proxy: Proxy, demo: Demo, tamper: Callable[[str], None], pinned: str) -> None:
+    assert open_page(browser, proxy, "/") == "ok"  # trusts the current head
+    before = head_size(browser)
+    demo.grow()
+    tamper("consistency-step")
+    assert open_page(browser, proxy, "/") == "fail"
+    after = head_size(browser)
+    assert_red(browser, "check-head-consistency", f"consistency proof from size {before} to {after}", "does not lead to")
+    screenshot(browser, "tampered-consistency")
+    # The head that failed was not trusted: the honest proof from the old one passes.
+    tamper("")
+    assert open_page(browser, proxy, "/") == "ok"
+    assert f"(size {before}) to size {after}" in message(browser, "check-head-consistency")
+
+
+def test_tampered_inclusion_proof(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("inclusion-step")
+    assert open_page(browser, proxy, "/entries/17") == "fail"
+    assert_red(browser, "check-inclusion", "inclusion proof of entry 17 does not reach the verified root")
+    assert status(browser, "check-leaf-hash") == "ok"
+    screenshot(browser, "tampered-inclusion")
+
+
+def test_tampered_evidence_proof(browser: WebDriver, proxy: Proxy, demo: Demo, tamper: Callable[[str], None], pinned: str) -> None:
+    first = demo.get(f"/v1/task-classes/{CLASS}")["evidence"][0]["index"]
+    tamper("evidence-step")
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert_red(browser, "check-evidence", f"inclusion proof of evidence entry {first} does not reach the projection's signed root")
+    assert status(browser, f"evidence-{first}") == "fail"
+    assert status(browser, "check-projection-signature") == "ok"
+
+
+def test_tampered_statistic(browser: WebDriver, proxy: Proxy, demo: Demo, tamper: Callable[[str], None], pinned: str) -> None:
+    mean = demo.get(f"/v1/task-classes/{CLASS}")["view"]["held_out"]["mean"]
+    text = repr(mean)
+    changed = float(text[:2] + str((int(text[2]) + 1) % 10) + text[3:])
+    tamper("served-mean")
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert_red(browser, "check-stats", f"held-out mean recomputed {text} ≠ served {changed!r}")
+    assert status(browser, "stat-mean") == "fail"
+    assert status(browser, "stat-mean_ci-low") == "ok"
+    screenshot(browser, "tampered-statistic")
+
+
+def test_tampered_projection_root(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("projection-root")
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert_red(browser, "check-projection-signature", "differs from its signed checkpoint")
+    assert status(browser, "check-evidence") == "none"
+
+
+def test_no_policy_violation_or_uncaught_error(browser: WebDriver) -> None:
+    """Every page above ran under the Content-Security-Policy without breaking it."""
+    CONSOLE.extend(browser_log(browser))
+    assert CONSOLE, "the browser's log was not collected"
+    bad = [m for m in CONSOLE if "Content Security Policy" in m or "Refused to" in m or "Uncaught" in m]
+    assert not bad, bad
