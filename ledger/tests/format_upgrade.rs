@@ -228,7 +228,9 @@ fn opening_a_version_2_log_drops_its_lookup_tables_and_rebuilds_the_lookups_besi
     assert!(names.contains(&"entry_keys".to_owned()), "{names:?}");
     let upgraded = Ledger::open_with(dir.path(), Config::default(), |_, _| Ok(EventKeys))
         .expect("open upgrades");
-    upgraded.lookups().expect("the lookups are rebuilt beside the data file");
+    upgraded
+        .lookups()
+        .expect("the lookups are rebuilt beside the data file");
     drop(upgraded);
     assert_eq!(format_of(dir.path()), FORMAT_VERSION);
     let names = tables(dir.path());
