@@ -132,7 +132,8 @@ impl TestServer {
     }
 
     /// Waits up to 30 s for `/healthz`, then for the event state to be
-    /// caught up (writes are refused with 503 until it is).
+    /// caught up and the lookups opened (writes are refused with 503 until
+    /// both are).
     pub fn wait_ready(&self) {
         let c = self.client();
         assert!(
@@ -142,6 +143,12 @@ impl TestServer {
         assert!(
             within_30s(|| !self.state.events.catching_up()),
             "the server did not catch up its event state"
+        );
+        assert!(
+            within_30s(
+                || self.state.events.ledger().lookups_state() != ledger::LookupsState::Opening
+            ),
+            "the server did not open its lookups"
         );
     }
 

@@ -581,6 +581,8 @@ impl EventLog {
     ) -> Result<EventLog, Error> {
         let log = Self::open_inner(dir, config, ledger_key, clock, false)?;
         log.load_state()?;
+        // The lookups too: writes are refused while they open.
+        log.ledger.lookups()?;
         Ok(log)
     }
 
@@ -746,10 +748,29 @@ impl EventLog {
         self.catching_up.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Verifies `envelope`, or refuses it while the state is caught up.
+    /// Verifies `envelope`, or refuses it while the state is caught up or
+    /// the lookups are opened (which can take minutes when they are rebuilt:
+    /// a write is refused at once rather than held that long).
     fn checked(&self, envelope: &[u8]) -> Result<Submission, Rejection> {
         if self.catching_up() {
             return Err(catching_up());
+        }
+        match self.ledger.lookups_state() {
+            ledger::LookupsState::Open => {}
+            ledger::LookupsState::Opening => {
+                return Err(Rejection::new(
+                    RejectCode::LedgerUnavailable,
+                    "",
+                    "the ledger is opening its lookups by envelope id after a start; retry shortly",
+                ))
+            }
+            ledger::LookupsState::Failed(why) => {
+                return Err(Rejection::new(
+                    RejectCode::LedgerUnavailable,
+                    "",
+                    format!("the ledger could not open its lookups by envelope id ({why}); writes are refused until restart"),
+                ))
+            }
         }
         verify_submission(envelope, &self.keys)
     }

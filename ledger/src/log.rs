@@ -408,7 +408,7 @@ impl<S: Sequencer> Ledger<S> {
         };
         let sequencer = Arc::new(std::sync::Mutex::new(sequencer));
         let (tx, rx) = crossbeam_channel::bounded(config.queue_capacity.max(1));
-        let committer = {
+        let spawned = {
             let shared = Arc::clone(&shared);
             let config = config.clone();
             let sequencer = Arc::clone(&sequencer);
@@ -428,7 +428,15 @@ impl<S: Sequencer> Ledger<S> {
                         );
                     }
                 })
-                .map_err(|e| crate::error::storage(redb::StorageError::Io(e)))?
+        };
+        let committer = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                // The opener holds the store and the lookups until it stops.
+                shared.lookups.closing.store(true, Ordering::SeqCst);
+                let _ = opener.join();
+                return Err(crate::error::storage(redb::StorageError::Io(e)));
+            }
         };
         Ok(Ledger {
             shared,
@@ -522,7 +530,7 @@ impl<S: Sequencer> Ledger<S> {
         match self.shared.lookups.cell.get() {
             None => LookupsState::Opening,
             Some(Ok(_)) => LookupsState::Open,
-            Some(Err(why)) => LookupsState::Failed(why.clone()),
+            Some(Err(why)) => LookupsState::Failed(why.to_string()),
         }
     }
 }
@@ -546,7 +554,7 @@ pub enum LookupsState {
 /// the reads that do not need them.
 #[derive(Default)]
 pub(crate) struct LookupsSlot {
-    cell: std::sync::OnceLock<Result<Lookups, String>>,
+    cell: std::sync::OnceLock<Result<Lookups, Error>>,
     /// Wakes the lookups that wait a bounded time ([`Shared::lookups_now`]).
     opened: (std::sync::Mutex<()>, std::sync::Condvar),
     /// Set when the log is closing: the opener stops at its next chunk.
@@ -554,14 +562,14 @@ pub(crate) struct LookupsSlot {
 }
 
 impl LookupsSlot {
-    fn publish(&self, opened: Result<Lookups, String>) {
+    fn publish(&self, opened: Result<Lookups, Error>) {
         let _ = self.cell.set(opened);
         let _held = self.opened.0.lock().unwrap_or_else(|p| p.into_inner());
         self.opened.1.notify_all();
     }
 
     /// The outcome of the open, waiting at most `limit` for it.
-    fn within(&self, limit: Duration) -> Option<&Result<Lookups, String>> {
+    fn within(&self, limit: Duration) -> Option<&Result<Lookups, Error>> {
         if let Some(o) = self.cell.get() {
             return Some(o);
         }
@@ -585,38 +593,49 @@ const LOOKUP_OPEN_WAIT: Duration = Duration::from_secs(3);
 /// they are published, so the head cannot move meanwhile.
 fn open_lookups_beside<S: Sequencer>(shared: &Shared, head: Head) {
     let started = Instant::now();
+    let closing = &shared.lookups.closing;
     let opened = crate::store::guarded("opening the lookups", || {
         let store = shared.store()?;
         let lookups = {
             let snap = store.snapshot()?;
             open_lookups(&shared.dir, &snap, &head)?
         };
-        catch_up_lookups::<S>(&store, &lookups, &head, &shared.lookups.closing)?;
-        Ok(lookups)
+        // Behind the log after a failed catch-up, they are published all
+        // the same: every batch tries again ([`committer`]), and until one
+        // succeeds a lookup that could miss an entry is an error.
+        let caught_up = catch_up_lookups::<S>(&store, &lookups, &head, closing);
+        Ok((lookups, caught_up))
     });
-    match &opened {
-        Ok(_) => tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "lookups open"
-        ),
-        Err(e) if shared.lookups.closing.load(Ordering::SeqCst) => {
-            tracing::info!(reason = %e, "the log closed before its lookups were open")
+    let opened = match opened {
+        Ok((_, Err(e))) if closing.load(Ordering::SeqCst) => {
+            tracing::info!(reason = %e, "the log closed before its lookups were caught up");
+            Err(e)
+        }
+        Ok((lookups, Err(e))) => {
+            shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "cannot catch the lookups up at open; the committer tries again before each batch, and writes that need them are refused until then");
+            Ok(lookups)
+        }
+        Ok((lookups, Ok(()))) => {
+            tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "lookups open"
+            );
+            Ok(lookups)
         }
         Err(e) => {
             shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "cannot open the lookups by leaf hash and entry key; writes and lookups are refused until restart");
+            Err(e)
         }
-    }
-    shared.lookups.publish(opened.map_err(|e| e.to_string()));
+    };
+    shared.lookups.publish(opened);
 }
 
 impl Shared {
     /// The lookups, waiting while the start opens them.
     fn lookups(&self) -> Result<&Lookups, Error> {
-        match self.lookups.cell.wait() {
-            Ok(l) => Ok(l),
-            Err(why) => Err(crate::lookup::lookup_err(why)),
-        }
+        self.lookups.cell.wait().as_ref().map_err(Error::clone)
     }
 
     /// The lookups, waiting a few seconds at most while the start opens
@@ -624,7 +643,7 @@ impl Shared {
     fn lookups_now(&self) -> Result<&Lookups, Error> {
         match self.lookups.within(LOOKUP_OPEN_WAIT) {
             Some(Ok(l)) => Ok(l),
-            Some(Err(why)) => Err(crate::lookup::lookup_err(why)),
+            Some(Err(e)) => Err(e.clone()),
             None => Err(crate::lookup::lookup_err(
                 "still being opened after a start (or rebuilt from the entries, when they were not this log's); retry shortly",
             )),
@@ -660,9 +679,10 @@ impl Shared {
 
 impl<S: Sequencer> Drop for Ledger<S> {
     fn drop(&mut self) {
-        // Closing the channel lets the committer finish queued work and exit.
-        // A start still opening the lookups stops at its next chunk (a
-        // committer waiting on them is then refused and exits too).
+        // Closing the channel lets the committer finish queued work and exit;
+        // but a start still opening the lookups stops at its next chunk, and
+        // then the writes queued behind them are refused ("the log is
+        // closing") and the committer exits.
         self.tx.take();
         self.shared.lookups.closing.store(true, Ordering::SeqCst);
         if let Some(h) = self.committer.take() {

@@ -298,9 +298,10 @@ fn find_leaf_names_the_first_entry_with_that_leaf_within_and_across_batches() {
 }
 
 /// The lookups are opened (here: rebuilt, having been lost) on a thread of
-/// their own beside the rest of the open. A log closed before that is done
-/// closes at once, and the next open finishes the job; a lookup made while
-/// they open waits for them rather than answering "absent".
+/// their own beside the rest of the open. Logs closed right after opening
+/// (however far their rebuild got) leave lookups the next open completes;
+/// a lookup made while they open waits for them rather than answering
+/// "absent".
 #[test]
 fn a_log_closed_while_its_lookups_are_rebuilt_finishes_them_at_the_next_open() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -324,6 +324,23 @@ impl AppState {
         self.answer(self.derived_checked.load(Ordering::SeqCst))
     }
 
+    /// 503 `ledger_unavailable` at once while a start opens the lookups by
+    /// leaf hash and envelope id (a lookup would wait for them on a runtime
+    /// thread), and for good if opening them failed.
+    pub(crate) fn refuse_until_lookups_open(&self) -> Result<(), ApiError> {
+        let detail = match self.events.ledger().lookups_state() {
+            ledger::LookupsState::Open => return Ok(()),
+            ledger::LookupsState::Opening => "opening the lookups by leaf hash and envelope id after a start: reads, proofs and checkpoints are served; writes and lookups wait".to_owned(),
+            ledger::LookupsState::Failed(why) => format!(
+                "the lookups by leaf hash and envelope id could not be opened ({why}): writes and lookups are refused until restart"
+            ),
+        };
+        Err(ApiError::Rejected {
+            rejection: events::Rejection::new(events::RejectCode::LedgerUnavailable, "", detail),
+            recorded: None,
+        })
+    }
+
     pub(crate) fn require_verified(&self) -> Result<(), ApiError> {
         self.answer(self.verify_status.load(Ordering::SeqCst))
     }

@@ -14,30 +14,15 @@ pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
-/// `GET /readyz`: ready when the log has been verified. While the event
-/// state is caught up after a start, 503 `ledger_unavailable` says so
-/// (reads, proofs and checkpoints are served meanwhile; writes wait); then
-/// 503 `log_verifying` until the log's check has passed.
+/// `GET /readyz`: ready when the log has been verified. While a start
+/// opens the lookups by leaf hash and envelope id, and while the event
+/// state is caught up, 503 `ledger_unavailable` says so (reads, proofs and
+/// checkpoints are served meanwhile; writes are refused); then 503
+/// `log_verifying` until the log's check has passed.
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "verified and serving"), (status = 503, body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(State(state): State<Shared>) -> Result<&'static str, ApiError> {
     state.refuse_if_halted()?;
-    let unavailable = |detail: String| ApiError::Rejected {
-        rejection: events::Rejection::new(events::RejectCode::LedgerUnavailable, "", detail),
-        recorded: None,
-    };
-    match state.events.ledger().lookups_state() {
-        ledger::LookupsState::Open => {}
-        ledger::LookupsState::Opening => {
-            return Err(unavailable(
-                "opening the lookups by leaf hash and envelope id after a start: reads, proofs and checkpoints are served; writes and lookups wait".into(),
-            ))
-        }
-        ledger::LookupsState::Failed(why) => {
-            return Err(unavailable(format!(
-                "the lookups by leaf hash and envelope id could not be opened ({why}): writes and lookups are refused until restart"
-            )))
-        }
-    }
+    state.refuse_until_lookups_open()?;
     if state.events.catching_up() {
         return Err(ApiError::Rejected {
             rejection: events::Rejection::new(

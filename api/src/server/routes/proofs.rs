@@ -45,6 +45,7 @@ pub async fn get_inclusion(
         }
         (None, Some(h)) => {
             let h = parse_hash("leaf_hash", &h)?;
+            state.refuse_until_lookups_open()?;
             let e = log
                 .find_leaf(&h)?
                 .ok_or_else(|| ApiError::NotFound("no entry has this leaf hash".into()))?;

@@ -83,6 +83,7 @@ pub async fn get_entry_by_id(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<EntryView>, ApiError> {
     let Path(id) = id.map_err(|_| ApiError::param("id", "must be a string"))?;
+    state.refuse_until_lookups_open()?;
     let index = state
         .events
         .find_id(&id)?
