@@ -11,7 +11,13 @@
 //   tree size seen (the points of the plot's "verified here" series).
 //
 // `verifyHead` is the one place a head becomes "verified": signed by the
-// pinned key, then proven consistent with the trusted one.
+// pinned key, and not shown inconsistent with the trusted one (proven
+// consistent, the same tree, or trusted on first use). A signed head that
+// fails consistency (a fork or a rollback) is never used as the verified one.
+//
+// Every request gives up after `REQUEST_TIMEOUT_MS`: a server that does
+// not answer makes the check that waited for it fail ("timed out"), it
+// never leaves it pending.
 
 import { CheckFailed, parseHash, parseProof, verifyConsistency, verifyInclusion, leafHash, b64decode, toHex } from "./merkle.js";
 import { openCheckpoint, parseCheckpointBody, parseNote, parseVerifierKey } from "./note.js";
@@ -48,17 +54,30 @@ export const settings = {
   setHistory: (keyText, taskClass, points) => save(`history.${keyText}.${taskClass}`, JSON.stringify(points)),
 };
 
-/** An error answer of the server (problem+json), or a failed request. */
+/** How long a request (with its retries and its body) may take before it fails. */
+export const REQUEST_TIMEOUT_MS = 20_000;
+
+/** An error answer of the server (problem+json), or a failed request (status 0). */
 export class ApiError extends Error {
   constructor(path, status, code, detail) {
-    super(`${path}: ${status ? `${status} ` : ""}${code}${detail ? ` (${detail})` : ""}`);
+    super(code === TIMED_OUT
+      ? `timed out: ${path} did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`
+      : `${path}: ${status ? `${status} ` : ""}${code}${detail ? ` (${detail})` : ""}`);
     this.name = "ApiError";
     this.status = status;
     this.code = code;
   }
 }
 
-async function request(path) {
+const TIMED_OUT = "timed out";
+
+function failedRequest(path, e) {
+  if (e instanceof ApiError) return e;
+  if (e?.name === "TimeoutError" || e?.name === "AbortError") return new ApiError(path, 0, TIMED_OUT, "");
+  return new ApiError(path, 0, "network error", e?.message ?? String(e));
+}
+
+async function request(path, signal) {
   const headers = {};
   const token = settings.token();
   if (token) headers.Authorization = `Bearer ${token}`;
@@ -67,9 +86,9 @@ async function request(path) {
   for (let attempt = 0; ; attempt++) {
     let resp;
     try {
-      resp = await fetch(path, { headers, cache: "no-store" });
+      resp = await fetch(path, { headers, cache: "no-store", signal });
     } catch (e) {
-      throw new ApiError(path, 0, "network error", e.message);
+      throw failedRequest(path, e);
     }
     if (resp.status === 503 && attempt < 3) {
       const wait = Math.min(Number(resp.headers.get("retry-after")) || 1, 2);
@@ -81,9 +100,10 @@ async function request(path) {
       let detail = "";
       try {
         const doc = await resp.json();
-        code = doc.code ?? code;
-        detail = doc.detail ?? "";
-      } catch {
+        if (typeof doc?.code === "string") code = doc.code;
+        if (typeof doc?.detail === "string") detail = doc.detail;
+      } catch (e) {
+        if (signal.aborted) throw failedRequest(path, e);
         /* not problem+json */
       }
       throw new ApiError(path, resp.status, code, detail);
@@ -92,12 +112,25 @@ async function request(path) {
   }
 }
 
-export async function getJson(path) {
-  return (await request(path)).json();
+/** The body of `path` as text, within `REQUEST_TIMEOUT_MS` (headers, retries and body). */
+export async function getText(path) {
+  const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
+  const resp = await request(path, signal);
+  try {
+    return await resp.text();
+  } catch (e) {
+    throw failedRequest(path, e);
+  }
 }
 
-export async function getText(path) {
-  return (await request(path)).text();
+/** The body of `path` as JSON; `ApiError` ("not JSON") when it is not. */
+export async function getJson(path) {
+  const text = await getText(path);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError(path, 0, "the answer is not JSON", "");
+  }
 }
 
 /** The pinned key, parsed; null when none is pinned. Throws when the pinned text is not a key. */
@@ -108,8 +141,13 @@ export async function pinnedKey() {
 
 /**
  * Fetches `/checkpoint` and verifies it. Returns
- * {key, checkpoint (verified, or null), served (unverified size and root),
- *  signature: {status, message}, consistency: {status, message}}.
+ * {key, checkpoint (the verified head, or null), signed (signed by the
+ *  pinned key, whether or not consistent; for display only), served
+ *  (unverified size and root), signature: {status, message},
+ *  consistency: {status, message}}.
+ * `checkpoint` is null unless the signature verified and consistency did
+ * not fail: a head that forks from or rolls back the trusted one is not
+ * verified, and nothing is checked against it.
  * Status is "ok" (checked and passed), "fail" (checked and failed) or
  * "none" (not checked: no key pinned, or nothing to compare with).
  */
@@ -121,7 +159,7 @@ export async function verifyHead() {
   } catch {
     /* shown as unparsable below */
   }
-  const out = { key: null, checkpoint: null, served, note, signature: null, consistency: null };
+  const out = { key: null, checkpoint: null, signed: null, served, note, signature: null, consistency: null };
   let key;
   try {
     key = await pinnedKey();
@@ -145,13 +183,14 @@ export async function verifyHead() {
     out.consistency = { status: "none", message: "not checked: the checkpoint is not verified" };
     return out;
   }
-  out.checkpoint = cp;
+  out.signed = cp;
   out.signature = { status: "ok", message: `checkpoint signature verified in this browser with the pinned key ${key.text}` };
   out.consistency = await checkConsistency(key, cp);
+  if (out.consistency.status !== "fail") out.checkpoint = cp;
   return out;
 }
 
-// Compares a verified checkpoint with the one this browser trusted last,
+// Compares a signed checkpoint with the one this browser trusted last,
 // and trusts it once it is proven to extend it.
 async function checkConsistency(key, cp) {
   const stored = settings.trustedNote(key.text);
@@ -159,8 +198,12 @@ async function checkConsistency(key, cp) {
   if (stored) {
     try {
       trusted = await openCheckpoint(stored, key, "trusted checkpoint");
-    } catch {
-      trusted = null; // not this key's (or damaged): start again from this one
+    } catch (e) {
+      // Kept as it is: a damaged note is not a reason to trust whatever comes next.
+      return {
+        status: "fail",
+        message: `the trusted head stored in this browser cannot be read (${e.message}); nothing was checked for consistency. "Forget the trusted head" on the Key & token page starts trust on first use again`,
+      };
     }
   }
   if (!trusted) {

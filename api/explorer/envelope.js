@@ -131,10 +131,13 @@ export async function verifyEnvelope(decoded, publicKey) {
  * The held-out statistics' inputs from cited evidence leaves (a port of
  * evidence.py's `held_out_from_evidence`): `cited` is a list of {index,
  * leaf (bytes), caseId (as the view states it)} in the order the view
- * cites them. Returns {scores, passed, rows}; throws `CheckFailed` naming
- * the entry that cannot be evidence for `taskClass`.
+ * cites them. `windowStartMicros` is required (a view that states no
+ * window start fails: nothing is skipped). Returns {scores, passed, rows};
+ * throws `CheckFailed` naming the entry that cannot be evidence for
+ * `taskClass`.
  */
 export function evidenceScores(taskClass, cited, windowStartMicros) {
+  if (!Number.isSafeInteger(windowStartMicros)) throw new CheckFailed("the view states no window start (window_start_micros)");
   const scores = [];
   const rows = [];
   let passed = 0;
@@ -153,7 +156,7 @@ export function evidenceScores(taskClass, cited, windowStartMicros) {
     if (leaf.kind !== "score.recorded") throw new CheckFailed(`${what} is a ${leaf.kind}, not a score`);
     const body = leaf.body;
     if (body.task_class !== taskClass) throw new CheckFailed(`${what} is a score of \`${body.task_class}\`, not of \`${taskClass}\``);
-    if (windowStartMicros !== null && leaf.sequencedMicros < windowStartMicros) {
+    if (leaf.sequencedMicros < windowStartMicros) {
       throw new CheckFailed(`${what} was sequenced before the window starts`);
     }
     const caseId = body.case_id;

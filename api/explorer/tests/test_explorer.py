@@ -4,11 +4,15 @@ The test starts `ledger demo` (a fresh data directory with a realistic bench,
 served until stopped), puts a tamper proxy between it and headless Chromium,
 and drives every page: the head, the entry list, an entry, the three kinds of
 search and a task class. With the proxy passing everything through, every
-check on those pages must turn green (`data-status="ok"`). Then the proxy
-changes one byte of one kind of answer (an inclusion proof step, a
+check on those pages must turn green (`data-status="ok"`), except what the
+page cannot prove (the recommendation's rules: "not checked"). Then the
+proxy changes one byte of one kind of answer (an inclusion proof step, a
 consistency proof step, the checkpoint's signature or root, a served
-statistic, an evidence proof step, a projection's root), and the element
-that checks it must turn red, naming what failed.
+statistic, an evidence proof step, a projection's root), or rewrites a JSON
+answer (another class's projection, the view's settings or window, its
+rules, the entry listings, a search answer, evidence indices), or does not
+answer at all, and the element that checks it must turn red (or "not
+checked" where nothing can be verified), naming what failed.
 
 Environment:
 - LEDGER_BIN: the `ledger` binary (default target/release/ledger);
@@ -202,6 +206,47 @@ def _tamper_mean(body: bytes) -> bytes:
     return body[:i] + str((int(d) + 1) % 10).encode() + body[i + 1:]
 
 
+def _json(change: Callable[[Any], None]) -> Callable[[bytes], bytes]:
+    """A tampering that rewrites a JSON answer: `change` edits the parsed document in place
+    (floats go back out as the shortest text of the same double)."""
+    def rewrite(body: bytes) -> bytes:
+        doc = json.loads(body)
+        change(doc)
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+    return rewrite
+
+
+def _is_listing(path: str) -> bool:
+    return path.startswith("/v1/entries?")
+
+
+def _is_class(path: str) -> bool:
+    return path.split("?")[0] == f"/v1/task-classes/{CLASS}"
+
+
+def _window_doubled(doc: Any) -> None:
+    # A longer window, stated consistently: every number still follows from the evidence.
+    v = doc["view"]
+    v["settings"]["window_seconds"] *= 2
+    v["window_start_micros"] = v["now_micros"] - v["settings"]["window_seconds"] * 1_000_000
+
+
+def _all_indices_zero(doc: Any) -> None:
+    for e in doc["entries"]:
+        e["index"] = 0
+
+
+def _rule(i: int, **change: Any) -> Callable[[Any], None]:
+    def edit(doc: Any) -> None:
+        doc["view"]["recommendation"]["rationale"][i].update(change)
+    return edit
+
+
+def _evidence_index_as_text(doc: Any) -> None:
+    for e in (doc["view"]["evidence"][0], doc["evidence"][0]):
+        e["index"] = str(e["index"])
+
+
 #: What each tampering changes: (does it apply to this path?, how the answer's bytes change).
 TAMPERS: dict[str, tuple[Callable[[str], bool], Callable[[bytes], bytes]]] = {
     "inclusion-step": (lambda p: p.startswith("/v1/proofs/inclusion"), lambda b: _flip_hex(b, _after(b, b'"proof":["'))),
@@ -211,7 +256,30 @@ TAMPERS: dict[str, tuple[Callable[[str], bool], Callable[[bytes], bytes]]] = {
     "served-mean": (_is_projection, _tamper_mean),
     "evidence-step": (_is_projection, lambda b: _flip_hex(b, _after(b, b'"proof":["'))),
     "projection-root": (_is_projection, lambda b: _flip_hex(b, _after(b, b'"root":"'))),
+    # JSON answers rewritten (the class page's view, the entry listings, a search answer).
+    "settings-window": (_is_class, _json(_window_doubled)),
+    "settings-resamples": (_is_class, _json(lambda d: d["view"]["settings"].update(resamples=10**12))),
+    "window-start": (_is_class, _json(lambda d: d["view"].update(window_start_micros=d["view"]["window_start_micros"] - 86_400_000_000))),
+    "window-start-missing": (_is_class, _json(lambda d: d["view"].pop("window_start_micros"))),
+    "rules-missing": (_is_class, _json(lambda d: d["view"]["recommendation"]["rationale"].pop(0))),
+    "rule-detail": (_is_class, _json(_rule(2, detail="lower 95% bound: fine"))),
+    "rule-outcome": (_is_class, _json(_rule(1, holds=False))),
+    "evidence-index-text": (_is_class, _json(_evidence_index_as_text)),
+    "listing-stuck": (_is_listing, _json(_all_indices_zero)),
+    "listing-gap": (_is_listing, _json(lambda d: d["entries"].pop(2))),
+    "search-index-text": (lambda p: p.startswith("/v1/entries/by-id/"), _json(lambda d: d.update(index=str(d["index"])))),
 }
+
+#: Answers taken from another path: (does it apply to this path?, the path asked upstream instead).
+REROUTES: dict[str, tuple[Callable[[str], bool], Callable[[str], str]]] = {
+    "other-class": (_is_class, lambda p: "/v1/task-classes/dependency-bump"),
+}
+
+#: Paths not answered at all (the connection is held longer than a page may take).
+STALLS: dict[str, Callable[[str], bool]] = {
+    "stall-inclusion": lambda p: p.startswith("/v1/proofs/inclusion"),
+}
+STALL_SECONDS = WAIT + 10
 
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
               "transfer-encoding", "upgrade", "content-length", "host", "accept-encoding"}
@@ -219,7 +287,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriza
 
 class Proxy:
     """Forwards every request to the server unchanged, unless `tamper` names
-    one of TAMPERS: then the matching answers get that one-byte change.
+    one of TAMPERS (the matching answers get that change), REROUTES (they
+    are another path's answers) or STALLS (they never come).
     Records the Authorization headers it saw. With EXPLORER_ASSETS_DIR set,
     serves /explorer/* from that directory (development only)."""
 
@@ -264,9 +333,20 @@ class Proxy:
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else None
         headers = {k: v for k, v in req.headers.items() if k.lower() not in HOP_BY_HOP}
+        stall = STALLS.get(self.tamper or "")
+        if stall is not None and stall(path):
+            self.tampered += 1
+            time.sleep(STALL_SECONDS)  # the browser must give up first
+            req.close_connection = True
+            return
+        upstream_path = path
+        reroute = REROUTES.get(self.tamper or "")
+        if reroute is not None and reroute[0](path):
+            upstream_path = reroute[1](path)
+            self.tampered += 1
         conn = http.client.HTTPConnection(self.upstream, timeout=60)
         try:
-            conn.request(req.command, path, body=body, headers=headers)
+            conn.request(req.command, upstream_path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
             status, resp_headers = resp.status, resp.getheaders()
@@ -422,6 +502,17 @@ def assert_all_green(driver: WebDriver, expect: list[str]) -> None:
     assert status(driver, "page") == "ok"
 
 
+def assert_checks(driver: WebDriver, ok: list[str], none: list[str]) -> None:
+    """`ok` checks green, `none` checks "not checked", nothing else on the page, no alarm."""
+    found = checks(driver)
+    for id_ in ok + none:
+        assert id_ in found, f"no #{id_} on the page ({sorted(found)})"
+    want = {**{k: "ok" for k in found}, **{k: "none" for k in none}}
+    bad = {k: (v, message(driver, k)) for k, v in found.items() if v != want[k]}
+    assert not bad, bad
+    assert driver.find_element(By.ID, "alarm").get_attribute("hidden") is not None
+
+
 def assert_red(driver: WebDriver, id_: str, *needles: str) -> None:
     assert status(driver, id_) == "fail", f"#{id_} is {status(driver, id_)}: {message(driver, id_)}"
     text = message(driver, id_)
@@ -567,6 +658,23 @@ def test_without_a_pinned_key_nothing_is_verified(browser: WebDriver, proxy: Pro
     screenshot(browser, "no-key")
 
 
+def test_without_a_pinned_key_entries_are_only_as_served(browser: WebDriver, proxy: Proxy) -> None:
+    """Item 5: leaf hash, decoding, chain, search and the list agree with each other, which
+    proves nothing without a verified head: "not checked", never "verified"."""
+    open_page(browser, proxy, "/settings")
+    browser.execute_script("localStorage.clear()")
+    assert open_page(browser, proxy, "/entries/17") == "none"
+    for id_ in ENTRY_CHECKS:
+        assert status(browser, id_) == "none", (id_, message(browser, id_))
+        assert "no verifier key is pinned" in message(browser, id_), id_
+    assert open_page(browser, proxy, "/find/genesis-ledger-key") == "none"
+    assert status(browser, "check-search") == "none"
+    assert open_page(browser, proxy, "/entries?start=0") == "none"
+    assert status(browser, "check-list") == "none"
+    assert "no verifier key is pinned" in message(browser, "check-list")
+    assert {r.get_attribute("data-status") for r in browser.find_elements(By.CSS_SELECTOR, "#entries-table tbody tr")} == {"none"}
+
+
 def test_head_page_verifies_the_signature_then_consistency(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
     open_page(browser, proxy, "/settings")
     browser.find_element(By.ID, "trusted-forget").click()
@@ -655,8 +763,10 @@ def test_task_class_pages(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: 
     names = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#classes-table tbody td:first-child")]
     assert CLASS in names and len(names) == 3
     for name in names:
-        assert open_page(browser, proxy, f"/classes/{name}") == "ok", name
-        assert_all_green(browser, CLASS_CHECKS)
+        # The rules rest on thresholds and counts this page cannot prove: "not checked", so the page is too.
+        assert open_page(browser, proxy, f"/classes/{name}") == "none", name
+        assert_checks(browser, [c for c in CLASS_CHECKS if c != "check-rules"], ["check-rules"])
+        assert "Not verified: the thresholds" in message(browser, "check-rules")
         view = demo.get(f"/v1/task-classes/{name}")["view"]
         assert browser.find_element(By.ID, "class-tier").text == view["tier"]
         assert browser.find_element(By.ID, "class-recommended").text == view["recommendation"]["recommended_tier"]
@@ -671,10 +781,17 @@ def test_task_class_pages(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: 
         rules = browser.find_elements(By.CSS_SELECTOR, "#rules-table tbody tr")
         assert [r.get_attribute("data-holds") == "true" for r in rules] == [o["holds"] for o in view["recommendation"]["rationale"]]
     # The flaky class: a rule fails (its lower bound is below silver's), which is the ledger's
-    # decision, not a verification failure: the page stays green.
-    assert open_page(browser, proxy, f"/classes/{CLASS}") == "ok"
+    # decision, not a verification failure: nothing turns red.
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "none"
+    assert_checks(browser, [c for c in CLASS_CHECKS if c != "check-rules"], ["check-rules"])
     assert browser.find_element(By.ID, "rule-2").get_attribute("data-holds") == "false"
     assert "bound recomputed" in browser.find_element(By.ID, "rule-check-2").text
+    assert status(browser, "rule-check-2") == "ok"
+    # Only the bound and the scored-case count are recomputed; the other rules are as served.
+    assert status(browser, "rule-check-0") == status(browser, "rule-check-3") == "none"
+    assert "bound recomputed" not in browser.find_element(By.ID, "rules-table").text.replace(
+        browser.find_element(By.ID, "rule-check-2").text, "")
+    assert all(m.get_attribute("data-status") == "ok" for m in browser.find_elements(By.CSS_SELECTOR, ".stat-mark"))
     screenshot(browser, "task-class")
     top = screenshot(browser, "task-class-top", full=False)
     # The README's picture is replaced only when asked for.
@@ -768,6 +885,139 @@ def test_tampered_projection_root(browser: WebDriver, proxy: Proxy, tamper: Call
     assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
     assert_red(browser, "check-projection-signature", "differs from its signed checkpoint")
     assert status(browser, "check-evidence") == "none"
+
+
+# --- answers rewritten: what each check must refuse ------------------------------------------------
+
+
+def test_projection_for_another_class(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    """Item 1: a real, signed projection of another class is not this class's."""
+    tamper("other-class")
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert proxy.tampered > 0
+    assert_red(browser, "check-projection-signature", '"dependency-bump"', f'not of "{CLASS}", the one asked for')
+    for id_ in ("check-evidence", "check-stats", "check-rules", "check-plot"):
+        assert status(browser, id_) == "none", id_
+    assert browser.find_element(By.ID, "class-name").text == CLASS
+
+
+@pytest.mark.parametrize("kind, needles", [
+    ("settings-window", ['"window_seconds":5184000', "not the ledger's"]),
+    ("settings-resamples", ['"resamples":1000000000000', "not the ledger's"]),
+    ("window-start", ["the view's window starts at", "less the ledger's window of 2592000 s"]),
+    ("window-start-missing", ["the view states no window start"]),
+])
+def test_view_settings_are_the_ledgers(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str,
+                                       kind: str, needles: list[str]) -> None:
+    """Item 2: the settings are the ledger's fixed ones and the window ends at the view's time,
+    checked before anything is recomputed with them (no bootstrap with 10^12 resamples)."""
+    tamper(kind)
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert proxy.tampered > 0
+    assert status(browser, "check-evidence") == "ok"
+    assert_red(browser, "check-stats", *needles)
+    assert not browser.find_elements(By.CSS_SELECTOR, "#stats-table tbody tr"), "recomputed with the served settings"
+    assert status(browser, "check-rules") == status(browser, "check-plot") == "none"
+    assert all(m.get_attribute("data-status") != "ok" for m in browser.find_elements(By.CSS_SELECTOR, ".stat-mark"))
+
+
+@pytest.mark.parametrize("kind, row, needles", [
+    ("rules-missing", None, ["are not the ones the ledger evaluates for a bronze class", "silver.enough_held_out_cases"]),
+    ("rule-detail", 2, ["silver.lower_bound_meets_threshold", "is not what the ledger writes for this rule"]),
+    ("rule-outcome", 1, ["silver.every_case_scored_in_window", "its detail gives true, the outcome says false"]),
+])
+def test_recommendation_rules_are_the_ledgers(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str,
+                                              kind: str, row: Optional[int], needles: list[str]) -> None:
+    """Item 3: exactly the rules the ledger evaluates, details as it writes them, outcomes
+    that follow from them."""
+    tamper(kind)
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert proxy.tampered > 0
+    assert status(browser, "check-stats") == "ok"
+    assert_red(browser, "check-rules", *needles)
+    if row is not None:
+        assert status(browser, f"rule-check-{row}") == "fail"
+
+
+def test_enrolment_scan_refuses_a_listing_out_of_order(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    """Item 4: a listing whose entries are not the next ones ends the scan (it used to loop forever)."""
+    tamper("listing-stuck")
+    assert open_page(browser, proxy, "/entries/17") == "fail"
+    assert proxy.tampered > 0
+    assert status(browser, "check-inclusion") == "ok"
+    assert_red(browser, "check-signature", "the server's list of entries from 0 gives entry 0 where entry 1 belongs")
+
+
+def test_a_request_that_never_ends_times_out(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    """Item 4: every request gives up after 20 s, and the check that waited fails."""
+    tamper("stall-inclusion")
+    started = time.monotonic()
+    assert open_page(browser, proxy, "/") == "fail"
+    assert proxy.tampered > 0
+    assert_red(browser, "check-head-age", "could not be checked: timed out", "/v1/proofs/inclusion")
+    assert 19 < time.monotonic() - started < WAIT
+
+
+def test_entry_list_must_be_consecutive(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    """Item 5: an entry list with a gap (entry 2 withheld) is not the log's order."""
+    tamper("listing-gap")
+    assert open_page(browser, proxy, "/entries?start=0") == "fail"
+    assert proxy.tampered > 0
+    assert_red(browser, "check-list", "entry 2: listed as entry 3 where entry 2 belongs")
+    assert status(browser, "entry-row-1") == "ok"
+    assert status(browser, "entry-row-2") == "fail"
+
+
+def test_inconsistent_head_is_not_the_verified_head(browser: WebDriver, proxy: Proxy, demo: Demo, tamper: Callable[[str], None], pinned: str) -> None:
+    """Item 6: a signed head that fails consistency is not used downstream."""
+    assert open_page(browser, proxy, "/") == "ok"  # trusts the current head
+    demo.grow()
+    tamper("consistency-step")
+    assert open_page(browser, proxy, "/entries/17") == "fail"
+    assert_red(browser, "check-head-consistency", "does not lead to")
+    for id_ in ENTRY_CHECKS:
+        assert status(browser, id_) == "none", (id_, message(browser, id_))
+        assert "not consistent with the head this browser trusted" in message(browser, id_), id_
+    assert "reaches the verified root" not in browser.find_element(By.ID, "main").text
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert_red(browser, "check-head-consistency", "does not lead to")
+    for id_ in CLASS_CHECKS:
+        assert status(browser, id_) == "none", id_
+    assert open_page(browser, proxy, "/") == "fail"
+    assert status(browser, "check-head-age") == "none"
+    assert browser.find_element(By.ID, "head-verified").text.startswith("no:")
+    # Honest again: the head is proven to extend the trusted one.
+    tamper("")
+    assert open_page(browser, proxy, "/") == "ok"
+
+
+def test_damaged_trusted_head_is_a_failure(browser: WebDriver, proxy: Proxy, pinned: str) -> None:
+    """A trusted head this browser cannot read is not a reason to trust whatever comes next."""
+    browser.execute_script("localStorage.setItem(arguments[0], 'not a signed note')", f"evidence-ledger.trusted.{pinned}")
+    assert open_page(browser, proxy, "/entries/17") == "fail"
+    assert_red(browser, "check-head-consistency", "the trusted head stored in this browser cannot be read")
+    assert status(browser, "check-inclusion") == "none"
+    assert browser.execute_script("return localStorage.getItem(arguments[0])", f"evidence-ledger.trusted.{pinned}") == "not a signed note"
+    open_page(browser, proxy, "/settings")
+    browser.find_element(By.ID, "trusted-forget").click()
+    assert open_page(browser, proxy, "/") == "none"  # trust on first use again, saying so
+    assert "trust on first use" in message(browser, "check-head-consistency")
+
+
+def test_search_answer_that_names_no_entry(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    """An index sent as text ("17") is not an entry index: the search fails."""
+    tamper("search-index-text")
+    assert open_page(browser, proxy, "/find/genesis-ledger-key") == "fail"
+    assert proxy.tampered > 0
+    assert "is not an entry index" in browser.find_element(By.ID, "alarm").text
+    assert browser.find_element(By.ID, "page-error")
+
+
+def test_evidence_index_must_be_a_number(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("evidence-index-text")
+    assert open_page(browser, proxy, f"/classes/{CLASS}") == "fail"
+    assert_red(browser, "check-evidence", "evidence[0] names", "which is not an entry index")
+    assert status(browser, "check-stats") == "none"
 
 
 def test_no_policy_violation_or_uncaught_error(browser: WebDriver) -> None:
