@@ -14,6 +14,17 @@ fn open(dir: &std::path::Path) -> Ledger {
     Ledger::open(dir, Config::default()).expect("open")
 }
 
+/// Submits every leaf before waiting for any, then waits for them all.
+fn submit_all(log: &Ledger, leaves: &[Vec<u8>]) {
+    let pending: Vec<_> = leaves
+        .iter()
+        .map(|l| log.submit(l.clone()).expect("submit"))
+        .collect();
+    for p in pending {
+        p.wait().expect("append");
+    }
+}
+
 #[test]
 fn format_vectors_match_independent_python_implementation() {
     let v: Value =
@@ -272,13 +283,7 @@ fn find_leaf_names_the_first_entry_with_that_leaf_within_and_across_batches() {
         let log = open(dir.path());
         // Submitted before any is waited for: the committer takes them as
         // one batch when it can, so repeats fall inside one commit.
-        let pending: Vec<_> = leaves
-            .iter()
-            .map(|l| log.submit(l.clone()).expect("submit"))
-            .collect();
-        for p in pending {
-            p.wait().expect("append");
-        }
+        submit_all(&log, &leaves);
         log.append(leaves[0].clone()).expect("append again");
         log.append(leaves[3].clone()).expect("append again");
     }
@@ -306,16 +311,7 @@ fn find_leaf_names_the_first_entry_with_that_leaf_within_and_across_batches() {
 fn a_log_closed_while_its_lookups_are_rebuilt_finishes_them_at_the_next_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let leaves: Vec<Vec<u8>> = (0..300).map(|i| format!("leaf {i}").into_bytes()).collect();
-    {
-        let log = open(dir.path());
-        let pending: Vec<_> = leaves
-            .iter()
-            .map(|l| log.submit(l.clone()).expect("submit"))
-            .collect();
-        for p in pending {
-            p.wait().expect("append");
-        }
-    }
+    submit_all(&open(dir.path()), &leaves);
     std::fs::remove_dir_all(dir.path().join(ledger::lookup::LOOKUP_DIR)).expect("remove");
     for _ in 0..3 {
         drop(open(dir.path()));
