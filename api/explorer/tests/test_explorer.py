@@ -75,6 +75,11 @@ ASSETS = {
     "note.js": "text/javascript; charset=utf-8",
     "plot.js": "text/javascript; charset=utf-8",
     "stats.js": "text/javascript; charset=utf-8",
+    "page-head.js": "text/javascript; charset=utf-8",
+    "page-entries.js": "text/javascript; charset=utf-8",
+    "page-classes.js": "text/javascript; charset=utf-8",
+    "page-settings.js": "text/javascript; charset=utf-8",
+    "rules.js": "text/javascript; charset=utf-8",
 }
 #: The Content-Security-Policy every explorer file is served with.
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "

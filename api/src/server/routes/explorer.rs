@@ -33,6 +33,27 @@ pub const FILES: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../../explorer/explorer.css"),
     ),
     ("app.js", JS, include_bytes!("../../../explorer/app.js")),
+    (
+        "page-head.js",
+        JS,
+        include_bytes!("../../../explorer/page-head.js"),
+    ),
+    (
+        "page-entries.js",
+        JS,
+        include_bytes!("../../../explorer/page-entries.js"),
+    ),
+    (
+        "page-classes.js",
+        JS,
+        include_bytes!("../../../explorer/page-classes.js"),
+    ),
+    (
+        "page-settings.js",
+        JS,
+        include_bytes!("../../../explorer/page-settings.js"),
+    ),
+    ("rules.js", JS, include_bytes!("../../../explorer/rules.js")),
     ("api.js", JS, include_bytes!("../../../explorer/api.js")),
     (
         "blake3.js",
