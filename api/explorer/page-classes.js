@@ -7,7 +7,7 @@ import { b64decode, CheckFailed, leafHash, parseProof, toHex, verifyConsistency,
 import { openCheckpoint } from "./note.js";
 import { chart } from "./plot.js";
 import { bootstrapSeed, compareStats, sameBits, scoreStats } from "./stats.js";
-import { check, entryLink, fill, h, isIndex, isoOfMicros, kv, link, main, quote, short, tierClass, unverifiedReason } from "./app.js";
+import { check, entryLink, fill, h, isIndex, isoOfMicros, kv, link, main, quote, short, tierClass, unverifiedReason } from "./ui.js";
 import { checkRules, checkSettings, LEDGER_SETTINGS } from "./rules.js";
 
 export async function classesPage(alive) {

@@ -6,7 +6,7 @@ import { decodeLeaf, keyId, verifyEnvelope } from "./envelope.js";
 import { b64decode, chainHash, CheckFailed, equalBytes, parseHash, toHex } from "./merkle.js";
 import {
   check, ensureHead, entryLink, fill, h, headBar, indexOfText, isIndex, kv, link, main, quote, selfCheck, short, unverifiedReason,
-} from "./app.js";
+} from "./ui.js";
 
 const PAGE_SIZE = 50;
 // How far back an entry page looks for the enrolment of its signer.

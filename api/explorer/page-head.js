@@ -4,7 +4,7 @@
 import { fetchEntry, proveEntry } from "./api.js";
 import { decodeLeaf } from "./envelope.js";
 import { b64encode, CheckFailed, toHex } from "./merkle.js";
-import { check, fill, h, kv, main, microsAgo, unverifiedReason } from "./app.js";
+import { check, fill, h, kv, main, microsAgo, unverifiedReason } from "./ui.js";
 
 export async function headPage(hd, alive, gen) {
   const cp = hd.signed; // shown; checks use hd.checkpoint, the verified head

@@ -2,7 +2,7 @@
 
 import { getText, settings } from "./api.js";
 import { parseVerifierKey } from "./note.js";
-import { fill, forgetHead, h, keyBanner, main } from "./app.js";
+import { fill, forgetHead, h, keyBanner, main } from "./ui.js";
 
 export async function settingsPage(alive) {
   document.getElementById("headbar").replaceChildren();

@@ -2,7 +2,7 @@
 // recommendation's rules (projections/src/rules.rs), as the ledger writes them.
 
 import { CheckFailed } from "./merkle.js";
-import { NotChecked, quote } from "./app.js";
+import { NotChecked, quote } from "./ui.js";
 
 /** `x` with `digits` decimals, the exact value rounded half to even (Rust's `{:.4}`). */
 function rustFixed(x, digits) {

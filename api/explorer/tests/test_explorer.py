@@ -67,6 +67,7 @@ ASSETS = {
     "index.html": "text/html; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
+    "ui.js": "text/javascript; charset=utf-8",
     "api.js": "text/javascript; charset=utf-8",
     "blake3.js": "text/javascript; charset=utf-8",
     "envelope.js": "text/javascript; charset=utf-8",

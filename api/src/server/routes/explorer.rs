@@ -33,6 +33,7 @@ pub const FILES: &[(&str, &str, &[u8])] = &[
         include_bytes!("../../../explorer/explorer.css"),
     ),
     ("app.js", JS, include_bytes!("../../../explorer/app.js")),
+    ("ui.js", JS, include_bytes!("../../../explorer/ui.js")),
     (
         "page-head.js",
         JS,
