@@ -748,6 +748,20 @@ impl EventLog {
         self.catching_up.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// Why writes and lookups by envelope id or leaf hash are refused while
+    /// a start opens the lookups, or for good when opening them failed;
+    /// `None` once they are open.
+    pub fn lookups_refusal(&self) -> Option<Rejection> {
+        let detail = match self.ledger.lookups_state() {
+            ledger::LookupsState::Open => return None,
+            ledger::LookupsState::Opening => "opening the lookups by leaf hash and envelope id after a start: reads, proofs and checkpoints are served; writes and lookups wait, retry shortly".to_owned(),
+            ledger::LookupsState::Failed(why) => format!(
+                "the lookups by leaf hash and envelope id could not be opened ({why}): writes and lookups are refused until restart"
+            ),
+        };
+        Some(Rejection::new(RejectCode::LedgerUnavailable, "", detail))
+    }
+
     /// Verifies `envelope`, or refuses it while the state is caught up or
     /// the lookups are opened (which can take minutes when they are rebuilt:
     /// a write is refused at once rather than held that long).
@@ -755,22 +769,8 @@ impl EventLog {
         if self.catching_up() {
             return Err(catching_up());
         }
-        match self.ledger.lookups_state() {
-            ledger::LookupsState::Open => {}
-            ledger::LookupsState::Opening => {
-                return Err(Rejection::new(
-                    RejectCode::LedgerUnavailable,
-                    "",
-                    "the ledger is opening its lookups by envelope id after a start; retry shortly",
-                ))
-            }
-            ledger::LookupsState::Failed(why) => {
-                return Err(Rejection::new(
-                    RejectCode::LedgerUnavailable,
-                    "",
-                    format!("the ledger could not open its lookups by envelope id ({why}); writes are refused until restart"),
-                ))
-            }
+        if let Some(refused) = self.lookups_refusal() {
+            return Err(refused);
         }
         verify_submission(envelope, &self.keys)
     }

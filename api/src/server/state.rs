@@ -328,17 +328,13 @@ impl AppState {
     /// leaf hash and envelope id (a lookup would wait for them on a runtime
     /// thread), and for good if opening them failed.
     pub(crate) fn refuse_until_lookups_open(&self) -> Result<(), ApiError> {
-        let detail = match self.events.ledger().lookups_state() {
-            ledger::LookupsState::Open => return Ok(()),
-            ledger::LookupsState::Opening => "opening the lookups by leaf hash and envelope id after a start: reads, proofs and checkpoints are served; writes and lookups wait".to_owned(),
-            ledger::LookupsState::Failed(why) => format!(
-                "the lookups by leaf hash and envelope id could not be opened ({why}): writes and lookups are refused until restart"
-            ),
-        };
-        Err(ApiError::Rejected {
-            rejection: events::Rejection::new(events::RejectCode::LedgerUnavailable, "", detail),
-            recorded: None,
-        })
+        match self.events.lookups_refusal() {
+            None => Ok(()),
+            Some(rejection) => Err(ApiError::Rejected {
+                rejection,
+                recorded: None,
+            }),
+        }
     }
 
     pub(crate) fn require_verified(&self) -> Result<(), ApiError> {
