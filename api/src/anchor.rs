@@ -45,6 +45,7 @@ pub fn publish(
     let location = target.publish(&note, head.size, now.div_euclid(1_000_000))?;
     let envelope = events::anchor_published_envelope(
         &key.event_signing_key(),
+        log.schema(),
         (head.size, &head.root),
         &note,
         &location,

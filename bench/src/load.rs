@@ -28,7 +28,7 @@ use events::envelope::format_micros;
 use events::model::SCHEMA_VERSION;
 use events::model::*;
 use events::sample::Sample;
-use events::{key_id, sign_envelope};
+use events::key_id;
 use verifier::check::ReceiptChecker;
 use verifier::client::Client;
 
@@ -205,7 +205,7 @@ impl Prepared {
             issued_at: format_micros(now_micros()),
             event,
         };
-        sign_envelope(key, &payload)
+        events::envelope::sign_write(key, payload)
     }
 
     /// The signed set-up, in order: enrol a harness and two curators,
@@ -311,7 +311,7 @@ fn case_added(p: &Prepared, case_id: &str) -> Event {
         &added_at,
         (&p.curators[0], &p.curators[1]),
     );
-    case.title = format!("load case {case_id}");
+    case.title = format!("load case {case_id}").into();
     Event::CaseAdded(case)
 }
 

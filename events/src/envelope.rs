@@ -82,6 +82,95 @@ pub fn payload_bytes(p: &Payload) -> Vec<u8> {
     }
 }
 
+/// A write as posted: a DSSE envelope alone, or, when the event commits to
+/// sensitive values (schema 2), `{"disclosures": [...], "envelope": {...}}`
+/// with one disclosure per committed field (docs/PRIVACY.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Write<'a> {
+    /// The envelope's JSON bytes as posted.
+    pub envelope: &'a [u8],
+    pub disclosures: Vec<String>,
+}
+
+/// Takes a posted write apart: an object whose first key is `envelope` or
+/// `disclosures` is the wrapped form; anything else is an envelope alone.
+pub fn split_write(body: &[u8]) -> Result<Write<'_>, Rejection> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Wrapped<'a> {
+        #[serde(borrow)]
+        envelope: &'a serde_json::value::RawValue,
+        disclosures: Vec<String>,
+    }
+    if !matches!(first_key(body), Some(b"envelope" | b"disclosures")) {
+        return Ok(Write {
+            envelope: body,
+            disclosures: Vec::new(),
+        });
+    }
+    let w: Wrapped<'_> = serde_json::from_slice(body).map_err(|e| {
+        Rejection::new(
+            RejectCode::MalformedEnvelope,
+            "",
+            format!("not a write {{\"disclosures\": [...], \"envelope\": {{...}}}}: {e}"),
+        )
+    })?;
+    let raw = w.envelope.get().as_bytes();
+    // The raw value borrows from `body`: find it there.
+    let start = raw.as_ptr() as usize - body.as_ptr() as usize;
+    Ok(Write {
+        envelope: &body[start..start + raw.len()],
+        disclosures: w.disclosures,
+    })
+}
+
+/// The first key of a JSON object, when it has one without escapes.
+fn first_key(b: &[u8]) -> Option<&[u8]> {
+    let ws = |b: &[u8], mut i: usize| {
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        i
+    };
+    let i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    let i = ws(b, i + 1);
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let rest = &b[i + 1..];
+    let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+    (rest[end] == b'"').then_some(&rest[..end])
+}
+
+/// The body that posts `envelope` with `disclosures`: the envelope alone
+/// when there are none.
+pub fn write_body(envelope: &[u8], disclosures: &[String]) -> Vec<u8> {
+    if disclosures.is_empty() {
+        return envelope.to_vec();
+    }
+    let mut out = b"{\"disclosures\":".to_vec();
+    out.extend_from_slice(&serde_json::to_vec(disclosures).unwrap_or_default());
+    out.extend_from_slice(b",\"envelope\":");
+    out.extend_from_slice(envelope);
+    out.push(b'}');
+    out
+}
+
+/// Commits `payload`'s sensitive values when its schema is 2
+/// ([`crate::disclose::commit`]), signs it with `key`, and returns the body
+/// to post ([`write_body`]). A schema-1 payload is signed as it is.
+pub fn sign_write(key: &SigningKey, mut payload: Payload) -> Vec<u8> {
+    let disclosures = if payload.schema == SCHEMA_VERSION {
+        crate::disclose::commit(&mut payload).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    write_body(&sign_envelope(key, &payload), &disclosures)
+}
+
 /// Signs `payload` with `key` and returns the envelope's JSON bytes, ready to
 /// post. (The client side; the ledger itself uses it for its own events.)
 pub fn sign_envelope(key: &SigningKey, payload: &Payload) -> Vec<u8> {
@@ -383,18 +472,21 @@ pub fn decode_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
     Ok(payload)
 }
 
-/// `payload`, if its schema is the one this ledger accepts.
+/// `payload`, if its schema is one this ledger reads (1 or 2) and its
+/// sensitive fields are in the form that schema says
+/// ([`crate::disclose::check_form`]).
 fn supported(payload: Payload) -> Result<Payload, Rejection> {
-    if payload.schema != SCHEMA_VERSION {
+    if payload.schema != SCHEMA_VERSION && payload.schema != crate::model::SCHEMA_CLEAR {
         return reject(
             RejectCode::UnsupportedSchema,
             "schema",
             format!(
-                "schema {} is not supported; this ledger accepts {SCHEMA_VERSION}",
+                "schema {} is not supported; this ledger accepts 1 and {SCHEMA_VERSION}",
                 payload.schema
             ),
         );
     }
+    crate::disclose::check_form(&payload)?;
     Ok(payload)
 }
 
@@ -582,17 +674,19 @@ pub fn parse_utc_micros(s: &str) -> Option<i64> {
 
 /// The `anchor.published` envelope, signed with the ledger's key, that
 /// records the publication of the checkpoint `note` at `(size, root)` to
-/// `location` at time `now` (µs, UTC). Its id is fixed by the size and the
+/// `location` at time `now` (µs, UTC), in the log's schema `schema`
+/// ([`crate::EventLog::schema`]). Its id is fixed by the size and the
 /// note, so recording the same anchor twice is one entry.
 pub fn anchor_published_envelope(
     ledger_key: &SigningKey,
+    schema: u32,
     (size, root): (u64, &ledger::Hash),
     note: &str,
     location: &str,
     now: i64,
 ) -> Vec<u8> {
     let payload = crate::model::Payload {
-        schema: crate::model::SCHEMA_VERSION,
+        schema,
         id: format!(
             "anchor-{size}-{}",
             &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]

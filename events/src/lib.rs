@@ -9,6 +9,7 @@
 //! write it and its rules.
 
 pub mod canonical;
+pub mod disclose;
 pub mod ed25519;
 pub mod envelope;
 pub mod model;

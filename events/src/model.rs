@@ -15,14 +15,76 @@ pub fn payload_schema() -> schemars::Schema {
     schemars::schema_for!(Payload)
 }
 
-/// The schema version this build writes and accepts.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The schema version this build writes. A log accepts schema 1 until its
+/// first schema-2 entry, and only schema 2 from then on (docs/PRIVACY.md).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The first schema: every field in clear.
+pub const SCHEMA_CLEAR: u32 = 1;
+
+/// A sensitive field (docs/EVENTS.md, "What each field reveals"): its value
+/// in clear (schema 1), or, from schema 2 on, a commitment to it, the
+/// digest of a disclosure that travels beside the envelope
+/// ([`crate::disclose`], docs/PRIVACY.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+pub enum Sensitive<T> {
+    Committed(Commitment),
+    Clear(T),
+}
+
+/// A commitment to a sensitive value: `{"_sd": digest}`, where the digest
+/// is the SD-JWT digest (RFC 9901 §4.2.3) of the value's disclosure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Commitment {
+    /// Base64url (no padding) of the SHA-256 of the disclosure's ASCII bytes.
+    #[serde(rename = "_sd")]
+    pub sd: String,
+}
+
+impl<T> Sensitive<T> {
+    /// The value, when it is in clear.
+    pub fn clear(&self) -> Option<&T> {
+        match self {
+            Sensitive::Clear(v) => Some(v),
+            Sensitive::Committed(_) => None,
+        }
+    }
+
+    /// The commitment's digest, when the value is committed.
+    pub fn committed(&self) -> Option<&str> {
+        match self {
+            Sensitive::Committed(c) => Some(&c.sd),
+            Sensitive::Clear(_) => None,
+        }
+    }
+}
+
+impl From<String> for Sensitive<String> {
+    fn from(v: String) -> Self {
+        Sensitive::Clear(v)
+    }
+}
+
+impl From<&str> for Sensitive<String> {
+    fn from(v: &str) -> Self {
+        Sensitive::Clear(v.to_owned())
+    }
+}
+
+impl From<Disposition> for Sensitive<Disposition> {
+    fn from(v: Disposition) -> Self {
+        Sensitive::Clear(v)
+    }
+}
 
 /// The signed payload of every event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Payload {
-    /// Schema version; must be [`SCHEMA_VERSION`].
+    /// Schema version: 1 (every field in clear) or 2 (sensitive fields
+    /// committed).
     pub schema: u32,
     /// The envelope id: unique per event. Re-posting the same envelope is
     /// idempotent; reusing the id for other content is refused.
@@ -295,7 +357,7 @@ pub struct PrincipalEnrolled {
 #[serde(deny_unknown_fields)]
 pub struct PrincipalRevoked {
     pub key_id: String,
-    pub reason: String,
+    pub reason: Sensitive<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -355,7 +417,7 @@ pub enum CaseSource {
 #[serde(deny_unknown_fields)]
 pub struct Provenance {
     pub source: CaseSource,
-    pub source_ref: String,
+    pub source_ref: Sensitive<String>,
     pub added_at: String,
     pub added_by: CoSignature,
     pub reviewed_by: CoSignature,
@@ -366,9 +428,9 @@ pub struct Provenance {
 pub struct CaseAdded {
     pub task_class: String,
     pub case_id: String,
-    pub title: String,
-    pub disposition: Disposition,
-    pub difficulty: String,
+    pub title: Sensitive<String>,
+    pub disposition: Sensitive<Disposition>,
+    pub difficulty: Sensitive<String>,
     /// `held-out`, or a corpus-derived class such as `corpus-derived`.
     pub curation_class: String,
     pub provenance: Provenance,
@@ -380,7 +442,7 @@ pub struct CaseAdded {
 #[serde(deny_unknown_fields)]
 pub struct CaseRetired {
     pub case_id: String,
-    pub reason: String,
+    pub reason: Sensitive<String>,
     pub retired_by: CoSignature,
     pub reviewed_by: CoSignature,
 }
@@ -389,9 +451,9 @@ pub struct CaseRetired {
 #[serde(deny_unknown_fields)]
 pub struct CaseDraft {
     pub case_id: String,
-    pub title: String,
-    pub disposition: Disposition,
-    pub difficulty: String,
+    pub title: Sensitive<String>,
+    pub disposition: Sensitive<Disposition>,
+    pub difficulty: Sensitive<String>,
     pub curation_class: String,
     pub case_digest: String,
     pub cassette_digest: String,
@@ -404,7 +466,7 @@ pub struct CaseProposed {
     pub task_class: String,
     pub draft: CaseDraft,
     /// The production incident or outcome the draft came from.
-    pub production_ref: String,
+    pub production_ref: Sensitive<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -420,7 +482,7 @@ pub struct ProposalApproved {
 #[serde(deny_unknown_fields)]
 pub struct ProposalRejected {
     pub proposal_id: String,
-    pub reason: String,
+    pub reason: Sensitive<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -513,7 +575,7 @@ pub struct ScoreRecorded {
     pub score: BenchScore,
     pub started_at: String,
     pub finished_at: String,
-    pub operator_fingerprint: String,
+    pub operator_fingerprint: Sensitive<String>,
 }
 
 /// `SolvedExampleWriteCapability` (seed 002).
@@ -540,7 +602,7 @@ pub struct RagExampleWritten {
 #[serde(deny_unknown_fields)]
 pub struct RagRecordQuarantined {
     pub capability_id: String,
-    pub reason: String,
+    pub reason: Sensitive<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -53,6 +53,20 @@ codes! {
     UnknownEventKind = "unknown_event_kind",
     /// The payload's schema version is not supported.
     UnsupportedSchema = "unsupported_schema",
+    /// The log holds schema-2 entries, and from its first one on accepts only schema 2 (docs/PRIVACY.md).
+    SchemaSuperseded = "schema_superseded",
+    /// A schema-2 payload holds a sensitive field's value in clear instead of a commitment.
+    SensitiveValueInClear = "sensitive_value_in_clear",
+    /// A schema-1 payload holds a commitment, which only schema 2 may.
+    CommitmentNotAllowed = "commitment_not_allowed",
+    /// A disclosure is not the base64url of the canonical JSON array [salt, field, value] with a salt of 16 to 64 bytes.
+    DisclosureMalformed = "disclosure_malformed",
+    /// A committed field has no disclosure whose digest it holds.
+    DisclosureMissing = "disclosure_missing",
+    /// A disclosure matches no commitment in the event.
+    DisclosureUnused = "disclosure_unused",
+    /// A disclosure names another field than the one whose commitment it opens.
+    DisclosureFieldMismatch = "disclosure_field_mismatch",
     /// An identifier is empty, too long, or has characters outside [A-Za-z0-9._:/@+-].
     InvalidIdentifier = "invalid_identifier",
     /// A text field is empty, too long, or holds control characters.

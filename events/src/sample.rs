@@ -93,13 +93,13 @@ impl Sample {
         CaseAdded {
             task_class: task_class.into(),
             case_id: case_id.into(),
-            title: format!("{task_class} case {case_id}"),
-            disposition: Disposition::Positive,
+            title: format!("{task_class} case {case_id}").into(),
+            disposition: Disposition::Positive.into(),
             difficulty: "medium".into(),
             curation_class: curation_class.into(),
             provenance: Provenance {
                 source: CaseSource::Curated,
-                source_ref: format!("bench/{task_class}/cases/{case_id}"),
+                source_ref: format!("bench/{task_class}/cases/{case_id}").into(),
                 added_at: added_at.into(),
                 added_by: cosign(added_by, &st),
                 reviewed_by: cosign(reviewed_by, &st),

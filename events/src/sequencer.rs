@@ -87,20 +87,30 @@ impl KeyCache {
     }
 }
 
-/// An envelope whose signature verified.
+/// An envelope whose signature verified, with the disclosures of its
+/// committed fields, checked against them.
 #[derive(Debug, Clone)]
-pub struct Submission(Decoded);
+pub struct Submission {
+    decoded: Decoded,
+    /// In [`crate::disclose::fields`] order: what is kept beside the entry.
+    disclosures: Vec<String>,
+}
 
 impl Submission {
     pub fn decoded(&self) -> &Decoded {
-        &self.0
+        &self.decoded
     }
 }
 
-/// Decodes `bytes` and verifies the envelope signature with the signer's
-/// enrolled key (or, for an enrolment, the key it enrols).
+/// Decodes a write (an envelope, or an envelope with the disclosures of its
+/// committed fields, [`crate::envelope::split_write`]), checks each
+/// disclosure and the rule of the value it discloses, and verifies the
+/// envelope signature with the signer's enrolled key (or, for an enrolment,
+/// the key it enrols).
 pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Rejection> {
-    let mut d = decode_envelope(bytes)?;
+    let write = crate::envelope::split_write(bytes)?;
+    let mut d = decode_envelope(write.envelope)?;
+    let (disclosures, _clear) = crate::disclose::open(&d.payload, &write.disclosures)?;
     let key = signer_key(&d, keys).ok_or_else(|| {
         Rejection::new(
             RejectCode::UnknownSigner,
@@ -110,7 +120,10 @@ pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Re
     })?;
     d.verify(&key)?;
     preverify_cosignatures(&mut d, keys);
-    Ok(Submission(d))
+    Ok(Submission {
+        decoded: d,
+        disclosures,
+    })
 }
 
 /// The key `d` must be signed with: its signer's enrolled key, or, for an
@@ -357,7 +370,7 @@ impl EventSequencer {
             Err(r) => return Sequenced::Reject(r),
         }
         let payload = Payload {
-            schema: SCHEMA_VERSION,
+            schema: self.state.schema(),
             id,
             signer: self.ledger_key_id.clone(),
             issued_at: format_micros(at),
@@ -416,7 +429,10 @@ impl Sequencer for EventSequencer {
         if self.loading {
             return Sequenced::Reject(catching_up());
         }
-        let d = input.0;
+        let Submission {
+            decoded: d,
+            disclosures,
+        } = input;
         let accepted = |at| Accepted {
             id: d.payload.id.clone(),
             kind: d.payload.event.kind(),
@@ -469,6 +485,7 @@ impl Sequencer for EventSequencer {
             leaf: d.leaf_bytes(at),
             accepted: accepted(at),
             key: Some(key),
+            private: disclosures.into_iter().map(String::into_bytes).collect(),
         }
     }
 
@@ -1085,6 +1102,12 @@ impl EventLog {
                         && p.roles.contains(&crate::model::Role::Ledger))
             })
         })
+    }
+
+    /// The schema the log accepts now and the ledger writes its own events
+    /// in ([`State::schema`]).
+    pub fn schema(&self) -> u32 {
+        self.ledger.inspect(|s| s.state.schema())
     }
 
     /// A copy of the live (committed) state.

@@ -30,7 +30,7 @@ fn scored(n: usize) -> (World, Vec<(Vec<u8>, Payload, u64)>) {
             "harness",
             Event::ScoreRecorded(score(&format!("case-{}", i % 3 + 1), 0.8)),
         );
-        let env = events::sign_envelope(&key("harness"), &p);
+        let env = w.with_disclosures(&events::sign_envelope(&key("harness"), &p));
         let r = w.append(&env).expect("score");
         posted.push((env, p, r.appended.index));
     }
@@ -50,7 +50,11 @@ fn ids_hold(log: &EventLog, posted: &[(Vec<u8>, Payload, u64)]) {
     let (_, p, _) = &posted[0];
     let mut other = p.clone();
     other.event = Event::ScoreRecorded(score("case-1", 0.1));
-    let r = log.append(&events::sign_envelope(&key("harness"), &other));
+    let disclosures = events::disclose::commit(&mut other).expect("randomness");
+    let r = log.append(&events::envelope::write_body(
+        &events::sign_envelope(&key("harness"), &other),
+        &disclosures,
+    ));
     assert_eq!(expect_code(r, RejectCode::EnvelopeIdReused).field, "id");
     assert_eq!(
         log.ledger().head().size,
@@ -68,7 +72,8 @@ fn ids_are_indexed_as_entries_commit_and_survive_a_restart() {
     for (env, p, index) in &posted {
         let (at, digest) = disk.entry_key(&p.id).expect("indexed at commit");
         assert_eq!(at, *index);
-        let d = events::decode_envelope(env).expect("decode");
+        let write = events::envelope::split_write(env).expect("write");
+        let d = events::decode_envelope(write.envelope).expect("decode");
         assert_eq!(digest, d.payload_digest);
     }
     drop(disk);

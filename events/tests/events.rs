@@ -211,22 +211,22 @@ fn duplicate_key_is_refused() {
 #[test]
 fn integer_that_loses_precision_is_refused() {
     refused(C::IntegerPrecision, "", |w| {
-        hand_written(w, "\"schema\":1", "\"schema\":9007199254740993")
+        hand_written(w, "\"schema\":2", "\"schema\":9007199254740993")
     });
 }
 
 #[test]
 fn non_canonical_payload_is_refused() {
     refused(C::NonCanonicalPayload, "payload", |w| {
-        hand_written(w, "\"schema\":1", "\"schema\": 1")
+        hand_written(w, "\"schema\":2", "\"schema\": 2")
     });
 }
 
 #[test]
 fn signature_over_a_different_payload_is_refused() {
     refused(C::SignatureInvalid, "signatures[0].sig", |w| {
-        let good = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.2)));
-        let other = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.99)));
+        let good = w.bare_envelope("harness", Event::ScoreRecorded(score("case-1", 0.2)));
+        let other = w.bare_envelope("harness", Event::ScoreRecorded(score("case-1", 0.99)));
         let mut g: serde_json::Value = serde_json::from_slice(&good).expect("json");
         let o: serde_json::Value = serde_json::from_slice(&other).expect("json");
         g["payload"] = o["payload"].clone();
@@ -341,7 +341,7 @@ fn proposal(id: &str, case_id: &str) -> Event {
         draft: CaseDraft {
             case_id: case_id.into(),
             title: "incident-derived case".into(),
-            disposition: Disposition::Negative,
+            disposition: Disposition::Negative.into(),
             difficulty: "hard".into(),
             curation_class: "held-out".into(),
             case_digest: case_digest(case_id),
@@ -538,6 +538,7 @@ fn different_envelope_reusing_an_id_is_refused() {
         w.append(&events::sign_envelope(&key("harness"), &p))
             .expect("first");
         p.event = Event::ScoreRecorded(score("case-1", 0.95));
+        w.commit(&mut p);
         w.append(&events::sign_envelope(&key("harness"), &p))
     });
 }
@@ -683,7 +684,7 @@ fn unknown_event_kind_is_refused() {
 #[test]
 fn wrong_payload_type_is_refused() {
     refused(C::UnsupportedPayloadType, "payloadType", |w| {
-        let env = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.8)));
+        let env = w.bare_envelope("harness", Event::ScoreRecorded(score("case-1", 0.8)));
         let mut v: serde_json::Value = serde_json::from_slice(&env).expect("json");
         v["payloadType"] = "application/json".into();
         w.append(&serde_json::to_vec(&v).expect("json"))

@@ -37,7 +37,7 @@ fn sample(kind: Kind, w: &World) -> Event {
             draft: CaseDraft {
                 case_id: "case-p".into(),
                 title: "t".into(),
-                disposition: Disposition::Ambiguous,
+                disposition: Disposition::Ambiguous.into(),
                 difficulty: "easy".into(),
                 curation_class: "held-out".into(),
                 case_digest: case_digest("case-p"),
@@ -324,13 +324,13 @@ fn perform(w: &mut World, op: &Op) {
                 draft: CaseDraft {
                     case_id: format!("icase-{i}"),
                     title: "from an incident".into(),
-                    disposition: Disposition::Negative,
+                    disposition: Disposition::Negative.into(),
                     difficulty: "hard".into(),
                     curation_class: "held-out".into(),
                     case_digest: case_digest(&format!("icase-{i}")),
                     cassette_digest: cassette_digest(&format!("icase-{i}")),
                 },
-                production_ref: format!("INC-{i}"),
+                production_ref: format!("INC-{i}").into(),
             }),
         ),
         Op::Approve(i) => {

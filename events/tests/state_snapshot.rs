@@ -52,6 +52,8 @@ fn snapshot_and_tail_rebuild_the_same_state_as_a_full_replay() {
     let live = w.log.state();
     // An envelope logged before the snapshot was taken.
     let early = w.log.ledger().entry(at - 1).expect("entry");
+    let (decoded, _) = events::decode_leaf(&early.leaf).expect("leaf");
+    let early_body = w.with_disclosures(&events::canonical::encode(&decoded.envelope_value()));
     let dir = w.dir.path().to_owned();
     drop(w.log);
     let log = reopen(&dir, "ledger");
@@ -65,10 +67,8 @@ fn snapshot_and_tail_rebuild_the_same_state_as_a_full_replay() {
     assert_eq!(log.replay_state().expect("replay"), live);
     // Idempotence survives the snapshot: re-posting an envelope logged
     // before it is acknowledged at its index, and nothing is appended.
-    let (decoded, _) = events::decode_leaf(&early.leaf).expect("leaf");
     let size = log.ledger().head().size;
-    let envelope = events::canonical::encode(&decoded.envelope_value());
-    let again = log.append(&envelope).expect("re-post");
+    let again = log.append(&early_body).expect("re-post");
     assert!(again.existing);
     assert_eq!(again.appended.index, at - 1);
     assert_eq!(log.ledger().head().size, size);
@@ -165,8 +165,8 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
 #[test]
 fn attack_entry_appended_to_the_data_file_without_a_valid_signature_is_caught() {
     let mut w = World::new();
-    let real = w.envelope("harness", Event::ScoreRecorded(score("case-1", 0.99)));
-    let other = w.envelope("harness", Event::ScoreRecorded(score("case-2", 0.10)));
+    let real = w.bare_envelope("harness", Event::ScoreRecorded(score("case-1", 0.99)));
+    let other = w.bare_envelope("harness", Event::ScoreRecorded(score("case-2", 0.10)));
     let sig = |env: &[u8]| {
         let v: serde_json::Value = serde_json::from_slice(env).expect("json");
         v["signatures"][0]["sig"].as_str().expect("sig").to_owned()

@@ -195,7 +195,7 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
         log.append(&env).expect("genesis");
     }
     let payload = events::Payload {
-        schema: 1,
+        schema: events::model::SCHEMA_VERSION,
         id: "enrol-harness-once".into(),
         signer: events::key_id(&testkit::world::key("operator").verifying_key()),
         issued_at: "2026-11-01T00:00:00Z".into(),

@@ -42,6 +42,7 @@ mod log;
 pub mod lookup;
 pub mod merkle;
 mod overlay;
+pub mod private;
 pub mod sealed;
 pub mod store;
 pub mod tiles;

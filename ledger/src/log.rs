@@ -165,11 +165,14 @@ pub struct EntryKey {
 
 /// A [`Sequencer`]'s decision for one input.
 pub enum Sequenced<A, R> {
-    /// Append `leaf` as the next entry, indexed under `key` if any.
+    /// Append `leaf` as the next entry, indexed under `key` if any, with
+    /// `private` kept beside it, each part sealed under a key of its own
+    /// ([`crate::private`]; empty for most entries).
     Append {
         leaf: Vec<u8>,
         accepted: A,
         key: Option<EntryKey>,
+        private: Vec<Vec<u8>>,
     },
     /// Already in the log at `index`: acknowledge it again, append nothing.
     Existing { index: u64, accepted: A },
@@ -203,6 +206,7 @@ impl Sequencer for Raw {
             leaf,
             accepted: (),
             key: None,
+            private: Vec::new(),
         }
     }
 
@@ -266,6 +270,8 @@ struct Shared {
     /// (a store that refuses every write would otherwise cost every batch
     /// a read of up to 65,536 entries).
     lookup_retry: std::sync::Mutex<Option<Instant>>,
+    /// The private parts' key file, opened when first needed.
+    keys: std::sync::Mutex<Option<crate::private::KeyFile>>,
 }
 
 /// An append log on one data directory. Cheap to share behind an `Arc`; all
@@ -401,6 +407,7 @@ impl<S: Sequencer> Ledger<S> {
             watch,
             lookups: LookupsSlot::default(),
             lookup_retry: std::sync::Mutex::new(None),
+            keys: std::sync::Mutex::new(None),
         });
         let opener = {
             let shared = Arc::clone(&shared);
@@ -486,6 +493,73 @@ impl<S: Sequencer> Ledger<S> {
     /// committer.
     pub fn inspect_mut<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
         f(&mut self.sequencer.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The private parts of committed entry `index`, in the order its
+    /// sequencer gave them ([`crate::private`]); empty when it has none. A
+    /// part whose key was shredded reads as [`crate::private::Part::Shredded`];
+    /// a key the key file lacks, or a ciphertext that does not authenticate,
+    /// is [`Error::Corrupt`].
+    pub fn private_parts(&self, index: u64) -> Result<Vec<crate::private::Part>, Error> {
+        let Some(row) = self.snapshot()?.private_row(index)? else {
+            return Ok(Vec::new());
+        };
+        let sealed = crate::private::decode_record(index, &row)?;
+        let mut file = self.shared.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if file.is_none() {
+            *file = Some(crate::private::KeyFile::open(&self.shared.dir)?);
+        }
+        let Some(file) = file.as_ref() else {
+            return Ok(Vec::new());
+        };
+        sealed
+            .iter()
+            .enumerate()
+            .map(|(i, part)| {
+                let key = file.get(part.slot)?;
+                match key {
+                    Some(k) => Ok(crate::private::Part::Open(crate::private::open_part(
+                        index,
+                        i as u16,
+                        &k,
+                        &part.ciphertext,
+                    )?)),
+                    None if file.written(part.slot) => Ok(crate::private::Part::Shredded),
+                    None => Err(crate::error::Corruption::new(
+                        index,
+                        crate::error::CorruptionKind::Malformed,
+                        format!(
+                            "private part {i} names key slot {}, which {} does not hold",
+                            part.slot,
+                            crate::private::KEYS_FILE
+                        ),
+                    )
+                    .into()),
+                }
+            })
+            .collect()
+    }
+
+    /// Destroys the key of part `part` of entry `index`, in place and
+    /// durably: that part can never be read again. The entry, its leaf and
+    /// every proof are unchanged. `Ok(false)` when the entry has no such
+    /// part.
+    pub fn shred_private_part(&self, index: u64, part: usize) -> Result<bool, Error> {
+        let Some(row) = self.snapshot()?.private_row(index)? else {
+            return Ok(false);
+        };
+        let sealed = crate::private::decode_record(index, &row)?;
+        let Some(p) = sealed.get(part) else {
+            return Ok(false);
+        };
+        let mut file = self.shared.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if file.is_none() {
+            *file = Some(crate::private::KeyFile::open(&self.shared.dir)?);
+        }
+        match file.as_mut() {
+            Some(f) => f.shred(p.slot).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// A receiver that sees every new committed head.

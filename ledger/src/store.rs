@@ -70,6 +70,8 @@ pub const V2_ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> =
 /// Derived state saved by layers above the log (projection checkpoints).
 /// Never hashed, never part of the log; always rebuildable from it.
 pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
+/// Private parts of entries, sealed ([`crate::private`]): index → row.
+pub const PRIVATE_PARTS: TableDefinition<u64, &[u8]> = TableDefinition::new("private_parts");
 
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
@@ -587,9 +589,20 @@ impl Store {
     /// guarantees the rows are contiguous from the current head. The bundle
     /// the head is in is read, extended and rewritten; every bundle the batch
     /// fills is stored compressed.
-    pub(crate) fn commit(&self, rows: &[Row<'_>], new_head: &Head) -> Result<(), Error> {
+    pub(crate) fn commit(
+        &self,
+        rows: &[Row<'_>],
+        private: &[(u64, Vec<u8>)],
+        new_head: &Head,
+    ) -> Result<(), Error> {
         self.refuse_if_fallback()?;
         let txn = self.begin_durable()?;
+        if !private.is_empty() {
+            let mut t = txn.open_table(PRIVATE_PARTS).map_err(storage)?;
+            for (index, row) in private {
+                t.insert(*index, row.as_slice()).map_err(storage)?;
+            }
+        }
         {
             let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
             let mut hashes = txn.open_table(HASHES).map_err(storage)?;
@@ -942,6 +955,16 @@ impl Snapshot {
 
     /// Derived state saved under `name` (see [`Store::put_aux`]), as of this
     /// snapshot.
+    /// The row of entry `index` in `private_parts`, if it has one
+    /// ([`crate::private`]).
+    pub fn private_row(&self, index: u64) -> Result<Option<Vec<u8>>, Error> {
+        match self.txn.open_table(PRIVATE_PARTS) {
+            Ok(t) => Ok(t.get(index).map_err(storage)?.map(|v| v.value().to_vec())),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         Ok(
             opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?

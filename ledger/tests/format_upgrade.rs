@@ -206,6 +206,7 @@ impl ledger::Sequencer for EventKeys {
             leaf,
             accepted: (),
             key: None,
+            private: Vec::new(),
         }
     }
 

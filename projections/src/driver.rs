@@ -4,7 +4,7 @@
 
 use ed25519_dalek::SigningKey;
 use events::model::{
-    CheckpointRef, EvidenceRef, Payload, PromotionRecommended, StateCommitted, SCHEMA_VERSION,
+    CheckpointRef, EvidenceRef, Payload, PromotionRecommended, StateCommitted,
 };
 use events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
@@ -471,7 +471,7 @@ pub fn recommend(
     }
     check_evidence(events.ledger(), &view)?;
     let payload = Payload {
-        schema: SCHEMA_VERSION,
+        schema: events.schema(),
         id: rec_id,
         signer: envelope::key_id(&ledger_key.verifying_key()),
         issued_at: envelope::format_micros(now),
@@ -564,7 +564,7 @@ fn commit_held(
         // known ahead.
         let tag = blake3::hash(format!("{size}\n{state_root}\n{now}").as_bytes());
         let payload = Payload {
-            schema: SCHEMA_VERSION,
+            schema: events.schema(),
             id: format!("state-committed-{size}-{}", &tag.to_hex()[..16]),
             signer: envelope::key_id(&ledger_key.verifying_key()),
             issued_at: envelope::format_micros(now),

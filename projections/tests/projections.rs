@@ -78,7 +78,7 @@ fn retired_cases_stop_counting_and_pending_proposals_never_count() {
             draft: CaseDraft {
                 case_id: "case-pending".into(),
                 title: "pending".into(),
-                disposition: Disposition::Negative,
+                disposition: Disposition::Negative.into(),
                 difficulty: "hard".into(),
                 curation_class: "held-out".into(),
                 case_digest: case_digest("case-pending"),

@@ -51,6 +51,9 @@ pub struct World {
     next_id: u64,
     /// The log size just before the last [`World::append`].
     pub size_before_last: u64,
+    /// Every disclosure this world made, by digest: [`World::append`] sends
+    /// a bare envelope with the disclosures of the values it commits to.
+    disclosures: std::collections::HashMap<String, String>,
 }
 
 /// Every role with its key name.
@@ -87,6 +90,7 @@ impl World {
             clock,
             next_id: 0,
             size_before_last: 0,
+            disclosures: Default::default(),
         }
     }
 
@@ -130,15 +134,48 @@ impl World {
         )
     }
 
+    /// A schema-2 payload of `event` by `signer`, its sensitive values
+    /// committed ([`World::commit`]).
     pub fn payload(&mut self, signer: &str, event: Event) -> Payload {
         self.next_id += 1;
-        Payload {
+        let mut p = Payload {
             schema: SCHEMA_VERSION,
             id: format!("env-{:08}", self.next_id),
             signer: key_id(&key(signer).verifying_key()),
             issued_at: format_micros(self.clock_now()),
             event,
+        };
+        self.commit(&mut p);
+        p
+    }
+
+    /// Commits the sensitive values `p` holds in clear, remembering their
+    /// disclosures for [`World::append`].
+    pub fn commit(&mut self, p: &mut Payload) {
+        for d in events::disclose::commit(p).expect("randomness") {
+            self.disclosures.insert(events::disclose::digest(&d), d);
         }
+    }
+
+    /// `body` as posted: a bare envelope that commits to values this world
+    /// disclosed gets their disclosures beside it; anything else (a write
+    /// that has them, bytes that do not decode) is left as it is.
+    pub fn with_disclosures(&self, body: &[u8]) -> Vec<u8> {
+        let Ok(w) = events::envelope::split_write(body) else {
+            return body.to_vec();
+        };
+        if !w.disclosures.is_empty() || w.envelope.len() != body.len() {
+            return body.to_vec();
+        }
+        let Ok(d) = events::decode_envelope(body) else {
+            return body.to_vec();
+        };
+        let known: Vec<String> = events::disclose::fields(&d.payload.event)
+            .into_iter()
+            .filter_map(|(_, _, slot)| slot.digest().and_then(|g| self.disclosures.get(g)))
+            .cloned()
+            .collect();
+        events::envelope::write_body(body, &known)
     }
 
     fn clock_now(&self) -> i64 {
@@ -146,7 +183,17 @@ impl World {
         self.clock.now_micros()
     }
 
+    /// The body that posts `event` signed by `signer`: its sensitive values
+    /// committed, with their disclosures beside the envelope when it has
+    /// any ([`events::envelope::sign_write`]).
     pub fn envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
+        let p = self.payload(signer, event);
+        self.with_disclosures(&sign_envelope(&key(signer), &p))
+    }
+
+    /// The envelope alone, without the disclosures of the values it commits
+    /// to ([`World::append`] adds them): for tests that change its bytes.
+    pub fn bare_envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
         let p = self.payload(signer, event);
         sign_envelope(&key(signer), &p)
     }
@@ -156,10 +203,13 @@ impl World {
         self.append(&env)
     }
 
-    /// Appends raw envelope bytes, remembering the size just before.
+    /// Appends raw envelope bytes (with the disclosures this world made
+    /// for them, [`World::with_disclosures`]), remembering the size just
+    /// before.
     pub fn append(&mut self, envelope: &[u8]) -> Posted {
         self.size_before_last = self.size();
-        self.log.append(envelope)
+        let body = self.with_disclosures(envelope);
+        self.log.append(&body)
     }
 
     pub fn size(&self) -> u64 {

@@ -47,13 +47,15 @@ impl ReceiptChecker {
         }
     }
 
-    /// Checks `r`. With `envelope` (the bytes that were posted), also checks
-    /// that the included leaf is that envelope, sequenced at the receipt's
-    /// `sequenced_at`: the proof is for this event, not some other entry.
+    /// Checks `r`. With `envelope` (the bytes that were posted: an envelope,
+    /// or one with its disclosures), also checks that the included leaf is
+    /// that envelope, sequenced at the receipt's `sequenced_at`: the proof
+    /// is for this event, not some other entry.
     pub fn check(&mut self, r: &WriteReceipt, envelope: Option<&[u8]>) -> anyhow::Result<()> {
         let decoded = envelope
-            .map(|env| {
-                events::decode_envelope(env)
+            .map(|body| {
+                events::envelope::split_write(body)
+                    .and_then(|w| events::decode_envelope(w.envelope))
                     .map_err(|e| anyhow!("the posted envelope does not decode: {e}"))
             })
             .transpose()?;

@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context};
 use ed25519_dalek::SigningKey;
 use events::envelope::format_micros;
 use events::model::*;
-use events::{key_id, sign_envelope, Clock as _, SystemClock};
+use events::{key_id, Clock as _, SystemClock};
 
 use crate::check::ReceiptChecker;
 use crate::client::Client;
@@ -18,7 +18,10 @@ use crate::wire::{BatchResponse, Problem, WriteReceipt};
 use crate::CheckError;
 
 /// Signs `event` with `key` as a new envelope: a fresh id (`prefix`, then
-/// 128 random bits as 32 hex digits) issued now.
+/// 128 random bits as 32 hex digits) issued now, its sensitive values
+/// committed (schema 2). Returns the body to post: the envelope, with the
+/// disclosures of its committed values when it has any
+/// ([`events::envelope::sign_write`]).
 pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
     let payload = Payload {
         schema: SCHEMA_VERSION,
@@ -27,7 +30,7 @@ pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
         issued_at: format_micros(SystemClock.now_micros()),
         event,
     };
-    sign_envelope(key, &payload)
+    events::envelope::sign_write(key, payload)
 }
 
 /// How posts are retried when the server answers 503 (it is starting, or

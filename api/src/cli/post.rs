@@ -136,7 +136,7 @@ pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
         a.operator,
         events::Event::PrincipalRevoked(events::model::PrincipalRevoked {
             key_id: a.key_id,
-            reason: a.reason,
+            reason: a.reason.into(),
         }),
     )
 }

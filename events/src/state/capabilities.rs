@@ -6,7 +6,7 @@
 //! expires (the sequencing time decides, never the client's clock). Only a
 //! minted capability can be quarantined.
 
-use super::{body, digest, ident, text, timestamp, Checkpoints, State};
+use super::{body, digest, ident, sensitive_text, timestamp, Checkpoints, State};
 use crate::envelope::parse_utc_micros;
 use crate::model::{CapabilityMinted, RagExampleWritten, RagRecordQuarantined};
 use crate::reject::{reject, RejectCode as C, Rejection};
@@ -97,7 +97,7 @@ impl State {
                 "no such capability",
             );
         }
-        text(&e.reason, "reason")
+        sensitive_text(&e.reason, "reason")
     }
 
     pub(super) fn apply_capability_minted(&mut self, e: &CapabilityMinted) {

@@ -13,7 +13,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{banned_key, body, digest, ident, severity, text, timestamp, State};
+use super::{
+    banned_key, body, digest, ident, sensitive_text, severity, text, timestamp, State,
+};
 use crate::envelope::{case_provenance_statement, case_retire_statement, Preverified};
 use crate::model::{
     CaseAdded, CaseDraft, CaseProposed, CaseRetired, CaseSource, ProposalApproved,
@@ -197,12 +199,12 @@ impl State {
         self.task_class(&e.task_class)?;
         ident(&e.case_id, "case_id")?;
         self.case_id_free(&e.case_id, "case_id")?;
-        text(&e.title, "title")?;
-        text(&e.difficulty, "difficulty")?;
+        sensitive_text(&e.title, "title")?;
+        sensitive_text(&e.difficulty, "difficulty")?;
         ident(&e.curation_class, "curation_class")?;
         digest(&e.case_digest, "case_digest")?;
         digest(&e.cassette_digest, "cassette_digest")?;
-        text(&e.provenance.source_ref, "provenance.source_ref")?;
+        sensitive_text(&e.provenance.source_ref, "provenance.source_ref")?;
         timestamp(&e.provenance.added_at, "provenance.added_at")?;
         let st = case_provenance_statement(&e.case_id, &e.provenance.added_at, &e.case_digest);
         self.check_cosigners(
@@ -232,7 +234,7 @@ impl State {
                 "the case is already retired",
             );
         }
-        text(&e.reason, "reason")?;
+        sensitive_text(&e.reason, "reason")?;
         let st = case_retire_statement(&e.case_id, &case.case_digest);
         self.check_cosigners(
             [
@@ -253,7 +255,7 @@ impl State {
         self.task_class(&e.task_class)?;
         check_draft(&e.draft)?;
         self.case_id_free(&e.draft.case_id, "draft.case_id")?;
-        text(&e.production_ref, "production_ref")
+        sensitive_text(&e.production_ref, "production_ref")
     }
 
     pub(super) fn check_proposal_approved(
@@ -282,7 +284,7 @@ impl State {
 
     pub(super) fn check_proposal_rejected(&self, e: &ProposalRejected) -> Result<(), Rejection> {
         self.pending_proposal(&e.proposal_id)?;
-        text(&e.reason, "reason")
+        sensitive_text(&e.reason, "reason")
     }
 
     pub(super) fn apply_task_class_registered(&mut self, e: &TaskClassRegistered) {
@@ -359,8 +361,8 @@ impl State {
 
 fn check_draft(d: &CaseDraft) -> Result<(), Rejection> {
     ident(&d.case_id, "draft.case_id")?;
-    text(&d.title, "draft.title")?;
-    text(&d.difficulty, "draft.difficulty")?;
+    sensitive_text(&d.title, "draft.title")?;
+    sensitive_text(&d.difficulty, "draft.difficulty")?;
     ident(&d.curation_class, "draft.curation_class")?;
     digest(&d.case_digest, "draft.case_digest")?;
     digest(&d.cassette_digest, "draft.cassette_digest")

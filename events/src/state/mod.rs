@@ -66,6 +66,11 @@ pub struct State {
     pub size: u64,
     /// The latest sequencing time (µs, UTC); sequencing never goes back.
     pub last_sequenced_at: i64,
+    /// The index of the log's first schema-2 entry, from which it holds
+    /// sensitive values only as commitments (docs/PRIVACY.md). Snapshots
+    /// written before schema 2 existed lack it: no log had one then.
+    #[serde(default)]
+    pub commitments_from: Option<u64>,
 }
 
 /// Why a replay stopped.
@@ -98,10 +103,25 @@ fn ident(s: &str, field: &str) -> Result<(), Rejection> {
 }
 
 fn text(s: &str, field: &str) -> Result<(), Rejection> {
+    check_text(s, &body(field))
+}
+
+/// A sensitive text field: checked when in clear. A commitment's value was
+/// checked at the door, when its disclosure was opened
+/// ([`crate::disclose::open`]).
+fn sensitive_text(s: &crate::model::Sensitive<String>, field: &str) -> Result<(), Rejection> {
+    match s.clear() {
+        Some(v) => text(v, field),
+        None => Ok(()),
+    }
+}
+
+/// The *text* rule, for the field named `field` in full.
+pub(crate) fn check_text(s: &str, field: &str) -> Result<(), Rejection> {
     if s.trim().is_empty() || s.chars().count() > 4096 || s.chars().any(char::is_control) {
         reject(
             C::InvalidText,
-            body(field),
+            field,
             "must be 1–4096 characters with no control characters",
         )
     } else {
@@ -219,6 +239,16 @@ impl State {
     /// `at` (µs, UTC) given this state.
     pub fn check(&self, d: &Decoded, at: i64, log: &dyn Checkpoints) -> Result<(), Rejection> {
         let p = &d.payload;
+        if let (Some(from), crate::model::SCHEMA_CLEAR) = (self.commitments_from, p.schema) {
+            return reject(
+                C::SchemaSuperseded,
+                "schema",
+                format!(
+                    "this log holds sensitive values only as commitments from entry {from} on: sign schema {} (docs/PRIVACY.md)",
+                    crate::model::SCHEMA_VERSION
+                ),
+            );
+        }
         if p.id.len() < 8 || ident(&p.id, "id").is_err() {
             return reject(
                 C::InvalidIdentifier,
@@ -268,6 +298,9 @@ impl State {
     pub fn apply(&mut self, d: &Decoded, index: u64, at: i64) {
         let p = &d.payload;
         self.size = index + 1;
+        if p.schema != crate::model::SCHEMA_CLEAR && self.commitments_from.is_none() {
+            self.commitments_from = Some(index);
+        }
         self.last_sequenced_at = self.last_sequenced_at.max(at);
         match &p.event {
             Event::PrincipalEnrolled(e) => self.apply_principal_enrolled(e),
@@ -328,6 +361,15 @@ impl State {
     /// The state as bytes: `u32` BE length ‖ JSON. Derived data, never
     /// hashed into the log. Envelope ids are not part of it: they are in the
     /// log's key index, written with each entry.
+    /// The schema this log accepts now, and the ledger writes its own
+    /// events in: 1 until its first schema-2 entry, 2 from then on.
+    pub fn schema(&self) -> u32 {
+        match self.commitments_from {
+            Some(_) => crate::model::SCHEMA_VERSION,
+            None => crate::model::SCHEMA_CLEAR,
+        }
+    }
+
     pub fn encode_snapshot(&self) -> Vec<u8> {
         let json = serde_json::to_vec(self).unwrap_or_default();
         let mut out = Vec::with_capacity(json.len() + 4);

@@ -12,7 +12,9 @@ use std::collections::BTreeSet;
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
-use super::{body, key_id_format, parse_public_key, signature_bytes, text, State};
+use super::{
+    body, key_id_format, parse_public_key, sensitive_text, signature_bytes, text, State,
+};
 use crate::envelope::{key_id, Decoded, Preverified};
 use crate::model::{CoSignature, Event, PrincipalEnrolled, PrincipalRevoked, Role};
 use crate::reject::{reject, RejectCode as C, Rejection};
@@ -194,7 +196,7 @@ impl State {
 
     pub(super) fn check_principal_revoked(&self, e: &PrincipalRevoked) -> Result<(), Rejection> {
         key_id_format(&e.key_id, "key_id")?;
-        text(&e.reason, "reason")?;
+        sensitive_text(&e.reason, "reason")?;
         if self.active(&e.key_id).is_none() {
             return reject(
                 C::PrincipalUnknown,

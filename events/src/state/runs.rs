@@ -11,7 +11,9 @@
 //! breakdown key is declared by the task class and free of banned substrings,
 //! and every failure mode is in the taxonomy with the taxonomy's severity.
 
-use super::{banned_key, body, digest, ident, severity, text, timestamp, State};
+use super::{
+    banned_key, body, digest, ident, sensitive_text, severity, text, timestamp, State,
+};
 use crate::model::{
     Isolation, RubricCompleted, RubricFailed, RubricInvoked, RunFinished, RunStarted,
     ScoreRecorded, RUBRIC_FAILURE_CODES,
@@ -213,7 +215,7 @@ impl State {
             }
         }
         text(&e.harness_version, "harness_version")?;
-        text(&e.operator_fingerprint, "operator_fingerprint")?;
+        sensitive_text(&e.operator_fingerprint, "operator_fingerprint")?;
         timestamp(&e.started_at, "started_at")?;
         timestamp(&e.finished_at, "finished_at")?;
         Ok(())

@@ -154,6 +154,8 @@ type Outcomes<S> = Vec<Outcome<<S as Sequencer>::Accepted, <S as Sequencer>::Rej
 struct Decided<S: Sequencer> {
     leaves: Vec<Vec<u8>>,
     keys: Vec<Option<EntryKey>>,
+    /// Per leaf, in order: its private parts.
+    private: Vec<Vec<Vec<u8>>>,
     outcomes: Outcomes<S>,
 }
 
@@ -339,6 +341,7 @@ fn decide<S: Sequencer>(
     let mut d = Decided {
         leaves: Vec::new(),
         keys: Vec::new(),
+        private: Vec::new(),
         outcomes: Vec::with_capacity(inputs.len()),
     };
     for input in inputs {
@@ -348,9 +351,11 @@ fn decide<S: Sequencer>(
                 leaf,
                 accepted,
                 key,
+                private,
             } => {
                 d.leaves.push(leaf);
                 d.keys.push(key);
+                d.private.push(private);
                 Outcome::Appended {
                     at: d.leaves.len() - 1,
                     accepted,
@@ -365,6 +370,7 @@ fn decide<S: Sequencer>(
             } => {
                 d.leaves.push(leaf);
                 d.keys.push(key);
+                d.private.push(Vec::new());
                 Outcome::RefusedRecorded {
                     at: d.leaves.len() - 1,
                     rejected,
@@ -403,7 +409,49 @@ fn commit<S: Sequencer>(
             }
         })
         .collect();
-    shared.store().and_then(|s| s.commit(&rows, next_head))
+    let private = seal_private(shared, first_index, &decided.private)?;
+    shared.store().and_then(|s| s.commit(&rows, &private, next_head))
+}
+
+/// Seals the batch's private parts, each under a fresh key, and makes the
+/// keys durable before the transaction that refers to them: a committed
+/// row never names a key that a crash lost. Keys written for a batch that
+/// then fails to commit are never referred to.
+fn seal_private(
+    shared: &Shared,
+    first_index: u64,
+    private: &[Vec<Vec<u8>>],
+) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+    let count: usize = private.iter().map(Vec::len).sum();
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let keys = crate::private::fresh_keys(count)?;
+    let mut first_slot = {
+        let mut file = shared.keys.lock().unwrap_or_else(|p| p.into_inner());
+        if file.is_none() {
+            *file = Some(crate::private::KeyFile::open(&shared.dir)?);
+        }
+        file.as_mut()
+            .map(|f| f.append(&keys))
+            .unwrap_or(Ok(0))?
+    };
+    let mut rows = Vec::new();
+    let mut used = 0;
+    for (at, parts) in private.iter().enumerate() {
+        if parts.is_empty() {
+            continue;
+        }
+        let index = first_index + at as u64;
+        let these = &keys[used..used + parts.len()];
+        rows.push((
+            index,
+            crate::private::encode_record(index, parts, these, first_slot)?,
+        ));
+        used += parts.len();
+        first_slot += parts.len() as u64;
+    }
+    Ok(rows)
 }
 
 /// What integrating a batch's leaves into the tree and the chain yields:
