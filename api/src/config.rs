@@ -19,6 +19,9 @@ pub struct ServeConfig {
     pub key_file: Option<PathBuf>,
     /// If set, reads need `Authorization: Bearer <token>`. Env: LEDGER_READ_TOKEN.
     pub read_token: Option<String>,
+    /// Readers with a role, who receive the disclosures of sensitive values
+    /// (api::readers, docs/PRIVACY.md). Env: LEDGER_READERS_FILE.
+    pub readers_file: Option<PathBuf>,
     /// Largest request body, bytes. Env: LEDGER_MAX_BODY_BYTES.
     pub max_body_bytes: usize,
     /// Per-request time limit, milliseconds. Env: LEDGER_REQUEST_TIMEOUT_MS.
@@ -84,6 +87,7 @@ impl Default for ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
             key_file: None,
             read_token: None,
+            readers_file: None,
             max_body_bytes: 1 << 20,
             request_timeout_ms: 10_000,
             header_read_timeout_ms: 10_000,

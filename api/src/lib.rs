@@ -14,6 +14,7 @@ pub mod error;
 pub mod init;
 pub mod listen;
 pub mod metrics;
+pub mod readers;
 pub mod server;
 pub mod tiles;
 pub mod witness;

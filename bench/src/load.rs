@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use ed25519_dalek::SigningKey;
 use events::envelope::format_micros;
+use events::key_id;
 use events::model::SCHEMA_VERSION;
 use events::model::*;
 use events::sample::Sample;
-use events::key_id;
 use verifier::check::ReceiptChecker;
 use verifier::client::Client;
 

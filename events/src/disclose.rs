@@ -81,7 +81,8 @@ impl Slot for Sensitive<Disposition> {
         self.committed()
     }
     fn clear_json(&self) -> Option<Value> {
-        self.clear().map(|d| Value::Str(disposition_name(*d).to_owned()))
+        self.clear()
+            .map(|d| Value::Str(disposition_name(*d).to_owned()))
     }
     fn set_committed(&mut self, c: Commitment) {
         *self = Sensitive::Committed(c);
@@ -182,7 +183,11 @@ pub fn committed_paths(kind: crate::model::Kind) -> &'static [&'static str] {
     }
 }
 
-fn reject<T>(code: RejectCode, field: impl Into<String>, msg: impl Into<String>) -> Result<T, Rejection> {
+fn reject<T>(
+    code: RejectCode,
+    field: impl Into<String>,
+    msg: impl Into<String>,
+) -> Result<T, Rejection> {
     Err(Rejection::new(code, field, msg))
 }
 
@@ -326,12 +331,19 @@ pub fn open(payload: &Payload, disclosures: &[String]) -> Result<(Vec<String>, E
             return reject(
                 RejectCode::DisclosureFieldMismatch,
                 format!("disclosures[{i}]"),
-                format!("it discloses `{}`, but its digest is in `{path}`", opened.path),
+                format!(
+                    "it discloses `{}`, but its digest is in `{path}`",
+                    opened.path
+                ),
             );
         }
         check_value(rule, &opened.value, &field)?;
         if !slot.set_clear(&opened.value) {
-            return reject(RejectCode::InvalidType, field, "the disclosed value has the wrong type");
+            return reject(
+                RejectCode::InvalidType,
+                field,
+                "the disclosed value has the wrong type",
+            );
         }
         kept.push(disclosures[i].clone());
     }
@@ -348,7 +360,11 @@ pub fn open(payload: &Payload, disclosures: &[String]) -> Result<(Vec<String>, E
 /// A disclosed value's rule, as for the value in clear.
 fn check_value(rule: Rule, v: &Value, field: &str) -> Result<(), Rejection> {
     let Value::Str(s) = v else {
-        return reject(RejectCode::InvalidType, field, "the disclosed value must be a string");
+        return reject(
+            RejectCode::InvalidType,
+            field,
+            "the disclosed value must be a string",
+        );
     };
     match rule {
         Rule::Text => crate::state::check_text(s, field),
@@ -451,10 +467,19 @@ mod tests {
     #[test]
     fn a_short_salt_or_a_non_canonical_array_is_malformed() {
         let short = disclosure(&[7u8; 15], "title", &Value::Str("t".into()));
-        assert_eq!(parse(&short, "d").unwrap_err().code, RejectCode::DisclosureMalformed);
+        assert_eq!(
+            parse(&short, "d").unwrap_err().code,
+            RejectCode::DisclosureMalformed
+        );
         let spaced = B64URL.encode(br#"["AAAAAAAAAAAAAAAAAAAAAA", "title", "t"]"#);
-        assert_eq!(parse(&spaced, "d").unwrap_err().code, RejectCode::DisclosureMalformed);
+        assert_eq!(
+            parse(&spaced, "d").unwrap_err().code,
+            RejectCode::DisclosureMalformed
+        );
         let padded = format!("{}=", disclosure(&[7u8; 16], "t", &Value::Str("x".into())));
-        assert_eq!(parse(&padded, "d").unwrap_err().code, RejectCode::DisclosureMalformed);
+        assert_eq!(
+            parse(&padded, "d").unwrap_err().code,
+            RejectCode::DisclosureMalformed
+        );
     }
 }

@@ -213,7 +213,9 @@ fn every_committed_field_is_sensitive_and_every_sensitive_field_is_committed_or_
         assert_eq!(in_schema, in_code, "{}: committed fields", kind.as_str());
         for path in &in_code {
             assert_eq!(
-                classes.get(&(kind.as_str().to_owned(), path.clone())).map(String::as_str),
+                classes
+                    .get(&(kind.as_str().to_owned(), path.clone()))
+                    .map(String::as_str),
                 Some("sensitive"),
                 "{}: `{path}` is committed but not classed sensitive",
                 kind.as_str()

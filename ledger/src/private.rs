@@ -247,7 +247,12 @@ pub fn decode_record(index: u64, b: &[u8]) -> Result<Vec<Sealed>, Error> {
 
 /// Opens part `part` of entry `index` with `key`; a ciphertext that does
 /// not authenticate is corruption (changed, or moved from elsewhere).
-pub fn open_part(index: u64, part: u16, key: &[u8; 32], ciphertext: &[u8]) -> Result<Vec<u8>, Error> {
+pub fn open_part(
+    index: u64,
+    part: u16,
+    key: &[u8; 32],
+    ciphertext: &[u8],
+) -> Result<Vec<u8>, Error> {
     ChaCha20Poly1305::new(key.into())
         .decrypt(
             &[0u8; 12].into(),

@@ -3,9 +3,7 @@
 //! projections is here; [`crate::fold`] stays pure.
 
 use ed25519_dalek::SigningKey;
-use events::model::{
-    CheckpointRef, EvidenceRef, Payload, PromotionRecommended, StateCommitted,
-};
+use events::model::{CheckpointRef, EvidenceRef, Payload, PromotionRecommended, StateCommitted};
 use events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
 

@@ -94,8 +94,27 @@ impl Served {
                 "first bad index {next}: the chain hash served is not the chain of the entries"
             )));
         }
+        if let Some(disclosures) = &e.disclosures {
+            check_disclosures(next, &leaf, disclosures)?;
+        }
         self.chain = chain;
         self.next += 1;
         Ok((leaf, lh))
     }
+}
+
+/// Checks the disclosures served with entry `index` against the
+/// commitments in its leaf (docs/PRIVACY.md): each must open a committed
+/// field of this entry, the one it names.
+pub fn check_disclosures(
+    index: u64,
+    leaf: &[u8],
+    disclosures: &[String],
+) -> Result<(), CheckError> {
+    let (d, _) = events::decode_logged_leaf(leaf).map_err(|r| {
+        CheckError::Disproved(format!("entry {index}: the leaf does not decode: {r}"))
+    })?;
+    events::disclose::check_disclosed(&d.payload.event, disclosures)
+        .map(|_| ())
+        .map_err(|e| CheckError::Disproved(format!("entry {index}: {e}")))
 }

@@ -88,6 +88,15 @@ pub struct EntryView {
     /// The decoded signed payload.
     #[schema(value_type = Object)]
     pub payload: serde_json::Value,
+    /// For a reader with a role (docs/PRIVACY.md), the disclosures of the
+    /// values the payload commits to, in field order; absent for anyone
+    /// else. Check each against the payload (`events::disclose`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disclosures: Option<Vec<String>>,
+    /// For a reader with a role, the committed fields whose disclosure was
+    /// destroyed by a redaction (their commitments stay in the leaf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redacted: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

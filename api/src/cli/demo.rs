@@ -48,9 +48,15 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     let rt = runtime()?;
     let listener = rt.block_on(tokio::net::TcpListener::bind(listen))?;
     let addr = listener.local_addr()?;
+    // An auditor who receives the disclosures of sensitive values
+    // (docs/PRIVACY.md): its token is printed below, its digest listed.
+    let (auditor_token, line) = api::readers::new_token("auditor", "demo-auditor")?;
+    let readers_file = dir.join("readers");
+    std::fs::write(&readers_file, format!("{line}\n"))?;
     let config = ServeConfig {
         data_dir: dir.clone(),
         listen: addr,
+        readers_file: Some(readers_file),
         ..ServeConfig::default()
     };
     let state = std::sync::Arc::new(api::server::AppState::open(
@@ -73,10 +79,16 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     }
     println!("server listening on {base}\n");
     api::demo::load_bench(&client, init.operator, &vkey)?;
-    println!("\ndone in {:.1?}. Explore:", started.elapsed());
+    println!("\ndone in {:.1?}.", started.elapsed());
+    println!("auditor reader token (receives disclosures of sensitive values): {auditor_token}");
+    println!("Explore:");
     println!("  curl {base}/checkpoint");
     println!("  curl {base}/v1/task-classes/migration-chainguard-distroless");
     println!("  curl '{base}/v1/entries?start=0&limit=5'");
+    println!(
+        "  curl -H 'Authorization: Bearer {auditor_token}' '{base}/v1/entries?start=3&limit=1'   (as an auditor: with the disclosures of sensitive values)"
+    );
+    println!("  open {base}/explorer/");
     println!("  curl '{base}/v1/proofs/inclusion?index=10'");
     println!("  curl {base}/openapi.json");
     println!("  ledger verify --server {base} --key '{vkey}'");

@@ -29,6 +29,24 @@ pub struct KeygenArgs {
     out: PathBuf,
 }
 
+#[derive(Args)]
+pub struct ReaderTokenArgs {
+    /// The reader's role: auditor, gate or maintainer.
+    #[arg(long)]
+    role: String,
+    /// A name for the reader (one word), shown in the access log.
+    #[arg(long)]
+    name: String,
+}
+
+pub fn reader_token(a: ReaderTokenArgs) -> anyhow::Result<()> {
+    let (token, line) = api::readers::new_token(&a.role, &a.name)?;
+    println!("token (give it to the reader; it is not kept anywhere): {token}");
+    println!("readers file line (the token's SHA-256 only):");
+    println!("{line}");
+    Ok(())
+}
+
 pub fn run(a: InitArgs) -> anyhow::Result<()> {
     let InitArgs {
         data_dir,

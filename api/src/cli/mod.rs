@@ -55,6 +55,10 @@ enum Command {
     Init(init::InitArgs),
     /// Write a new Ed25519 key file (note signer key format, mode 0600) and print its public parts.
     Keygen(init::KeygenArgs),
+    /// Make a token for a reader with a role (auditor, gate, maintainer), who receives the
+    /// disclosures of sensitive values: prints the token once, and the line to add to the
+    /// server's readers file (docs/PRIVACY.md).
+    ReaderToken(init::ReaderTokenArgs),
     /// Verify a local data directory, or a remote server against a trusted checkpoint.
     Verify(verify::VerifyArgs),
     /// Fetch and check an inclusion or consistency proof from a server.
@@ -186,6 +190,7 @@ pub fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a),
         Command::Init(a) => init::run(a),
         Command::Keygen(a) => init::keygen(a),
+        Command::ReaderToken(a) => init::reader_token(a),
         Command::Verify(a) => verify::run(a),
         Command::Proof(a) => proof::run(a),
         Command::Checkpoint(a) => proof::checkpoint(a),

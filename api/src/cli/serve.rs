@@ -20,6 +20,10 @@ pub struct ServeArgs {
     key_file: Option<PathBuf>,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     read_token: Option<String>,
+    /// Readers with a role, who receive the disclosures of sensitive values
+    /// (one `<role> sha256:<token digest> <name>` per line; `ledger reader-token`).
+    #[arg(long, env = "LEDGER_READERS_FILE")]
+    readers_file: Option<PathBuf>,
     #[arg(long, env = "LEDGER_MAX_BODY_BYTES")]
     max_body_bytes: Option<usize>,
     #[arg(long, env = "LEDGER_REQUEST_TIMEOUT_MS")]
@@ -76,6 +80,7 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         listen: a.listen.unwrap_or(file.listen),
         key_file: a.key_file.or(file.key_file),
         read_token: a.read_token.or(file.read_token),
+        readers_file: a.readers_file.or(file.readers_file),
         max_body_bytes: a.max_body_bytes.unwrap_or(file.max_body_bytes),
         request_timeout_ms: a.request_timeout_ms.unwrap_or(file.request_timeout_ms),
         header_read_timeout_ms: a

@@ -59,6 +59,20 @@ pub(crate) async fn guard(State(state): State<Shared>, req: Request, next: Next)
             )
         });
     let path = req.uri().path().to_owned();
+    let mut req = req;
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let reader = bearer
+        .as_deref()
+        .and_then(|t| state.readers.find(t))
+        .cloned();
+    if let Some(r) = &reader {
+        req.extensions_mut().insert(r.clone());
+    }
     let resp = async {
         if let Some(token) = &state.config.read_token {
             let open = matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics")
@@ -67,12 +81,10 @@ pub(crate) async fn guard(State(state): State<Shared>, req: Request, next: Next)
             // (GET, and HEAD, which axum answers with the GET handler)
             // reads, and needs the token.
             let is_read = req.method() != axum::http::Method::POST;
-            let ok = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()));
+            let ok = reader.is_some()
+                || bearer
+                    .as_deref()
+                    .is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()));
             if is_read && !open && !ok {
                 return ApiError::ReadTokenRequired.into_response();
             }
@@ -114,6 +126,7 @@ pub(crate) async fn guard(State(state): State<Shared>, req: Request, next: Next)
         path = %path,
         status,
         latency_ms = seconds * 1000.0,
+        reader = reader.as_ref().map_or("", |r| r.name.as_str()),
         "request"
     );
     if let Ok(v) = HeaderValue::from_str(&id) {

@@ -95,6 +95,8 @@ pub struct AppState {
     pub(crate) request_prefix: String,
     /// The witness policy (`witness_policy`), when checkpoints are witnessed.
     pub policy: Option<anchors::Policy>,
+    /// Readers with a role (`readers_file`), who receive disclosures.
+    pub readers: crate::readers::Readers,
     /// The newest checkpoint cosigned by a quorum: (size, signed note).
     pub witnessed: Mutex<Option<(u64, String)>>,
     /// The size each witness last cosigned, by its policy name.
@@ -220,6 +222,10 @@ impl AppState {
                 Some(p)
             }
         };
+        let readers = match &config.readers_file {
+            Some(path) => crate::readers::Readers::load(path)?,
+            None => crate::readers::Readers::default(),
+        };
         let witnessed = policy.as_ref().and_then(|p| {
             crate::server::witnessing::load_witnessed(events.ledger(), p, log_key.verifier_key())
         });
@@ -247,6 +253,7 @@ impl AppState {
             request_prefix: format!("{:08x}", rand::random::<u32>()),
             witnessed: Mutex::new(witnessed),
             policy,
+            readers,
             witness_sizes: Mutex::new(std::collections::BTreeMap::new()),
             verified: Mutex::new(None),
             walking: Mutex::new(()),

@@ -13,9 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{
-    banned_key, body, digest, ident, sensitive_text, severity, text, timestamp, State,
-};
+use super::{banned_key, body, digest, ident, sensitive_text, severity, text, timestamp, State};
 use crate::envelope::{case_provenance_statement, case_retire_statement, Preverified};
 use crate::model::{
     CaseAdded, CaseDraft, CaseProposed, CaseRetired, CaseSource, ProposalApproved,

@@ -12,9 +12,7 @@ use std::collections::BTreeSet;
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
-use super::{
-    body, key_id_format, parse_public_key, sensitive_text, signature_bytes, text, State,
-};
+use super::{body, key_id_format, parse_public_key, sensitive_text, signature_bytes, text, State};
 use crate::envelope::{key_id, Decoded, Preverified};
 use crate::model::{CoSignature, Event, PrincipalEnrolled, PrincipalRevoked, Role};
 use crate::reject::{reject, RejectCode as C, Rejection};

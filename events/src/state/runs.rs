@@ -11,9 +11,7 @@
 //! breakdown key is declared by the task class and free of banned substrings,
 //! and every failure mode is in the taxonomy with the taxonomy's severity.
 
-use super::{
-    banned_key, body, digest, ident, sensitive_text, severity, text, timestamp, State,
-};
+use super::{banned_key, body, digest, ident, sensitive_text, severity, text, timestamp, State};
 use crate::model::{
     Isolation, RubricCompleted, RubricFailed, RubricInvoked, RunFinished, RunStarted,
     ScoreRecorded, RUBRIC_FAILURE_CODES,

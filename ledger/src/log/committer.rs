@@ -410,7 +410,9 @@ fn commit<S: Sequencer>(
         })
         .collect();
     let private = seal_private(shared, first_index, &decided.private)?;
-    shared.store().and_then(|s| s.commit(&rows, &private, next_head))
+    shared
+        .store()
+        .and_then(|s| s.commit(&rows, &private, next_head))
 }
 
 /// Seals the batch's private parts, each under a fresh key, and makes the
@@ -432,9 +434,7 @@ fn seal_private(
         if file.is_none() {
             *file = Some(crate::private::KeyFile::open(&shared.dir)?);
         }
-        file.as_mut()
-            .map(|f| f.append(&keys))
-            .unwrap_or(Ok(0))?
+        file.as_mut().map(|f| f.append(&keys)).unwrap_or(Ok(0))?
     };
     let mut rows = Vec::new();
     let mut used = 0;

@@ -2,6 +2,7 @@
 
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use axum::Extension;
 use axum::Json;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -9,13 +10,27 @@ use ledger::hash::to_hex;
 
 use super::{num, path_u64, PageQuery};
 use crate::error::ApiError;
+use crate::readers::Reader;
 use crate::server::state::Shared;
 use verifier::wire::{EntryPage, EntryView, Problem};
 
-pub(crate) fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
+/// The entry as a reader sees it: with the disclosures of its committed
+/// values when `reader` holds a role (`readers_file`, docs/PRIVACY.md),
+/// and with their digests only otherwise. A disclosure whose key was
+/// destroyed is listed under `redacted` by its field.
+pub(crate) fn entry_view_for(
+    e: ledger::Entry,
+    reader: Option<(&ledger::Ledger<events::EventSequencer>, &Reader)>,
+) -> Result<EntryView, ApiError> {
     let (d, at) = events::decode_leaf(&e.leaf)
         .map_err(|r| ApiError::LogCorrupt(format!("entry {}: {r}", e.index)))?;
     let payload = serde_json::from_slice(&d.payload_bytes).unwrap_or(serde_json::Value::Null);
+    let (disclosures, redacted) = match reader {
+        Some((ledger, _)) if d.payload.schema != events::model::SCHEMA_CLEAR => {
+            disclosed(ledger, e.index, &d.payload.event)?
+        }
+        _ => (None, None),
+    };
     Ok(EntryView {
         index: e.index,
         leaf: B64.encode(&e.leaf),
@@ -26,7 +41,47 @@ pub(crate) fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
         kind: d.payload.event.kind().as_str().to_owned(),
         signer: d.keyid,
         payload,
+        disclosures,
+        redacted,
     })
+}
+
+type Disclosed = (Option<Vec<String>>, Option<Vec<String>>);
+
+/// The disclosures kept beside entry `index`, checked against its
+/// commitments before they are served, and the fields whose key was
+/// destroyed.
+fn disclosed(
+    ledger: &ledger::Ledger<events::EventSequencer>,
+    index: u64,
+    event: &events::Event,
+) -> Result<Disclosed, ApiError> {
+    let committed: Vec<&'static str> = events::disclose::fields(event)
+        .into_iter()
+        .filter(|(_, _, s)| s.digest().is_some())
+        .map(|(p, _, _)| p)
+        .collect();
+    let parts = ledger.private_parts(index)?;
+    if parts.len() != committed.len() {
+        return Err(ApiError::LogCorrupt(format!(
+            "entry {index}: {} committed fields but {} disclosures kept",
+            committed.len(),
+            parts.len()
+        )));
+    }
+    let mut open = Vec::new();
+    let mut redacted = Vec::new();
+    for (path, part) in committed.into_iter().zip(parts) {
+        match part {
+            ledger::private::Part::Open(b) => open.push(String::from_utf8(b).map_err(|_| {
+                ApiError::LogCorrupt(format!("entry {index}: a kept disclosure is not UTF-8"))
+            })?),
+            ledger::private::Part::Shredded => redacted.push(path.to_owned()),
+        }
+    }
+    events::disclose::check_disclosed(event, &open)
+        .map_err(|e| ApiError::LogCorrupt(format!("entry {index}: {e}")))?;
+    Ok((Some(open), Some(redacted)))
 }
 
 /// `GET /v1/entries/{index}`: one entry.
@@ -34,6 +89,7 @@ pub(crate) fn entry_view(e: ledger::Entry) -> Result<EntryView, ApiError> {
     responses((status = 200, body = EntryView), (status = 400, body = Problem, content_type = "application/problem+json"), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get_entry(
     State(state): State<Shared>,
+    reader: Option<Extension<Reader>>,
     index: Result<Path<u64>, PathRejection>,
 ) -> Result<Json<EntryView>, ApiError> {
     let index = path_u64(index, "index")?;
@@ -43,7 +99,11 @@ pub async fn get_entry(
             "no entry {index}; the log has {size}"
         )));
     }
-    Ok(Json(entry_view(state.events.ledger().entry(index)?)?))
+    let ledger = state.events.ledger();
+    Ok(Json(entry_view_for(
+        ledger.entry(index)?,
+        reader.as_ref().map(|r| (ledger, &r.0)),
+    )?))
 }
 
 /// `GET /v1/entries?start=&limit=`: a page of entries.
@@ -51,6 +111,7 @@ pub async fn get_entry(
     responses((status = 200, body = EntryPage), (status = 400, body = Problem, content_type = "application/problem+json")))]
 pub async fn get_entries(
     State(state): State<Shared>,
+    reader: Option<Extension<Reader>>,
     q: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Json<EntryPage>, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::param("query", e.body_text()))?;
@@ -66,7 +127,7 @@ pub async fn get_entries(
         .ledger()
         .entries(start, end)?
         .into_iter()
-        .map(entry_view)
+        .map(|e| entry_view_for(e, reader.as_ref().map(|r| (state.events.ledger(), &r.0))))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Json(EntryPage {
         entries,
@@ -80,6 +141,7 @@ pub async fn get_entries(
     responses((status = 200, body = EntryView), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get_entry_by_id(
     State(state): State<Shared>,
+    reader: Option<Extension<Reader>>,
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<EntryView>, ApiError> {
     let Path(id) = id.map_err(|_| ApiError::param("id", "must be a string"))?;
@@ -88,5 +150,9 @@ pub async fn get_entry_by_id(
         .events
         .find_id(&id)?
         .ok_or_else(|| ApiError::NotFound(format!("no envelope with id `{id}`")))?;
-    Ok(Json(entry_view(state.events.ledger().entry(index)?)?))
+    let ledger = state.events.ledger();
+    Ok(Json(entry_view_for(
+        ledger.entry(index)?,
+        reader.as_ref().map(|r| (ledger, &r.0)),
+    )?))
 }
