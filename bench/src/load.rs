@@ -355,7 +355,9 @@ struct Planned {
 /// is its own envelope, so a failure here is a bug in the generator.
 fn plan(p: &Prepared, cfg: &LoadConfig, client: usize, i: u64) -> Planned {
     let (envelope, case) = p.event(client, i, cfg.case_every);
-    let decoded = match events::decode_envelope(&envelope) {
+    let decoded = match events::envelope::split_write(&envelope)
+        .and_then(|w| events::decode_envelope(w.envelope))
+    {
         Ok(d) => d,
         Err(e) => panic!("the load generator signed an envelope it cannot decode: {e}"),
     };

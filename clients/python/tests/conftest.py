@@ -102,6 +102,31 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LedgerServer]:
     s.stop()
 
 
+def readers_file(path: Path, readers: dict[str, tuple[str, str]]) -> Path:
+    """Writes a readers file (docs/PRIVACY.md): one `<role> sha256:<hex> <name>` line per
+    token in `readers` (token -> (role, name)), the SHA-256 of the token, never the token."""
+    lines = [f"{role} sha256:{hashlib.sha256(t.encode()).hexdigest()} {name}\n" for t, (role, name) in readers.items()]
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def auditor_token() -> str:
+    """The bearer token of the auditor listed in `reader_server`'s readers file."""
+    return os.urandom(24).hex()
+
+
+@pytest.fixture(scope="session")
+def reader_server(tmp_path_factory: pytest.TempPathFactory, auditor_token: str) -> Iterator[LedgerServer]:
+    """A server with a readers file listing one auditor (`auditor_token`), who receives
+    the disclosures of committed values with every entry."""
+    root = tmp_path_factory.mktemp("readers")
+    readers = readers_file(root / "readers", {auditor_token: ("auditor", "py-auditor")})
+    s = LedgerServer(root / "data").start("--readers-file", str(readers))
+    yield s
+    s.stop()
+
+
 def digest(tag: str) -> str:
     return "blake3:" + hashlib.sha256(tag.encode()).hexdigest()
 

@@ -148,12 +148,12 @@ def test_signatures_are_decided_as_verify_strict_decides_them() -> None:
 class Log:
     """A log built in memory: entries checked and folded as the replica does."""
 
-    def __init__(self) -> None:
+    def __init__(self, schema: int = 2) -> None:
         self.state = State()
         self.fold = Projection()
         self.at = 1_790_000_000_000_000
         self.op = SigningKey.generate("op")
-        self.append(ev.PrincipalEnrolled.of(self.op, "op@example.org", ["operator"]).sign(self.op))
+        self.append(ev.PrincipalEnrolled.of(self.op, "op@example.org", ["operator"]).sign(self.op, schema=schema))
 
     def append(self, env: Envelope, at: int | None = None) -> None:
         self.at = self.at + 1 if at is None else at
@@ -263,3 +263,44 @@ def test_a_revoked_harness_writes_nothing(log: tuple[Log, dict[str, SigningKey],
     g, keys, d = log
     g.append(ev.PrincipalRevoked(keys["harness"].key_id, "lost").sign(g.op))
     refused(g, score(d).sign(keys["harness"]), "signer_revoked")
+
+
+# --- the switch to schema 2 (docs/PRIVACY.md) -------------------------------------------
+
+
+def test_the_first_schema_2_entry_switches_the_log_and_a_schema_1_entry_after_it_breaks_the_rules() -> None:
+    """A log written before the switch keeps its schema-1 leaves, values in clear; its
+    first schema-2 entry switches it, and from then on a schema-1 entry is one no honest
+    ledger appends (`schema_superseded`). A committed value is not held to the text rule
+    in replay: it was checked at the door."""
+    g = Log(schema=1)
+    cur = (SigningKey.generate("cur-a"), SigningKey.generate("cur-b"))
+    for k in cur:
+        g.append(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", ["curator"]).sign(g.op, schema=1))
+    g.append(ev.TaskClassRegistered(task_class="tc", silver=ev.TierRule(1, 0.5), gold=ev.TierRule(2, 0.9), failure_modes=[],
+                                    breakdown_keys=[], rubric_digest=digest("rubric")).sign(g.op, schema=1))
+
+    def case(n: int, schema: int) -> Envelope:
+        d = ev.CaseDraft(f"case-{n}", f"case {n}", "negative", "hard", "held-out", digest(f"case-{n}"), digest(f"cassette-{n}"))
+        return ev.CaseAdded.cosigned("tc", d, source="curated", source_ref=f"bench/{n}", added_at="2026-11-20T00:00:00Z",
+                                     added_by=cur[0], reviewed_by=cur[1]).sign(cur[0], schema=schema)
+
+    clear = case(1, 1)
+    assert clear.disclosures == () and json.loads(clear.payload)["event"]["body"]["title"] == "case 1"
+    g.append(clear)
+    assert g.state.commitments_from is None
+    committed = case(2, 2)
+    assert json.loads(committed.payload)["event"]["body"]["title"].keys() == {"_sd"}
+    switch = g.state.size
+    g.append(committed)
+    assert g.state.commitments_from == switch
+    refused(g, case(3, 1), "schema_superseded")
+    g.append(case(3, 2))
+    # The switch is part of the state a replica saves.
+    assert State.from_json(json.loads(json.dumps(g.state.to_json()))).commitments_from == switch
+
+
+def test_a_log_in_schema_2_from_its_first_entry_refuses_schema_1() -> None:
+    g = Log()
+    assert g.state.commitments_from == 0
+    refused(g, ev.PrincipalRevoked(g.op.key_id, "rotated").sign(g.op, schema=1), "schema_superseded")

@@ -6,15 +6,17 @@ import base64
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from conftest import Bench, LedgerServer
-from evidence_ledger import Client, SigningKey, TrustedState, canonical
+from evidence_ledger import Client, SigningKey, TrustedState, canonical, disclose
 from evidence_ledger import events as ev
+from evidence_ledger.envelope import decode_leaf
 from evidence_ledger.errors import (
     BadSignature,
+    DisclosureMismatch,
     EvidenceMismatch,
     ForkDetected,
     LeafMismatch,
@@ -281,3 +283,112 @@ def test_a_server_showing_an_older_tree_is_stale(twins: tuple[LedgerServer, Ledg
         ca.post(ev.PrincipalEnrolled.of(k, f"stale-{i}@example.org", ["harness"]).sign(a.operator))
     with pytest.raises(StaleCheckpoint):
         Client(b.url, b.vkey, trust=trust).checkpoint()
+
+
+# --- disclosures served to a reader with a role (docs/PRIVACY.md) -------------------
+
+
+class Serving(Client):
+    """A client whose server answers entry `index` with `edit` applied to the honest answer."""
+
+    def __init__(self, honest: Client, index: int, edit: Any) -> None:
+        super().__init__(honest.base, honest.keys, token=honest.token)
+        self.index, self.edit = index, edit
+
+    def _json(self, method: str, path: str, body: Optional[bytes] = None) -> Any:
+        answer = super()._json(method, path, body)
+        if path == f"/v1/entries/{self.index}":
+            self.edit(answer)
+        return answer
+
+
+@pytest.fixture(scope="module")
+def disclosed(reader_server: LedgerServer, auditor_token: str) -> tuple[Client, int, int]:
+    """The auditor's client and two case.added entries, each with four committed fields."""
+    b = Bench(reader_server, "tamper-disclose", cases=0)
+    receipts = []
+    for i in range(2):
+        d = b.draft(f"{b.name}-case-{i}")
+        receipts.append(b.client.post(ev.CaseAdded.cosigned(
+            b.name, d, source="curated", source_ref=f"bench/{i}", added_at="2026-11-20T00:00:00Z",
+            added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0])))
+    auditor = reader_server.client(token=auditor_token)
+    e = auditor.entry(receipts[0].index)
+    assert e.disclosed is not None and [o.path for o in e.disclosed if o.value is not None] == list(disclose.COMMITTED["case.added"])
+    return auditor, receipts[0].index, receipts[1].index
+
+
+def reopen(d: str, salt: Optional[bytes] = None, field: Optional[str] = None, value: Any = None) -> str:
+    """`d` made again with one of its parts replaced."""
+    raw = disclose.b64url_decode(d)
+    assert raw is not None
+    s, f, v = json.loads(raw)
+    return disclose.disclosure(salt if salt is not None else disclose.b64url_decode(s) or b"", field or f, v if value is None else value)
+
+
+def test_a_disclosure_of_another_value_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        a["disclosures"][0] = reopen(a["disclosures"][0], value="another title")
+
+    with pytest.raises(DisclosureMismatch, match="matches no commitment") as e:
+        Serving(auditor, index, edit).entry(index)
+    assert e.value.what == f"entry {index}.disclosures[0]" and e.value.disclosure == 0
+
+
+def test_a_disclosure_with_another_salt_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        a["disclosures"][1] = reopen(a["disclosures"][1], salt=b"\x00" * 32)
+
+    with pytest.raises(DisclosureMismatch, match="matches no commitment") as e:
+        Serving(auditor, index, edit).entry(index)
+    assert e.value.disclosure == 1
+
+
+def test_a_disclosure_naming_another_field_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    """A leaf whose `title` commits to a disclosure naming `difficulty` (one the ledger's
+    door refuses: here signed by hand) does not open: the disclosure's field is checked
+    against the field whose commitment it matches."""
+    auditor, index, _ = disclosed
+    body = dict(decode_leaf(base64.b64decode(auditor.entry(index).leaf)).body)
+    wrong = disclose.disclosure(b"\x01" * 32, "difficulty", "case title")
+    body["title"] = {"_sd": disclose.digest(wrong)}
+    with pytest.raises(DisclosureMismatch, match="names `difficulty` but opens `title`") as e:
+        disclose.check_disclosed("case.added", body, [wrong], f"entry {index}")
+    assert e.value.field == "title" and e.value.disclosure == 0
+
+
+def test_another_entrys_disclosure_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    auditor, index, other = disclosed
+    theirs = auditor.entry(other).disclosures
+    assert theirs is not None
+
+    def edit(a: dict[str, Any]) -> None:
+        a["disclosures"][0] = theirs[0]
+
+    with pytest.raises(DisclosureMismatch, match="matches no commitment"):
+        Serving(auditor, index, edit).entry(index)
+
+
+def test_a_disclosure_served_twice_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        a["disclosures"].append(a["disclosures"][2])
+
+    with pytest.raises(DisclosureMismatch, match="opens `difficulty` twice") as e:
+        Serving(auditor, index, edit).entry(index)
+    assert e.value.disclosure == 4
+
+
+def test_a_field_said_redacted_while_disclosed_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        a["redacted"] = ["title"]
+
+    with pytest.raises(MalformedAnswer, match="redacted"):
+        Serving(auditor, index, edit).entry(index)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from evidence_ledger import canonical, merkle
+from evidence_ledger import canonical, disclose, merkle
 from evidence_ledger.envelope import Envelope, pae, PAYLOAD_TYPE
-from evidence_ledger.errors import ProofMismatch
+from evidence_ledger.errors import InvalidInput, ProofMismatch
 from evidence_ledger.note import SigningKey, key_id
 from evidence_ledger.stats import bca, bootstrap_seed, wilson
 
@@ -137,3 +137,30 @@ def test_bca_edges_no_data_one_value_all_equal() -> None:
     assert one is not None and one.low == one.high == 0.42
     same = bca([0.5] * 9, 0.95, 100, 1)
     assert same is not None and same.low == same.high == 0.5
+
+
+# --- disclosures (docs/PRIVACY.md; events/testdata/disclosure_vectors.json) ----------
+
+DISCLOSURES = load("events/testdata/disclosure_vectors.json")
+
+
+def test_the_digest_is_sd_jwts() -> None:
+    """RFC 9901's example disclosure of `"given_name": "John"` hashes to the digest the
+    RFC gives: the hashing is SD-JWT's (`events::disclose::tests::the_digest_is_sd_jwts`)."""
+    d = "WyIyR0xDNDJzS1F2ZUNmR2ZyeU5STjl3IiwgImdpdmVuX25hbWUiLCAiSm9obiJd"
+    assert disclose.digest(d) == "jsu9yVulwQQlhFlM_3JlzMaSFzglhQG0DpfayQwLUK4"
+
+
+@pytest.mark.parametrize("v", DISCLOSURES["valid"], ids=lambda v: str(v["field"]))
+def test_each_valid_disclosure_vector_is_made_parsed_and_hashed_as_in_rust(v: dict[str, Any]) -> None:
+    assert disclose.disclosure(bytes.fromhex(v["salt_hex"]), v["field"], v["value"]) == v["disclosure"]
+    assert disclose.parse(v["disclosure"]) == (v["field"], v["value"])
+    assert disclose.digest(v["disclosure"]) == v["digest"]
+    assert disclose.is_digest(v["digest"])
+
+
+@pytest.mark.parametrize("v", DISCLOSURES["invalid"], ids=lambda v: str(v["why"]))
+def test_each_invalid_disclosure_vector_is_refused_as_malformed(v: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInput) as e:
+        disclose.parse(v["disclosure"], "disclosures[0]")
+    assert e.value.code == "disclosure_malformed" and e.value.field == "disclosures[0]"

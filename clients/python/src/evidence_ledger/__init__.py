@@ -3,8 +3,13 @@
 The pieces, by user:
 
 - the harness and reconcilers: `SigningKey`, the event classes of
-  `evidence_ledger.events` (`ScoreRecorded(...).sign(key)`), and
-  `Client.post` / `Client.post_many`, which return only checked receipts;
+  `evidence_ledger.events` (`ScoreRecorded(...).sign(key)`, schema 2: the
+  sensitive values committed, their disclosures posted beside the
+  envelope), and `Client.post` / `Client.post_many`, which return only
+  checked receipts;
+- readers with a role (docs/PRIVACY.md): `Client(..., token=...)` with a
+  token in the server's readers file; `Client.entry` checks the
+  disclosures served against the leaf (`evidence_ledger.disclose`);
 - the promotion gate: `Client.projection`, `Client.recommend` and
   `verify_bundle`, which recompute the held-out statistics from the
   evidence bit for bit;
@@ -33,7 +38,7 @@ cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses).
 
 from __future__ import annotations
 
-from . import commit, events, problems
+from . import commit, disclose, events, problems
 from .audit import AuditReport, audit
 from .client import Client, Posted, WitnessedInclusion
 from .cosign import Cosigned, CosignatureVerifier, CosignerKey, Policy, WitnessedCheckpoint, cosignatures
@@ -43,6 +48,7 @@ from .errors import (
     BadSignature,
     CasesMismatch,
     CommitmentMismatch,
+    DisclosureMismatch,
     Conflict,
     EvidenceMismatch,
     Forbidden,
@@ -92,6 +98,7 @@ __all__ = [
     "Checkpoint",
     "Client",
     "CommitmentMismatch",
+    "DisclosureMismatch",
     "Conflict",
     "CosignatureVerifier",
     "Cosigned",
@@ -146,6 +153,7 @@ __all__ = [
     "check_receipt",
     "check_state",
     "commit",
+    "disclose",
     "cosignatures",
     "decode_leaf",
     "events",

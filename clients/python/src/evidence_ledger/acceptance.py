@@ -24,6 +24,13 @@ is checked, with these differences (docs/PROJECTIONS.md says why):
 - the sequencing time must never decrease along the log (the ledger's clock
   is made monotonic; windows rely on it).
 
+Sensitive fields (docs/PRIVACY.md): a schema-2 entry holds each as a
+commitment `{"_sd": digest}`, whose form `envelope.decode_leaf` checked
+(`disclose.check_form`); its value was checked at the door, when its
+disclosure was opened, so the rules check a sensitive value only when it is
+in clear. The first schema-2 entry switches the log: a schema-1 entry after
+it is refused (`schema_superseded`).
+
 `tier.apply` is never appended by an honest ledger: one in the log breaks
 the rules.
 """
@@ -39,6 +46,7 @@ from typing import Any, Callable, Mapping, Optional
 import nacl.exceptions
 import nacl.signing
 
+from .disclose import SCHEMA_CLEAR, is_commitment
 from .envelope import Leaf
 from .errors import InvalidInput, RuleBroken
 from .note import b64decode_strict
@@ -87,11 +95,23 @@ S, U32, U64, F64, B = "str", "u32", "u64", "f64", "bool"
 Schema = Any
 COSIG: Schema = {"key_id": S, "signature": S}
 CHECKPOINT: Schema = {"size": U64, "root": S}
-DRAFT: Schema = {"case_id": S, "title": S, "disposition": DISPOSITIONS, "difficulty": S, "curation_class": S,
+
+
+class Sensitive:
+    """A sensitive field's type (`Sensitive<T>`): a commitment `{"_sd": string}`, or the
+    value in clear, of type `clear`."""
+
+    def __init__(self, clear: Schema) -> None:
+        self.clear = clear
+
+
+TEXT = Sensitive(S)
+DISPOSITION = Sensitive(DISPOSITIONS)
+DRAFT: Schema = {"case_id": S, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT, "curation_class": S,
                  "case_digest": S, "cassette_digest": S}
 BODIES: Mapping[str, Schema] = {
     "principal.enrolled": {"public_key": S, "identity": S, "roles": [ROLES]},
-    "principal.revoked": {"key_id": S, "reason": S},
+    "principal.revoked": {"key_id": S, "reason": TEXT},
     "task_class.registered": {
         "task_class": S,
         "tiers": ("map", TIERS, {"min_cases_for_promotion": U32, "score_threshold": F64}),
@@ -100,14 +120,14 @@ BODIES: Mapping[str, Schema] = {
     },
     "rubric.updated": {"task_class": S, "rubric_digest": S},
     "case.added": {
-        "task_class": S, "case_id": S, "title": S, "disposition": DISPOSITIONS, "difficulty": S, "curation_class": S,
-        "provenance": {"source": SOURCES, "source_ref": S, "added_at": S, "added_by": COSIG, "reviewed_by": COSIG},
+        "task_class": S, "case_id": S, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT, "curation_class": S,
+        "provenance": {"source": SOURCES, "source_ref": TEXT, "added_at": S, "added_by": COSIG, "reviewed_by": COSIG},
         "case_digest": S, "cassette_digest": S,
     },
-    "case.retired": {"case_id": S, "reason": S, "retired_by": COSIG, "reviewed_by": COSIG},
-    "case.proposed": {"proposal_id": S, "task_class": S, "draft": DRAFT, "production_ref": S},
+    "case.retired": {"case_id": S, "reason": TEXT, "retired_by": COSIG, "reviewed_by": COSIG},
+    "case.proposed": {"proposal_id": S, "task_class": S, "draft": DRAFT, "production_ref": TEXT},
     "proposal.approved": {"proposal_id": S, "added_at": S, "added_by": COSIG, "reviewed_by": COSIG},
-    "proposal.rejected": {"proposal_id": S, "reason": S},
+    "proposal.rejected": {"proposal_id": S, "reason": TEXT},
     "run.started": {"run_id": S, "task_class": S, "harness_version": S, "rubric_digest": S, "sandbox_image_digest": S,
                     "isolation_class": ISOLATIONS},
     "run.finished": {"run_id": S},
@@ -119,11 +139,11 @@ BODIES: Mapping[str, Schema] = {
         "harness_version": S, "image_digest": S,
         "score": {"passed": B, "score": F64, "breakdown": ("map", None, F64), "failure_modes": [{"code": S, "severity": S}],
                   "cost_usd": F64, "duration_seconds": F64},
-        "started_at": S, "finished_at": S, "operator_fingerprint": S,
+        "started_at": S, "finished_at": S, "operator_fingerprint": TEXT,
     },
     "rag.capability.minted": {"capability_id": S, "workflow_id": S, "validated_at": S, "minted_at": CHECKPOINT, "expires_at": S},
     "rag.example.written": {"capability_id": S, "workflow_id": S, "example_digest": S},
-    "rag.record.quarantined": {"capability_id": S, "reason": S},
+    "rag.record.quarantined": {"capability_id": S, "reason": TEXT},
     "promotion.requested": {"task_class": S},
     "promotion.recommended": {
         "task_class": S, "current_tier": TIERS, "recommended_tier": TIERS,
@@ -141,7 +161,13 @@ BODIES: Mapping[str, Schema] = {
 
 def _typed(v: Any, schema: Schema, path: str) -> None:
     """Raises `_Refused` unless `v` has the type `schema` describes (serde's view of it)."""
-    if isinstance(schema, dict):
+    if isinstance(schema, Sensitive):
+        if isinstance(v, dict):
+            if not is_commitment(v):
+                raise _no("invalid_type", path, 'must be a commitment {"_sd": digest} or the value')
+        else:
+            _typed(v, schema.clear, path)
+    elif isinstance(schema, dict):
         if not isinstance(v, dict):
             raise _no("invalid_type", path, "must be an object")
         for k in v:
@@ -197,6 +223,13 @@ def _ident(s: str, f: str) -> None:
 def _text(s: str, f: str) -> None:
     if not s.strip() or len(s) > 4096 or any(unicodedata.category(c) == "Cc" for c in s):
         raise _no("invalid_text", _body(f), "must be 1–4096 characters with no control characters")
+
+
+def _sensitive_text(v: Any, f: str) -> None:
+    """A sensitive text field: checked when in clear. A commitment's value was checked
+    at the door, when its disclosure was opened."""
+    if isinstance(v, str):
+        _text(v, f)
 
 
 def _digest(s: str, f: str) -> None:
@@ -291,6 +324,9 @@ class State:
     ids: set[str] = field(default_factory=set)
     size: int = 0
     last_sequenced_at: Optional[int] = None
+    #: The first schema-2 entry (None while the log holds only schema 1): from it on,
+    #: the log accepts only schema 2.
+    commitments_from: Optional[int] = None
 
     # --- signers and co-signers ---------------------------------------------------
 
@@ -404,6 +440,10 @@ class State:
         if schema is None:
             raise _no("unknown_event_kind", "event.kind", f"`{kind}` is not an event kind")
         _typed(b, schema, "event.body")
+        if self.commitments_from is not None and p["schema"] == SCHEMA_CLEAR:
+            raise _no("schema_superseded", "schema",
+                      f"this log holds sensitive values only as commitments from entry {self.commitments_from} on: "
+                      "sign schema 2 (docs/PRIVACY.md)")
         eid = p["id"]
         if len(eid) < 8 or not (len(eid) <= 128 and all(c.isascii() and (c.isalnum() or c in "._:/@+-") for c in eid)):
             raise _no("invalid_identifier", "id", "the envelope id must be 8–128 characters from [A-Za-z0-9._:/@+-]")
@@ -426,7 +466,7 @@ class State:
 
     def _check_principal_revoked(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         _key_id_format(b["key_id"], "key_id")
-        _text(b["reason"], "reason")
+        _sensitive_text(b["reason"], "reason")
         p = self.principals.get(b["key_id"])
         if p is None or p["revoked"]:
             raise _no("principal_unknown", _body("key_id"), "no active principal has this key id")
@@ -470,13 +510,13 @@ class State:
         self._task_class(b["task_class"])
         _ident(b["case_id"], "case_id")
         self._case_id_free(b["case_id"], "case_id")
-        _text(b["title"], "title")
-        _text(b["difficulty"], "difficulty")
+        _sensitive_text(b["title"], "title")
+        _sensitive_text(b["difficulty"], "difficulty")
         _ident(b["curation_class"], "curation_class")
         _digest(b["case_digest"], "case_digest")
         _digest(b["cassette_digest"], "cassette_digest")
         pv = b["provenance"]
-        _text(pv["source_ref"], "provenance.source_ref")
+        _sensitive_text(pv["source_ref"], "provenance.source_ref")
         _timestamp(pv["added_at"], "provenance.added_at")
         st = case_provenance_statement(b["case_id"], pv["added_at"], b["case_digest"])
         self._check_cosigners([(pv["added_by"], "provenance.added_by"), (pv["reviewed_by"], "provenance.reviewed_by")], "curator", st)
@@ -487,7 +527,7 @@ class State:
             raise _no("case_unknown", _body("case_id"), "no such case")
         if not c["active"]:
             raise _no("case_not_active", _body("case_id"), "the case is already retired")
-        _text(b["reason"], "reason")
+        _sensitive_text(b["reason"], "reason")
         st = case_retire_statement(b["case_id"], c["case_digest"])
         self._check_cosigners([(b["retired_by"], "retired_by"), (b["reviewed_by"], "reviewed_by")], "curator", st)
 
@@ -498,13 +538,13 @@ class State:
         self._task_class(b["task_class"])
         d = b["draft"]
         _ident(d["case_id"], "draft.case_id")
-        _text(d["title"], "draft.title")
-        _text(d["difficulty"], "draft.difficulty")
+        _sensitive_text(d["title"], "draft.title")
+        _sensitive_text(d["difficulty"], "draft.difficulty")
         _ident(d["curation_class"], "draft.curation_class")
         _digest(d["case_digest"], "draft.case_digest")
         _digest(d["cassette_digest"], "draft.cassette_digest")
         self._case_id_free(d["case_id"], "draft.case_id")
-        _text(b["production_ref"], "production_ref")
+        _sensitive_text(b["production_ref"], "production_ref")
 
     def _check_proposal_approved(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         prop = self._pending_proposal(b["proposal_id"])
@@ -517,7 +557,7 @@ class State:
 
     def _check_proposal_rejected(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         self._pending_proposal(b["proposal_id"])
-        _text(b["reason"], "reason")
+        _sensitive_text(b["reason"], "reason")
 
     def _check_run_started(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         _ident(b["run_id"], "run_id")
@@ -591,7 +631,7 @@ class State:
             if t["severity"] != fm["severity"]:
                 raise _no("severity_mismatch", _body(f"score.failure_modes[{i}].severity"), f"the taxonomy says {t['severity']}")
         _text(b["harness_version"], "harness_version")
-        _text(b["operator_fingerprint"], "operator_fingerprint")
+        _sensitive_text(b["operator_fingerprint"], "operator_fingerprint")
         _timestamp(b["started_at"], "started_at")
         _timestamp(b["finished_at"], "finished_at")
 
@@ -628,7 +668,7 @@ class State:
     def _check_rag_record_quarantined(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         if b["capability_id"] not in self.capabilities:
             raise _no("capability_unknown", _body("capability_id"), "no such capability")
-        _text(b["reason"], "reason")
+        _sensitive_text(b["reason"], "reason")
 
     def _check_promotion_requested(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         self._task_class(b["task_class"])
@@ -680,6 +720,8 @@ class State:
     def apply(self, leaf: Leaf, index: int) -> None:
         """Folds the accepted entry `index`."""
         self.size = index + 1
+        if leaf.payload["schema"] != SCHEMA_CLEAR and self.commitments_from is None:
+            self.commitments_from = index
         at = leaf.sequenced_at
         self.last_sequenced_at = at if self.last_sequenced_at is None else max(self.last_sequenced_at, at)
         self.ids.add(leaf.payload["id"])
@@ -741,6 +783,7 @@ class State:
             "capabilities": self.capabilities,
             "recommendations": {str(k): v for k, v in sorted(self.recommendations.items())},
             "ids": sorted(self.ids), "size": self.size, "last_sequenced_at": self.last_sequenced_at,
+            "commitments_from": self.commitments_from,
         }
 
     @classmethod
@@ -751,4 +794,5 @@ class State:
             capabilities=dict(v["capabilities"]),
             recommendations={int(k): list(r) for k, r in v["recommendations"].items()},
             ids=set(v["ids"]), size=int(v["size"]), last_sequenced_at=v["last_sequenced_at"],
+            commitments_from=v.get("commitments_from"),
         )

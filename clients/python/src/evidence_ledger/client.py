@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import time
 import urllib.error
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence, Union
 
 from .cosign import Policy, WitnessedCheckpoint
+from .disclose import check_disclosed
 from .envelope import Envelope, decode_leaf
 from .errors import (
     ForkDetected,
@@ -326,10 +328,11 @@ class Client:
     # --- writes ----------------------------------------------------------------
 
     def post(self, envelope: Envelope) -> WriteReceipt:
-        """Posts one envelope; returns its receipt once checked (checkpoint signature,
+        """Posts one envelope, with the disclosures of its committed values
+        (`Envelope.write_body`); returns its receipt once checked (checkpoint signature,
         inclusion proof, the leaf rebuilt from this envelope, consistency with the
         trusted state). A refusal raises its typed `ProblemError`."""
-        r = parse_receipt(self._json("POST", "/v1/events", envelope.to_json()), "receipt")
+        r = parse_receipt(self._json("POST", "/v1/events", envelope.write_body()), "receipt")
         cp = check_receipt(r, self.keys, envelope)
         self._observe(cp)
         return r
@@ -340,7 +343,7 @@ class Client:
         holds its checked receipt or its typed refusal. Envelopes refused with a 503 code
         are posted again after Retry-After (re-posting is idempotent)."""
         items = list(envelopes)
-        bodies = [e.to_json() for e in items]
+        bodies = [e.write_body() for e in items]
         out: list[Optional[Posted]] = [None] * len(items)
         pending = list(range(len(items)))
         attempt = 0
@@ -394,13 +397,17 @@ class Client:
 
     def entry(self, index: int, tree_size: Optional[int] = None) -> EntryView:
         """Entry `index`, proven included in a signed checkpoint (the latest unless
-        `tree_size` is given) that is consistent with the trusted state."""
+        `tree_size` is given) that is consistent with the trusted state. To a reader
+        with a role (`token` listed in the server's readers file), the disclosures
+        served with it are checked against its leaf (`DisclosureMismatch`) and their
+        values returned in `disclosed`."""
         e = parse_entry(self._json("GET", f"/v1/entries/{index}"))
         if e.index != index:
             raise MalformedAnswer("entry.index", f"asked for {index}, answered {e.index}")
         leaf = _b64("entry.leaf", e.leaf)
         if leaf_hash(leaf).hex() != e.leaf_hash:
             raise VerificationError("entry.leaf", "the leaf does not hash to the leaf hash served")
+        e = checked_disclosures(e, leaf)
         self.prove_included(index, leaf_hash(leaf), tree_size)
         return e
 
@@ -419,8 +426,11 @@ class Client:
         return cp
 
     def entries(self, start: int, limit: int = 1000) -> list[EntryView]:
-        """A page of entries as served (not proven: `replay.Replica.follow` proves whole ranges)."""
-        return parse_entry_page(self._json("GET", f"/v1/entries?start={start}&limit={limit}")).entries
+        """A page of entries as served (not proven: `replay.Replica.follow` proves whole
+        ranges). Disclosures served with an entry are checked against its leaf as served
+        (`DisclosureMismatch`), and their values returned in `disclosed`."""
+        page = parse_entry_page(self._json("GET", f"/v1/entries?start={start}&limit={limit}")).entries
+        return [checked_disclosures(e) for e in page]
 
     def projection(self, task_class: str) -> ProjectionResponse:
         """A task class's projection, checked (`verify.check_projection`): signed
@@ -470,7 +480,7 @@ class Client:
         was computed from (evidence and statistics). Advisory: only humans promote."""
         if request.kind != "promotion.requested":
             raise LedgerError(f"a recommendation is asked with promotion.requested, not {request.kind}")
-        answer = parse_recommendation(self._json("POST", "/v1/recommendations", request.to_json()))
+        answer = parse_recommendation(self._json("POST", "/v1/recommendations", request.write_body()))
         rc = answer.recommendation
         cp = check_receipt(rc, self.keys)
         if rc.kind != "promotion.recommended":
@@ -509,6 +519,28 @@ class Client:
     def audit_bundle(self, data: bytes) -> BundleSummary:
         """Verifies bundle bytes against this client's keys (no request)."""
         return verify_bundle(data, self.keys)
+
+
+def checked_disclosures(e: EntryView, leaf: Optional[bytes] = None) -> EntryView:
+    """`e` with its disclosures checked against its leaf (`leaf`, or the one served) and
+    their values in `disclosed`; `e` itself when it carries none (a reader without a
+    role). Raises `DisclosureMismatch` for a disclosure that does not open a commitment
+    of the leaf, `MalformedAnswer` for a leaf that does not decode or a redacted path
+    that is not a committed field left undisclosed."""
+    if e.disclosures is None and e.redacted is None:
+        return e
+    what = f"entry {e.index}"
+    raw = leaf if leaf is not None else _b64(f"{what}.leaf", e.leaf)
+    try:
+        d = decode_leaf(raw, f"{what}.leaf")
+    except InvalidInput as err:
+        raise MalformedAnswer(err.field, err.rule) from None
+    opened = check_disclosed(d.kind, d.body, e.disclosures or [], what)
+    closed = {o.path for o in opened if o.value is None}
+    for i, path in enumerate(e.redacted or []):
+        if path not in closed:
+            raise MalformedAnswer(f"{what}.redacted[{i}]", f"`{path}` is not a committed field of the entry left undisclosed")
+    return dataclasses.replace(e, disclosed=opened)
 
 
 def _b64(field: str, text: str) -> bytes:

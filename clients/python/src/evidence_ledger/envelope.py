@@ -1,27 +1,38 @@
 """DSSE envelopes and leaf records (docs/FORMAT.md sections 6-8).
 
-An envelope carries the canonical JSON payload `{"schema": 1, "id", "signer",
+An envelope carries the canonical JSON payload `{"schema", "id", "signer",
 "issued_at", "event": {"kind", "body"}}`, signed with Ed25519 over DSSE's
 pre-authentication encoding. The leaf the log hashes is the canonical JSON
 of `{"envelope": <envelope>, "sequenced_at": <ledger time>, "v": 1}`.
+
+Schema 1 holds every value in clear; schema 2 (docs/PRIVACY.md) holds each
+sensitive field as a commitment `{"_sd": digest}`, whose disclosure travels
+beside the envelope in the write body `{"disclosures": [...], "envelope":
+{...}}` (`Envelope.write_body`). This package signs schema 2
+(`sign_payload`); it reads both, since a log written before the switch
+keeps its schema-1 leaves.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, Sequence
 
-from . import canonical
+from . import canonical, disclose
 from .errors import InvalidInput
 from .note import SigningKey, VerifierKey, b64, b64decode_strict, key_id
 from .timefmt import format_micros, now, parse_utc_micros
 
 #: The DSSE payloadType of every event.
 PAYLOAD_TYPE = "application/vnd.evidence-ledger.event+json"
-#: The payload schema version this package writes.
-SCHEMA_VERSION = 1
+#: The payload schema version this package writes (sensitive values as commitments).
+SCHEMA_VERSION = disclose.SCHEMA_COMMITTED
+#: The payload schema of logs written before the switch (every value in clear).
+SCHEMA_CLEAR = disclose.SCHEMA_CLEAR
+#: The payload schemas this package reads.
+SCHEMAS = (SCHEMA_CLEAR, SCHEMA_VERSION)
 #: The leaf record version.
 LEAF_VERSION = 1
 
@@ -38,11 +49,14 @@ def _ident_ok(s: str) -> bool:
 
 @dataclass(frozen=True)
 class Envelope:
-    """A signed envelope: its canonical payload bytes, key id and signature."""
+    """A signed envelope: its canonical payload bytes, key id and signature, and the
+    disclosures of its committed values that travel beside it (not signed, not in the
+    leaf: each is bound to the envelope by the digest its payload holds)."""
 
     payload: bytes
     keyid: str
     signature: bytes
+    disclosures: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def decoded(self) -> dict[str, Any]:
@@ -72,8 +86,14 @@ class Envelope:
         }
 
     def to_json(self) -> bytes:
-        """The envelope as posted: canonical JSON."""
+        """The envelope alone: canonical JSON."""
         return canonical.encode(self.to_dict())
+
+    def write_body(self) -> bytes:
+        """What `POST /v1/events` takes (and each element of a batch): the envelope alone
+        when it has no disclosures, else `{"disclosures": [...], "envelope": {...}}`
+        (canonical JSON, so in that key order)."""
+        return write_body(self.to_dict(), self.disclosures)
 
     def leaf_bytes(self, sequenced_at_micros: int) -> bytes:
         """The exact leaf the log hashes for this envelope, sequenced at that time."""
@@ -127,17 +147,18 @@ class Envelope:
             raise InvalidInput(f"{what}.signatures[0].sig", "an Ed25519 signature is 64 bytes", "malformed_base64")
         p = canonical.parse_canonical(payload, f"{what}.payload")
         check_payload_shape(p, f"{what}.payload")
+        disclose.check_form(p, f"{what}.payload")
         if sig["keyid"] != p["signer"]:
             raise InvalidInput(f"{what}.signatures[0].keyid", "must equal the payload's signer", "signer_mismatch")
         return cls(payload, sig["keyid"], signature)
 
 
 def check_payload_shape(p: Any, what: str) -> None:
-    """The payload's outer shape: `{schema: 1, id, signer, issued_at, event: {kind, body}}`."""
+    """The payload's outer shape: `{schema: 1 or 2, id, signer, issued_at, event: {kind, body}}`."""
     if not isinstance(p, dict) or set(p) != {"schema", "id", "signer", "issued_at", "event"}:
         raise InvalidInput(what, "a payload has exactly schema, id, signer, issued_at and event", "unknown_field")
-    if p["schema"] != SCHEMA_VERSION or isinstance(p["schema"], bool):
-        raise InvalidInput(f"{what}.schema", f"must be {SCHEMA_VERSION}", "unsupported_schema")
+    if isinstance(p["schema"], bool) or p["schema"] not in SCHEMAS:
+        raise InvalidInput(f"{what}.schema", f"schema {p['schema']!r} is not supported; this package reads 1 and {SCHEMA_VERSION}", "unsupported_schema")
     for f in ("id", "signer", "issued_at"):
         if not isinstance(p[f], str):
             raise InvalidInput(f"{what}.{f}", "must be a string", "invalid_type")
@@ -156,28 +177,54 @@ def new_id(prefix: str = "py") -> str:
     return eid
 
 
-def sign_payload(key: SigningKey, kind: str, body: Mapping[str, Any], *, id: Optional[str] = None, issued_at: Optional[str] = None) -> Envelope:
+def write_body(envelope: Mapping[str, Any], disclosures: Sequence[str]) -> bytes:
+    """The body that posts `envelope` (its JSON object) with `disclosures`: the envelope
+    alone when there are none (`events::envelope::write_body`)."""
+    if not disclosures:
+        return canonical.encode(dict(envelope))
+    return canonical.encode({"disclosures": list(disclosures), "envelope": dict(envelope)})
+
+
+def sign_payload(
+    key: SigningKey,
+    kind: str,
+    body: Mapping[str, Any],
+    *,
+    id: Optional[str] = None,
+    issued_at: Optional[str] = None,
+    schema: int = SCHEMA_VERSION,
+) -> Envelope:
     """Signs `{"kind": kind, "body": body}` with `key` as a new envelope.
+
+    With `schema` 2 (the default), every sensitive value the body holds in clear is
+    first committed under a fresh 32-byte random salt (`disclose.commit`); the
+    disclosures travel with the envelope (`Envelope.disclosures`, posted by
+    `Envelope.write_body`), as `events::envelope::sign_write` does. With `schema` 1
+    the body is signed as it is, values in clear: only a log that has not switched
+    to schema 2 accepts it (`schema_superseded` otherwise).
 
     `id` defaults to a fresh random one; `issued_at` to this machine's clock
     (kept by the ledger, never used for windows).
     """
+    if schema not in SCHEMAS:
+        raise InvalidInput("schema", f"this package writes schema 1 or {SCHEMA_VERSION}", "unsupported_schema")
     eid = id if id is not None else new_id(kind.replace("_", "-"))
     if not 8 <= len(eid) <= 128 or not _ident_ok(eid):
         raise InvalidInput("id", "the envelope id must be 8–128 characters from [A-Za-z0-9._:/@+-]", "invalid_identifier")
     at = issued_at if issued_at is not None else now()
     if parse_utc_micros(at) is None:
         raise InvalidInput("issued_at", "must be RFC 3339 in UTC (ending in Z)", "invalid_timestamp")
+    signed, disclosures = disclose.commit(kind, body) if schema == SCHEMA_VERSION else (dict(body), [])
     payload = canonical.encode(
         {
-            "schema": SCHEMA_VERSION,
+            "schema": schema,
             "id": eid,
             "signer": key.key_id,
             "issued_at": at,
-            "event": {"kind": kind, "body": dict(body)},
+            "event": {"kind": kind, "body": signed},
         }
     )
-    return Envelope(payload, key.key_id, key.sign(pae(PAYLOAD_TYPE, payload)))
+    return Envelope(payload, key.key_id, key.sign(pae(PAYLOAD_TYPE, payload)), tuple(disclosures))
 
 
 @dataclass(frozen=True)

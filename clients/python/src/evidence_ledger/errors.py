@@ -17,7 +17,9 @@
   answer (`verify.check_state`) fails with `CommitmentMismatch`,
   `StaleCommitment`, `NotCommitted`, `CasesMismatch`, `AbsenceNotProven` or
   `ViewMismatch`, and a replay with `WrongStateRoot` when the ledger
-  committed a state its log does not give.
+  committed a state its log does not give; the disclosures served to a
+  reader with a role that do not open the entry's commitments raise
+  `DisclosureMismatch`.
 - `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
   after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
@@ -243,6 +245,19 @@ class AbsenceNotProven(VerificationError):
 class ViewMismatch(VerificationError):
     """The view of a state answer is not the one its committed records give at its
     stated time and settings (`what` names the first field that differs)."""
+
+
+class DisclosureMismatch(VerificationError):
+    """A disclosure served with an entry does not open one of the entry's commitments
+    (docs/PRIVACY.md): it matches no commitment in the leaf (a wrong value or salt, or
+    another entry's), names another field than the one whose commitment it opens, opens
+    a field twice, or is malformed. `disclosure` is its position in the answer's
+    `disclosures`, `field` the committed field it concerns when one is known."""
+
+    def __init__(self, what: str, reason: str, disclosure: int, field: Optional[str] = None) -> None:
+        super().__init__(what, reason)
+        self.disclosure = disclosure
+        self.field = field
 
 
 class ReplicaError(LedgerError):

@@ -4,7 +4,9 @@ Each class checks its fields as the ledger will (identifiers, text,
 digests, timestamps, numbers, banned breakdown keys, severities) and raises
 `InvalidInput` naming the field as the server would name it
 (`event.body.score.breakdown.model_confidence`) and the server's code.
-`sign(key)` turns an event into a signed `Envelope`.
+`sign(key)` turns an event into a signed `Envelope`: in schema 2, the
+sensitive values the constructors checked in clear (docs/PRIVACY.md) are
+committed at signing, and their disclosures travel with the envelope.
 
 Rules that need the log's state (an enrolled signer, an active case, the
 current rubric digest, a declared breakdown key) are checked by the ledger
@@ -19,7 +21,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional, Sequence
 
-from .envelope import Envelope, sign_payload
+from .envelope import SCHEMA_VERSION, Envelope, sign_payload
 from .errors import InvalidInput
 from .note import SigningKey, b64
 from .timefmt import parse_utc_micros
@@ -171,9 +173,14 @@ class Event(abc.ABC):
     def body(self) -> dict[str, Any]:
         """The event's body as JSON."""
 
-    def sign(self, key: SigningKey, *, id: Optional[str] = None, issued_at: Optional[str] = None) -> Envelope:
-        """This event signed by `key` as a new envelope (a fresh id, issued now, unless given)."""
-        return sign_payload(key, self.kind, self.body(), id=id, issued_at=issued_at)
+    def sign(
+        self, key: SigningKey, *, id: Optional[str] = None, issued_at: Optional[str] = None, schema: int = SCHEMA_VERSION
+    ) -> Envelope:
+        """This event signed by `key` as a new envelope (a fresh id, issued now, unless
+        given). In schema 2 (the default) its sensitive values are committed and their
+        disclosures travel with the envelope (`envelope.sign_payload`); `schema=1` signs
+        them in clear, for a log that has not switched yet."""
+        return sign_payload(key, self.kind, self.body(), id=id, issued_at=issued_at, schema=schema)
 
 
 # --- principals (operator) --------------------------------------------------

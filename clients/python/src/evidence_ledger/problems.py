@@ -92,6 +92,48 @@ class UnsupportedSchema(MalformedRequest):
     code = "unsupported_schema"
 
 
+class SchemaSuperseded(RuleViolation):
+    """`schema_superseded`: The log holds schema-2 entries, and from its first one on accepts only schema 2 (docs/PRIVACY.md)."""
+
+    code = "schema_superseded"
+
+
+class SensitiveValueInClear(RuleViolation):
+    """`sensitive_value_in_clear`: A schema-2 payload holds a sensitive field's value in clear instead of a commitment."""
+
+    code = "sensitive_value_in_clear"
+
+
+class CommitmentNotAllowed(RuleViolation):
+    """`commitment_not_allowed`: A schema-1 payload holds a commitment, which only schema 2 may."""
+
+    code = "commitment_not_allowed"
+
+
+class DisclosureMalformed(RuleViolation):
+    """`disclosure_malformed`: A disclosure is not the base64url of the canonical JSON array [salt, field, value] with a salt of 16 to 64 bytes."""
+
+    code = "disclosure_malformed"
+
+
+class DisclosureMissing(RuleViolation):
+    """`disclosure_missing`: A committed field has no disclosure whose digest it holds."""
+
+    code = "disclosure_missing"
+
+
+class DisclosureUnused(RuleViolation):
+    """`disclosure_unused`: A disclosure matches no commitment in the event."""
+
+    code = "disclosure_unused"
+
+
+class DisclosureFieldMismatch(RuleViolation):
+    """`disclosure_field_mismatch`: A disclosure names another field than the one whose commitment it opens."""
+
+    code = "disclosure_field_mismatch"
+
+
 class InvalidIdentifier(MalformedRequest):
     """`invalid_identifier`: An identifier is empty, too long, or has characters outside [A-Za-z0-9._:/@+-]."""
 
@@ -580,6 +622,13 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "invalid_value": InvalidValue,
     "unknown_event_kind": UnknownEventKind,
     "unsupported_schema": UnsupportedSchema,
+    "schema_superseded": SchemaSuperseded,
+    "sensitive_value_in_clear": SensitiveValueInClear,
+    "commitment_not_allowed": CommitmentNotAllowed,
+    "disclosure_malformed": DisclosureMalformed,
+    "disclosure_missing": DisclosureMissing,
+    "disclosure_unused": DisclosureUnused,
+    "disclosure_field_mismatch": DisclosureFieldMismatch,
     "invalid_identifier": InvalidIdentifier,
     "invalid_text": InvalidText,
     "invalid_digest": InvalidDigest,

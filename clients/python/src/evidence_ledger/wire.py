@@ -20,6 +20,7 @@ from .commit import (
     parse_class_record,
     parse_neighbours,
 )
+from .disclose import Disclosed
 from .errors import MalformedAnswer
 from .stats import Interval, ScoreStats, Settings
 
@@ -98,6 +99,12 @@ def parse_receipt(v: Any, what: str = "receipt") -> WriteReceipt:
 
 @dataclass(frozen=True)
 class EntryView:
+    """An entry as served. `disclosures` (the disclosures of its committed values, in
+    field order) and `redacted` (the paths of committed fields whose disclosure is no
+    longer kept) come only to a reader with a role (docs/PRIVACY.md); `disclosed` is
+    set by the client once the disclosures are checked against the leaf
+    (`disclose.check_disclosed`): every committed field, with its value where disclosed."""
+
     index: int
     leaf: str
     leaf_hash: str
@@ -107,6 +114,9 @@ class EntryView:
     kind: str
     signer: str
     payload: Mapping[str, Any]
+    disclosures: Optional[list[str]] = None
+    redacted: Optional[list[str]] = None
+    disclosed: Optional[list[Disclosed]] = None
 
 
 def parse_entry(v: Any, what: str = "entry") -> EntryView:
@@ -121,6 +131,8 @@ def parse_entry(v: Any, what: str = "entry") -> EntryView:
         kind=_field(d, "kind", str, what),
         signer=_field(d, "signer", str, what),
         payload=_obj(d.get("payload"), f"{what}.payload"),
+        disclosures=None if d.get("disclosures") is None else _strs(d, "disclosures", what),
+        redacted=None if d.get("redacted") is None else _strs(d, "redacted", what),
     )
 
 

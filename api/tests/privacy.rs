@@ -1,0 +1,246 @@
+//! What the log reveals (docs/PRIVACY.md): sensitive values written through
+//! the API reach only readers with a role; no other answer, and no byte of
+//! the data directory, holds them in clear.
+
+mod common;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
+use base64::Engine as _;
+use common::*;
+use events::model::*;
+use testkit::world::{sample, score, T0, TASK_CLASS};
+use verifier::client::Client;
+use verifier::wire::{EntryPage, EntryView};
+
+const SECRET_TITLE: &str = "SECRET-TITLE-b7e1";
+const SECRET_REF: &str = "SECRET-REF-b7e1";
+const SECRET_OPERATOR: &str = "SECRET-OPERATOR-b7e1";
+const SECRET_REASON: &str = "SECRET-REASON-b7e1";
+const SECRETS: [&str; 4] = [SECRET_TITLE, SECRET_REF, SECRET_OPERATOR, SECRET_REASON];
+
+/// A server with an auditor in its readers file, seeded, with one case,
+/// one score and one revocation carrying secrets. Returns the auditor's
+/// token.
+fn server_with_secrets() -> (TestServer, String) {
+    let readers = tempfile::NamedTempFile::new().expect("readers");
+    let (token, line) = api::readers::new_token("auditor", "test-auditor").expect("token");
+    std::fs::write(readers.path(), format!("{line}\n")).expect("write");
+    let path = readers.into_temp_path().keep().expect("keep");
+    let s = TestServer::start(|c| c.readers_file = Some(path));
+    s.wait_ready();
+    let c = s.client();
+    seed(&s, &c);
+    let mut p = s.poster(&c);
+    let (a, b) = (p.key("curator-a"), p.key("curator-b"));
+    let mut case = sample().case_added(
+        TASK_CLASS,
+        "case-secret",
+        "held-out",
+        &events::envelope::format_micros(T0),
+        (&a, &b),
+    );
+    case.title = SECRET_TITLE.into();
+    case.provenance.source_ref = SECRET_REF.into();
+    p.post("curator-a", Event::CaseAdded(case)).expect("case");
+    let mut sc = score("case-secret", 0.9);
+    sc.operator_fingerprint = SECRET_OPERATOR.into();
+    p.post("harness", Event::ScoreRecorded(sc)).expect("score");
+    p.enrol("retired-harness", Role::Harness).expect("enrol");
+    let k = p.key("retired-harness");
+    p.post(
+        "operator",
+        Event::PrincipalRevoked(PrincipalRevoked {
+            key_id: events::key_id(&k.verifying_key()),
+            reason: SECRET_REASON.into(),
+        }),
+    )
+    .expect("revoke");
+    (s, token)
+}
+
+fn leaks(what: &str, body: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(body);
+    SECRETS
+        .iter()
+        .filter(|s| text.contains(*s))
+        .map(|s| format!("{what} shows {s}"))
+        .collect()
+}
+
+fn all_entries(c: &Client) -> Vec<EntryView> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    loop {
+        let page: EntryPage = c
+            .get_json(&format!("/v1/entries?start={start}&limit=1000"))
+            .expect("entries");
+        out.extend(page.entries);
+        match page.next {
+            Some(n) => start = n,
+            None => return out,
+        }
+    }
+}
+
+/// A reader without a role sees commitments only: entries (by page, index
+/// and id), tiles and entry bundles, projections, bundles and state,
+/// checkpoints, metrics, the OpenAPI document, and errors.
+#[test]
+fn no_answer_shows_a_sensitive_value_to_a_reader_without_a_role() {
+    let (s, _) = server_with_secrets();
+    let c = s.client();
+    let entries = all_entries(&c);
+    let size = entries.len() as u64;
+    let mut found = Vec::new();
+    let mut paths = vec![
+        "/checkpoint".to_owned(),
+        "/v1/log".to_owned(),
+        "/metrics".to_owned(),
+        "/openapi.json".to_owned(),
+        "/v1/task-classes".to_owned(),
+        format!("/v1/task-classes/{TASK_CLASS}"),
+        format!("/v1/task-classes/{TASK_CLASS}/bundle"),
+        format!("/v1/task-classes/{TASK_CLASS}/state"),
+        "/v1/entries/by-id/no-such-id".to_owned(),
+        "/v1/entries/999999".to_owned(),
+    ];
+    for e in &entries {
+        assert!(e.disclosures.is_none(), "entry {} carries disclosures", e.index);
+        paths.push(format!("/v1/entries/{}", e.index));
+        paths.push(format!("/v1/entries/by-id/{}", e.id));
+    }
+    for n in 0..=size / 256 {
+        let width = if n == size / 256 { size % 256 } else { 256 };
+        if width == 0 {
+            continue;
+        }
+        let suffix = if width == 256 {
+            String::new()
+        } else {
+            format!(".p/{width}")
+        };
+        paths.push(format!("/tile/entries/{}{suffix}", tile_index(n)));
+        paths.push(format!("/tile/0/{}{suffix}", tile_index(n)));
+    }
+    for path in &paths {
+        let r = c.get(path).expect("get");
+        found.extend(leaks(path, &r.body));
+    }
+    // A refusal names the field and the rule, never the value.
+    let mut p = s.poster(&c);
+    let mut bad = score("case-secret", 0.9);
+    bad.operator_fingerprint = format!("{SECRET_OPERATOR}\u{7}").into();
+    let refused = p.post_refused("harness", Event::ScoreRecorded(bad)).expect("refused");
+    found.extend(leaks("a refusal", &refused.body));
+    assert!(found.is_empty(), "{found:#?}");
+    // The values are there, committed: three entries hold `_sd`.
+    let committed = entries
+        .iter()
+        .filter(|e| e.payload.to_string().contains("\"_sd\""))
+        .count();
+    assert!(committed >= 3, "only {committed} entries commit");
+}
+
+/// C2SP tile index encoding: groups of three digits, all but the last
+/// prefixed with `x`.
+fn tile_index(n: u64) -> String {
+    let mut s = format!("{:03}", n % 1000);
+    let mut n = n / 1000;
+    while n > 0 {
+        s = format!("x{:03}/{s}", n % 1000);
+        n /= 1000;
+    }
+    s
+}
+
+/// A reader with a role receives each committed value's disclosure, which
+/// checks against the leaf, on every entry read.
+#[test]
+fn a_reader_with_a_role_receives_disclosures_that_open_the_leaf() {
+    let (s, token) = server_with_secrets();
+    let auditor = Client::new(&s.base, Some(token));
+    let entries = all_entries(&auditor);
+    let mut seen = Vec::new();
+    for e in &entries {
+        let leaf = base64::engine::general_purpose::STANDARD
+            .decode(&e.leaf)
+            .expect("leaf");
+        let Some(disclosures) = &e.disclosures else {
+            panic!("entry {}: no disclosures for an auditor", e.index);
+        };
+        verifier::entries::check_disclosures(e.index, &leaf, disclosures)
+            .unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(e.redacted.as_deref(), Some(&[][..]));
+        for d in disclosures {
+            let bytes = B64URL.decode(d).expect("disclosure");
+            let v: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+            seen.push(v[2].as_str().unwrap_or_default().to_owned());
+        }
+        let by_id: EntryView = auditor
+            .get_json(&format!("/v1/entries/by-id/{}", e.id))
+            .expect("by id");
+        assert_eq!(by_id.disclosures, e.disclosures);
+    }
+    for secret in SECRETS {
+        assert!(seen.iter().any(|v| v == secret), "{secret} was not disclosed");
+    }
+    // A token that is not listed is no reader.
+    let stranger = Client::new(&s.base, Some("not-a-listed-token".into()));
+    let e: EntryView = stranger
+        .get_json(&format!("/v1/entries/{}", entries.len() - 1))
+        .expect("entry");
+    assert!(e.disclosures.is_none());
+}
+
+/// Neither the data file nor anything else in the data directory holds a
+/// sensitive value in clear: the disclosures are sealed, and nothing derived
+/// (snapshots, projection checkpoints, lookups) keeps one.
+#[test]
+fn the_data_directory_holds_no_sensitive_value_in_clear() {
+    let (s, _) = server_with_secrets();
+    let dir = s.stop();
+    let mut found = Vec::new();
+    let mut files = 0;
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            files += 1;
+            let bytes = std::fs::read(&path).expect("read");
+            found.extend(leaks(&path.display().to_string(), &bytes));
+        }
+    }
+    assert!(files >= 3, "only {files} files");
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// A kept disclosure whose key was changed on disk does not open: it is
+/// reported as corruption, never served as some other value.
+#[test]
+fn attack_a_key_changed_on_disk_is_caught_not_served() {
+    let (s, token) = server_with_secrets();
+    let auditor = Client::new(&s.base, Some(token));
+    let entries = all_entries(&auditor);
+    let target = entries
+        .iter()
+        .find(|e| e.disclosures.as_ref().is_some_and(|d| !d.is_empty()))
+        .expect("an entry with disclosures")
+        .index;
+    let keys = s.path().join(ledger::private::KEYS_FILE);
+    let mut raw = std::fs::read(&keys).expect("keys");
+    // Every slot after the 16-byte header gets other bytes.
+    for b in raw.iter_mut().skip(16) {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&keys, raw).expect("write");
+    let r = auditor
+        .get(&format!("/v1/entries/{target}"))
+        .expect("get");
+    let text = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 503, "{text}");
+    assert!(text.contains("\"code\":\"log_corrupt\""), "{text}");
+}

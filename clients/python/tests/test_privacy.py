@@ -1,0 +1,180 @@
+"""Sensitive values as commitments against a real server (docs/PRIVACY.md): the package
+posts schema 2 with its disclosures; a reader without a role sees commitments only; the
+auditor listed in the server's readers file receives every disclosure, and each one
+checks against the leaf; the door refuses what breaks the schema-2 rules, each with its
+typed exception."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Bench, LedgerServer
+from evidence_ledger import Replica, SigningKey, canonical, disclose, problems, replay_projections
+from evidence_ledger import events as ev
+from evidence_ledger.envelope import PAYLOAD_TYPE, Envelope, decode_leaf, pae, sign_payload
+from evidence_ledger.wire import WriteReceipt
+
+
+@dataclasses.dataclass
+class Posted:
+    receipt: WriteReceipt
+    envelope: Envelope
+    event: ev.Event
+
+
+@pytest.fixture(scope="module")
+def posted(reader_server: LedgerServer) -> list[Posted]:
+    """One entry of each kind with committed fields, posted through the package."""
+    b = Bench(reader_server, "privacy", cases=2)
+    c, op = b.client, reader_server.operator
+    out: list[Posted] = []
+
+    def post(event: ev.Event, key: SigningKey) -> None:
+        env = event.sign(key)
+        out.append(Posted(c.post(env), env, event))
+
+    post(b.score(b.cases[0], 0.8), b.harness)
+    post(ev.CaseRetired.cosigned(b.cases[1].case_id, b.cases[1].case_digest, "superseded by a harder case",
+                                 retired_by=b.curators[0], reviewed_by=b.curators[1]), b.curators[0])
+    draft = dataclasses.replace(b.draft(f"{b.name}-p0"), curation_class="corpus-derived", disposition="negative")
+    post(ev.CaseProposed(f"{b.name}-prop-0", b.name, draft, "outcome-ledger INC-4411"), b.reconciler)
+    post(ev.ProposalRejected(f"{b.name}-prop-0", "not reproducible"), b.curators[1])
+    gate = SigningKey.generate(f"{b.name}-rag-gate")
+    c.post(ev.PrincipalEnrolled.of(gate, f"{gate.name}@example.org", ["gate"]).sign(op))
+    cp = c.checkpoint()
+    c.post(ev.CapabilityMinted(f"{b.name}-cap", "wf-1", "2026-11-21T00:00:00Z", ev.CheckpointRef(cp.size, cp.root_hex),
+                               "2099-01-01T00:00:00Z").sign(gate))
+    post(ev.RagRecordQuarantined(f"{b.name}-cap", "poisoned example"), gate)
+    post(ev.PrincipalRevoked(gate.key_id, "rotated"), op)
+    post(ev.CaseAdded.cosigned(b.name, b.draft(f"{b.name}-late"), source="curated", source_ref="GHSA-2024-0001 \"axios\" é",
+                               added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]), b.curators[0])
+    return out
+
+
+def clear_values(p: Posted) -> list[tuple[str, Any]]:
+    body = p.event.body()
+    out = []
+    for path in disclose.committed_paths(p.event.kind):
+        v: Any = body
+        for part in path.split("."):
+            v = v[part]
+        out.append((path, v))
+    return out
+
+
+def test_the_package_posts_schema_2_with_a_disclosure_for_each_committed_field(posted: list[Posted]) -> None:
+    assert {p.event.kind for p in posted} == set(disclose.COMMITTED)
+    for p in posted:
+        assert json.loads(p.envelope.payload)["schema"] == 2
+        assert len(p.envelope.disclosures) == len(disclose.committed_paths(p.event.kind)) >= 1
+
+
+def test_a_reader_without_a_role_sees_commitments_only(reader_server: LedgerServer, posted: list[Posted]) -> None:
+    for client in (reader_server.client(), reader_server.client(token="not-a-listed-reader")):
+        for p in posted:
+            e = client.entry(p.receipt.index)
+            assert e.disclosures is None and e.redacted is None and e.disclosed is None
+            leaf = decode_leaf(base64.b64decode(e.leaf))
+            assert leaf.payload["schema"] == 2
+            assert [(path, sd) for path, sd in disclose.commitments(e.kind, leaf.body)] == \
+                [(path, disclose.digest(d)) for (path, _), d in zip(clear_values(p), p.envelope.disclosures)]
+            for _, value in clear_values(p):
+                assert json.dumps(value, ensure_ascii=False).encode() not in leaf.envelope.payload
+
+
+def test_the_auditor_receives_each_disclosure_and_it_checks_against_the_leaf(
+    reader_server: LedgerServer, auditor_token: str, posted: list[Posted]
+) -> None:
+    auditor = reader_server.client(token=auditor_token)
+    for p in posted:
+        e = auditor.entry(p.receipt.index)
+        assert e.disclosures == list(p.envelope.disclosures) and e.redacted == []
+        assert e.disclosed is not None and [(o.path, o.value) for o in e.disclosed] == clear_values(p)
+        # As any holder of the disclosures can: against the leaf alone.
+        leaf = decode_leaf(base64.b64decode(e.leaf))
+        assert disclose.check_disclosed(leaf.kind, leaf.body, e.disclosures) == e.disclosed
+    first = min(p.receipt.index for p in posted)
+    last = max(p.receipt.index for p in posted)
+    page = {e.index: e for e in auditor.entries(first, last - first + 1)}
+    for p in posted:
+        d = page[p.receipt.index].disclosed
+        assert d is not None and [(o.path, o.value) for o in d] == clear_values(p)
+
+
+def test_a_replay_by_the_auditor_checks_every_disclosure_and_agrees_with_every_projection(
+    reader_server: LedgerServer, auditor_token: str, posted: list[Posted], tmp_path: Path
+) -> None:
+    for name, client in (("auditor", reader_server.client(token=auditor_token)), ("public", reader_server.client())):
+        r = replay_projections(client, Replica.open(tmp_path / name, client.keys))
+        assert r.task_classes >= 1 and r.size == client.checkpoint().size
+        assert Replica.open(tmp_path / name, client.keys).rules.commitments_from == 0
+
+
+# --- the door (events::disclose::open; docs/PRIVACY.md, "Writing") -----------------------
+
+
+@pytest.fixture(scope="module")
+def door(reader_server: LedgerServer) -> Bench:
+    return Bench(reader_server, "door", cases=1)
+
+
+def retire(b: Bench, reason: str = "superseded") -> Envelope:
+    c = b.cases[0]
+    return ev.CaseRetired.cosigned(c.case_id, c.case_digest, reason, retired_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0])
+
+
+def test_a_schema_1_write_to_a_log_in_schema_2_is_refused(door: Bench) -> None:
+    with pytest.raises(problems.SchemaSuperseded) as e:
+        door.client.post(ev.RunFinished(door.run_id).sign(door.harness, schema=1))
+    assert e.value.status == 422 and e.value.field == "schema"
+
+
+def test_a_write_without_its_disclosures_is_refused(door: Bench) -> None:
+    with pytest.raises(problems.DisclosureMissing) as e:
+        door.client.post(dataclasses.replace(retire(door), disclosures=()))
+    assert e.value.field == "event.body.reason"
+
+
+def test_a_write_with_a_disclosure_no_field_commits_to_is_refused(door: Bench) -> None:
+    env = retire(door)
+    extra = disclose.disclosure(b"\x07" * 32, "reason", "another reason")
+    with pytest.raises(problems.DisclosureUnused) as e:
+        door.client.post(dataclasses.replace(env, disclosures=env.disclosures + (extra,)))
+    assert e.value.field == "disclosures[1]"
+
+
+def test_a_write_whose_disclosure_names_another_field_is_refused(door: Bench) -> None:
+    body = json.loads(retire(door).payload)["event"]["body"]
+    wrong = disclose.disclosure(b"\x07" * 32, "case_id", "superseded")
+    body["reason"] = {"_sd": disclose.digest(wrong)}
+    env = sign_payload(door.curators[0], "case.retired", body)
+    assert env.disclosures == ()
+    with pytest.raises(problems.DisclosureFieldMismatch) as e:
+        door.client.post(dataclasses.replace(env, disclosures=(wrong,)))
+    assert e.value.field == "disclosures[0]"
+
+
+def test_a_malformed_disclosure_is_refused(door: Bench) -> None:
+    body = json.loads(retire(door).payload)["event"]["body"]
+    spaced = disclose.b64url(b'["AAAAAAAAAAAAAAAAAAAAAA", "reason", "superseded"]')
+    body["reason"] = {"_sd": disclose.digest(spaced)}
+    env = sign_payload(door.curators[0], "case.retired", body)
+    with pytest.raises(problems.DisclosureMalformed):
+        door.client.post(dataclasses.replace(env, disclosures=(spaced,)))
+
+
+def test_a_value_in_clear_in_schema_2_is_refused(door: Bench) -> None:
+    body = ev.CaseRetired.cosigned(door.cases[0].case_id, door.cases[0].case_digest, "superseded",
+                                   retired_by=door.curators[0], reviewed_by=door.curators[1]).body()
+    k = door.curators[0]
+    payload = canonical.encode({"schema": 2, "id": f"clear-{k.key_id[:12]}", "signer": k.key_id,
+                                "issued_at": "2026-11-20T00:00:00Z", "event": {"kind": "case.retired", "body": body}})
+    with pytest.raises(problems.SensitiveValueInClear) as e:
+        door.client.post(Envelope(payload, k.key_id, k.sign(pae(PAYLOAD_TYPE, payload))))
+    assert e.value.field == "event.body.reason"
