@@ -105,7 +105,11 @@ fn no_answer_shows_a_sensitive_value_to_a_reader_without_a_role() {
         "/v1/entries/999999".to_owned(),
     ];
     for e in &entries {
-        assert!(e.disclosures.is_none(), "entry {} carries disclosures", e.index);
+        assert!(
+            e.disclosures.is_none(),
+            "entry {} carries disclosures",
+            e.index
+        );
         paths.push(format!("/v1/entries/{}", e.index));
         paths.push(format!("/v1/entries/by-id/{}", e.id));
     }
@@ -130,7 +134,9 @@ fn no_answer_shows_a_sensitive_value_to_a_reader_without_a_role() {
     let mut p = s.poster(&c);
     let mut bad = score("case-secret", 0.9);
     bad.operator_fingerprint = format!("{SECRET_OPERATOR}\u{7}").into();
-    let refused = p.post_refused("harness", Event::ScoreRecorded(bad)).expect("refused");
+    let refused = p
+        .post_refused("harness", Event::ScoreRecorded(bad))
+        .expect("refused");
     found.extend(leaks("a refusal", &refused.body));
     assert!(found.is_empty(), "{found:#?}");
     // The values are there, committed: three entries hold `_sd`.
@@ -182,7 +188,10 @@ fn a_reader_with_a_role_receives_disclosures_that_open_the_leaf() {
         assert_eq!(by_id.disclosures, e.disclosures);
     }
     for secret in SECRETS {
-        assert!(seen.iter().any(|v| v == secret), "{secret} was not disclosed");
+        assert!(
+            seen.iter().any(|v| v == secret),
+            "{secret} was not disclosed"
+        );
     }
     // A token that is not listed is no reader.
     let stranger = Client::new(&s.base, Some("not-a-listed-token".into()));
@@ -237,10 +246,39 @@ fn attack_a_key_changed_on_disk_is_caught_not_served() {
         *b ^= 0x5a;
     }
     std::fs::write(&keys, raw).expect("write");
-    let r = auditor
-        .get(&format!("/v1/entries/{target}"))
-        .expect("get");
+    let r = auditor.get(&format!("/v1/entries/{target}")).expect("get");
     let text = String::from_utf8_lossy(&r.body);
     assert_eq!(r.status, 503, "{text}");
     assert!(text.contains("\"code\":\"log_corrupt\""), "{text}");
+}
+
+/// `ledger verify` checks every kept disclosure against its entry; a key
+/// changed on disk fails it, naming the entry.
+#[test]
+fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
+    let (s, _) = server_with_secrets();
+    let dir = s.stop();
+    let d = dir.path().to_str().expect("utf8");
+    let ok = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(out.contains("disclosures: "), "{out}");
+    assert!(!out.contains("disclosures: 0 kept"), "{out}");
+    let keys = dir.path().join(ledger::private::KEYS_FILE);
+    let mut raw = std::fs::read(&keys).expect("keys");
+    let last = raw.len() - 1;
+    raw[last] ^= 1;
+    std::fs::write(&keys, raw).expect("write");
+    let bad = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&bad.stdout),
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert_eq!(bad.status.code(), Some(1), "{text}");
+    assert!(text.contains("does not authenticate"), "{text}");
 }

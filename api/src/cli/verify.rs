@@ -87,6 +87,10 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         }),
     };
     pb.finish_and_clear();
+    let kept = match &result {
+        Ok(_) => Some(check_kept_disclosures(&dir).map_err(fail)?),
+        Err(_) => None,
+    };
     let scratch = tempfile::tempdir()?;
     let source = match (&a.anchors, &a.anchors_repo) {
         (Some(d), _) => Some((d.display().to_string(), anchors::anchor::read_dir(d))),
@@ -123,6 +127,11 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
                 ledger::hash::to_hex(&v.root),
                 ledger::hash::to_hex(&v.chain)
             );
+            if let Some((entries, open, redacted)) = kept {
+                println!(
+                    "disclosures: {open} kept beside {entries} entries, each opening its commitment; {redacted} redacted"
+                );
+            }
             if let Some(i) = lookups {
                 println!(
                     "lookups: {} leaf-hash rows below {}, {} envelope-id rows below {}, checked{}",
@@ -152,6 +161,57 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         }
         Err(e) => Err(e).with_context(|| format!("verifying {}", dir.display())),
     }
+}
+
+/// Checks every disclosure kept beside the log (docs/PRIVACY.md) against
+/// its entry's commitments: each entry that commits has one kept part per
+/// committed field, and each part opens its field, or was destroyed by a
+/// redaction. Returns (entries with commitments, parts open, parts
+/// redacted).
+fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
+    let log = ledger::Ledger::open(dir, ledger::Config::default()).map_err(|e| e.to_string())?;
+    let size = log.head().size;
+    let (mut entries, mut open, mut redacted) = (0u64, 0u64, 0u64);
+    let mut start = 0;
+    while start < size {
+        let end = (start + 4096).min(size);
+        for e in log.entries(start, end).map_err(|e| e.to_string())? {
+            let (d, _) = events::decode_logged_leaf(&e.leaf)
+                .map_err(|r| format!("entry {}: {r}", e.index))?;
+            let committed = events::disclose::fields(&d.payload.event)
+                .into_iter()
+                .filter(|(_, _, s)| s.digest().is_some())
+                .count();
+            let parts = log.private_parts(e.index).map_err(|err| err.to_string())?;
+            if parts.len() != committed {
+                return Err(format!(
+                    "entry {}: {committed} committed fields, {} disclosures kept",
+                    e.index,
+                    parts.len()
+                ));
+            }
+            if committed == 0 {
+                continue;
+            }
+            entries += 1;
+            let mut texts = Vec::new();
+            for p in parts {
+                match p {
+                    ledger::private::Part::Open(b) => {
+                        texts.push(String::from_utf8(b).map_err(|_| {
+                            format!("entry {}: a kept disclosure is not UTF-8", e.index)
+                        })?);
+                        open += 1;
+                    }
+                    ledger::private::Part::Shredded => redacted += 1,
+                }
+            }
+            verifier::entries::check_disclosures(e.index, &e.leaf, &texts)
+                .map_err(|err| err.to_string())?;
+        }
+        start = end;
+    }
+    Ok((entries, open, redacted))
 }
 
 /// Remote verify: the latest checkpoint is signed by the key; it is
