@@ -144,6 +144,7 @@ macro_rules! sensitive_fields {
                 $($r)+ e.operator_fingerprint,
             )],
             Event::RagRecordQuarantined(e) => vec![("reason", Rule::Text, $($r)+ e.reason)],
+            Event::FieldRedacted(e) => vec![("reason", Rule::Text, $($r)+ e.reason)],
             _ => Vec::new(),
         };
         v
@@ -160,12 +161,22 @@ fn fields_mut(event: &mut Event) -> Vec<(&'static str, Rule, &mut dyn Slot)> {
     sensitive_fields!(event, &mut dyn Slot, &mut)
 }
 
+/// The position among `event`'s kept disclosures of its committed field
+/// `path`: the part of the entry that holds that field's disclosure.
+pub fn part_of(event: &Event, path: &str) -> Option<usize> {
+    fields(event)
+        .into_iter()
+        .filter(|(_, _, s)| s.digest().is_some())
+        .position(|(p, _, _)| p == path)
+}
+
 /// The paths of the fields schema 2 commits, for each kind: the list
 /// docs/EVENTS.md and the field-class test hold to the catalogue.
 pub fn committed_paths(kind: crate::model::Kind) -> &'static [&'static str] {
     use crate::model::Kind::*;
     match kind {
-        PrincipalRevoked | CaseRetired | ProposalRejected | RagRecordQuarantined => &["reason"],
+        PrincipalRevoked | CaseRetired | ProposalRejected | RagRecordQuarantined
+        | FieldRedacted => &["reason"],
         CaseAdded => &[
             "title",
             "disposition",

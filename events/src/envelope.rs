@@ -216,6 +216,12 @@ pub fn tier_change_statement(
         .into_bytes()
 }
 
+/// The statement two maintainers co-sign to redact `field` of entry `entry`
+/// whose leaf hash is `leaf_hash` (hex).
+pub fn field_redact_statement(entry: u64, leaf_hash: &str, field: &str) -> Vec<u8> {
+    format!("evidence-ledger/v1 field-redact\n{entry}\n{leaf_hash}\n{field}").into_bytes()
+}
+
 /// An envelope whose payload is strict, canonical and typed. Its signature
 /// has been parsed but not yet verified.
 #[derive(Debug, Clone)]

@@ -195,6 +195,9 @@ catalogue! {
     TierChanged = "tier.changed",
     AnchorPublished = "anchor.published",
     StateCommitted = "state.committed",
+    /// Two maintainers destroy the kept disclosure of one committed field of
+    /// an earlier entry (docs/PRIVACY.md, "Redaction").
+    FieldRedacted = "field.redacted",
 }
 
 /// Roles decide which event kinds a principal may append.
@@ -286,7 +289,7 @@ impl Role {
             Role::Gate => matches!(kind, CapabilityMinted | RagRecordQuarantined),
             Role::RagWriter => matches!(kind, RagExampleWritten),
             Role::PromotionGate => matches!(kind, PromotionRequested),
-            Role::Maintainer => matches!(kind, TierChanged),
+            Role::Maintainer => matches!(kind, TierChanged | FieldRedacted),
             Role::Ledger => matches!(
                 kind,
                 PromotionRecommended | PromotionApplyBlocked | AnchorPublished | StateCommitted
@@ -676,6 +679,24 @@ pub struct TierChanged {
 pub struct AnchorPublished {
     pub checkpoint: CheckpointRef,
     pub location: String,
+}
+
+/// The redaction of one committed field of an earlier entry: its kept
+/// disclosure is destroyed (docs/PRIVACY.md); the entry, its commitment and
+/// every proof stay as they were.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FieldRedacted {
+    /// The index of the entry whose field is redacted.
+    pub entry: u64,
+    /// That entry's RFC 6962 leaf hash (hex): what the maintainers saw.
+    pub leaf_hash: String,
+    /// The field's path in that entry's body (`title`, `provenance.source_ref`).
+    pub field: String,
+    /// Why, in words.
+    pub reason: Sensitive<String>,
+    pub requested_by: CoSignature,
+    pub confirmed_by: CoSignature,
 }
 
 /// The ledger's commitment to its projection state (docs/COMPLETENESS.md):

@@ -67,6 +67,12 @@ codes! {
     DisclosureUnused = "disclosure_unused",
     /// A disclosure names another field than the one whose commitment it opens.
     DisclosureFieldMismatch = "disclosure_field_mismatch",
+    /// A redaction names an entry the log does not hold, or gives another leaf hash than the entry's.
+    RedactionTargetMismatch = "redaction_target_mismatch",
+    /// A redaction names a field the entry does not hold as a commitment.
+    RedactionFieldNotCommitted = "redaction_field_not_committed",
+    /// That field of that entry is already redacted.
+    AlreadyRedacted = "already_redacted",
     /// An identifier is empty, too long, or has characters outside [A-Za-z0-9._:/@+-].
     InvalidIdentifier = "invalid_identifier",
     /// A text field is empty, too long, or holds control characters.

@@ -430,3 +430,194 @@ fn the_disclosure_vectors_are_what_the_code_makes_and_refuses() {
         assert_eq!(r.code, C::DisclosureMalformed);
     }
 }
+
+/// A case with commitments, appended; its index.
+fn added_case(w: &mut World, id: &str) -> u64 {
+    let c = w.case_added(id, "held-out");
+    w.post("curator-a", Event::CaseAdded(c))
+        .expect("case")
+        .appended
+        .index
+}
+
+fn redaction(w: &World, entry: u64, field: &str, by: (&str, &str)) -> FieldRedacted {
+    let leaf_hash = ledger::hash::to_hex(&w.log.ledger().entry(entry).expect("entry").leaf_hash);
+    let st = events::envelope::field_redact_statement(entry, &leaf_hash, field);
+    FieldRedacted {
+        entry,
+        leaf_hash,
+        field: field.into(),
+        reason: "a secret was pasted into it".into(),
+        requested_by: events::cosign(&key(by.0), &st),
+        confirmed_by: events::cosign(&key(by.1), &st),
+    }
+}
+
+fn parts(w: &World, entry: u64) -> Vec<ledger::private::Part> {
+    w.log.ledger().private_parts(entry).expect("parts")
+}
+
+#[test]
+fn a_redaction_by_two_maintainers_destroys_that_fields_disclosure_only() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let before = w.log.ledger().head();
+    let r = redaction(
+        &w,
+        at,
+        "provenance.source_ref",
+        ("maintainer-a", "maintainer-b"),
+    );
+    w.post("maintainer-a", Event::FieldRedacted(r))
+        .expect("redacted");
+    let p = parts(&w, at);
+    assert_eq!(p.len(), 4);
+    assert_eq!(p[3], ledger::private::Part::Shredded);
+    assert!(p[..3]
+        .iter()
+        .all(|p| matches!(p, ledger::private::Part::Open(_))));
+    assert!(w
+        .log
+        .state()
+        .redactions
+        .contains(&(at, "provenance.source_ref".to_owned())));
+    // The entry and every proof are as they were.
+    let head = w.log.ledger().head();
+    let proof = w
+        .log
+        .ledger()
+        .consistency_proof(before.size, head.size)
+        .expect("proof");
+    ledger::merkle::verify_consistency(before.size, &before.root, head.size, &head.root, &proof)
+        .expect("consistent");
+    // A replay from the first entry agrees, and the log verifies.
+    assert_eq!(w.log.replay_state().expect("replay"), w.log.state());
+    let dir = w.dir.path().to_owned();
+    let World { log, .. } = w;
+    drop(log);
+    ledger::verify_dir(&dir, &mut |_, _| {}).expect("verifies");
+}
+
+#[test]
+fn attack_a_redaction_naming_another_leaf_hash_is_refused() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let mut r = redaction(&w, at, "title", ("maintainer-a", "maintainer-b"));
+    r.leaf_hash = "00".repeat(32);
+    let e = expect_code(
+        w.post("maintainer-a", Event::FieldRedacted(r)),
+        C::RedactionTargetMismatch,
+    );
+    assert_eq!(e.field, "event.body.leaf_hash");
+    assert!(parts(&w, at)
+        .iter()
+        .all(|p| matches!(p, ledger::private::Part::Open(_))));
+}
+
+#[test]
+fn attack_a_redaction_of_a_field_held_in_clear_is_refused() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let r = redaction(&w, at, "case_id", ("maintainer-a", "maintainer-b"));
+    let e = expect_code(
+        w.post("maintainer-a", Event::FieldRedacted(r)),
+        C::RedactionFieldNotCommitted,
+    );
+    assert_eq!(e.field, "event.body.field");
+}
+
+#[test]
+fn attack_a_redaction_of_a_later_entry_is_refused() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let mut r = redaction(&w, at, "title", ("maintainer-a", "maintainer-b"));
+    r.entry = w.size() + 5;
+    expect_code(
+        w.post("maintainer-a", Event::FieldRedacted(r)),
+        C::RedactionTargetMismatch,
+    );
+}
+
+#[test]
+fn attack_a_redaction_by_one_maintainer_twice_is_refused() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let r = redaction(&w, at, "title", ("maintainer-a", "maintainer-a"));
+    expect_code(
+        w.post("maintainer-a", Event::FieldRedacted(r)),
+        C::CosignersNotDistinct,
+    );
+    assert!(parts(&w, at)
+        .iter()
+        .all(|p| matches!(p, ledger::private::Part::Open(_))));
+}
+
+#[test]
+fn attack_a_redaction_confirmed_by_a_curator_is_refused() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let r = redaction(&w, at, "title", ("maintainer-a", "curator-b"));
+    expect_code(
+        w.post("maintainer-a", Event::FieldRedacted(r)),
+        C::CosignerNotPermitted,
+    );
+}
+
+#[test]
+fn attack_a_redaction_by_a_curator_is_refused() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let r = redaction(&w, at, "title", ("maintainer-a", "maintainer-b"));
+    expect_code(
+        w.post("curator-a", Event::FieldRedacted(r)),
+        C::RoleNotPermitted,
+    );
+}
+
+#[test]
+fn a_field_is_redacted_once() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let r = redaction(&w, at, "title", ("maintainer-a", "maintainer-b"));
+    w.post("maintainer-a", Event::FieldRedacted(r))
+        .expect("redacted");
+    let again = redaction(&w, at, "title", ("maintainer-b", "maintainer-a"));
+    expect_code(
+        w.post("maintainer-b", Event::FieldRedacted(again)),
+        C::AlreadyRedacted,
+    );
+}
+
+/// A crash after the redaction is durable but before its key is destroyed
+/// leaves the key; the next open destroys it.
+#[test]
+fn a_key_left_by_a_crash_is_destroyed_at_the_next_open() {
+    let mut w = World::new();
+    let at = added_case(&mut w, "case-r");
+    let keys_path = w.dir.path().join(ledger::private::KEYS_FILE);
+    let before = std::fs::read(&keys_path).expect("keys");
+    let r = redaction(&w, at, "title", ("maintainer-a", "maintainer-b"));
+    w.post("maintainer-a", Event::FieldRedacted(r))
+        .expect("redacted");
+    let dir = w.dir.path().to_owned();
+    let World { dir: tmp, log, .. } = w;
+    drop(log);
+    // Put the destroyed key back, as if the process died before destroying it.
+    let mut after = std::fs::read(&keys_path).expect("keys");
+    assert_ne!(before, after[..before.len()]);
+    after[..before.len()].copy_from_slice(&before);
+    std::fs::write(&keys_path, &after).expect("restore the key");
+    let log = events::EventLog::open(
+        &dir,
+        ledger::Config::default(),
+        key("ledger"),
+        std::sync::Arc::new(events::ManualClock::new(T0)),
+    )
+    .expect("reopen");
+    assert_eq!(
+        log.ledger().private_parts(at).expect("parts")[0],
+        ledger::private::Part::Shredded
+    );
+    drop(log);
+    drop(tmp);
+}

@@ -129,6 +129,14 @@ fn sample(kind: Kind, w: &World) -> Event {
             state_root: "00".repeat(32),
             task_classes: 0,
         }),
+        Kind::FieldRedacted => Event::FieldRedacted(FieldRedacted {
+            entry: 0,
+            leaf_hash: "00".repeat(32),
+            field: "title".into(),
+            reason: "pasted a secret".into(),
+            requested_by: cs(),
+            confirmed_by: cs(),
+        }),
     }
 }
 

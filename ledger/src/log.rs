@@ -173,6 +173,9 @@ pub enum Sequenced<A, R> {
         accepted: A,
         key: Option<EntryKey>,
         private: Vec<Vec<u8>>,
+        /// Private parts of earlier entries (index, part) whose keys are
+        /// destroyed once this entry is durable ([`Ledger::shred_private_part`]).
+        shred: Vec<(u64, usize)>,
     },
     /// Already in the log at `index`: acknowledge it again, append nothing.
     Existing { index: u64, accepted: A },
@@ -207,6 +210,7 @@ impl Sequencer for Raw {
             accepted: (),
             key: None,
             private: Vec::new(),
+            shred: Vec::new(),
         }
     }
 
@@ -272,6 +276,26 @@ struct Shared {
     lookup_retry: std::sync::Mutex<Option<Instant>>,
     /// The private parts' key file, opened when first needed.
     keys: std::sync::Mutex<Option<crate::private::KeyFile>>,
+}
+
+/// Destroys the key of part `part` of committed entry `index` in place;
+/// `Ok(false)` when the entry has no such part.
+fn shred_part(shared: &Shared, index: u64, part: usize) -> Result<bool, Error> {
+    let Some(row) = shared.store()?.snapshot()?.private_row(index)? else {
+        return Ok(false);
+    };
+    let sealed = crate::private::decode_record(index, &row)?;
+    let Some(p) = sealed.get(part) else {
+        return Ok(false);
+    };
+    let mut file = shared.keys.lock().unwrap_or_else(|p| p.into_inner());
+    if file.is_none() {
+        *file = Some(crate::private::KeyFile::open(&shared.dir)?);
+    }
+    match file.as_mut() {
+        Some(f) => f.shred(p.slot).map(|()| true),
+        None => Ok(false),
+    }
 }
 
 /// An append log on one data directory. Cheap to share behind an `Arc`; all
@@ -545,21 +569,7 @@ impl<S: Sequencer> Ledger<S> {
     /// every proof are unchanged. `Ok(false)` when the entry has no such
     /// part.
     pub fn shred_private_part(&self, index: u64, part: usize) -> Result<bool, Error> {
-        let Some(row) = self.snapshot()?.private_row(index)? else {
-            return Ok(false);
-        };
-        let sealed = crate::private::decode_record(index, &row)?;
-        let Some(p) = sealed.get(part) else {
-            return Ok(false);
-        };
-        let mut file = self.shared.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if file.is_none() {
-            *file = Some(crate::private::KeyFile::open(&self.shared.dir)?);
-        }
-        match file.as_mut() {
-            Some(f) => f.shred(p.slot).map(|()| true),
-            None => Ok(false),
-        }
+        shred_part(&self.shared, index, part)
     }
 
     /// A receiver that sees every new committed head.

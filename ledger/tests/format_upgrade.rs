@@ -207,6 +207,7 @@ impl ledger::Sequencer for EventKeys {
             accepted: (),
             key: None,
             private: Vec::new(),
+            shred: Vec::new(),
         }
     }
 

@@ -101,6 +101,10 @@ enum Command {
     Post(post::PostArgs),
     /// Revoke a principal's key: post a principal.revoked event signed with the operator's key.
     Revoke(post::RevokeArgs),
+    /// Redact one committed field of an entry, by two maintainers: post a field.redacted event;
+    /// the ledger then destroys the key of that field's kept disclosure. The entry, its
+    /// commitment and every proof, checkpoint and anchor stay valid (docs/PRIVACY.md).
+    Redact(post::RedactArgs),
     /// Publish the current signed checkpoint as an anchor and record it in the log.
     Anchor {
         #[command(subcommand)]
@@ -206,6 +210,7 @@ pub fn main() -> ExitCode {
         Command::Enrol(a) => post::enrol(a),
         Command::Post(a) => post::run(a),
         Command::Revoke(a) => post::revoke(a),
+        Command::Redact(a) => post::redact(a),
         Command::Bundle(a) => bundle::bundle(a),
         Command::VerifyBundle(a) => bundle::verify_bundle(a),
         Command::State(a) => state::run(a),

@@ -88,6 +88,103 @@ pub struct RevokeArgs {
     reason: String,
 }
 
+#[derive(Args)]
+pub struct RedactArgs {
+    #[arg(long, env = "LEDGER_SERVER")]
+    server: String,
+    /// The log's note verifier key to check the receipt with (without it,
+    /// the key the server gives, which then vouches for its own receipt).
+    #[arg(long)]
+    key: Option<String>,
+    /// Bearer token for servers that require one for reads.
+    #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The key file of the maintainer who requests the redaction (and signs
+    /// the event).
+    #[arg(long)]
+    maintainer_key: PathBuf,
+    /// The key file of a second maintainer, with another identity, who
+    /// confirms it.
+    #[arg(long)]
+    confirming_key: PathBuf,
+    /// The index of the entry whose field is redacted.
+    #[arg(long)]
+    entry: u64,
+    /// The committed field's path in that entry's body (`title`, `provenance.source_ref`).
+    #[arg(long)]
+    field: String,
+    /// Why (kept as a commitment, disclosed only to readers with a role).
+    #[arg(long)]
+    reason: String,
+    /// Print the checked receipt as JSON instead of a summary line.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value_t = 5)]
+    retries: u32,
+}
+
+/// `ledger redact`: two maintainers destroy the kept disclosure of one
+/// committed field (docs/PRIVACY.md, "Redaction").
+pub fn redact(a: RedactArgs) -> anyhow::Result<()> {
+    let requester = verifier::keys::read_signing_key(&a.maintainer_key)?;
+    let confirmer = verifier::keys::read_signing_key(&a.confirming_key)?;
+    let client = Client::new(&a.server, a.token.clone());
+    let vkey = client.verifier_key(a.key.clone(), |k| {
+        eprintln!("note: the receipt is checked against the key the server gave ({k}); pass --key to check it against a key you trust");
+    })?;
+    let entry: verifier::wire::EntryView = client.get_json(&format!("/v1/entries/{}", a.entry))?;
+    let leaf = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &entry.leaf)
+        .map_err(|_| anyhow::anyhow!("entry {}: the leaf is not base64", a.entry))?;
+    // The statement names the leaf hash computed here, not the one served:
+    // the ledger refuses a redaction whose hash is not the entry's.
+    let leaf_hash = ledger::hash::to_hex(&ledger::leaf_hash(&leaf));
+    let (d, _) =
+        events::decode_logged_leaf(&leaf).map_err(|r| anyhow::anyhow!("entry {}: {r}", a.entry))?;
+    if events::disclose::part_of(&d.payload.event, &a.field).is_none() {
+        let committed: Vec<&str> = events::disclose::fields(&d.payload.event)
+            .into_iter()
+            .filter(|(_, _, s)| s.digest().is_some())
+            .map(|(p, _, _)| p)
+            .collect();
+        bail!(
+            "entry {} ({}) holds no commitment in `{}`; its committed fields: {}",
+            a.entry,
+            d.payload.event.kind().as_str(),
+            a.field,
+            if committed.is_empty() {
+                "none".to_owned()
+            } else {
+                committed.join(", ")
+            }
+        );
+    }
+    let statement = events::envelope::field_redact_statement(a.entry, &leaf_hash, &a.field);
+    let event = events::Event::FieldRedacted(events::model::FieldRedacted {
+        entry: a.entry,
+        leaf_hash,
+        field: a.field.clone(),
+        reason: a.reason.into(),
+        requested_by: events::cosign(&requester, &statement),
+        confirmed_by: events::cosign(&confirmer, &statement),
+    });
+    let envelope = verifier::post::sign_event(&requester, "redact", event);
+    let retry = verifier::post::Retry {
+        attempts: a.retries,
+        ..verifier::post::Retry::default()
+    };
+    let r = verifier::post::post_one_retrying(&client, &vkey, &envelope, retry)
+        .map_err(super::checked)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        println!(
+            "redacted `{}` of entry {}: recorded at index {} (tree size {}); proof and checkpoint verified; the disclosure's key is destroyed",
+            a.field, a.entry, r.index, r.tree_size
+        );
+    }
+    Ok(())
+}
+
 fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<()> {
     let key = verifier::keys::read_signing_key(&op.operator_key)?;
     let client = Client::new(&op.server, None);

@@ -27,6 +27,7 @@ mod capabilities;
 mod catalogue;
 mod principals;
 mod promotion;
+mod redactions;
 mod runs;
 
 pub use capabilities::CapabilityState;
@@ -44,11 +45,24 @@ pub const BANNED_BREAKDOWN_SUBSTRINGS: &[&str] =
 pub trait Checkpoints {
     /// The root at `size`, if `size` is a committed size the event may name.
     fn root_at(&self, size: u64) -> Option<Hash>;
+
+    /// The leaf and leaf hash of entry `index`, if it is an entry the event
+    /// may name (a redaction names one).
+    fn entry_leaf(&self, _index: u64) -> Option<(Vec<u8>, Hash)> {
+        None
+    }
 }
 
 impl Checkpoints for ledger::LogView<'_> {
     fn root_at(&self, size: u64) -> Option<Hash> {
         ledger::LogView::root_at(self, size).ok()
+    }
+
+    fn entry_leaf(&self, index: u64) -> Option<(Vec<u8>, Hash)> {
+        (index < self.head().size)
+            .then(|| self.entry(index).ok())
+            .flatten()
+            .map(|e| (e.leaf, e.leaf_hash))
     }
 }
 
@@ -71,6 +85,9 @@ pub struct State {
     /// written before schema 2 existed lack it: no log had one then.
     #[serde(default)]
     pub commitments_from: Option<u64>,
+    /// Every redacted field: (entry index, field path).
+    #[serde(default)]
+    pub redactions: std::collections::BTreeSet<(u64, String)>,
 }
 
 /// Why a replay stopped.
@@ -289,6 +306,7 @@ impl State {
             Event::TierApply(_) => self.check_tier_apply(),
             Event::PromotionApplyBlocked(e) => self.check_promotion_apply_blocked(e),
             Event::TierChanged(e) => self.check_tier_changed(e, preverified),
+            Event::FieldRedacted(e) => self.check_field_redacted(e, preverified, log),
             Event::AnchorPublished(e) => self.check_anchor_published(e, log),
             Event::StateCommitted(e) => self.check_state_committed(e, log),
         }
@@ -324,6 +342,7 @@ impl State {
             Event::RagRecordQuarantined(e) => self.apply_rag_record_quarantined(e),
             Event::PromotionRecommended(e) => self.apply_promotion_recommended(e, index),
             Event::TierChanged(e) => self.apply_tier_changed(e),
+            Event::FieldRedacted(e) => self.apply_field_redacted(e),
             // Records that change no rule's inputs.
             Event::ScoreRecorded(_)
             | Event::PromotionRequested(_)
@@ -426,6 +445,12 @@ impl Checkpoints for Limited<'_> {
     fn root_at(&self, size: u64) -> Option<Hash> {
         (size <= self.limit)
             .then(|| self.log.root_at(size))
+            .flatten()
+    }
+
+    fn entry_leaf(&self, index: u64) -> Option<(Vec<u8>, Hash)> {
+        (index < self.limit)
+            .then(|| self.log.entry_leaf(index))
             .flatten()
     }
 }

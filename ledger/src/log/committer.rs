@@ -156,6 +156,8 @@ struct Decided<S: Sequencer> {
     keys: Vec<Option<EntryKey>>,
     /// Per leaf, in order: its private parts.
     private: Vec<Vec<Vec<u8>>>,
+    /// Parts of earlier entries to shred once the batch is durable.
+    shred: Vec<(u64, usize)>,
     outcomes: Outcomes<S>,
 }
 
@@ -192,6 +194,13 @@ fn run_batch<S: Sequencer>(
     match result {
         Ok(()) => {
             sequencer.committed();
+            for &(index, part) in &decided.shred {
+                // A crash before this leaves the key in place; the
+                // sequencer's owner shreds again on open (idempotent).
+                if let Err(e) = super::shred_part(shared, index, part) {
+                    tracing::error!(index, part, error = %e, "could not destroy a redacted part's key; it is destroyed again at the next open");
+                }
+            }
             let n = decided.leaves.len() as u64;
             if n > 0 {
                 index_batch(shared, first_index, &decided, &acks, head);
@@ -342,6 +351,7 @@ fn decide<S: Sequencer>(
         leaves: Vec::new(),
         keys: Vec::new(),
         private: Vec::new(),
+        shred: Vec::new(),
         outcomes: Vec::with_capacity(inputs.len()),
     };
     for input in inputs {
@@ -352,10 +362,12 @@ fn decide<S: Sequencer>(
                 accepted,
                 key,
                 private,
+                shred,
             } => {
                 d.leaves.push(leaf);
                 d.keys.push(key);
                 d.private.push(private);
+                d.shred.extend(shred);
                 Outcome::Appended {
                     at: d.leaves.len() - 1,
                     accepted,
