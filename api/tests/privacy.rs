@@ -281,4 +281,155 @@ fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
     );
     assert_eq!(bad.status.code(), Some(1), "{text}");
     assert!(text.contains("does not authenticate"), "{text}");
+    // A key destroyed with no redaction in the log is a loss, not a redaction.
+    let mut raw = std::fs::read(&keys).expect("keys");
+    raw[last] ^= 1;
+    raw[16..48].fill(0);
+    std::fs::write(&keys, raw).expect("write");
+    let lost = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&lost.stdout),
+        String::from_utf8_lossy(&lost.stderr)
+    );
+    assert_eq!(lost.status.code(), Some(1), "{text}");
+    assert!(text.contains("records no redaction"), "{text}");
+}
+
+/// `ledger redact` by two maintainers: the field reads as redacted, its
+/// key is nowhere in the data directory (free pages included: the key file
+/// is overwritten in place, and no other file ever held it), and every
+/// earlier checkpoint, proof and `ledger verify` still passes.
+#[test]
+fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
+    let (s, token) = server_with_secrets();
+    let c = s.client();
+    let auditor = Client::new(&s.base, Some(token));
+    let work = tempfile::tempdir().expect("work");
+    let mut files = Vec::new();
+    let mut p = s.poster(&c);
+    for name in ["maint-a", "maint-b"] {
+        let file = work.path().join(name);
+        let out = run_ledger(&[
+            "keygen",
+            "--name",
+            name,
+            "--out",
+            file.to_str().expect("utf8"),
+        ]);
+        assert!(out.status.success());
+        let k = verifier::keys::read_signing_key(&file).expect("key");
+        p.post(
+            "operator",
+            Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: events::envelope::public_key_b64(&k.verifying_key()),
+                identity: format!("{name}@example.org"),
+                roles: vec![Role::Maintainer],
+            }),
+        )
+        .expect("enrol");
+        files.push(file);
+    }
+    let target = all_entries(&auditor)
+        .into_iter()
+        .find(|e| {
+            e.disclosures.iter().flatten().any(|d| {
+                String::from_utf8_lossy(&B64URL.decode(d).unwrap_or_default())
+                    .contains(SECRET_TITLE)
+            })
+        })
+        .expect("the entry with the secret title")
+        .index;
+    let trusted = work.path().join("trusted-checkpoint");
+    std::fs::write(&trusted, c.get("/checkpoint").expect("checkpoint").body).expect("write");
+    let keys_before = std::fs::read(s.path().join(ledger::private::KEYS_FILE)).expect("keys");
+    let target_s = target.to_string();
+    let out = run_ledger(&[
+        "redact",
+        "--server",
+        &s.base,
+        "--key",
+        &s.vkey,
+        "--maintainer-key",
+        files[0].to_str().expect("utf8"),
+        "--confirming-key",
+        files[1].to_str().expect("utf8"),
+        "--entry",
+        &target_s,
+        "--field",
+        "title",
+        "--reason",
+        "the title named a held-out case",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let e: EntryView = auditor
+        .get_json(&format!("/v1/entries/{target}"))
+        .expect("entry");
+    assert_eq!(e.redacted.as_deref(), Some(&["title".to_owned()][..]));
+    let leaf = base64::engine::general_purpose::STANDARD
+        .decode(&e.leaf)
+        .expect("leaf");
+    let disclosures = e.disclosures.expect("the others");
+    assert_eq!(disclosures.len(), 3);
+    verifier::entries::check_disclosures(target, &leaf, &disclosures).expect("the rest open");
+    // Every earlier checkpoint is consistent with the new one, and every
+    // entry still hashes into it.
+    let v = run_ledger(&[
+        "verify",
+        "--server",
+        &s.base,
+        "--key",
+        &s.vkey,
+        "--trusted",
+        trusted.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    // The destroyed key: the one slot of the key file that turned to zeros.
+    let keys_after = std::fs::read(s.path().join(ledger::private::KEYS_FILE)).expect("keys");
+    let destroyed: Vec<&[u8]> = keys_before[16..]
+        .chunks(32)
+        .zip(keys_after[16..].chunks(32))
+        .filter(|(b, a)| b != a)
+        .map(|(b, a)| {
+            assert_eq!(
+                a,
+                &[0u8; 32][..],
+                "a key changed to something other than zeros"
+            );
+            b
+        })
+        .collect();
+    assert_eq!(destroyed.len(), 1, "one key destroyed");
+    let dir = s.stop();
+    let mut stack = vec![dir.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let bytes = std::fs::read(&path).expect("read");
+            assert!(
+                !bytes.windows(32).any(|w| w == destroyed[0]),
+                "{} still holds the destroyed key",
+                path.display()
+            );
+        }
+    }
+    let d = dir.path().to_str().expect("utf8");
+    let ok = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
+    let text = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(text.contains("; 1 redacted"), "{text}");
 }

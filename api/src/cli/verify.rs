@@ -166,18 +166,29 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
 /// Checks every disclosure kept beside the log (docs/PRIVACY.md) against
 /// its entry's commitments: each entry that commits has one kept part per
 /// committed field, and each part opens its field, or was destroyed by a
-/// redaction. Returns (entries with commitments, parts open, parts
-/// redacted).
+/// redaction that the log records (`field.redacted`): a key destroyed
+/// without one is a failure. Returns (entries with commitments, parts
+/// open, parts redacted).
 fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
     let log = ledger::Ledger::open(dir, ledger::Config::default()).map_err(|e| e.to_string())?;
     let size = log.head().size;
     let (mut entries, mut open, mut redacted) = (0u64, 0u64, 0u64);
+    let mut recorded = std::collections::BTreeSet::new();
+    let mut destroyed = Vec::new();
     let mut start = 0;
     while start < size {
         let end = (start + 4096).min(size);
         for e in log.entries(start, end).map_err(|e| e.to_string())? {
             let (d, _) = events::decode_logged_leaf(&e.leaf)
                 .map_err(|r| format!("entry {}: {r}", e.index))?;
+            if let events::Event::FieldRedacted(r) = &d.payload.event {
+                recorded.insert((r.entry, r.field.clone()));
+            }
+            let paths: Vec<&'static str> = events::disclose::fields(&d.payload.event)
+                .into_iter()
+                .filter(|(_, _, s)| s.digest().is_some())
+                .map(|(p, _, _)| p)
+                .collect();
             let committed = events::disclose::fields(&d.payload.event)
                 .into_iter()
                 .filter(|(_, _, s)| s.digest().is_some())
@@ -195,7 +206,7 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
             }
             entries += 1;
             let mut texts = Vec::new();
-            for p in parts {
+            for (p, path) in parts.into_iter().zip(&paths) {
                 match p {
                     ledger::private::Part::Open(b) => {
                         texts.push(String::from_utf8(b).map_err(|_| {
@@ -203,13 +214,27 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
                         })?);
                         open += 1;
                     }
-                    ledger::private::Part::Shredded => redacted += 1,
+                    ledger::private::Part::Shredded => {
+                        destroyed.push((e.index, (*path).to_owned()));
+                        redacted += 1;
+                    }
                 }
             }
             verifier::entries::check_disclosures(e.index, &e.leaf, &texts)
                 .map_err(|err| err.to_string())?;
         }
         start = end;
+    }
+    if let Some((entry, field)) = destroyed.iter().find(|d| !recorded.contains(*d)) {
+        return Err(format!(
+            "entry {entry}: the key of `{field}`'s disclosure is destroyed, but the log records no redaction of it"
+        ));
+    }
+    let pending = recorded.len() - destroyed.len().min(recorded.len());
+    if pending > 0 {
+        eprintln!(
+            "note: {pending} recorded redaction(s) still have their key; the server destroys them when it next opens the log"
+        );
     }
     Ok((entries, open, redacted))
 }
