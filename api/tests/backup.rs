@@ -45,7 +45,9 @@ fn backup_under_load_restores_to_a_log_that_verifies_and_matches_the_anchors() {
     std::thread::sleep(std::time::Duration::from_millis(150));
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("ledger.backup");
-    let size = verifier::backup::backup(&c, &s.vkey, &file, &mut |_, _| {}).expect("backup");
+    let size = verifier::backup::backup(&c, &s.vkey, &file, &mut |_, _| {})
+        .expect("backup")
+        .size;
     // On a loaded machine the writer may not have landed a write since the
     // backup's checkpoint yet: let it, for up to 30 s, before stopping it.
     common::within_30s(|| s.state.events.ledger().head().size > size);
@@ -100,7 +102,9 @@ fn an_old_backup_behind_an_anchor_is_refused_unless_allowed_and_the_gap_is_repor
     seed(&s, &c);
     let dir = tempfile::tempdir().expect("tempdir");
     let old = dir.path().join("old.backup");
-    let old_size = verifier::backup::backup(&c, &s.vkey, &old, &mut |_, _| {}).expect("backup");
+    let old_size = verifier::backup::backup(&c, &s.vkey, &old, &mut |_, _| {})
+        .expect("backup")
+        .size;
     let mut p = s.poster(&c);
     for i in 0..5 {
         p.post(

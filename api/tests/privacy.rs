@@ -433,3 +433,78 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
     );
     assert!(text.contains("; 1 redacted"), "{text}");
 }
+
+/// A backup taken by a reader with a role carries the disclosures, each
+/// checked against its leaf, and a restore keeps them (a redacted one stays
+/// redacted); one taken without a role keeps commitments only, and says so.
+#[test]
+fn a_backup_by_a_reader_with_a_role_restores_the_disclosures() {
+    let (s, token) = server_with_secrets();
+    let work = tempfile::tempdir().expect("work");
+    let auditor = Client::new(&s.base, Some(token));
+    let with = work.path().join("with.backup");
+    let b = verifier::backup::backup(&auditor, &s.vkey, &with, &mut |_, _| {}).expect("backup");
+    assert_eq!(b.without_disclosures, 0);
+    let without = work.path().join("without.backup");
+    let b2 =
+        verifier::backup::backup(&s.client(), &s.vkey, &without, &mut |_, _| {}).expect("backup");
+    assert!(b2.without_disclosures >= 3, "{b2:?}");
+    let key = s.path().join("log.key");
+    let restored = work.path().join("restored");
+    verifier::backup::restore(&with, &restored, &key, None, &[], false, &mut |_, _| {})
+        .expect("restore");
+    let out = run_ledger(&[
+        "verify",
+        "--data-dir",
+        restored.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("disclosures: 0 kept"), "{text}");
+    let bare = work.path().join("bare");
+    verifier::backup::restore(&without, &bare, &key, None, &[], false, &mut |_, _| {})
+        .expect("restore");
+    let out = run_ledger(&[
+        "verify",
+        "--data-dir",
+        bare.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not keep"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A backup whose disclosure was changed is refused by the restore.
+    let text = std::fs::read_to_string(&with).expect("read");
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"disclosures\":[\""))
+        .expect("a line with disclosures");
+    let mut v: serde_json::Value = serde_json::from_str(line).expect("json");
+    let d = v["disclosures"][0].as_str().expect("d").to_owned();
+    let mut bytes = B64URL.decode(&d).expect("b64");
+    let last = bytes.len() - 3;
+    bytes[last] ^= 1;
+    v["disclosures"][0] = B64URL.encode(&bytes).into();
+    let forged = text.replacen(line, &v.to_string(), 1);
+    let bad = work.path().join("forged.backup");
+    std::fs::write(&bad, forged).expect("write");
+    let e = verifier::backup::restore(
+        &bad,
+        &work.path().join("x"),
+        &key,
+        None,
+        &[],
+        false,
+        &mut |_, _| {},
+    )
+    .expect_err("a forged disclosure is refused");
+    assert!(e.to_string().contains("matches no commitment"), "{e:#}");
+}

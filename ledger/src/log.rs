@@ -217,6 +217,41 @@ impl Sequencer for Raw {
     fn failed(&mut self, _: &LogView<'_>) {}
 }
 
+/// The pass-through sequencer for a log with private parts (a restore):
+/// each input is a leaf, appended as is, with its private parts; a part
+/// given as `None` is kept with its key destroyed (it was redacted).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RawPrivate;
+
+impl Sequencer for RawPrivate {
+    type Input = (Vec<u8>, Vec<Option<Vec<u8>>>);
+    type Accepted = ();
+    type Rejected = std::convert::Infallible;
+
+    fn sequence(
+        &mut self,
+        (leaf, parts): Self::Input,
+        next: u64,
+        _: &LogView<'_>,
+    ) -> Sequenced<(), Self::Rejected> {
+        let shred = parts
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_none())
+            .map(|(i, _)| (next, i))
+            .collect();
+        Sequenced::Append {
+            leaf,
+            accepted: (),
+            key: None,
+            private: parts.into_iter().map(Option::unwrap_or_default).collect(),
+            shred,
+        }
+    }
+
+    fn failed(&mut self, _: &LogView<'_>) {}
+}
+
 /// An accepted input's acknowledgement.
 #[derive(Debug, Clone)]
 pub struct Receipt<A> {

@@ -32,16 +32,35 @@ struct Header {
 struct Line {
     index: u64,
     leaf: String,
+    /// The disclosures of the entry's committed values, when the backup was
+    /// taken by a reader with a role (docs/PRIVACY.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    disclosures: Option<Vec<String>>,
+    /// The committed fields whose disclosure was destroyed by a redaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    redacted: Option<Vec<String>>,
+}
+
+/// What a backup covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackedUp {
+    pub size: u64,
+    /// Entries that commit to values whose disclosures the backup does not
+    /// hold: it was taken without a reader token with a role.
+    pub without_disclosures: u64,
 }
 
 /// Takes a backup of `client`'s server into `out`, every entry proven into
-/// the server's checkpoint signed by `vkey`; returns the size covered.
+/// the server's checkpoint signed by `vkey`, with the disclosures of its
+/// committed values (checked against the leaf) when `client` is a reader
+/// with a role.
 pub fn backup(
     client: &Client,
     vkey: &str,
     out: &Path,
     progress: &mut dyn FnMut(u64, u64),
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<BackedUp> {
+    let mut without_disclosures = 0;
     let vkey = vkey.to_owned();
     let note = client.get_text("/checkpoint")?;
     let cp = anchors::open_checkpoint(note.as_bytes(), &vkey).context("the server's checkpoint")?;
@@ -62,12 +81,22 @@ pub fn backup(
         client,
         cp.size,
         &cp.root,
-        &mut |e, _| {
+        &mut |e, leaf| {
+            let redacted = e.redacted.clone().filter(|r| !r.is_empty());
+            let disclosures = e
+                .disclosures
+                .clone()
+                .filter(|d| !d.is_empty() || redacted.is_some());
+            if disclosures.is_none() && commits(leaf) {
+                without_disclosures += 1;
+            }
             serde_json::to_writer(
                 &mut w,
                 &Line {
                     index: e.index,
                     leaf: e.leaf.clone(),
+                    disclosures,
+                    redacted,
                 },
             )?;
             w.write_all(b"\n")?;
@@ -82,7 +111,56 @@ pub fn backup(
     let f = w.into_inner().map_err(|e| anyhow!("{e}"))?;
     f.sync_all()?;
     std::fs::rename(&tmp, out)?;
-    Ok(cp.size)
+    Ok(BackedUp {
+        size: cp.size,
+        without_disclosures,
+    })
+}
+
+/// An append by [`ledger::RawPrivate`], which refuses nothing.
+fn settled(
+    r: Result<ledger::Receipt<()>, ledger::AppendError<std::convert::Infallible>>,
+) -> anyhow::Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(ledger::AppendError::Ledger(e)) => Err(e.into()),
+        Err(ledger::AppendError::Rejected { reason, .. }) => match reason {},
+    }
+}
+
+/// Whether `leaf` holds a commitment.
+fn commits(leaf: &[u8]) -> bool {
+    events::decode_logged_leaf(leaf).is_ok_and(|(d, _)| {
+        events::disclose::fields(&d.payload.event)
+            .iter()
+            .any(|(_, _, s)| s.digest().is_some())
+    })
+}
+
+/// The private parts a restore keeps beside entry `index`: one per
+/// committed field, in field order, each the disclosure that opens it
+/// (checked), or `None` where the backup says it was redacted. Empty when
+/// the backup holds no disclosures for it.
+fn kept_parts(index: u64, leaf: &[u8], line: &Line) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+    let Some(disclosures) = &line.disclosures else {
+        return Ok(Vec::new());
+    };
+    crate::entries::check_disclosures(index, leaf, disclosures)?;
+    let (d, _) = events::decode_logged_leaf(leaf).map_err(|r| anyhow!("entry {index}: {r}"))?;
+    let redacted = line.redacted.clone().unwrap_or_default();
+    let by_digest: std::collections::HashMap<String, &String> = disclosures
+        .iter()
+        .map(|d| (events::disclose::digest(d), d))
+        .collect();
+    events::disclose::fields(&d.payload.event)
+        .into_iter()
+        .filter_map(|(path, _, s)| s.digest().map(|g| (path, g.to_owned())))
+        .map(|(path, digest)| match by_digest.get(&digest) {
+            Some(d) => Ok(Some(d.as_bytes().to_vec())),
+            None if redacted.iter().any(|r| r == path) => Ok(None),
+            None => bail!("entry {index}: the backup holds no disclosure of `{path}`, and does not say it was redacted"),
+        })
+        .collect()
 }
 
 /// What a restore established.
@@ -195,6 +273,12 @@ pub fn restore(
                 data_dir.display()
             )
         })?;
+        // The keys of the kept disclosures go with the log.
+        let keys = ledger::private::KEYS_FILE;
+        if scratch.path().join(keys).exists() {
+            std::fs::hard_link(scratch.path().join(keys), data_dir.join(keys))
+                .with_context(|| format!("moving {keys} into {}", data_dir.display()))?;
+        }
         ledger::store::sync_dir(data_dir)
             .with_context(|| format!("syncing {}", data_dir.display()))?;
         Ok(())
@@ -227,7 +311,9 @@ fn rebuild(
     progress: &mut dyn FnMut(u64, u64),
 ) -> anyhow::Result<()> {
     {
-        let log = ledger::Ledger::open(dir, ledger::Config::default())?;
+        let log = ledger::Ledger::open_with(dir, ledger::Config::default(), |_, _| {
+            Ok(ledger::RawPrivate)
+        })?;
         let mut pending = Vec::new();
         let mut expected = 0;
         for line in lines {
@@ -235,17 +321,19 @@ fn rebuild(
             if line.index != expected {
                 bail!("backup entry {} where {expected} was expected", line.index);
             }
-            pending.push(log.submit(B64.decode(&line.leaf)?)?);
+            let leaf = B64.decode(&line.leaf)?;
+            let parts = kept_parts(line.index, &leaf, &line)?;
+            pending.push(log.submit_input((leaf, parts))?);
             expected += 1;
             if pending.len() >= 1000 {
                 for p in pending.drain(..) {
-                    p.wait()?;
+                    settled(p.wait())?;
                 }
                 progress(expected, cp.size);
             }
         }
         for p in pending {
-            p.wait()?;
+            settled(p.wait())?;
         }
         let head = log.head();
         if head.size != cp.size {

@@ -56,15 +56,22 @@ pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
         eprintln!("note: the backup is proven against the key the server gave ({k}); pass --key to prove it against a key you trust");
     })?;
     let pb = progress_bar(false, "backing up");
-    let size = verifier::backup::backup(&client, &vkey, out, &mut |d, t| {
+    let b = verifier::backup::backup(&client, &vkey, out, &mut |d, t| {
         pb.set_length(t);
         pb.set_position(d);
     })?;
     pb.finish_and_clear();
     println!(
-        "backed up {size} entries to {} (re-hashed into the signed checkpoint)",
+        "backed up {} entries to {} (re-hashed into the signed checkpoint)",
+        b.size,
         out.display()
     );
+    if b.without_disclosures > 0 {
+        eprintln!(
+            "warning: {} entries commit to sensitive values whose disclosures this backup does not hold (no reader token with a role was given): a restore keeps their commitments only (docs/PRIVACY.md)",
+            b.without_disclosures
+        );
+    }
     Ok(())
 }
 

@@ -174,6 +174,7 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
     let size = log.head().size;
     let (mut entries, mut open, mut redacted) = (0u64, 0u64, 0u64);
     let mut recorded = std::collections::BTreeSet::new();
+    let mut not_kept = 0u64;
     let mut destroyed = Vec::new();
     let mut start = 0;
     while start < size {
@@ -194,6 +195,10 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
                 .filter(|(_, _, s)| s.digest().is_some())
                 .count();
             let parts = log.private_parts(e.index).map_err(|err| err.to_string())?;
+            if committed > 0 && parts.is_empty() {
+                not_kept += 1;
+                continue;
+            }
             if parts.len() != committed {
                 return Err(format!(
                     "entry {}: {committed} committed fields, {} disclosures kept",
@@ -229,6 +234,11 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
         return Err(format!(
             "entry {entry}: the key of `{field}`'s disclosure is destroyed, but the log records no redaction of it"
         ));
+    }
+    if not_kept > 0 {
+        eprintln!(
+            "note: {not_kept} entries commit to values whose disclosures this data directory does not keep (restored from a backup taken without a reader token)"
+        );
     }
     let pending = recorded.len() - destroyed.len().min(recorded.len());
     if pending > 0 {
