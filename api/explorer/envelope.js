@@ -1,22 +1,31 @@
-// Leaf records and DSSE envelopes (docs/FORMAT.md §6–8), decoded in the browser.
+// Leaf records and DSSE envelopes (docs/FORMAT.md §6–8), and the
+// disclosures of committed values (docs/PRIVACY.md), decoded in the browser.
 //
-// A port of the reading half of clients/python/src/evidence_ledger/envelope.py.
-// A leaf is the canonical JSON of {"envelope", "sequenced_at", "v": 1}; the
-// envelope's payload is base64 of the canonical JSON {"schema": 1, "id",
-// "signer", "issued_at", "event": {"kind", "body"}}, signed with Ed25519
-// over DSSE's pre-authentication encoding by the key whose id (lower-case
-// hex SHA-256 of the raw public key) is `signer`.
+// A port of the reading half of clients/python/src/evidence_ledger/envelope.py
+// and disclose.py. A leaf is the canonical JSON of {"envelope",
+// "sequenced_at", "v": 1}; the envelope's payload is base64 of the canonical
+// JSON {"schema": 1 or 2, "id", "signer", "issued_at", "event": {"kind",
+// "body"}}, signed with Ed25519 over DSSE's pre-authentication encoding by
+// the key whose id (lower-case hex SHA-256 of the raw public key) is
+// `signer`. Schema 1 holds every value in clear; schema 2 holds each
+// sensitive field as a commitment {"_sd": digest}, the base64url of the
+// SHA-256 of a disclosure: base64url of the canonical JSON [salt, field,
+// value] (RFC 9901's shape). Disclosures reach only readers with a role.
 //
 // What it leaves out: it does not check that the bytes are in canonical
 // form (the ledger refuses any other at its door, and the leaf hash, which
 // is checked, covers the exact bytes), and it reads JSON with the browser's
 // parser, which keeps the last of duplicated keys where the ledger refuses
-// them.
+// them. A disclosure's canonical form is checked (its digest covers it); its
+// value must be a string, as the ledger requires at its door.
 
-import { CheckFailed, b64decode, concat, sha256, toHex, utf8 } from "./merkle.js";
+import { CheckFailed, b64decode, concat, equalBytes, sha256, toHex, utf8 } from "./merkle.js";
 import { ed25519Verify } from "./note.js";
 
 export const PAYLOAD_TYPE = "application/vnd.evidence-ledger.event+json";
+/** The payload schemas: 1 (values in clear) and 2 (sensitive values as commitments). */
+const SCHEMA_CLEAR = 1;
+const SCHEMAS = [SCHEMA_CLEAR, 2];
 
 const RFC3339_Z = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z$/;
 
@@ -80,12 +89,13 @@ export function decodeLeaf(leaf, what = "leaf") {
   const signature = b64decode(`${what}.envelope.signatures[0].sig`, env.signatures[0].sig);
   if (signature.length !== 64) throw new CheckFailed(`${what}: an Ed25519 signature is 64 bytes`);
   const payload = parseJson(`${what}.envelope.payload`, payloadBytes);
-  if (!keysAre(payload, ["schema", "id", "signer", "issued_at", "event"]) || payload.schema !== 1) {
-    throw new CheckFailed(`${what}: the payload is not {schema: 1, id, signer, issued_at, event}`);
+  if (!keysAre(payload, ["schema", "id", "signer", "issued_at", "event"]) || !SCHEMAS.includes(payload.schema)) {
+    throw new CheckFailed(`${what}: the payload is not {schema: 1 or 2, id, signer, issued_at, event}`);
   }
   if (!keysAre(payload.event, ["kind", "body"]) || typeof payload.event.kind !== "string" || typeof payload.event.body !== "object" || payload.event.body === null) {
     throw new CheckFailed(`${what}: the payload's event is not {kind, body}`);
   }
+  checkForm(payload, what);
   for (const f of ["id", "signer", "issued_at"]) {
     if (typeof payload[f] !== "string") throw new CheckFailed(`${what}: the payload's ${f} is not a string`);
   }
@@ -175,4 +185,195 @@ export function evidenceScores(taskClass, cited, windowStartMicros) {
     rows.push({ index: c.index, caseId, score: v, passed: p, sequencedAt: leaf.sequencedAt, sequencedMicros: leaf.sequencedMicros });
   }
   return { scores, passed, rows };
+}
+
+// --- committed fields and their disclosures (docs/PRIVACY.md) -------------------------
+
+/** The fields schema 2 commits, for each kind, in order (`events::disclose::committed_paths`). */
+export const COMMITTED = {
+  "principal.revoked": ["reason"],
+  "case.added": ["title", "disposition", "difficulty", "provenance.source_ref"],
+  "case.retired": ["reason"],
+  "case.proposed": ["draft.title", "draft.disposition", "draft.difficulty", "production_ref"],
+  "proposal.rejected": ["reason"],
+  "score.recorded": ["operator_fingerprint"],
+  "rag.record.quarantined": ["reason"],
+  "field.redacted": ["reason"],
+};
+
+const committedPaths = (kind) => (Object.hasOwn(COMMITTED, kind) ? COMMITTED[kind] : []);
+
+function valueAt(body, path) {
+  let v = body;
+  for (const part of path.split(".")) {
+    if (v === null || typeof v !== "object" || Array.isArray(v) || !Object.hasOwn(v, part)) return undefined;
+    v = v[part];
+  }
+  return v;
+}
+
+/** Whether `v` has the form of a commitment: {"_sd": string} and nothing else. */
+const isCommitment = (v) => keysAre(v, ["_sd"]) && typeof v._sd === "string";
+
+const B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/** Base64url without padding. */
+export function b64url(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 3) {
+    const n = (bytes[i] << 16) | ((bytes[i + 1] ?? 0) << 8) | (bytes[i + 2] ?? 0);
+    s += B64URL[(n >> 18) & 63] + B64URL[(n >> 12) & 63];
+    if (i + 1 < bytes.length) s += B64URL[(n >> 6) & 63];
+    if (i + 2 < bytes.length) s += B64URL[n & 63];
+  }
+  return s;
+}
+
+/** The bytes of base64url without padding in its one canonical encoding (no stray bits), or null. */
+export function b64urlDecode(text) {
+  if (typeof text !== "string" || !/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
+  const out = new Uint8Array(Math.floor((text.length * 6) / 8));
+  let o = 0;
+  for (let i = 0; i < text.length; i += 4) {
+    const chunk = text.slice(i, i + 4);
+    let n = 0;
+    for (let j = 0; j < 4; j++) n = (n << 6) | (j < chunk.length ? B64URL.indexOf(chunk[j]) : 0);
+    for (let j = 0; j < chunk.length - 1; j++) out[o++] = (n >> (16 - 8 * j)) & 255;
+  }
+  return b64url(out) === text ? out : null;
+}
+
+/** Whether `d` is the base64url (no padding) of a 32-byte SHA-256 digest. */
+export function isDigest(d) {
+  return typeof d === "string" && d.length === 43 && b64urlDecode(d)?.length === 32;
+}
+
+/**
+ * The committed fields of an event body, in order: [{path, digest}]
+ * (the fields of its kind that hold a commitment).
+ */
+export function commitments(kind, body) {
+  const out = [];
+  for (const path of committedPaths(kind)) {
+    const v = valueAt(body, path);
+    if (isCommitment(v)) out.push({ path, digest: v._sd });
+  }
+  return out;
+}
+
+/**
+ * The ledger's rule on a payload's form (`events::disclose::check_form`):
+ * schema 1 holds every sensitive value in clear, schema 2 a commitment in
+ * each, whose digest is base64url of 32 bytes. Throws `CheckFailed`.
+ */
+function checkForm(payload, what) {
+  const clear = payload.schema === SCHEMA_CLEAR;
+  for (const path of committedPaths(payload.event.kind)) {
+    const v = valueAt(payload.event.body, path);
+    if (isCommitment(v)) {
+      if (clear) throw new CheckFailed(`${what}: schema 1 holds event.body.${path} in clear, but it holds a commitment`);
+      if (!isDigest(v._sd)) throw new CheckFailed(`${what}: the commitment in event.body.${path} is not base64url of a 32-byte digest`);
+    } else if (typeof v === "string" && !clear) {
+      throw new CheckFailed(`${what}: schema 2 holds a commitment in event.body.${path}, but it holds the value in clear`);
+    }
+  }
+}
+
+/** The digest of a disclosure: base64url of the SHA-256 of its bytes. */
+export async function disclosureDigest(disclosure) {
+  return b64url(await sha256(utf8(disclosure)));
+}
+
+/**
+ * Takes a disclosure apart (`events::disclose::parse`): base64url without
+ * padding of the canonical JSON [salt, field, value], the salt base64url of
+ * 16 to 64 bytes; the value a string (the ledger's rule). Returns {field,
+ * value}; throws `CheckFailed` saying what is malformed.
+ */
+export function parseDisclosure(disclosure, what = "the disclosure") {
+  const malformed = (why) => new CheckFailed(`${what} is malformed: ${why}`);
+  const bytes = b64urlDecode(disclosure);
+  if (bytes === null) throw malformed("not base64url without padding");
+  let parts;
+  try {
+    parts = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch {
+    throw malformed("not JSON");
+  }
+  if (!Array.isArray(parts)) throw malformed("not a JSON array");
+  if (parts.length !== 3) throw malformed("not three elements");
+  const [salt, field, value] = parts;
+  if (typeof salt !== "string" || typeof field !== "string") throw malformed("the salt and the field must be strings");
+  if (typeof value !== "string") throw malformed("the value is not a string");
+  // Canonical JSON of three strings is what JSON.stringify writes (docs/FORMAT.md §7).
+  if (!equalBytes(utf8(JSON.stringify(parts)), bytes)) throw malformed("not canonical JSON");
+  const s = b64urlDecode(salt);
+  if (s === null || s.length < 16 || s.length > 64) throw malformed("the salt must be base64url of 16 to 64 bytes");
+  return { field, value };
+}
+
+/**
+ * Checks the disclosures served with an entry against the commitments in
+ * its leaf, as `events::disclose::check_disclosed` does, but judging each
+ * disclosure on its own so that every one that fails is named: each must
+ * hash to a commitment of the leaf, be well formed, name the field holding
+ * that commitment, and open it once. Returns {fields: [{path, digest,
+ * status: "disclosed"|"failed"|"redacted"|"committed", value, problem}],
+ * problems: [message]} in field order; `redacted` (the fields the server
+ * says it no longer holds a disclosure for) must be committed fields that
+ * are not disclosed.
+ */
+export async function checkDisclosures(kind, body, disclosures, redacted = []) {
+  const fields = commitments(kind, body).map((c) => ({ ...c, status: "committed", value: null, problem: null }));
+  const problems = [];
+  const fail = (f, message) => {
+    problems.push(message);
+    if (f && f.status !== "failed") {
+      f.status = "failed";
+      f.problem = message;
+    }
+  };
+  if (!Array.isArray(disclosures) || !disclosures.every((d) => typeof d === "string")) {
+    problems.push("the answer's disclosures are not a list of strings");
+    return { fields, problems };
+  }
+  for (const [i, d] of disclosures.entries()) {
+    const want = await disclosureDigest(d);
+    const f = fields.find((x) => x.digest === want);
+    if (!f) {
+      // Which field it was meant for, when it still says.
+      let named = null;
+      try {
+        named = fields.find((x) => x.path === parseDisclosure(d).field) ?? null;
+      } catch {
+        named = null;
+      }
+      fail(named, `disclosure ${i}${named ? ` (of ${named.path})` : ""} matches no commitment in the entry (a wrong value or salt, or another entry's)`);
+      continue;
+    }
+    let opened;
+    try {
+      opened = parseDisclosure(d, `disclosure ${i}`);
+    } catch (e) {
+      fail(f, `${e.message} (it opens ${f.path})`);
+      continue;
+    }
+    if (opened.field !== f.path) fail(f, `disclosure ${i} names ${opened.field} but opens ${f.path}`);
+    else if (f.status === "disclosed") fail(f, `disclosure ${i} opens ${f.path} twice`);
+    else if (f.status !== "failed") {
+      f.status = "disclosed";
+      f.value = opened.value;
+    }
+  }
+  if (!Array.isArray(redacted) || !redacted.every((r) => typeof r === "string")) {
+    problems.push("the answer's redacted fields are not a list of strings");
+    return { fields, problems };
+  }
+  for (const path of redacted) {
+    const f = fields.find((x) => x.path === path);
+    if (!f) fail(null, `${path} is said to be redacted, but it is not a committed field of the entry`);
+    else if (f.status === "disclosed") fail(f, `${path} is said to be redacted, but it is disclosed`);
+    else if (f.status === "committed") f.status = "redacted";
+  }
+  return { fields, problems };
 }

@@ -1,8 +1,11 @@
 // The entries: the list (#/entries), one entry (#/entries/N) and search
-// (#/find/TEXT), with the scan for a signer's enrolment.
+// (#/find/TEXT), with the scan for a signer's enrolment. An entry's
+// committed fields (schema 2, docs/PRIVACY.md) are shown with their
+// digests; for a reader with a role, the disclosures served with the entry
+// are checked against the leaf and the values shown.
 
 import { ApiError, checkServedEntry, fetchEntry, getJson, proveEntry } from "./api.js";
-import { decodeLeaf, keyId, verifyEnvelope } from "./envelope.js";
+import { checkDisclosures, commitments, decodeLeaf, keyId, verifyEnvelope } from "./envelope.js";
 import { b64decode, chainHash, CheckFailed, equalBytes, parseHash, toHex } from "./merkle.js";
 import {
   check, ensureHead, entryLink, fill, h, headBar, indexOfText, isIndex, kv, link, main, quote, selfCheck, short, unverifiedReason,
@@ -219,6 +222,14 @@ export async function entryPage(hd, index, search, alive, gen) {
   const cSearch = search ? check("check-search", `Matches the ${search.type} searched:`, gen) : null;
   const roleCell = h("span", { id: "entry-role" }, "looking up…");
   const d = decoded;
+  // Committed fields, and (for a reader with a role) the disclosures served beside the leaf.
+  const committed = d ? commitments(d.kind, d.body) : [];
+  const given = (v) => v !== undefined && v !== null;
+  const listed = (v) => Array.isArray(v) && v.length > 0;
+  const disclosing = given(entry.disclosures) || given(entry.redacted);
+  const cDisc = d && disclosing && (committed.length > 0 || listed(entry.disclosures) || listed(entry.redacted))
+    ? check("check-disclosures", "Disclosed values:", gen) : null;
+  const fieldRows = new Map(committed.map((c) => [c.path, committedRow(c, disclosing)]));
   fill(main,
     h("h1", {}, `Entry ${index}`, d ? h("span", { class: "kind" }, ` ${d.kind}`) : null),
     h("p", { class: "pager" },
@@ -226,7 +237,7 @@ export async function entryPage(hd, index, search, alive, gen) {
       link(`#/entries?start=${Math.max(0, index - (index % PAGE_SIZE))}`, "list"), " ",
       link(`#/entries/${index + 1}`, "next →", { id: "entry-next" })),
     cSearch ? cSearch.el : null,
-    cHash.el, cDecoded.el, cIncl.el, cSig.el, cChain.el,
+    cHash.el, cDecoded.el, cIncl.el, cSig.el, cChain.el, cDisc ? cDisc.el : null,
     h("h2", {}, "Decoded in this browser from the leaf bytes"),
     d
       ? kv([
@@ -242,11 +253,23 @@ export async function entryPage(hd, index, search, alive, gen) {
       : h("p", { class: "error" }, `The leaf does not decode: ${decodeError}`),
     d ? h("h3", {}, "Payload body") : null,
     d ? h("pre", { class: "payload", id: "entry-payload" }, JSON.stringify(d.body, null, 2)) : null,
+    committed.length > 0 ? h("h3", {}, "Committed fields") : null,
+    committed.length > 0
+      ? h("table", { class: "committed", id: "committed-table" },
+          h("thead", {}, h("tr", {}, ["field", "commitment (_sd)", "value", "check"].map((t) => h("th", {}, t)))),
+          h("tbody", {}, [...fieldRows.values()].map((r) => r.row)))
+      : null,
+    committed.length > 0
+      ? h("p", { class: "hint" }, disclosing
+        ? "Each disclosure served with this entry is hashed here (SHA-256, base64url) and must equal the commitment in the leaf; it must name that field and open it once."
+        : "The leaf holds a commitment (the digest of a salted disclosure) in place of each of these values. The disclosures are served only to a reader with a role (a reader token, set under Key & token).")
+      : null,
     h("h2", {}, "What this page does not check"),
     h("ul", { class: "unchecked" },
       h("li", {}, "That the signer was allowed to write this kind of event, and every other rule of docs/EVENTS.md: the ledger checks them at append time; a replay (ledger audit --projections) checks them again."),
       h("li", {}, "The chain hash beyond this link: the chain is not covered by the signed root, only the Merkle tree is."),
-      h("li", {}, "Co-signatures inside the payload (curators, maintainers).")));
+      h("li", {}, "Co-signatures inside the payload (curators, maintainers)."),
+      committed.length > 0 ? h("li", {}, "That every committed field was disclosed: a server can withhold a disclosure (the field then shows \"not disclosed\"). A disclosed value is the one the signer committed to, nothing more: the ledger checked it against the field's rule when it was written.") : null));
 
   let cp = hd.checkpoint;
   if (cp && index >= cp.size) {
@@ -334,6 +357,20 @@ export async function entryPage(hd, index, search, alive, gen) {
     }
   }
   if (!alive()) return;
+  if (cDisc) {
+    await cDisc.run(async () => {
+      const r = await checkDisclosures(d.kind, d.body, entry.disclosures ?? [], entry.redacted ?? []);
+      for (const f of r.fields) fieldRows.get(f.path)?.show(f, unverified);
+      if (r.problems.length > 0) {
+        const more = r.problems.length > 1 ? ` (and ${r.problems.length - 1} more: ${r.problems.slice(1).join("; ")})` : "";
+        throw new CheckFailed(`entry ${index}: ${r.problems[0]}${more}`);
+      }
+      const open = r.fields.filter((f) => f.status === "disclosed").length;
+      const gone = r.fields.filter((f) => f.status === "redacted").length;
+      return `${open} of ${r.fields.length} committed fields disclosed${gone ? `, ${gone} redacted` : ""}: each disclosure hashes in this browser to the commitment in the leaf, names that field and opens it once`;
+    }, unverified);
+  }
+  if (!alive()) return;
   // One link, between two values the server states: never more than "as served" without a verified head.
   await cChain.run(async () => {
     const stated = parseHash(`entry ${index} chain_hash`, entry.chain_hash);
@@ -348,4 +385,41 @@ export async function entryPage(hd, index, search, alive, gen) {
     if (!equalBytes(got, stated)) throw new CheckFailed(`entry ${index}: the chain hash does not follow from ${from} and BLAKE3 of its leaf`);
     return `SHA-256(${from} ‖ BLAKE3(leaf)) recomputed in this browser equals the stated chain hash (the chain is not covered by the signed root)`;
   }, unverified);
+}
+
+// --- committed fields -----------------------------------------------------------------
+
+/**
+ * A row of the committed-field table for `c` ({path, digest}): "committed"
+ * until `show` sets what the disclosures gave (a value checked against the
+ * leaf, a failure naming what is wrong, "redacted", or "not disclosed").
+ */
+function committedRow(c, disclosing) {
+  const value = h("td", { class: "disclosed-value", id: `committed-value-${c.path}` }, "committed");
+  const note = h("td", { class: "cell-status" }, disclosing ? "checking…" : "the value is disclosed only to a reader with a role");
+  const row = h("tr", { id: `committed-${c.path}`, dataset: { status: disclosing ? "pending" : "none" } },
+    h("td", {}, h("code", {}, c.path)),
+    h("td", {}, h("code", { class: "digest", title: c.digest }, c.digest)),
+    value,
+    note);
+  return {
+    row,
+    show(f, unverified) {
+      if (f.status === "disclosed") {
+        row.dataset.status = unverified ? "none" : "ok";
+        value.textContent = String(f.value);
+        note.textContent = unverified ? "as served: its disclosure hashes to the commitment" : "✓ disclosed: its disclosure hashes to the commitment in the leaf";
+      } else if (f.status === "failed") {
+        row.dataset.status = "fail";
+        note.textContent = `✗ ${f.problem}`;
+      } else if (f.status === "redacted") {
+        row.dataset.status = "none";
+        value.textContent = "redacted";
+        note.textContent = "the server no longer holds its disclosure";
+      } else {
+        row.dataset.status = "none";
+        note.textContent = "not disclosed";
+      }
+    },
+  };
 }

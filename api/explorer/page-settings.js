@@ -44,6 +44,7 @@ export async function settingsPage(alive) {
     h("p", { class: "hint" }, "The server names its key as ", serverKey, ". Compare it with the key the operator gave you; a server that is not trusted can name any key, so pinning what it names proves only that its answers agree with each other."),
     h("h2", {}, "Read token"),
     h("p", {}, "When the server has a read token, send it as ", h("code", {}, "Authorization: Bearer …"), " (kept in this browser)."),
+    h("p", { class: "hint", id: "reader-token-hint" }, "A reader token (a token in the server's readers file, made with ", h("code", {}, "ledger reader-token"), ") goes here too: the server then sends each entry with the disclosures of its committed values, and the entry page checks each one against the leaf before it shows the value."),
     tokenInput, " ",
     h("button", { id: "token-save", type: "button", onclick: () => {
       settings.setToken(tokenInput.value.trim() || null);

@@ -50,9 +50,6 @@ pub trait Slot {
     fn clear_json(&self) -> Option<Value>;
     /// Replaces the value with a commitment.
     fn set_committed(&mut self, c: Commitment);
-    /// Replaces a commitment with the value `v` (JSON), which must be of the
-    /// field's type.
-    fn set_clear(&mut self, v: &Value) -> bool;
 }
 
 impl Slot for Sensitive<String> {
@@ -64,15 +61,6 @@ impl Slot for Sensitive<String> {
     }
     fn set_committed(&mut self, c: Commitment) {
         *self = Sensitive::Committed(c);
-    }
-    fn set_clear(&mut self, v: &Value) -> bool {
-        match v {
-            Value::Str(s) => {
-                *self = Sensitive::Clear(s.clone());
-                true
-            }
-            _ => false,
-        }
     }
 }
 
@@ -86,18 +74,6 @@ impl Slot for Sensitive<Disposition> {
     }
     fn set_committed(&mut self, c: Commitment) {
         *self = Sensitive::Committed(c);
-    }
-    fn set_clear(&mut self, v: &Value) -> bool {
-        match v {
-            Value::Str(s) => match disposition(s) {
-                Some(d) => {
-                    *self = Sensitive::Clear(d);
-                    true
-                }
-                None => false,
-            },
-            _ => false,
-        }
     }
 }
 
@@ -310,14 +286,16 @@ pub fn parse(disclosure: &str, at: &str) -> Result<Opened, Rejection> {
 /// the door: each committed field needs exactly one disclosure whose digest
 /// it holds, naming that field, whose value passes the field's rule; a
 /// disclosure no field commits to is refused. Returns the disclosures in
-/// [`fields`] order (what the ledger keeps) and the event with its values
-/// in clear, for the rules.
-pub fn open(payload: &Payload, disclosures: &[String]) -> Result<(Vec<String>, Event), Rejection> {
-    let mut clear = payload.event.clone();
+/// [`fields`] order: what the ledger keeps.
+pub fn open(payload: &Payload, disclosures: &[String]) -> Result<Vec<String>, Rejection> {
     let mut used = vec![false; disclosures.len()];
     let mut kept = Vec::new();
+    let committed = fields(&payload.event);
+    if committed.iter().all(|(_, _, s)| s.digest().is_none()) && disclosures.is_empty() {
+        return Ok(kept);
+    }
     let digests: Vec<String> = disclosures.iter().map(|d| digest(d)).collect();
-    for (path, rule, slot) in fields_mut(&mut clear) {
+    for (path, rule, slot) in committed {
         let Some(want) = slot.digest().map(str::to_owned) else {
             continue;
         };
@@ -349,13 +327,6 @@ pub fn open(payload: &Payload, disclosures: &[String]) -> Result<(Vec<String>, E
             );
         }
         check_value(rule, &opened.value, &field)?;
-        if !slot.set_clear(&opened.value) {
-            return reject(
-                RejectCode::InvalidType,
-                field,
-                "the disclosed value has the wrong type",
-            );
-        }
         kept.push(disclosures[i].clone());
     }
     if let Some(i) = used.iter().position(|u| !u) {
@@ -365,7 +336,7 @@ pub fn open(payload: &Payload, disclosures: &[String]) -> Result<(Vec<String>, E
             "no field of the event commits to this disclosure",
         );
     }
-    Ok((kept, clear))
+    Ok(kept)
 }
 
 /// A disclosed value's rule, as for the value in clear.

@@ -118,7 +118,7 @@ impl Submission {
 pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Rejection> {
     let write = crate::envelope::split_write(bytes)?;
     let mut d = decode_envelope(write.envelope)?;
-    let (disclosures, _clear) = crate::disclose::open(&d.payload, &write.disclosures)?;
+    let disclosures = crate::disclose::open(&d.payload, &write.disclosures)?;
     let key = signer_key(&d, keys).ok_or_else(|| {
         Rejection::new(
             RejectCode::UnknownSigner,

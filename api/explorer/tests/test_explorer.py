@@ -30,6 +30,7 @@ Needs Debian's chromium and chromium-driver (/usr/bin/chromium,
 
 from __future__ import annotations
 
+import base64
 import http.client
 import http.server
 import json
@@ -87,6 +88,9 @@ CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src '
        "connect-src 'self'; frame-ancestors 'none'")
 
 CLASS = "flaky-test-quarantine"
+#: A `case.added` of the demo: four committed fields (docs/PRIVACY.md).
+COMMITTED_ENTRY = 17
+CASE_FIELDS = ["title", "disposition", "difficulty", "provenance.source_ref"]
 WAIT = 60  # seconds: an upper bound for a page, never a sleep
 
 
@@ -115,6 +119,8 @@ class Demo:
         self.url = _search(r"server listening on (http://127\.0\.0\.1:\d+)", out)
         self.key = _search(r"--key '([^']+)'", out)
         self.data_dir = Path(_search(r"demo data directory: (\S+)", out))
+        #: The demo's auditor: a reader with a role, who receives the disclosures of committed values.
+        self.auditor_token = _search(r"auditor reader token \(receives disclosures of sensitive values\): (\S+)", out)
         self.enrolled = 0
 
     @staticmethod
@@ -148,8 +154,9 @@ class Demo:
                             "--identity", f"explorer-test-{self.enrolled}@explorer.test", "--role", "harness"],
                            check=True, capture_output=True, text=True, timeout=60)
 
-    def get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=30) as r:
+    def get(self, path: str, token: Optional[str] = None) -> Any:
+        req = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
 
     def stop(self) -> None:
@@ -248,6 +255,27 @@ def _rule(i: int, **change: Any) -> Callable[[Any], None]:
     return edit
 
 
+def _b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _disclosure_one_character_off(doc: Any) -> None:
+    # One bit of the disclosed value's last character flipped: one base64url
+    # character of the disclosure changes, and it still parses (naming its field).
+    d = doc["disclosures"][0]
+    raw = bytearray(_b64url_decode(d))
+    i = len(raw) - 3  # the value's last character, before `"]`
+    assert raw[-2:] == b'"]' and raw[i] not in b'#]"\\', raw
+    raw[i] ^= 1
+    changed = _b64url(bytes(raw))
+    assert len(changed) == len(d) and sum(a != b for a, b in zip(changed, d)) == 1
+    doc["disclosures"][0] = changed
+
+
 def _evidence_index_as_text(doc: Any) -> None:
     for e in (doc["view"]["evidence"][0], doc["evidence"][0]):
         e["index"] = str(e["index"])
@@ -274,6 +302,7 @@ TAMPERS: dict[str, tuple[Callable[[str], bool], Callable[[bytes], bytes]]] = {
     "listing-stuck": (_is_listing, _json(_all_indices_zero)),
     "listing-gap": (_is_listing, _json(lambda d: d["entries"].pop(2))),
     "search-index-text": (lambda p: p.startswith("/v1/entries/by-id/"), _json(lambda d: d.update(index=str(d["index"])))),
+    "disclosure-character": (lambda p: p == f"/v1/entries/{COMMITTED_ENTRY}", _json(_disclosure_one_character_off)),
 }
 
 #: Answers taken from another path: (does it apply to this path?, the path asked upstream instead).
@@ -820,6 +849,80 @@ def test_read_token_is_sent(browser: WebDriver, proxy: Proxy, pinned: str) -> No
     proxy.authorizations.clear()
     open_page(browser, proxy, "/entries/5")
     assert not proxy.authorizations
+
+
+# --- committed fields and their disclosures (docs/PRIVACY.md) --------------------------------------
+
+
+@pytest.fixture()
+def auditor(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> Iterator[str]:
+    """The demo's auditor token, set as the explorer's token (cleared afterwards)."""
+    open_page(browser, proxy, "/settings")
+    box = browser.find_element(By.ID, "token-input")
+    box.clear()
+    box.send_keys(demo.auditor_token)
+    browser.find_element(By.ID, "token-save").click()
+    try:
+        yield demo.auditor_token
+    finally:
+        open_page(browser, proxy, "/settings")
+        browser.find_element(By.ID, "token-clear").click()
+
+
+def disclosed_values(demo: Demo, index: int) -> dict[str, str]:
+    """The values the auditor is served for entry `index`, by field (decoded here, unchecked)."""
+    out = {}
+    for d in demo.get(f"/v1/entries/{index}", demo.auditor_token)["disclosures"]:
+        _, field, value = json.loads(_b64url_decode(d))
+        out[field] = value
+    return out
+
+
+def test_committed_fields_show_their_digests_to_a_reader_without_a_role(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
+    assert open_page(browser, proxy, f"/entries/{COMMITTED_ENTRY}") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS)
+    assert not browser.find_elements(By.ID, "check-disclosures")
+    body = demo.get(f"/v1/entries/{COMMITTED_ENTRY}")["payload"]["event"]["body"]
+    assert "disclosures" not in demo.get(f"/v1/entries/{COMMITTED_ENTRY}")
+    for path in CASE_FIELDS:
+        row = browser.find_element(By.ID, f"committed-{path}")
+        sd = body["provenance"]["source_ref"] if path == "provenance.source_ref" else body[path]
+        assert sd["_sd"] in row.text and "committed" in row.text, row.text
+        assert row.get_attribute("data-status") == "none"
+    text = browser.find_element(By.ID, "main").text
+    for value in disclosed_values(demo, COMMITTED_ENTRY).values():
+        assert value not in text, value
+    screenshot(browser, "entry-committed")
+
+
+def test_the_auditor_sees_the_disclosed_values_checked_against_the_leaf(browser: WebDriver, proxy: Proxy, demo: Demo, auditor: str) -> None:
+    score = demo.get(f"/v1/task-classes/{CLASS}")["evidence"][0]["index"]
+    for index, fields in ((COMMITTED_ENTRY, CASE_FIELDS), (score, ["operator_fingerprint"])):
+        assert open_page(browser, proxy, f"/entries/{index}") == "ok"
+        assert_all_green(browser, ENTRY_CHECKS + ["check-disclosures"])
+        assert f"{len(fields)} of {len(fields)} committed fields disclosed" in message(browser, "check-disclosures")
+        values = disclosed_values(demo, index)
+        assert sorted(values) == sorted(fields)
+        for path in fields:
+            assert status(browser, f"committed-{path}") == "ok"
+            assert browser.find_element(By.ID, f"committed-value-{path}").text == values[path]
+    screenshot(browser, "entry-disclosed")
+    # The token went with the requests: the disclosures are the auditor's alone.
+    assert any(a == f"Bearer {auditor}" for _, a in proxy.authorizations)
+
+
+def test_a_disclosure_changed_by_one_character_turns_red(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], auditor: str) -> None:
+    tamper("disclosure-character")
+    assert open_page(browser, proxy, f"/entries/{COMMITTED_ENTRY}") == "fail"
+    assert proxy.tampered > 0
+    assert_red(browser, "check-disclosures", f"entry {COMMITTED_ENTRY}: disclosure 0 (of title) matches no commitment in the entry")
+    assert status(browser, "committed-title") == "fail"
+    assert browser.find_element(By.ID, "committed-value-title").text == "committed"
+    for path in CASE_FIELDS[1:]:
+        assert status(browser, f"committed-{path}") == "ok", path
+    for id_ in ENTRY_CHECKS:
+        assert status(browser, id_) == "ok", id_
+    screenshot(browser, "tampered-disclosure")
 
 
 # --- one byte changed: the right element turns red ---------------------------------------------------

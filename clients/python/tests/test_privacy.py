@@ -69,7 +69,7 @@ def clear_values(p: Posted) -> list[tuple[str, Any]]:
 
 
 def test_the_package_posts_schema_2_with_a_disclosure_for_each_committed_field(posted: list[Posted]) -> None:
-    assert {p.event.kind for p in posted} == set(disclose.COMMITTED)
+    assert {p.event.kind for p in posted} == set(disclose.COMMITTED) - {"field.redacted"}  # below, on its own
     for p in posted:
         assert json.loads(p.envelope.payload)["schema"] == 2
         assert len(p.envelope.disclosures) == len(disclose.committed_paths(p.event.kind)) >= 1
@@ -178,3 +178,42 @@ def test_a_value_in_clear_in_schema_2_is_refused(door: Bench) -> None:
     with pytest.raises(problems.SensitiveValueInClear) as e:
         door.client.post(Envelope(payload, k.key_id, k.sign(pae(PAYLOAD_TYPE, payload))))
     assert e.value.field == "event.body.reason"
+
+
+# --- redaction (field.redacted) ----------------------------------------------------------
+
+
+def test_a_redacted_field_is_listed_as_redacted_and_the_rest_still_opens(
+    reader_server: LedgerServer, auditor_token: str, tmp_path: Path
+) -> None:
+    b = Bench(reader_server, "redact", cases=0)
+    env = ev.CaseAdded.cosigned(b.name, b.draft(f"{b.name}-pasted"), source="curated", source_ref="a customer's name",
+                                added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0])
+    r = b.client.post(env)
+    m = b.maintainers
+
+    def redact(field: str, leaf_hash: str = r.leaf_hash) -> Envelope:
+        return ev.FieldRedacted.cosigned(r.index, leaf_hash, field, "pasted by mistake", requested_by=m[0], confirmed_by=m[1]).sign(m[0])
+
+    redaction = b.client.post(redact("provenance.source_ref"))
+    auditor = reader_server.client(token=auditor_token)
+    e = auditor.entry(r.index)
+    assert e.redacted == ["provenance.source_ref"] and e.disclosures is not None and len(e.disclosures) == 3
+    assert e.disclosed is not None
+    assert {o.path: o.value for o in e.disclosed} == {
+        "title": f"case {b.name}-pasted", "disposition": "positive", "difficulty": "medium", "provenance.source_ref": None}
+    # The redaction's own reason is committed, and opens for the auditor.
+    d = auditor.entry(redaction.index).disclosed
+    assert d is not None and [(o.path, o.value) for o in d] == [("reason", "pasted by mistake")]
+    with pytest.raises(problems.AlreadyRedacted):
+        b.client.post(redact("provenance.source_ref"))
+    with pytest.raises(problems.RedactionFieldNotCommitted):
+        b.client.post(redact("case_id"))
+    with pytest.raises(problems.RedactionTargetMismatch):
+        b.client.post(redact("title", leaf_hash="0" * 64))
+    # A replay checks the redaction against the entry it names, and keeps it.
+    rp = replay_projections(auditor, Replica.open(tmp_path / "replica", auditor.keys))
+    assert rp.size > redaction.index
+    saved = Replica.open(tmp_path / "replica", auditor.keys).rules
+    assert (r.index, "provenance.source_ref") in saved.redactions
+    assert saved.committed[r.index] == [r.leaf_hash, list(disclose.COMMITTED["case.added"])]

@@ -152,6 +152,7 @@ class Log:
         self.state = State()
         self.fold = Projection()
         self.at = 1_790_000_000_000_000
+        self.leaves: list[bytes] = []
         self.op = SigningKey.generate("op")
         self.append(ev.PrincipalEnrolled.of(self.op, "op@example.org", ["operator"]).sign(self.op, schema=schema))
 
@@ -163,6 +164,7 @@ class Log:
         self.state.check(d, index, lambda size, root, field: None)
         self.state.apply(d, index)
         self.fold.apply(index, leaf, d)
+        self.leaves.append(leaf)
 
 
 def digest(tag: str) -> str:
@@ -304,3 +306,30 @@ def test_a_log_in_schema_2_from_its_first_entry_refuses_schema_1() -> None:
     g = Log()
     assert g.state.commitments_from == 0
     refused(g, ev.PrincipalRevoked(g.op.key_id, "rotated").sign(g.op, schema=1), "schema_superseded")
+
+
+def test_a_redaction_must_name_a_committed_field_of_an_earlier_entry_by_its_leaf_hash_once(
+    log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]
+) -> None:
+    from evidence_ledger.merkle import leaf_hash
+
+    g, _, _ = log
+    m = (SigningKey.generate("maint-a"), SigningKey.generate("maint-b"))
+    for k in m:
+        g.append(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", ["maintainer"]).sign(g.op))
+    case = next(i for i, leaf in enumerate(g.leaves) if decode_leaf(leaf).kind == "case.added")
+    lh = leaf_hash(g.leaves[case]).hex()
+
+    def redact(field: str, entry: int = case, at: str = lh) -> Envelope:
+        return ev.FieldRedacted.cosigned(entry, at, field, "pasted by mistake", requested_by=m[0], confirmed_by=m[1]).sign(m[0])
+
+    refused(g, redact("case_id"), "redaction_field_not_committed")
+    refused(g, redact("title", at="0" * 64), "redaction_target_mismatch")
+    refused(g, redact("title", entry=g.state.size), "redaction_target_mismatch")
+    forged = ev.FieldRedacted(case, lh, "title", "pasted", ev.CoSignature.sign(m[0], b"another statement"),
+                              ev.CoSignature.sign(m[1], b"another statement"))
+    refused(g, forged.sign(m[0]), "cosignature_invalid")
+    g.append(redact("title"))
+    assert (case, "title") in g.state.redactions
+    refused(g, redact("title"), "already_redacted")
+    g.append(redact("difficulty"))

@@ -22,7 +22,11 @@ is checked, with these differences (docs/PROJECTIONS.md says why):
   `state.committed` must), or proves it with a consistency proof against
   the signed root it follows;
 - the sequencing time must never decrease along the log (the ledger's clock
-  is made monotonic; windows rely on it).
+  is made monotonic; windows rely on it);
+- a `field.redacted` naming an earlier entry that holds no commitment is
+  refused as `redaction_field_not_committed` whatever leaf hash it gives
+  (the ledger compares that leaf hash first: `redaction_target_mismatch`);
+  `State` keeps the leaf hash of the entries that hold commitments only.
 
 Sensitive fields (docs/PRIVACY.md): a schema-2 entry holds each as a
 commitment `{"_sd": digest}`, whose form `envelope.decode_leaf` checked
@@ -46,7 +50,8 @@ from typing import Any, Callable, Mapping, Optional
 import nacl.exceptions
 import nacl.signing
 
-from .disclose import SCHEMA_CLEAR, is_commitment
+from . import merkle
+from .disclose import SCHEMA_CLEAR, commitments, is_commitment
 from .envelope import Leaf
 from .errors import InvalidInput, RuleBroken
 from .note import b64decode_strict
@@ -85,7 +90,7 @@ MAY_APPEND: Mapping[str, frozenset[str]] = {
     "gate": frozenset({"rag.capability.minted", "rag.record.quarantined"}),
     "rag-writer": frozenset({"rag.example.written"}),
     "promotion-gate": frozenset({"promotion.requested"}),
-    "maintainer": frozenset({"tier.changed"}),
+    "maintainer": frozenset({"tier.changed", "field.redacted"}),
     "ledger": frozenset({"promotion.recommended", "promotion.apply_blocked", "anchor.published", "state.committed"}),
 }
 
@@ -156,6 +161,8 @@ BODIES: Mapping[str, Schema] = {
                      "decided_by": COSIG, "confirmed_by": COSIG},
     "anchor.published": {"checkpoint": CHECKPOINT, "location": S},
     "state.committed": {"checkpoint": CHECKPOINT, "state_root": S, "task_classes": U64},
+    "field.redacted": {"entry": U64, "leaf_hash": S, "field": S, "reason": TEXT,
+                       "requested_by": COSIG, "confirmed_by": COSIG},
 }
 
 
@@ -296,6 +303,10 @@ def tier_change_statement(task_class: str, from_tier: str, to_tier: str, index: 
     return f"evidence-ledger/v1 tier-change\n{task_class}\n{from_tier}\n{to_tier}\n{index}".encode()
 
 
+def field_redact_statement(entry: int, leaf_hash: str, field_: str) -> bytes:
+    return f"evidence-ledger/v1 field-redact\n{entry}\n{leaf_hash}\n{field_}".encode()
+
+
 #: Called for each checkpoint an event cites: (size, root hex, field).
 Cite = Callable[[int, str, str], None]
 
@@ -327,6 +338,10 @@ class State:
     #: The first schema-2 entry (None while the log holds only schema 1): from it on,
     #: the log accepts only schema 2.
     commitments_from: Optional[int] = None
+    #: index -> [leaf hash (hex), [committed field paths]], for each entry holding commitments.
+    committed: dict[int, list[Any]] = field(default_factory=dict)
+    #: Every redacted field: (entry index, field path).
+    redactions: set[tuple[int, str]] = field(default_factory=set)
 
     # --- signers and co-signers ---------------------------------------------------
 
@@ -703,6 +718,21 @@ class State:
         self._cited(b["checkpoint"], "checkpoint", index, cite)
         _text(b["location"], "location")
 
+    def _check_field_redacted(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        entry = b["entry"]
+        if entry >= index:
+            raise _no("redaction_target_mismatch", _body("entry"), "names no earlier entry of this log")
+        target = self.committed.get(entry)
+        if target is not None and target[0] != b["leaf_hash"]:
+            raise _no("redaction_target_mismatch", _body("leaf_hash"), "is not the leaf hash of that entry")
+        if target is None or b["field"] not in target[1]:
+            raise _no("redaction_field_not_committed", _body("field"), "that entry holds no commitment in this field")
+        if (entry, b["field"]) in self.redactions:
+            raise _no("already_redacted", _body("field"), "this field of that entry is already redacted")
+        _sensitive_text(b["reason"], "reason")
+        st = field_redact_statement(entry, b["leaf_hash"], b["field"])
+        self._check_cosigners([(b["requested_by"], "requested_by"), (b["confirmed_by"], "confirmed_by")], "maintainer", st)
+
     def _check_state_committed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         # The sequencer's check (events/src/state/promotion.rs): the commitment names
         # the log just before it; what its state root commits to is the fold's
@@ -726,6 +756,9 @@ class State:
         self.last_sequenced_at = at if self.last_sequenced_at is None else max(self.last_sequenced_at, at)
         self.ids.add(leaf.payload["id"])
         kind, b = leaf.kind, leaf.body
+        paths = [p for p, _ in commitments(kind, b)]
+        if paths:
+            self.committed[index] = [merkle.leaf_hash(leaf.envelope.leaf_bytes(at)).hex(), paths]
         if kind == "principal.enrolled":
             raw = _public_key(b["public_key"])
             if raw is not None:
@@ -773,6 +806,8 @@ class State:
             self.recommendations[index] = [b["task_class"], b["current_tier"], b["recommended_tier"]]
         elif kind == "tier.changed":
             self.task_classes[b["task_class"]]["tier"] = b["to"]
+        elif kind == "field.redacted":
+            self.redactions.add((b["entry"], b["field"]))
 
     # --- saved form ---------------------------------------------------------------
 
@@ -784,6 +819,8 @@ class State:
             "recommendations": {str(k): v for k, v in sorted(self.recommendations.items())},
             "ids": sorted(self.ids), "size": self.size, "last_sequenced_at": self.last_sequenced_at,
             "commitments_from": self.commitments_from,
+            "committed": {str(k): v for k, v in sorted(self.committed.items())},
+            "redactions": sorted([e, f] for e, f in self.redactions),
         }
 
     @classmethod
@@ -795,4 +832,6 @@ class State:
             recommendations={int(k): list(r) for k, r in v["recommendations"].items()},
             ids=set(v["ids"]), size=int(v["size"]), last_sequenced_at=v["last_sequenced_at"],
             commitments_from=v.get("commitments_from"),
+            committed={int(k): list(c) for k, c in v.get("committed", {}).items()},
+            redactions={(int(e), str(f)) for e, f in v.get("redactions", [])},
         )

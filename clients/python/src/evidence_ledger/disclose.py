@@ -51,6 +51,7 @@ COMMITTED: Mapping[str, tuple[str, ...]] = {
     "proposal.rejected": ("reason",),
     "score.recorded": ("operator_fingerprint",),
     "rag.record.quarantined": ("reason",),
+    "field.redacted": ("reason",),
 }
 
 _B64URL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")

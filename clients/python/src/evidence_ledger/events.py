@@ -132,6 +132,10 @@ def tier_change_statement(task_class: str, from_tier: str, to_tier: str, recomme
     return f"evidence-ledger/v1 tier-change\n{task_class}\n{from_tier}\n{to_tier}\n{recommendation_index}".encode()
 
 
+def field_redact_statement(entry: int, leaf_hash: str, field_: str) -> bytes:
+    return f"evidence-ledger/v1 field-redact\n{entry}\n{leaf_hash}\n{field_}".encode()
+
+
 @dataclass(frozen=True)
 class CoSignature:
     key_id: str
@@ -814,6 +818,51 @@ class TierChanged(Event):
         }
 
 
+# --- redactions (maintainers) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldRedacted(Event):
+    """Two maintainers destroy the kept disclosure of one committed field of an earlier
+    entry (docs/PRIVACY.md): `entry` and its `leaf_hash` (hex), the field's path in its
+    body. The entry, its commitment and every proof stay as they were."""
+
+    kind: ClassVar[str] = "field.redacted"
+    entry: int
+    leaf_hash: str
+    field: str
+    reason: str
+    requested_by: CoSignature
+    confirmed_by: CoSignature
+
+    @classmethod
+    def cosigned(cls, entry: int, leaf_hash: str, field: str, reason: str, *, requested_by: SigningKey, confirmed_by: SigningKey) -> "FieldRedacted":
+        st = field_redact_statement(entry, leaf_hash, field)
+        return cls(entry, leaf_hash, field, reason, CoSignature.sign(requested_by, st), CoSignature.sign(confirmed_by, st))
+
+    def __post_init__(self) -> None:
+        index(self.entry, "entry")
+        if not (isinstance(self.leaf_hash, str) and len(self.leaf_hash) == 64 and all(c in "0123456789abcdef" for c in self.leaf_hash)):
+            raise InvalidInput(_body("leaf_hash"), "must be 64 lower-case hex digits", "invalid_value")
+        if not isinstance(self.field, str) or not self.field:
+            raise InvalidInput(_body("field"), "must be the path of a committed field", "invalid_value")
+        text(self.reason, "reason")
+        self.requested_by.check("requested_by")
+        self.confirmed_by.check("confirmed_by")
+        if self.requested_by.key_id == self.confirmed_by.key_id:
+            raise InvalidInput(_body("confirmed_by"), "two different maintainers co-sign", "cosigners_not_distinct")
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "entry": self.entry,
+            "leaf_hash": self.leaf_hash,
+            "field": self.field,
+            "reason": self.reason,
+            "requested_by": self.requested_by.to_json(),
+            "confirmed_by": self.confirmed_by.to_json(),
+        }
+
+
 # --- anchors (operator) ------------------------------------------------------
 
 
@@ -865,6 +914,6 @@ CLIENT_KINDS: dict[str, type[Event]] = {
         PrincipalEnrolled, PrincipalRevoked, TaskClassRegistered, RubricUpdated, CaseAdded, CaseRetired,
         CaseProposed, ProposalApproved, ProposalRejected, RunStarted, RunFinished, RubricInvoked,
         RubricCompleted, RubricFailed, ScoreRecorded, CapabilityMinted, RagExampleWritten,
-        RagRecordQuarantined, PromotionRequested, TierApply, TierChanged, AnchorPublished,
+        RagRecordQuarantined, PromotionRequested, TierApply, TierChanged, AnchorPublished, FieldRedacted,
     )
 }

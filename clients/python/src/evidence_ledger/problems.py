@@ -134,6 +134,24 @@ class DisclosureFieldMismatch(RuleViolation):
     code = "disclosure_field_mismatch"
 
 
+class RedactionTargetMismatch(RuleViolation):
+    """`redaction_target_mismatch`: A redaction names an entry the log does not hold, or gives another leaf hash than the entry's."""
+
+    code = "redaction_target_mismatch"
+
+
+class RedactionFieldNotCommitted(RuleViolation):
+    """`redaction_field_not_committed`: A redaction names a field the entry does not hold as a commitment."""
+
+    code = "redaction_field_not_committed"
+
+
+class AlreadyRedacted(RuleViolation):
+    """`already_redacted`: That field of that entry is already redacted."""
+
+    code = "already_redacted"
+
+
 class InvalidIdentifier(MalformedRequest):
     """`invalid_identifier`: An identifier is empty, too long, or has characters outside [A-Za-z0-9._:/@+-]."""
 
@@ -629,6 +647,9 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "disclosure_missing": DisclosureMissing,
     "disclosure_unused": DisclosureUnused,
     "disclosure_field_mismatch": DisclosureFieldMismatch,
+    "redaction_target_mismatch": RedactionTargetMismatch,
+    "redaction_field_not_committed": RedactionFieldNotCommitted,
+    "already_redacted": AlreadyRedacted,
     "invalid_identifier": InvalidIdentifier,
     "invalid_text": InvalidText,
     "invalid_digest": InvalidDigest,
