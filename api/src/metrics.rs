@@ -28,6 +28,7 @@ pub struct Snapshot {
     pub batches: u64,
     pub commit_failures: u64,
     pub lookup_failures: u64,
+    pub redaction_failures: u64,
     /// Committed entries the lookups by leaf hash or envelope id do not
     /// cover yet (0 but for a failed lookup write).
     pub lookups_behind: u64,
@@ -110,6 +111,7 @@ pub struct Metrics {
     last_batch: Gauge,
     commit_failures: Counter,
     lookup_failures: Counter,
+    redaction_failures: Counter,
     lookups_behind: Gauge,
     read_only: Gauge,
     /// Unix time of the newest anchor (published or found at startup).
@@ -223,6 +225,12 @@ impl Metrics {
             "lookup_failures",
             "Failed writes of the lookups by leaf hash and envelope id since start (until one succeeds, writes are refused)",
             lookup_failures.clone(),
+        );
+        let redaction_failures = Counter::default();
+        registry.register(
+            "redaction_key_failures",
+            "Keys of redacted disclosures that could not be destroyed when asked since start (the disclosures read as destroyed; the next open retries)",
+            redaction_failures.clone(),
         );
         registry.register(
             "lookups_behind_entries",
@@ -346,6 +354,7 @@ impl Metrics {
             last_batch,
             commit_failures,
             lookup_failures,
+            redaction_failures,
             lookups_behind,
             read_only,
             last_anchor,
@@ -454,6 +463,7 @@ impl Metrics {
             (&self.batches, s.batches),
             (&self.commit_failures, s.commit_failures),
             (&self.lookup_failures, s.lookup_failures),
+            (&self.redaction_failures, s.redaction_failures),
         ] {
             counter.inc_by(now.saturating_sub(counter.get()));
         }
@@ -486,6 +496,7 @@ mod tests {
             batches: 2,
             commit_failures: 0,
             lookup_failures: 0,
+            redaction_failures: 0,
             lookups_behind: 0,
         };
         let text = m.render(&s);

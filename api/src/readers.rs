@@ -122,8 +122,9 @@ mod tests {
 
     #[test]
     fn a_listed_token_is_its_reader_and_no_other_is() {
-        let (token, line) = new_token("auditor", "audit-team").unwrap();
-        let readers = Readers::parse(&format!("# readers\n\n{line}  # the auditors\n")).unwrap();
+        let (token, line) = new_token("auditor", "audit-team").expect("ok");
+        let readers =
+            Readers::parse(&format!("# readers\n\n{line}  # the auditors\n")).expect("ok");
         assert_eq!(
             readers.find(&token),
             Some(&Reader {
@@ -137,16 +138,16 @@ mod tests {
     #[test]
     fn a_bad_line_is_refused_naming_it() {
         let e = Readers::parse("auditor sha256:00 x")
-            .unwrap_err()
+            .expect_err("refused")
             .to_string();
         assert!(e.starts_with("line 1:"), "{e}");
         let e = Readers::parse(&format!("root sha256:{} x", "0".repeat(64)))
-            .unwrap_err()
+            .expect_err("refused")
             .to_string();
         assert!(e.contains("role `root`"), "{e}");
         let dup = format!("gate sha256:{0} a\nmaintainer sha256:{0} b", "0".repeat(64));
         assert!(Readers::parse(&dup)
-            .unwrap_err()
+            .expect_err("refused")
             .to_string()
             .contains("line 2"));
     }

@@ -224,6 +224,14 @@ fn the_data_directory_holds_no_sensitive_value_in_clear() {
         }
     }
     assert!(files >= 3, "only {files} files");
+    // Entry bundles are compressed: read every leaf back, and its payload.
+    let log = ledger::Ledger::open(dir.path(), ledger::Config::default()).expect("open");
+    let size = log.head().size;
+    for e in log.entries(0, size).expect("entries") {
+        found.extend(leaks(&format!("leaf {}", e.index), &e.leaf));
+        let (d, _) = events::decode_logged_leaf(&e.leaf).expect("leaf");
+        found.extend(leaks(&format!("payload {}", e.index), &d.payload_bytes));
+    }
     assert!(found.is_empty(), "{found:#?}");
 }
 
@@ -241,8 +249,8 @@ fn attack_a_key_changed_on_disk_is_caught_not_served() {
         .index;
     let keys = s.path().join(ledger::private::KEYS_FILE);
     let mut raw = std::fs::read(&keys).expect("keys");
-    // Every slot after the 16-byte header gets other bytes.
-    for b in raw.iter_mut().skip(16) {
+    // Every slot after the 32-byte header gets other bytes.
+    for b in raw.iter_mut().skip(32) {
         *b ^= 0x5a;
     }
     std::fs::write(&keys, raw).expect("write");
@@ -284,7 +292,7 @@ fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
     // A key destroyed with no redaction in the log is a loss, not a redaction.
     let mut raw = std::fs::read(&keys).expect("keys");
     raw[last] ^= 1;
-    raw[16..48].fill(0);
+    raw[32..64].fill(0);
     std::fs::write(&keys, raw).expect("write");
     let lost = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
     let text = format!(
@@ -392,9 +400,9 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
     // The destroyed key: the one slot of the key file that turned to zeros.
     let keys_after = std::fs::read(s.path().join(ledger::private::KEYS_FILE)).expect("keys");
-    let destroyed: Vec<&[u8]> = keys_before[16..]
+    let destroyed: Vec<&[u8]> = keys_before[32..]
         .chunks(32)
-        .zip(keys_after[16..].chunks(32))
+        .zip(keys_after[32..].chunks(32))
         .filter(|(b, a)| b != a)
         .map(|(b, a)| {
             assert_eq!(
@@ -432,6 +440,42 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(text.contains("; 1 redacted"), "{text}");
+    // A redaction the log records but the directory did not carry out (its
+    // key put back, its row in the data file removed) is a failure: the
+    // value can still be read.
+    let slot = keys_before[32..]
+        .chunks(32)
+        .position(|k| k == destroyed[0])
+        .expect("the destroyed key's slot");
+    let mut keys_now = std::fs::read(dir.path().join(ledger::private::KEYS_FILE)).expect("keys");
+    keys_now[32 + slot * 32..32 + slot * 32 + 32].copy_from_slice(destroyed[0]);
+    std::fs::write(dir.path().join(ledger::private::KEYS_FILE), &keys_now).expect("keys");
+    {
+        use redb::ReadableTable as _;
+        let db = redb::Database::open(dir.path().join(ledger::store::DB_FILE)).expect("db");
+        let txn = db.begin_write().expect("txn");
+        {
+            let mut t = txn
+                .open_table(ledger::store::REDACTED_PARTS)
+                .expect("table");
+            let rows: Vec<(u64, u16)> = t
+                .iter()
+                .expect("rows")
+                .map(|r| r.expect("row").0.value())
+                .collect();
+            assert_eq!(rows.len(), 1, "{rows:?}");
+            t.remove(rows[0]).expect("remove");
+        }
+        txn.commit().expect("commit");
+    }
+    let bad = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&bad.stdout),
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    assert!(!bad.status.success(), "{text}");
+    assert!(text.contains("can still be read"), "{text}");
 }
 
 /// A backup taken by a reader with a role carries the disclosures, each
@@ -507,4 +551,36 @@ fn a_backup_by_a_reader_with_a_role_restores_the_disclosures() {
     )
     .expect_err("a forged disclosure is refused");
     assert!(e.to_string().contains("matches no commitment"), "{e:#}");
+    // A backup that says a field was redacted, without holding the
+    // redaction (one taken while a redaction landed past its checkpoint, or
+    // an edited one), keeps none of that entry's disclosures: no key is
+    // destroyed that the log cannot account for, and verify says what is
+    // not kept.
+    let mut v: serde_json::Value = serde_json::from_str(line).expect("json");
+    let index = v["index"].as_u64().expect("index");
+    let opened: serde_json::Value =
+        serde_json::from_slice(&B64URL.decode(&d).expect("b64")).expect("disclosure");
+    let field = opened[1].as_str().expect("field").to_owned();
+    v["disclosures"]
+        .as_array_mut()
+        .expect("disclosures")
+        .remove(0);
+    v["redacted"] = serde_json::json!([field]);
+    let claimed = work.path().join("claimed.backup");
+    std::fs::write(&claimed, text.replacen(line, &v.to_string(), 1)).expect("write");
+    let dest = work.path().join("claimed");
+    verifier::backup::restore(&claimed, &dest, &key, None, &[], false, &mut |_, _| {})
+        .expect("restore");
+    let log = ledger::Ledger::open(&dest, ledger::Config::default()).expect("open");
+    assert!(log.private_parts(index).expect("parts").is_empty());
+    drop(log);
+    let out = run_ledger(&[
+        "verify",
+        "--data-dir",
+        dest.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("does not keep"), "{err}");
 }

@@ -441,7 +441,7 @@ mod tests {
     #[test]
     fn a_disclosure_parses_to_what_it_was_made_of() {
         let d = disclosure(&[7u8; 16], "title", &Value::Str("a \"title\"".into()));
-        let o = parse(&d, "d").unwrap();
+        let o = parse(&d, "d").expect("ok");
         assert_eq!(o.path, "title");
         assert_eq!(o.value, Value::Str("a \"title\"".into()));
     }
@@ -450,17 +450,17 @@ mod tests {
     fn a_short_salt_or_a_non_canonical_array_is_malformed() {
         let short = disclosure(&[7u8; 15], "title", &Value::Str("t".into()));
         assert_eq!(
-            parse(&short, "d").unwrap_err().code,
+            parse(&short, "d").expect_err("refused").code,
             RejectCode::DisclosureMalformed
         );
         let spaced = B64URL.encode(br#"["AAAAAAAAAAAAAAAAAAAAAA", "title", "t"]"#);
         assert_eq!(
-            parse(&spaced, "d").unwrap_err().code,
+            parse(&spaced, "d").expect_err("refused").code,
             RejectCode::DisclosureMalformed
         );
         let padded = format!("{}=", disclosure(&[7u8; 16], "t", &Value::Str("x".into())));
         assert_eq!(
-            parse(&padded, "d").unwrap_err().code,
+            parse(&padded, "d").expect_err("refused").code,
             RejectCode::DisclosureMalformed
         );
     }

@@ -685,28 +685,6 @@ impl EventLog {
     /// under it. Does nothing once the state is loaded. On a log whose
     /// events do not replay, an error, or (opened degraded) writes refused
     /// for good and [`EventLog::replay_error`] set.
-    /// Destroys, again, the key of every field the log records as
-    /// redacted: the committer destroys it right after the redaction is
-    /// durable, and a crash in between leaves it until this runs at the
-    /// next open. Destroying a destroyed key changes nothing.
-    fn destroy_redacted_keys(&self, state: &State) {
-        if state.redactions.is_empty() {
-            return;
-        }
-        let Ok(snap) = self.ledger.snapshot() else {
-            return;
-        };
-        let view = LogView::without_lookups(&snap, self.ledger.head());
-        for (entry, field) in &state.redactions {
-            let Some(part) = redacted_part(&view, *entry, field) else {
-                continue;
-            };
-            if let Err(e) = self.ledger.shred_private_part(*entry, part) {
-                tracing::error!(entry, field = %field, error = %e, "could not destroy a redacted field's key");
-            }
-        }
-    }
-
     pub fn load_state(&self) -> Result<(), Error> {
         use std::sync::atomic::Ordering::SeqCst;
         let _one = self.loading.lock().unwrap_or_else(|p| p.into_inner());
@@ -737,7 +715,6 @@ impl EventLog {
             Ok((state, resumed, refused)) => {
                 let size = state.size;
                 self.keys.reset(&state);
-                self.destroy_redacted_keys(&state);
                 self.ledger.inspect_mut(|s| {
                     s.state = state;
                     s.loading = false;

@@ -91,6 +91,9 @@ pub struct Entry {
 /// Counters for metrics.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Keys of redacted parts that could not be destroyed when asked
+    /// (the parts read as destroyed regardless; the next open retries).
+    pub redaction_failures: AtomicU64,
     pub appends: AtomicU64,
     pub batches: AtomicU64,
     pub commit_failures: AtomicU64,
@@ -218,19 +221,24 @@ impl Sequencer for Raw {
 }
 
 /// The pass-through sequencer for a log with private parts (a restore):
-/// each input is a leaf, appended as is, with its private parts; a part
-/// given as `None` is kept with its key destroyed (it was redacted).
+/// each input is a leaf, appended as is, with its private parts and the
+/// parts of earlier entries it redacts; a part given as `None` is kept with
+/// its key destroyed (it was redacted).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RawPrivate;
 
+/// A leaf to restore, its private parts, and the (index, part) pairs of
+/// earlier entries it redacts.
+pub type RestoredLeaf = (Vec<u8>, Vec<Option<Vec<u8>>>, Vec<(u64, usize)>);
+
 impl Sequencer for RawPrivate {
-    type Input = (Vec<u8>, Vec<Option<Vec<u8>>>);
+    type Input = RestoredLeaf;
     type Accepted = ();
     type Rejected = std::convert::Infallible;
 
     fn sequence(
         &mut self,
-        (leaf, parts): Self::Input,
+        (leaf, parts, redacts): Self::Input,
         next: u64,
         _: &LogView<'_>,
     ) -> Sequenced<(), Self::Rejected> {
@@ -239,6 +247,7 @@ impl Sequencer for RawPrivate {
             .enumerate()
             .filter(|(_, p)| p.is_none())
             .map(|(i, _)| (next, i))
+            .chain(redacts)
             .collect();
         Sequenced::Append {
             leaf,
@@ -316,21 +325,51 @@ struct Shared {
 /// Destroys the key of part `part` of committed entry `index` in place;
 /// `Ok(false)` when the entry has no such part.
 fn shred_part(shared: &Shared, index: u64, part: usize) -> Result<bool, Error> {
-    let Some(row) = shared.store()?.snapshot()?.private_row(index)? else {
+    let snap = shared.store()?.snapshot()?;
+    let Some(row) = snap.private_row(index)? else {
         return Ok(false);
     };
     let sealed = crate::private::decode_record(index, &row)?;
     let Some(p) = sealed.get(part) else {
         return Ok(false);
     };
-    let mut file = shared.keys.lock().unwrap_or_else(|p| p.into_inner());
-    if file.is_none() {
-        *file = Some(crate::private::KeyFile::open(&shared.dir)?);
-    }
+    let mut file = key_file(shared, &snap)?;
     match file.as_mut() {
-        Some(f) => f.shred(p.slot).map(|()| true),
+        Some(f) => f.shred(p.slot),
         None => Ok(false),
     }
+}
+
+/// The key file, opened the first time it is needed, held to the number of
+/// slots the data file refers to ([`crate::private::KeyFile::open`]).
+fn key_file<'a>(
+    shared: &'a Shared,
+    snap: &Snapshot,
+) -> Result<std::sync::MutexGuard<'a, Option<crate::private::KeyFile>>, Error> {
+    let mut file = shared.keys.lock().unwrap_or_else(|p| p.into_inner());
+    if file.is_none() {
+        *file = Some(crate::private::KeyFile::open(
+            &shared.dir,
+            snap.private_next_slot()?,
+        )?);
+    }
+    Ok(file)
+}
+
+/// Destroys the key of every redacted part whose key is still there: the
+/// committer destroys it right after the redaction is durable, and a crash
+/// or an I/O error in between leaves it until this runs (at every open).
+/// Until then the part reads as destroyed anyway (`redacted_parts`).
+fn destroy_redacted_keys(shared: &Shared) -> Result<usize, Error> {
+    let snap = shared.store()?.snapshot()?;
+    let redacted = snap.redacted_parts()?;
+    let mut destroyed = 0;
+    for (index, part) in redacted {
+        if shred_part(shared, index, part as usize)? {
+            destroyed += 1;
+        }
+    }
+    Ok(destroyed)
 }
 
 /// An append log on one data directory. Cheap to share behind an `Arc`; all
@@ -468,6 +507,13 @@ impl<S: Sequencer> Ledger<S> {
             lookup_retry: std::sync::Mutex::new(None),
             keys: std::sync::Mutex::new(None),
         });
+        if let Err(e) = destroy_redacted_keys(&shared) {
+            shared
+                .stats
+                .redaction_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "could not destroy the keys of redacted parts; they read as destroyed, and the next open tries again");
+        }
         let opener = {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -560,14 +606,12 @@ impl<S: Sequencer> Ledger<S> {
     /// a key the key file lacks, or a ciphertext that does not authenticate,
     /// is [`Error::Corrupt`].
     pub fn private_parts(&self, index: u64) -> Result<Vec<crate::private::Part>, Error> {
-        let Some(row) = self.snapshot()?.private_row(index)? else {
+        let snap = self.snapshot()?;
+        let Some(row) = snap.private_row(index)? else {
             return Ok(Vec::new());
         };
         let sealed = crate::private::decode_record(index, &row)?;
-        let mut file = self.shared.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if file.is_none() {
-            *file = Some(crate::private::KeyFile::open(&self.shared.dir)?);
-        }
+        let file = key_file(&self.shared, &snap)?;
         let Some(file) = file.as_ref() else {
             return Ok(Vec::new());
         };
@@ -575,6 +619,9 @@ impl<S: Sequencer> Ledger<S> {
             .iter()
             .enumerate()
             .map(|(i, part)| {
+                if snap.is_redacted(index, i as u16)? {
+                    return Ok(crate::private::Part::Shredded);
+                }
                 let key = file.get(part.slot)?;
                 match key {
                     Some(k) => Ok(crate::private::Part::Open(crate::private::open_part(
@@ -599,10 +646,31 @@ impl<S: Sequencer> Ledger<S> {
             .collect()
     }
 
+    /// Whether the key of part `part` of entry `index` is gone from the key
+    /// file (its slot zeros), whatever `redacted_parts` says: `None` when
+    /// the entry has no such part. What `ledger verify` holds a recorded
+    /// redaction to.
+    pub fn private_key_destroyed(&self, index: u64, part: usize) -> Result<Option<bool>, Error> {
+        let snap = self.snapshot()?;
+        let Some(row) = snap.private_row(index)? else {
+            return Ok(None);
+        };
+        let sealed = crate::private::decode_record(index, &row)?;
+        let Some(p) = sealed.get(part) else {
+            return Ok(None);
+        };
+        let file = key_file(&self.shared, &snap)?;
+        match file.as_ref() {
+            Some(f) => Ok(Some(f.get(p.slot)?.is_none())),
+            None => Ok(None),
+        }
+    }
+
     /// Destroys the key of part `part` of entry `index`, in place and
     /// durably: that part can never be read again. The entry, its leaf and
     /// every proof are unchanged. `Ok(false)` when the entry has no such
-    /// part.
+    /// part. A redaction goes through [`Sequenced::Append`]'s `shred`,
+    /// which records it in the data file first.
     pub fn shred_private_part(&self, index: u64, part: usize) -> Result<bool, Error> {
         shred_part(&self.shared, index, part)
     }

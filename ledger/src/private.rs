@@ -9,9 +9,12 @@
 //!   entry that has any, written in the same durable transaction as the
 //!   entry ([`encode_record`]). Like entries, rows are never changed or
 //!   removed.
-//! - The keys are in `private.keys` beside the data file: a 16-byte header,
-//!   then 32-byte slots, one per part, written once and fsynced before the
-//!   transaction that refers to them commits. Shredding overwrites a slot
+//! - The keys are in `private.keys` beside the data file (mode 0600): a
+//!   32-byte header, then 32-byte slots, one per part (so no slot straddles
+//!   a disk sector), written once and fsynced before the transaction that
+//!   refers to them commits. The data file records how many slots its rows
+//!   refer to (`private_next_slot`): a key file holding fewer is refused,
+//!   never recreated or written over. Shredding overwrites a slot
 //!   with zeros in place and fsyncs: the file is never rewritten or moved,
 //!   so on a file system that overwrites in place (ext4, xfs) no copy of
 //!   the key is left in the data directory. On a copy-on-write file system
@@ -20,7 +23,15 @@
 //! Each part is sealed with ChaCha20-Poly1305 (RFC 8439) under its own
 //! random key, with a zero nonce (a key seals exactly one message) and the
 //! entry's index and the part's position as associated data, so a
-//! ciphertext moved to another entry or position does not open.
+//! ciphertext moved to another entry or position does not open. The
+//! plaintext is the part's length (u32 BE), the part, and zeros up to a
+//! multiple of [`PAD`] bytes, so a ciphertext's length tells the part's
+//! length only to within [`PAD`] bytes.
+//!
+//! A redaction is recorded in the data file (`redacted_parts`) in the same
+//! transaction as the entry that orders it, and a part listed there reads
+//! as destroyed whatever the key file holds; its key is then overwritten,
+//! and again at every open until it is.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -31,12 +42,38 @@ use chacha20poly1305::ChaCha20Poly1305;
 
 use crate::error::{storage, Corruption, CorruptionKind, Error};
 
+/// The `aux` record a restore from a backup without disclosures leaves:
+/// the size (u64 BE) below which entries may commit to values whose
+/// disclosures this directory never held.
+pub const NOT_KEPT_AUX: &str = "private_not_kept_below";
+
 /// The key file's name in the data directory.
 pub const KEYS_FILE: &str = "private.keys";
 
 const MAGIC: &[u8; 16] = b"ELPRIVATEKEYS/1\n";
+/// The header: the magic, then zeros to one slot's width.
+const HEADER: u64 = 32;
 const SLOT: u64 = 32;
 const RECORD_VERSION: u8 = 1;
+/// Plaintexts are padded to a multiple of this many bytes.
+pub const PAD: usize = 128;
+
+/// What a batch writes for private parts, in its transaction.
+#[derive(Debug, Clone, Default)]
+pub struct Batch {
+    /// Sealed rows of `private_parts`: (entry index, row).
+    pub rows: Vec<(u64, Vec<u8>)>,
+    /// The number of key slots the rows now refer to, when it grew.
+    pub next_slot: Option<u64>,
+    /// Parts of earlier entries redacted by this batch: (index, part).
+    pub redacted: Vec<(u64, u16)>,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.redacted.is_empty()
+    }
+}
 
 /// A part as read back: its bytes, or gone because its key was shredded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,49 +95,64 @@ pub struct KeyFile {
 }
 
 impl KeyFile {
-    /// Opens the key file in `dir`, creating it (and fsyncing the directory)
-    /// when absent. A slot cut short by a crash is ignored: it was never
-    /// referred to, since a commit refers to a slot only after the slot is
-    /// durable, and the next append writes over it.
-    pub fn open(dir: &Path) -> Result<KeyFile, Error> {
+    /// Opens the key file in `dir`, which must hold at least `referred`
+    /// slots (the number the data file's rows refer to). When it is absent
+    /// and nothing refers to a slot, it is created (mode 0600). A slot cut
+    /// short by a crash, or written for a batch that then failed to commit,
+    /// is past `referred` and is written over by the next append.
+    pub fn open(dir: &Path, referred: u64) -> Result<KeyFile, Error> {
         let path = dir.join(KEYS_FILE);
-        let created = !path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io)?;
+        let lost = |why: String| -> Error {
+            Corruption::new(
+                0,
+                CorruptionKind::Malformed,
+                format!("{}: {why}; the kept disclosures cannot be read (restore the data directory with its {KEYS_FILE})", path.display()),
+            )
+            .into()
+        };
+        if !path.exists() && referred > 0 {
+            return Err(lost(format!(
+                "absent, while the log refers to {referred} key slots"
+            )));
+        }
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true).truncate(false);
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600);
+        }
+        let file = options.open(&path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
-        if len < MAGIC.len() as u64 {
-            file.write_all_at(MAGIC, 0).map_err(io)?;
+        if len < HEADER {
+            let mut head = [0u8; HEADER as usize];
+            head[..MAGIC.len()].copy_from_slice(MAGIC);
+            file.write_all_at(&head, 0).map_err(io)?;
             file.sync_all().map_err(io)?;
-            if created {
-                crate::store::sync_dir(dir)?;
-            }
+            // The name must be as durable as the keys written under it.
+            crate::store::sync_dir(dir)?;
         } else {
             let mut head = [0u8; 16];
             file.read_exact_at(&mut head, 0).map_err(io)?;
             if &head != MAGIC {
-                return Err(Corruption::new(
-                    0,
-                    CorruptionKind::Malformed,
-                    format!("{} is not a private-parts key file", path.display()),
-                )
-                .into());
+                return Err(lost("not a private-parts key file".into()));
             }
         }
-        let len = file.metadata().map_err(io)?.len().max(MAGIC.len() as u64);
+        let len = file.metadata().map_err(io)?.len().max(HEADER);
+        let slots = (len - HEADER) / SLOT;
+        if slots < referred {
+            return Err(lost(format!(
+                "holds {slots} key slots, while the log refers to {referred}"
+            )));
+        }
         Ok(KeyFile {
             file,
             path,
-            slots: (len - MAGIC.len() as u64) / SLOT,
+            slots: referred,
         })
     }
 
     fn offset(slot: u64) -> u64 {
-        MAGIC.len() as u64 + slot * SLOT
+        HEADER + slot * SLOT
     }
 
     /// Writes `keys` to new slots and makes them durable; returns the first
@@ -133,15 +185,21 @@ impl KeyFile {
         slot < self.slots
     }
 
-    /// Overwrites `slot` with zeros in place and makes that durable.
-    pub fn shred(&mut self, slot: u64) -> Result<(), Error> {
+    /// Overwrites `slot` with zeros in place and makes that durable;
+    /// `false` when the slot was never written. A slot of zeros already is
+    /// left as it is.
+    pub fn shred(&mut self, slot: u64) -> Result<bool, Error> {
         if slot >= self.slots {
-            return Ok(());
+            return Ok(false);
+        }
+        if self.get(slot)?.is_none() {
+            return Ok(true);
         }
         self.file
             .write_all_at(&[0u8; 32], Self::offset(slot))
             .map_err(io)?;
-        self.file.sync_data().map_err(io)
+        self.file.sync_data().map_err(io)?;
+        Ok(true)
     }
 
     /// The file's path.
@@ -183,11 +241,14 @@ pub fn encode_record(
     out.extend_from_slice(&(parts.len() as u16).to_be_bytes());
     for (i, (part, key)) in parts.iter().zip(keys).enumerate() {
         let cipher = ChaCha20Poly1305::new(key.into());
+        let mut padded = (part.len() as u32).to_be_bytes().to_vec();
+        padded.extend_from_slice(part);
+        padded.resize(padded.len().div_ceil(PAD) * PAD, 0);
         let sealed = cipher
             .encrypt(
                 &[0u8; 12].into(),
                 Payload {
-                    msg: part,
+                    msg: &padded,
                     aad: &aad(index, i as u16),
                 },
             )
@@ -253,7 +314,15 @@ pub fn open_part(
     key: &[u8; 32],
     ciphertext: &[u8],
 ) -> Result<Vec<u8>, Error> {
-    ChaCha20Poly1305::new(key.into())
+    let bad = |why: &str| -> Error {
+        Corruption::new(
+            index,
+            CorruptionKind::Malformed,
+            format!("private part {part} {why}"),
+        )
+        .into()
+    };
+    let padded = ChaCha20Poly1305::new(key.into())
         .decrypt(
             &[0u8; 12].into(),
             Payload {
@@ -261,14 +330,16 @@ pub fn open_part(
                 aad: &aad(index, part),
             },
         )
-        .map_err(|_| {
-            Corruption::new(
-                index,
-                CorruptionKind::Malformed,
-                format!("private part {part} does not authenticate under its key"),
-            )
-            .into()
-        })
+        .map_err(|_| bad("does not authenticate under its key"))?;
+    let len = padded
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| bad("is shorter than its length"))? as usize;
+    padded
+        .get(4..4 + len)
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| bad("is shorter than its length"))
 }
 
 #[cfg(test)]
@@ -277,13 +348,13 @@ mod tests {
 
     #[test]
     fn a_part_seals_and_opens_only_at_its_place() {
-        let keys = fresh_keys(2).unwrap();
+        let keys = fresh_keys(2).expect("ok");
         let parts = vec![b"first".to_vec(), b"second".to_vec()];
-        let row = encode_record(7, &parts, &keys, 40).unwrap();
-        let sealed = decode_record(7, &row).unwrap();
+        let row = encode_record(7, &parts, &keys, 40).expect("ok");
+        let sealed = decode_record(7, &row).expect("ok");
         assert_eq!(sealed[1].slot, 41);
         assert_eq!(
-            open_part(7, 1, &keys[1], &sealed[1].ciphertext).unwrap(),
+            open_part(7, 1, &keys[1], &sealed[1].ciphertext).expect("ok"),
             b"second"
         );
         // Another entry, another position, another key: none opens.
@@ -294,41 +365,77 @@ mod tests {
 
     #[test]
     fn a_shredded_slot_reads_as_gone_and_its_bytes_are_zero() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut f = KeyFile::open(dir.path()).unwrap();
-        let keys = fresh_keys(3).unwrap();
-        let first = f.append(&keys).unwrap();
+        let dir = tempfile::tempdir().expect("ok");
+        let mut f = KeyFile::open(dir.path(), 0).expect("ok");
+        let keys = fresh_keys(3).expect("ok");
+        let first = f.append(&keys).expect("ok");
         assert_eq!(first, 0);
-        f.shred(1).unwrap();
-        let f = KeyFile::open(dir.path()).unwrap();
-        assert_eq!(f.get(0).unwrap(), Some(keys[0]));
-        assert_eq!(f.get(1).unwrap(), None);
-        assert_eq!(f.get(2).unwrap(), Some(keys[2]));
-        let raw = std::fs::read(dir.path().join(KEYS_FILE)).unwrap();
+        assert!(f.shred(1).expect("ok"));
+        assert!(!f.shred(7).expect("ok"), "a slot never written");
+        let f = KeyFile::open(dir.path(), 3).expect("ok");
+        assert_eq!(f.get(0).expect("ok"), Some(keys[0]));
+        assert_eq!(f.get(1).expect("ok"), None);
+        assert_eq!(f.get(2).expect("ok"), Some(keys[2]));
+        let raw = std::fs::read(dir.path().join(KEYS_FILE)).expect("ok");
         assert!(!raw.windows(32).any(|w| w == keys[1]));
         assert!(raw.windows(32).any(|w| w == keys[2]));
     }
 
     #[test]
     fn a_slot_cut_short_by_a_crash_is_written_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut f = KeyFile::open(dir.path()).unwrap();
-        f.append(&fresh_keys(1).unwrap()).unwrap();
+        let dir = tempfile::tempdir().expect("ok");
+        let mut f = KeyFile::open(dir.path(), 0).expect("ok");
+        f.append(&fresh_keys(1).expect("ok")).expect("ok");
         drop(f);
         let path = dir.path().join(KEYS_FILE);
-        let mut raw = std::fs::read(&path).unwrap();
+        let mut raw = std::fs::read(&path).expect("ok");
         raw.extend_from_slice(&[9u8; 10]);
-        std::fs::write(&path, raw).unwrap();
-        let mut f = KeyFile::open(dir.path()).unwrap();
-        let k = fresh_keys(1).unwrap();
-        assert_eq!(f.append(&k).unwrap(), 1);
-        assert_eq!(f.get(1).unwrap(), Some(k[0]));
+        std::fs::write(&path, raw).expect("ok");
+        let mut f = KeyFile::open(dir.path(), 1).expect("ok");
+        let k = fresh_keys(1).expect("ok");
+        assert_eq!(f.append(&k).expect("ok"), 1);
+        assert_eq!(f.get(1).expect("ok"), Some(k[0]));
+    }
+
+    #[test]
+    fn a_key_file_behind_the_log_is_refused_never_recreated() {
+        let dir = tempfile::tempdir().expect("ok");
+        let e = KeyFile::open(dir.path(), 2)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("absent"), "{e}");
+        assert!(!dir.path().join(KEYS_FILE).exists());
+        let mut f = KeyFile::open(dir.path(), 0).expect("ok");
+        f.append(&fresh_keys(1).expect("ok")).expect("ok");
+        let e = KeyFile::open(dir.path(), 2)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("holds 1 key slots"), "{e}");
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join(KEYS_FILE))
+            .expect("ok")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "readable by others: {mode:o}");
+    }
+
+    #[test]
+    fn a_ciphertext_tells_a_parts_length_only_to_within_the_padding() {
+        let keys = fresh_keys(2).expect("ok");
+        let row =
+            encode_record(1, &[b"positive".to_vec(), b"ambiguous".to_vec()], &keys, 0).expect("ok");
+        let sealed = decode_record(1, &row).expect("ok");
+        assert_eq!(sealed[0].ciphertext.len(), sealed[1].ciphertext.len());
+        assert_eq!(
+            open_part(1, 1, &keys[1], &sealed[1].ciphertext).expect("ok"),
+            b"ambiguous"
+        );
     }
 
     #[test]
     fn a_row_with_bytes_after_its_parts_is_corrupt() {
-        let keys = fresh_keys(1).unwrap();
-        let mut row = encode_record(1, &[b"x".to_vec()], &keys, 0).unwrap();
+        let keys = fresh_keys(1).expect("ok");
+        let mut row = encode_record(1, &[b"x".to_vec()], &keys, 0).expect("ok");
         row.push(0);
         assert!(decode_record(1, &row).is_err());
     }

@@ -72,6 +72,11 @@ pub const V2_ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> =
 pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
 /// Private parts of entries, sealed ([`crate::private`]): index → row.
 pub const PRIVATE_PARTS: TableDefinition<u64, &[u8]> = TableDefinition::new("private_parts");
+/// Redacted private parts: (entry index, part) → 0. A part listed here is
+/// destroyed, whatever the key file holds.
+pub const REDACTED_PARTS: TableDefinition<(u64, u16), u8> = TableDefinition::new("redacted_parts");
+/// `meta` key: how many key slots the rows of `private_parts` refer to (u64 BE).
+pub(crate) const PRIVATE_NEXT_SLOT_KEY: &str = "private_next_slot";
 
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
@@ -592,16 +597,27 @@ impl Store {
     pub(crate) fn commit(
         &self,
         rows: &[Row<'_>],
-        private: &[(u64, Vec<u8>)],
+        private: &crate::private::Batch,
         new_head: &Head,
     ) -> Result<(), Error> {
         self.refuse_if_fallback()?;
         let txn = self.begin_durable()?;
-        if !private.is_empty() {
+        if !private.rows.is_empty() {
             let mut t = txn.open_table(PRIVATE_PARTS).map_err(storage)?;
-            for (index, row) in private {
+            for (index, row) in &private.rows {
                 t.insert(*index, row.as_slice()).map_err(storage)?;
             }
+        }
+        if !private.redacted.is_empty() {
+            let mut t = txn.open_table(REDACTED_PARTS).map_err(storage)?;
+            for &(index, part) in &private.redacted {
+                t.insert((index, part), 0u8).map_err(storage)?;
+            }
+        }
+        if let Some(next) = private.next_slot {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            meta.insert(PRIVATE_NEXT_SLOT_KEY, next.to_be_bytes().as_slice())
+                .map_err(storage)?;
         }
         {
             let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
@@ -953,8 +969,42 @@ impl Snapshot {
         Ok(self.hashes.last().map_err(storage)?.map(|(k, _)| k.value()))
     }
 
-    /// Derived state saved under `name` (see [`Store::put_aux`]), as of this
-    /// snapshot.
+    /// How many key slots the rows of `private_parts` refer to.
+    pub fn private_next_slot(&self) -> Result<u64, Error> {
+        let meta = self.txn.open_table(META).map_err(storage)?;
+        let v = meta.get(PRIVATE_NEXT_SLOT_KEY).map_err(storage)?;
+        Ok(match v {
+            Some(v) => {
+                u64::from_be_bytes(v.value().try_into().map_err(|_| {
+                    Corruption::new(0, CorruptionKind::Malformed, "private_next_slot")
+                })?)
+            }
+            None => 0,
+        })
+    }
+
+    /// Every redacted private part: (entry index, part).
+    pub fn redacted_parts(&self) -> Result<Vec<(u64, u16)>, Error> {
+        match self.txn.open_table(REDACTED_PARTS) {
+            Ok(t) => t
+                .iter()
+                .map_err(storage)?
+                .map(|r| r.map(|(k, _)| k.value()).map_err(storage))
+                .collect(),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(Vec::new()),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
+    /// Whether part `part` of entry `index` is redacted.
+    pub fn is_redacted(&self, index: u64, part: u16) -> Result<bool, Error> {
+        match self.txn.open_table(REDACTED_PARTS) {
+            Ok(t) => Ok(t.get((index, part)).map_err(storage)?.is_some()),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
     /// The row of entry `index` in `private_parts`, if it has one
     /// ([`crate::private`]).
     pub fn private_row(&self, index: u64) -> Result<Option<Vec<u8>>, Error> {
@@ -965,6 +1015,8 @@ impl Snapshot {
         }
     }
 
+    /// Derived state saved under `name` (see [`Store::put_aux`]), as of this
+    /// snapshot.
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         Ok(
             opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?

@@ -8,6 +8,7 @@
 //! rebuilds a byte-identical log and proves it: the restored root must equal
 //! the signed checkpoint's, and the log must be consistent with every anchor.
 
+use std::collections::HashSet;
 use std::io::{BufRead as _, Write as _};
 use std::path::Path;
 
@@ -65,9 +66,23 @@ pub fn backup(
     let note = client.get_text("/checkpoint")?;
     let cp = anchors::open_checkpoint(note.as_bytes(), &vkey).context("the server's checkpoint")?;
     let tmp = out.with_extension("partial");
-    let mut w = std::io::BufWriter::new(
-        std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?,
-    );
+    // A backup taken by a reader with a role holds every disclosure: it is
+    // as secret as the data directory. A partial file left behind keeps its
+    // mode when opened again, so it is set here, not only at creation.
+    let file = {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("creating {}", tmp.display()))?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("restricting {}", tmp.display()))?;
+        f
+    };
+    let mut w = std::io::BufWriter::new(file);
     serde_json::to_writer(
         &mut w,
         &Header {
@@ -128,6 +143,58 @@ fn settled(
     }
 }
 
+/// The (index, part) pairs a `field.redacted` leaf redacts, for the log
+/// being rebuilt: its target is already in it. A redaction whose field the
+/// target does not commit is left to the replay that follows, which refuses it.
+fn redacted_by(
+    leaf: &[u8],
+    log: &ledger::Ledger<ledger::RawPrivate>,
+) -> anyhow::Result<Vec<(u64, usize)>> {
+    let Ok((d, _)) = events::decode_logged_leaf(leaf) else {
+        return Ok(Vec::new());
+    };
+    let events::Event::FieldRedacted(r) = &d.payload.event else {
+        return Ok(Vec::new());
+    };
+    if r.entry >= log.head().size {
+        return Ok(Vec::new());
+    }
+    let target = log.entry(r.entry)?;
+    let part = events::decode_logged_leaf(&target.leaf)
+        .ok()
+        .and_then(|(t, _)| events::disclose::part_of(&t.payload.event, &r.field));
+    Ok(part.map(|p| vec![(r.entry, p)]).unwrap_or_default())
+}
+
+/// The (entry, field) pairs the `field.redacted` entries of a backup name:
+/// a first pass over the file, since a redaction comes after its target.
+fn recorded_redactions(backup: &Path) -> anyhow::Result<HashSet<(u64, String)>> {
+    let file =
+        std::fs::File::open(backup).with_context(|| format!("reading {}", backup.display()))?;
+    let mut recorded = HashSet::new();
+    for line in std::io::BufReader::new(file).lines().skip(1) {
+        let Ok(line) = serde_json::from_str::<Line>(&line?) else {
+            // The rebuild refuses it, naming the entry.
+            continue;
+        };
+        let Ok(leaf) = B64.decode(&line.leaf) else {
+            continue;
+        };
+        if let Ok((d, _)) = events::decode_logged_leaf(&leaf) {
+            if let events::Event::FieldRedacted(r) = &d.payload.event {
+                recorded.insert((r.entry, r.field.clone()));
+            }
+        }
+    }
+    Ok(recorded)
+}
+
+/// Whether `leaf` is a `field.redacted` event.
+fn is_redaction(leaf: &[u8]) -> bool {
+    events::decode_logged_leaf(leaf)
+        .is_ok_and(|(d, _)| matches!(d.payload.event, events::Event::FieldRedacted(_)))
+}
+
 /// Whether `leaf` holds a commitment.
 fn commits(leaf: &[u8]) -> bool {
     events::decode_logged_leaf(leaf).is_ok_and(|(d, _)| {
@@ -139,15 +206,30 @@ fn commits(leaf: &[u8]) -> bool {
 
 /// The private parts a restore keeps beside entry `index`: one per
 /// committed field, in field order, each the disclosure that opens it
-/// (checked), or `None` where the backup says it was redacted. Empty when
-/// the backup holds no disclosures for it.
-fn kept_parts(index: u64, leaf: &[u8], line: &Line) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
+/// (checked), or `None` where the backup says it was redacted and holds the
+/// `field.redacted` entry that did it (`recorded`). Empty when the backup
+/// holds no disclosures for it, or says a field was redacted by an entry it
+/// does not hold (a redaction after the backup's checkpoint, or an edited
+/// backup): that entry's disclosures are then not kept, and `ledger verify`
+/// says so, rather than a key destroyed with no redaction to show for it.
+fn kept_parts(
+    index: u64,
+    leaf: &[u8],
+    line: &Line,
+    recorded: &HashSet<(u64, String)>,
+) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
     let Some(disclosures) = &line.disclosures else {
         return Ok(Vec::new());
     };
+    let redacted = line.redacted.clone().unwrap_or_default();
+    if redacted
+        .iter()
+        .any(|path| !recorded.contains(&(index, path.clone())))
+    {
+        return Ok(Vec::new());
+    }
     crate::entries::check_disclosures(index, leaf, disclosures)?;
     let (d, _) = events::decode_logged_leaf(leaf).map_err(|r| anyhow!("entry {index}: {r}"))?;
-    let redacted = line.redacted.clone().unwrap_or_default();
     let by_digest: std::collections::HashMap<String, &String> = disclosures
         .iter()
         .map(|d| (events::disclose::digest(d), d))
@@ -186,11 +268,13 @@ pub fn restore(
     allow_behind: bool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> anyhow::Result<Restored> {
-    if data_dir.join(ledger::store::DB_FILE).exists() {
-        bail!(
-            "{} already holds a log; restore into an empty directory",
-            data_dir.display()
-        );
+    for name in [ledger::store::DB_FILE, ledger::private::KEYS_FILE] {
+        if data_dir.join(name).exists() {
+            bail!(
+                "{} already holds {name}; restore into an empty directory",
+                data_dir.display()
+            );
+        }
     }
     let key = anchors::LogKey::from_private(
         &std::fs::read_to_string(key_file)
@@ -245,7 +329,7 @@ pub fn restore(
             .with_context(|| format!("creating a scratch directory in {}", data_dir.display()))?;
         rebuild(
             scratch.path(),
-            lines,
+            backup,
             &cp,
             &key,
             &reachable,
@@ -264,20 +348,33 @@ pub fn restore(
             }
             Err(_) => crate::keys::write_secret(&dest, key.private_key().as_str())?,
         }
-        // A hard link never replaces a file: a log that appeared in the
-        // destination meanwhile is kept, and the restore is refused.
-        let db = ledger::store::DB_FILE;
-        std::fs::hard_link(scratch.path().join(db), data_dir.join(db)).with_context(|| {
-            format!(
-                "moving the proven log into {} (is a log there now?)",
-                data_dir.display()
-            )
-        })?;
-        // The keys of the kept disclosures go with the log.
+        // The keys of the kept disclosures first: a directory with the log
+        // must have them. A hard link never replaces a file: a log that
+        // appeared in the destination meanwhile is kept, and the restore
+        // is refused (and what it linked removed).
         let keys = ledger::private::KEYS_FILE;
-        if scratch.path().join(keys).exists() {
-            std::fs::hard_link(scratch.path().join(keys), data_dir.join(keys))
-                .with_context(|| format!("moving {keys} into {}", data_dir.display()))?;
+        let linked_keys = scratch.path().join(keys).exists();
+        if linked_keys {
+            std::fs::hard_link(scratch.path().join(keys), data_dir.join(keys)).with_context(
+                || {
+                    format!(
+                        "moving {keys} into {} (is one there now?)",
+                        data_dir.display()
+                    )
+                },
+            )?;
+        }
+        let db = ledger::store::DB_FILE;
+        if let Err(e) = std::fs::hard_link(scratch.path().join(db), data_dir.join(db)) {
+            if linked_keys {
+                let _ = std::fs::remove_file(data_dir.join(keys));
+            }
+            return Err(e).with_context(|| {
+                format!(
+                    "moving the proven log into {} (is a log there now?)",
+                    data_dir.display()
+                )
+            });
         }
         ledger::store::sync_dir(data_dir)
             .with_context(|| format!("syncing {}", data_dir.display()))?;
@@ -303,27 +400,44 @@ pub fn restore(
 /// every event replays under the rules.
 fn rebuild(
     dir: &Path,
-    lines: impl Iterator<Item = std::io::Result<String>>,
+    backup: &Path,
     cp: &anchors::VerifiedCheckpoint,
     key: &anchors::LogKey,
     reachable: &[anchors::Anchor],
     trusted: &[String],
     progress: &mut dyn FnMut(u64, u64),
 ) -> anyhow::Result<()> {
+    let recorded = &recorded_redactions(backup)?;
+    let file =
+        std::fs::File::open(backup).with_context(|| format!("reading {}", backup.display()))?;
+    // The header was read by the caller.
+    let lines = std::io::BufReader::new(file).lines().skip(1);
     {
         let log = ledger::Ledger::open_with(dir, ledger::Config::default(), |_, _| {
             Ok(ledger::RawPrivate)
         })?;
-        let mut pending = Vec::new();
+        let mut pending: Vec<ledger::PendingReceipt<ledger::RawPrivate>> = Vec::new();
         let mut expected = 0;
+        // One past the last entry whose disclosures the backup lacks.
+        let mut not_kept_below = 0;
         for line in lines {
             let line: Line = serde_json::from_str(&line?).context("backup entry")?;
             if line.index != expected {
                 bail!("backup entry {} where {expected} was expected", line.index);
             }
             let leaf = B64.decode(&line.leaf)?;
-            let parts = kept_parts(line.index, &leaf, &line)?;
-            pending.push(log.submit_input((leaf, parts))?);
+            let parts = kept_parts(line.index, &leaf, &line, recorded)?;
+            if parts.is_empty() && commits(&leaf) {
+                not_kept_below = line.index + 1;
+            }
+            if is_redaction(&leaf) {
+                // Its target must be in the log to find the part it names.
+                for p in pending.drain(..) {
+                    settled(p.wait())?;
+                }
+            }
+            let redacts = redacted_by(&leaf, &log)?;
+            pending.push(log.submit_input((leaf, parts, redacts))?);
             expected += 1;
             if pending.len() >= 1000 {
                 for p in pending.drain(..) {
@@ -352,6 +466,11 @@ fn rebuild(
             );
         }
         anchors::check_anchors(&log, reachable, trusted, key.origin())?;
+        if not_kept_below > 0 {
+            // `ledger verify` then tells disclosures a backup never held
+            // from rows removed later.
+            log.put_aux(ledger::private::NOT_KEPT_AUX, &not_kept_below.to_be_bytes())?;
+        }
         progress(cp.size, cp.size);
     }
     // Every event must replay under the rules.

@@ -50,7 +50,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the HTTP server on a data directory.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Create a data directory: the log key, an operator key, and the genesis entries.
     Init(init::InitArgs),
     /// Write a new Ed25519 key file (note signer key format, mode 0600) and print its public parts.
@@ -191,7 +191,7 @@ pub fn main() -> ExitCode {
     let default_level = if serving { "info" } else { "warn" };
     init_logging(cli.log_format, default_level);
     let result = match cli.command {
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Init(a) => init::run(a),
         Command::Keygen(a) => init::keygen(a),
         Command::ReaderToken(a) => init::reader_token(a),

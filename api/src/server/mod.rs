@@ -101,8 +101,10 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
-/// Warns when the log key file can be read by anyone but its owner: the
-/// key signs checkpoints, and whoever reads it can sign a rewritten log.
+/// Warns when the log key file (or the key file of the kept disclosures)
+/// can be read by anyone but its owner: the log key signs checkpoints, and
+/// whoever reads it can sign a rewritten log; whoever reads `private.keys`
+/// and the data file reads every sensitive value.
 pub fn warn_if_exposed(path: &std::path::Path) -> bool {
     #[cfg(unix)]
     {
@@ -113,7 +115,7 @@ pub fn warn_if_exposed(path: &std::path::Path) -> bool {
                 tracing::warn!(
                     path = %path.display(),
                     mode = format!("{mode:o}"),
-                    "the log key file can be read by other users; run `chmod 600` on it"
+                    "a key file can be read by other users; run `chmod 600` on it"
                 );
                 return true;
             }
@@ -137,6 +139,7 @@ pub async fn serve(
         )
     })?;
     warn_if_exposed(&key_path);
+    warn_if_exposed(&config.data_dir.join(ledger::private::KEYS_FILE));
     let log_key = LogKey::from_private(&key_text)?;
     let listener = tokio::net::TcpListener::bind(config.listen).await?;
     let state = Arc::new(AppState::open(config, log_key, Arc::new(SystemClock))?);

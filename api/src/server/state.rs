@@ -138,6 +138,7 @@ impl AppState {
             batches: stats.batches.load(Ordering::Relaxed),
             commit_failures: stats.commit_failures.load(Ordering::Relaxed),
             lookup_failures: stats.lookup_failures.load(Ordering::Relaxed),
+            redaction_failures: stats.redaction_failures.load(Ordering::Relaxed),
             // While a start opens them, the lookups count as behind by
             // the whole log.
             lookups_behind: {

@@ -198,7 +198,11 @@ fn run_batch<S: Sequencer>(
                 // A crash before this leaves the key in place; the
                 // sequencer's owner shreds again on open (idempotent).
                 if let Err(e) = super::shred_part(shared, index, part) {
-                    tracing::error!(index, part, error = %e, "could not destroy a redacted part's key; it is destroyed again at the next open");
+                    shared
+                        .stats
+                        .redaction_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(index, part, error = %e, "could not destroy a redacted part's key; the part reads as destroyed, and the next open destroys the key");
                 }
             }
             let n = decided.leaves.len() as u64;
@@ -421,7 +425,12 @@ fn commit<S: Sequencer>(
             }
         })
         .collect();
-    let private = seal_private(shared, first_index, &decided.private)?;
+    let mut private = seal_private(shared, first_index, &decided.private)?;
+    private.redacted = decided
+        .shred
+        .iter()
+        .map(|&(index, part)| (index, part as u16))
+        .collect();
     shared
         .store()
         .and_then(|s| s.commit(&rows, &private, next_head))
@@ -435,17 +444,15 @@ fn seal_private(
     shared: &Shared,
     first_index: u64,
     private: &[Vec<Vec<u8>>],
-) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+) -> Result<crate::private::Batch, Error> {
     let count: usize = private.iter().map(Vec::len).sum();
     if count == 0 {
-        return Ok(Vec::new());
+        return Ok(crate::private::Batch::default());
     }
     let keys = crate::private::fresh_keys(count)?;
     let mut first_slot = {
-        let mut file = shared.keys.lock().unwrap_or_else(|p| p.into_inner());
-        if file.is_none() {
-            *file = Some(crate::private::KeyFile::open(&shared.dir)?);
-        }
+        let snap = shared.store()?.snapshot()?;
+        let mut file = super::key_file(shared, &snap)?;
         file.as_mut().map(|f| f.append(&keys)).unwrap_or(Ok(0))?
     };
     let mut rows = Vec::new();
@@ -463,7 +470,11 @@ fn seal_private(
         used += parts.len();
         first_slot += parts.len() as u64;
     }
-    Ok(rows)
+    Ok(crate::private::Batch {
+        rows,
+        next_slot: Some(first_slot),
+        redacted: Vec::new(),
+    })
 }
 
 /// What integrating a batch's leaves into the tree and the chain yields:
@@ -561,6 +572,15 @@ fn recover<S: Sequencer>(
                     size = h.size,
                     "a batch that reported failure had persisted; the head includes it"
                 );
+                // It may have recorded a redaction: its key is destroyed
+                // now, not at the next open.
+                if let Err(e) = super::destroy_redacted_keys(shared) {
+                    shared
+                        .stats
+                        .redaction_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::error!(error = %e, "could not destroy the keys of redacted parts; they read as destroyed, and the next open tries again");
+                }
             }
             (*frontier, *head) = (f, h);
             // A batch that reported failure may have persisted: its lookups
