@@ -312,7 +312,7 @@ fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
 fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
     let (s, token) = server_with_secrets();
     let c = s.client();
-    let auditor = Client::new(&s.base, Some(token));
+    let auditor = Client::new(&s.base, Some(token.clone()));
     let work = tempfile::tempdir().expect("work");
     let mut files = Vec::new();
     let mut p = s.poster(&c);
@@ -398,6 +398,18 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
         "--quiet",
     ]);
     assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    // With a role, the walk checks every disclosure and reports the
+    // redaction, recorded by its field.redacted entry.
+    let v = run_ledger(&[
+        "verify", "--server", &s.base, "--key", &s.vkey, "--token", &token, "--quiet",
+    ]);
+    let text = String::from_utf8_lossy(&v.stdout);
+    assert!(
+        v.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&v.stderr)
+    );
+    assert!(text.contains("; 1 redacted, each recorded"), "{text}");
     // The destroyed key: the one slot of the key file that turned to zeros.
     let keys_after = std::fs::read(s.path().join(ledger::private::KEYS_FILE)).expect("keys");
     let destroyed: Vec<&[u8]> = keys_before[32..]
@@ -583,4 +595,87 @@ fn a_backup_by_a_reader_with_a_role_restores_the_disclosures() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.contains("does not keep"), "{err}");
+}
+
+/// A server (here a proxy in front of an honest one) that withholds a
+/// disclosure from a reader with a role by answering its field as redacted,
+/// with no redaction in the log, is caught by the walk of the log.
+#[test]
+fn attack_a_disclosure_withheld_as_redacted_without_a_redaction_is_caught() {
+    use axum::extract::{Request, State};
+    use axum::response::IntoResponse as _;
+    let (s, token) = server_with_secrets();
+    let c = Client::new(&s.base, Some(token.clone()));
+    let note = c.get("/checkpoint").expect("checkpoint").text();
+    let cp = anchors::open_checkpoint(note.as_bytes(), &s.vkey).expect("checkpoint");
+    let honest =
+        verifier::entries_verified(&c, cp.size, &cp.root, &mut |_, _| Ok(()), &mut |_, _| {})
+            .expect("an honest server passes");
+    assert!(honest.disclosed >= 4 && honest.redacted == 0, "{honest:?}");
+
+    #[derive(Clone)]
+    struct Upstream(String, String);
+    async fn forward(State(u): State<Upstream>, req: Request) -> axum::response::Response {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_default();
+        let (base, token, p) = (u.0.clone(), u.1.clone(), path.clone());
+        let Ok(Ok(reply)) =
+            tokio::task::spawn_blocking(move || Client::new(&base, Some(token)).get(&p)).await
+        else {
+            return axum::http::StatusCode::BAD_GATEWAY.into_response();
+        };
+        let mut body = reply.body.clone();
+        if path.starts_with("/v1/entries?") {
+            let mut v: serde_json::Value = serde_json::from_slice(&body).expect("json");
+            let entries = v["entries"].as_array_mut().expect("entries");
+            if let Some(e) = entries
+                .iter_mut()
+                .find(|e| e["disclosures"].as_array().is_some_and(|d| !d.is_empty()))
+            {
+                let d = e["disclosures"]
+                    .as_array_mut()
+                    .expect("disclosures")
+                    .remove(0);
+                let opened: serde_json::Value =
+                    serde_json::from_slice(&B64URL.decode(d.as_str().expect("text")).expect("b64"))
+                        .expect("disclosure");
+                e["redacted"] = serde_json::json!([opened[1]]);
+            }
+            body = serde_json::to_vec(&v).expect("json");
+        }
+        (
+            axum::http::StatusCode::from_u16(reply.status).expect("status"),
+            body,
+        )
+            .into_response()
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("rt");
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = axum::Router::new()
+        .fallback(forward)
+        .with_state(Upstream(s.base.clone(), token.clone()));
+    rt.spawn(async move { axum::serve(listener, app).await });
+    let lying = Client::new(&format!("http://{addr}"), Some(token));
+    match verifier::entries_verified(
+        &lying,
+        cp.size,
+        &cp.root,
+        &mut |_, _| Ok(()),
+        &mut |_, _| {},
+    ) {
+        Err(verifier::CheckError::Disproved(why)) => {
+            assert!(why.contains("no `field.redacted` entry"), "{why}")
+        }
+        other => panic!("a withheld disclosure passed: {other:?}"),
+    }
 }

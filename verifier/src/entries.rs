@@ -27,7 +27,7 @@ pub fn entries_verified(
     root: &Hash,
     each: &mut dyn FnMut(&EntryView, &[u8]) -> anyhow::Result<()>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<(), CheckError> {
+) -> Result<Walked, CheckError> {
     let mut frontier = Frontier::new();
     let mut served = Served::from(0, ledger::GENESIS_CHAIN);
     while served.next < size {
@@ -50,7 +50,20 @@ pub fn entries_verified(
             "the {size} entries served do not hash to the signed root"
         )));
     }
-    Ok(())
+    served.finish()?;
+    Ok(Walked {
+        disclosed: served.disclosed,
+        redacted: served.redacted(),
+    })
+}
+
+/// What a walk of a whole log found beside the entries, for a reader with
+/// a role (docs/PRIVACY.md): disclosures checked against their leaves, and
+/// committed fields answered as redacted, each recorded by a redaction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Walked {
+    pub disclosed: u64,
+    pub redacted: u64,
 }
 
 /// Served entries checked one after another: each must come at its index,
@@ -62,12 +75,44 @@ pub(crate) struct Served {
     pub next: u64,
     /// The chain value after the entry before it.
     chain: Hash,
+    /// Committed fields the server answered as redacted: (entry, path).
+    claimed: std::collections::BTreeSet<(u64, String)>,
+    /// Redactions the walked entries record: (entry, path).
+    recorded: std::collections::BTreeSet<(u64, String)>,
+    /// Disclosures checked against their leaves.
+    pub disclosed: u64,
 }
 
 impl Served {
     /// Entries from `next` on, after the chain value `chain`.
     pub(crate) fn from(next: u64, chain: Hash) -> Served {
-        Served { next, chain }
+        Served {
+            next,
+            chain,
+            claimed: Default::default(),
+            recorded: Default::default(),
+            disclosed: 0,
+        }
+    }
+
+    /// Committed fields answered as redacted, each recorded by a
+    /// `field.redacted` entry the walk met.
+    pub(crate) fn redacted(&self) -> u64 {
+        self.claimed.len() as u64
+    }
+
+    /// Once the walk is over: every field answered as redacted must be
+    /// recorded as redacted by an entry of the walk (a redaction comes
+    /// after the entry it redacts). Otherwise the server withholds a
+    /// disclosure under a redaction that the log does not hold.
+    pub(crate) fn finish(&self) -> Result<(), CheckError> {
+        match self.claimed.iter().find(|c| !self.recorded.contains(*c)) {
+            None => Ok(()),
+            Some((entry, path)) => Err(CheckError::Disproved(format!(
+                "entry {entry}: `{path}` is answered as redacted, but no `field.redacted` entry below {} records it (a redaction appended while this ran is past the checkpoint: run again)",
+                self.next
+            ))),
+        }
     }
 
     /// Checks `e` as the next entry; its leaf bytes and leaf hash.
@@ -95,7 +140,49 @@ impl Served {
             )));
         }
         if let Some(disclosures) = &e.disclosures {
-            check_disclosures(next, &leaf, disclosures)?;
+            let opened = open_disclosures(next, &leaf, disclosures)?;
+            let redacted = e.redacted.clone().unwrap_or_default();
+            for d in &opened {
+                let said = redacted.iter().any(|r| r == d.path);
+                match (&d.value, said) {
+                    (Some(_), false) => self.disclosed += 1,
+                    (None, true) => {
+                        self.claimed.insert((next, d.path.to_owned()));
+                    }
+                    (Some(_), true) => {
+                        return Err(CheckError::Disproved(format!(
+                            "entry {next}: `{}` is both disclosed and answered as redacted",
+                            d.path
+                        )))
+                    }
+                    (None, false) => {
+                        return Err(CheckError::Disproved(format!(
+                            "entry {next}: `{}` is neither disclosed nor answered as redacted",
+                            d.path
+                        )))
+                    }
+                }
+            }
+            if let Some(r) = redacted
+                .iter()
+                .find(|r| !opened.iter().any(|d| d.path == *r))
+            {
+                return Err(CheckError::Disproved(format!(
+                    "entry {next}: `{r}` is answered as redacted, but the entry commits to no such field"
+                )));
+            }
+        }
+        // Only a redaction can answer for a field answered as redacted,
+        // and it comes after that field's entry: leaves are decoded for it
+        // only once there is something to answer for. The served kind only
+        // picks which to decode; a server that hides a redaction's kind
+        // leaves its claim unanswered, and the walk fails.
+        if !self.claimed.is_empty() && e.kind == "field.redacted" {
+            if let Ok((d, _)) = events::decode_logged_leaf(&leaf) {
+                if let events::Event::FieldRedacted(r) = &d.payload.event {
+                    self.recorded.insert((r.entry, r.field.clone()));
+                }
+            }
         }
         self.chain = chain;
         self.next += 1;
@@ -111,10 +198,19 @@ pub fn check_disclosures(
     leaf: &[u8],
     disclosures: &[String],
 ) -> Result<(), CheckError> {
+    open_disclosures(index, leaf, disclosures).map(|_| ())
+}
+
+/// [`check_disclosures`], returning each committed field of the entry with
+/// its disclosed value, or none.
+fn open_disclosures(
+    index: u64,
+    leaf: &[u8],
+    disclosures: &[String],
+) -> Result<Vec<events::disclose::Disclosed>, CheckError> {
     let (d, _) = events::decode_logged_leaf(leaf).map_err(|r| {
         CheckError::Disproved(format!("entry {index}: the leaf does not decode: {r}"))
     })?;
     events::disclose::check_disclosed(&d.payload.event, disclosures)
-        .map(|_| ())
         .map_err(|e| CheckError::Disproved(format!("entry {index}: {e}")))
 }

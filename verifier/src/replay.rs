@@ -180,6 +180,7 @@ impl Replica {
             next = end;
             progress(next, size);
         }
+        served.finish()?;
         let kept = self.log.head();
         if kept.size != size || kept.root != *root {
             return Err(anyhow::anyhow!(

@@ -335,11 +335,17 @@ fn verify_remote(
         &mut |done, _| pb.set_position(done),
     );
     pb.finish_and_clear();
-    result.map_err(super::checked)?;
+    let walked = result.map_err(super::checked)?;
     println!(
         "OK: {} entries re-hashed into the signed root {}",
         cp.size,
         ledger::hash::to_hex(&cp.root)
     );
+    if walked != verifier::entries::Walked::default() {
+        println!(
+            "disclosures: {} opened their commitments; {} redacted, each recorded by a field.redacted entry",
+            walked.disclosed, walked.redacted
+        );
+    }
     Ok(())
 }
