@@ -18,6 +18,23 @@ const SECRET_OPERATOR: &str = "SECRET-OPERATOR-b7e1";
 const SECRET_REASON: &str = "SECRET-REASON-b7e1";
 const SECRETS: [&str; 4] = [SECRET_TITLE, SECRET_REF, SECRET_OPERATOR, SECRET_REASON];
 
+/// `ledger verify --data-dir DIR --quiet`: its exit code, and its stdout
+/// and stderr together.
+fn verify_dir(dir: &std::path::Path) -> (Option<i32>, String) {
+    let out = run_ledger(&[
+        "verify",
+        "--data-dir",
+        dir.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
+}
+
 /// A server with an auditor in its readers file, seeded, with one case,
 /// one score and one revocation carrying secrets. Returns the auditor's
 /// token.
@@ -266,14 +283,8 @@ fn attack_a_key_changed_on_disk_is_caught_not_served() {
 fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
     let (s, _) = server_with_secrets();
     let dir = s.stop();
-    let d = dir.path().to_str().expect("utf8");
-    let ok = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
-    let out = String::from_utf8_lossy(&ok.stdout);
-    assert!(
-        ok.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    let (code, out) = verify_dir(dir.path());
+    assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("disclosures: "), "{out}");
     assert!(!out.contains("disclosures: 0 kept"), "{out}");
     let keys = dir.path().join(ledger::private::KEYS_FILE);
@@ -281,26 +292,16 @@ fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
     let last = raw.len() - 1;
     raw[last] ^= 1;
     std::fs::write(&keys, raw).expect("write");
-    let bad = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&bad.stdout),
-        String::from_utf8_lossy(&bad.stderr)
-    );
-    assert_eq!(bad.status.code(), Some(1), "{text}");
+    let (code, text) = verify_dir(dir.path());
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("does not authenticate"), "{text}");
     // A key destroyed with no redaction in the log is a loss, not a redaction.
     let mut raw = std::fs::read(&keys).expect("keys");
     raw[last] ^= 1;
     raw[32..64].fill(0);
     std::fs::write(&keys, raw).expect("write");
-    let lost = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&lost.stdout),
-        String::from_utf8_lossy(&lost.stderr)
-    );
-    assert_eq!(lost.status.code(), Some(1), "{text}");
+    let (code, text) = verify_dir(dir.path());
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("records no redaction"), "{text}");
 }
 
@@ -443,14 +444,8 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
             );
         }
     }
-    let d = dir.path().to_str().expect("utf8");
-    let ok = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
-    let text = String::from_utf8_lossy(&ok.stdout);
-    assert!(
-        ok.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    let (code, text) = verify_dir(dir.path());
+    assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("; 1 redacted"), "{text}");
     // A redaction the log records but the directory did not carry out (its
     // key put back, its row in the data file removed) is a failure: the
@@ -480,13 +475,8 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
         }
         txn.commit().expect("commit");
     }
-    let bad = run_ledger(&["verify", "--data-dir", d, "--quiet"]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&bad.stdout),
-        String::from_utf8_lossy(&bad.stderr)
-    );
-    assert!(!bad.status.success(), "{text}");
+    let (code, text) = verify_dir(dir.path());
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("can still be read"), "{text}");
 }
 
@@ -509,34 +499,15 @@ fn a_backup_by_a_reader_with_a_role_restores_the_disclosures() {
     let restored = work.path().join("restored");
     verifier::backup::restore(&with, &restored, &key, None, &[], false, &mut |_, _| {})
         .expect("restore");
-    let out = run_ledger(&[
-        "verify",
-        "--data-dir",
-        restored.to_str().expect("utf8"),
-        "--quiet",
-    ]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, text) = verify_dir(&restored);
+    assert_eq!(code, Some(0), "{text}");
     assert!(!text.contains("disclosures: 0 kept"), "{text}");
     let bare = work.path().join("bare");
     verifier::backup::restore(&without, &bare, &key, None, &[], false, &mut |_, _| {})
         .expect("restore");
-    let out = run_ledger(&[
-        "verify",
-        "--data-dir",
-        bare.to_str().expect("utf8"),
-        "--quiet",
-    ]);
-    assert!(out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("does not keep"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (code, text) = verify_dir(&bare);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("does not keep"), "{text}");
     // A backup whose disclosure was changed is refused by the restore.
     let text = std::fs::read_to_string(&with).expect("read");
     let line = text
@@ -586,15 +557,9 @@ fn a_backup_by_a_reader_with_a_role_restores_the_disclosures() {
     let log = ledger::Ledger::open(&dest, ledger::Config::default()).expect("open");
     assert!(log.private_parts(index).expect("parts").is_empty());
     drop(log);
-    let out = run_ledger(&[
-        "verify",
-        "--data-dir",
-        dest.to_str().expect("utf8"),
-        "--quiet",
-    ]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    assert!(err.contains("does not keep"), "{err}");
+    let (code, text) = verify_dir(&dest);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("does not keep"), "{text}");
 }
 
 /// A server (here a proxy in front of an honest one) that withholds a
