@@ -508,6 +508,46 @@ fn a_backup_by_a_reader_with_a_role_restores_the_disclosures() {
     let (code, text) = verify_dir(&bare);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("does not keep"), "{text}");
+    // Served to a reader with a role, an entry whose disclosures the
+    // restored directory does not keep comes without them, as to anyone
+    // else, and claims nothing redacted: a walk by that reader passes.
+    {
+        let dir = tempfile::tempdir().expect("dir");
+        verifier::backup::restore(&without, dir.path(), &key, None, &[], false, &mut |_, _| {})
+            .expect("restore");
+        let readers = dir.path().join("readers");
+        let (token, line) = api::readers::new_token("auditor", "restored").expect("token");
+        std::fs::write(&readers, format!("{line}\n")).expect("readers");
+        let log_key = anchors::LogKey::from_private(&std::fs::read_to_string(&key).expect("key"))
+            .expect("key");
+        let r = TestServer::start_on(dir, log_key, s.operator.clone(), |c| {
+            c.readers_file = Some(readers)
+        });
+        r.wait_ready();
+        let c = Client::new(&r.base, Some(token));
+        let page: EntryPage = c
+            .get_json("/v1/entries?start=0&limit=1000")
+            .expect("entries");
+        let commits = |e: &EntryView| {
+            serde_json::to_string(&e.payload)
+                .expect("json")
+                .contains("\"_sd\"")
+        };
+        let unkept: Vec<_> = page.entries.iter().filter(|e| commits(e)).collect();
+        assert!(!unkept.is_empty());
+        assert!(
+            unkept
+                .iter()
+                .all(|e| e.disclosures.is_none() && e.redacted.is_none()),
+            "{unkept:#?}"
+        );
+        let note = c.get("/checkpoint").expect("checkpoint").text();
+        let cp = anchors::open_checkpoint(note.as_bytes(), &r.vkey).expect("checkpoint");
+        let walked =
+            verifier::entries_verified(&c, cp.size, &cp.root, &mut |_, _| Ok(()), &mut |_, _| {})
+                .expect("the walk passes");
+        assert_eq!(walked, verifier::entries::Walked::default());
+    }
     // A backup whose disclosure was changed is refused by the restore.
     let text = std::fs::read_to_string(&with).expect("read");
     let line = text

@@ -90,7 +90,9 @@ pub struct EntryView {
     pub payload: serde_json::Value,
     /// For a reader with a role (docs/PRIVACY.md), the disclosures of the
     /// values the payload commits to, in field order; absent for anyone
-    /// else. Check each against the payload (`events::disclose`).
+    /// else, and for an entry whose disclosures the server does not keep (a
+    /// log restored from a backup taken without a reader token). Check each
+    /// against the payload (`events::disclose`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disclosures: Option<Vec<String>>,
     /// For a reader with a role, the committed fields whose disclosure was

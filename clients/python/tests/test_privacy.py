@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import Bench, LedgerServer
-from evidence_ledger import Replica, SigningKey, canonical, disclose, problems, replay_projections
+from evidence_ledger import Incomplete, Replica, SigningKey, canonical, disclose, problems, replay_projections
 from evidence_ledger import events as ev
 from evidence_ledger.envelope import PAYLOAD_TYPE, Envelope, decode_leaf, pae, sign_payload
 from evidence_ledger.wire import WriteReceipt
@@ -217,3 +217,32 @@ def test_a_redacted_field_is_listed_as_redacted_and_the_rest_still_opens(
     saved = Replica.open(tmp_path / "replica", auditor.keys).rules
     assert (r.index, "provenance.source_ref") in saved.redactions
     assert saved.committed[r.index] == [r.leaf_hash, list(disclose.COMMITTED["case.added"])]
+
+
+def test_a_walk_after_a_real_redaction_passes_and_one_to_a_checkpoint_before_it_is_told_to_run_again(
+    reader_server: LedgerServer, auditor_token: str, tmp_path: Path
+) -> None:
+    """An honest server answers a redacted field as redacted from the moment the
+    redaction is acknowledged. A walk to a checkpoint taken before the redaction finds
+    no `field.redacted` entry below it for that answer (`Incomplete`, asking to run
+    again); a walk to the checkpoint after it passes, as does a full replay."""
+    b = Bench(reader_server, "walk-redact", cases=0)
+    r = b.client.post(ev.CaseAdded.cosigned(b.name, b.draft(f"{b.name}-pasted"), source="curated", source_ref="a customer's name",
+                                            added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0]))
+    auditor = reader_server.client(token=auditor_token)
+    before = auditor.checkpoint()
+    m = b.maintainers
+    redaction = b.client.post(
+        ev.FieldRedacted.cosigned(r.index, r.leaf_hash, "title", "pasted by mistake", requested_by=m[0], confirmed_by=m[1]).sign(m[0])
+    )
+    assert auditor.entry(r.index).redacted == ["title"]
+    with pytest.raises(Incomplete, match="no `field.redacted` entry below .* run again") as e:
+        Replica.open(tmp_path / "early", auditor.keys).follow(auditor, before)
+    assert e.value.what == f"entry {r.index}.redacted" and "`title`" in e.value.reason
+    after = auditor.checkpoint()
+    assert after.size > redaction.index
+    replica = Replica.open(tmp_path / "late", auditor.keys)
+    assert replica.follow(auditor, after) == after.size
+    assert (r.index, "title") in replica.rules.redactions
+    rp = replay_projections(auditor, Replica.open(tmp_path / "audit", auditor.keys))
+    assert rp.size >= after.size

@@ -11,14 +11,16 @@ from typing import Any, Optional
 import pytest
 
 from conftest import Bench, LedgerServer
-from evidence_ledger import Client, SigningKey, TrustedState, canonical, disclose
+from evidence_ledger import Client, Replica, SigningKey, TrustedState, canonical, disclose, replay_projections
 from evidence_ledger import events as ev
 from evidence_ledger.envelope import decode_leaf
+from evidence_ledger.replay import STATE_FILE
 from evidence_ledger.errors import (
     BadSignature,
     DisclosureMismatch,
     EvidenceMismatch,
     ForkDetected,
+    Incomplete,
     LeafMismatch,
     MalformedAnswer,
     ProofMismatch,
@@ -289,7 +291,8 @@ def test_a_server_showing_an_older_tree_is_stale(twins: tuple[LedgerServer, Ledg
 
 
 class Serving(Client):
-    """A client whose server answers entry `index` with `edit` applied to the honest answer."""
+    """A client whose server answers entry `index`, alone or in a page of entries, with
+    `edit` applied to the honest answer."""
 
     def __init__(self, honest: Client, index: int, edit: Any) -> None:
         super().__init__(honest.base, honest.keys, token=honest.token)
@@ -299,6 +302,10 @@ class Serving(Client):
         answer = super()._json(method, path, body)
         if path == f"/v1/entries/{self.index}":
             self.edit(answer)
+        elif path.startswith("/v1/entries?"):
+            for e in answer["entries"]:
+                if e["index"] == self.index:
+                    self.edit(e)
         return answer
 
 
@@ -390,5 +397,57 @@ def test_a_field_said_redacted_while_disclosed_is_refused(disclosed: tuple[Clien
     def edit(a: dict[str, Any]) -> None:
         a["redacted"] = ["title"]
 
-    with pytest.raises(MalformedAnswer, match="redacted"):
+    with pytest.raises(MalformedAnswer, match="`title` is both disclosed and answered as redacted") as e:
         Serving(auditor, index, edit).entry(index)
+    assert e.value.what == f"entry {index}.redacted[0]"
+
+
+def test_a_committed_field_neither_disclosed_nor_said_redacted_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    """The server leaves `title`'s disclosure out, and does not claim a redaction either:
+    every other disclosure still opens its commitment."""
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        del a["disclosures"][0]
+
+    with pytest.raises(MalformedAnswer, match="`title` is neither disclosed nor answered as redacted") as e:
+        Serving(auditor, index, edit).entry(index)
+    assert e.value.what == f"entry {index}.disclosures"
+
+
+def test_a_field_said_redacted_that_the_entry_does_not_commit_is_refused(disclosed: tuple[Client, int, int]) -> None:
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        a["redacted"] = ["case_id"]
+
+    with pytest.raises(MalformedAnswer, match="`case_id` is answered as redacted, but the entry commits to no such field") as e:
+        Serving(auditor, index, edit).entry(index)
+    assert e.value.what == f"entry {index}.redacted[0]"
+
+
+def test_a_disclosure_withheld_as_redacted_without_a_redaction_is_caught_by_the_walk(
+    disclosed: tuple[Client, int, int], tmp_path: Path
+) -> None:
+    """The server answers `title` as redacted and leaves its disclosure out, with no
+    `field.redacted` entry in the log. One answer cannot tell (a real redaction looks
+    the same); the walk of the log finds no redaction that records it."""
+    auditor, index, _ = disclosed
+
+    def edit(a: dict[str, Any]) -> None:
+        del a["disclosures"][0]
+        a["redacted"] = ["title"]
+
+    lying = Serving(auditor, index, edit)
+    e = lying.entry(index)
+    assert e.redacted == ["title"] and e.disclosed is not None and e.disclosed[0] == ("title", None)
+    replica = Replica.open(tmp_path / "replica", lying.keys)
+    with pytest.raises(Incomplete, match="no `field.redacted` entry below") as caught:
+        replica.follow(lying, lying.checkpoint())
+    assert caught.value.what == f"entry {index}.redacted" and "`title`" in caught.value.reason
+    assert "run again" in caught.value.reason
+    with pytest.raises(Incomplete, match="no `field.redacted` entry"):
+        replay_projections(lying, Replica.open(tmp_path / "audit", lying.keys))
+    assert not (tmp_path / "audit" / STATE_FILE).exists()
+    # The honest server, walked the same way, passes.
+    Replica.open(tmp_path / "honest", auditor.keys).follow(auditor, auditor.checkpoint())

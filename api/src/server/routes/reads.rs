@@ -17,7 +17,9 @@ use verifier::wire::{EntryPage, EntryView, Problem};
 /// The entry as a reader sees it: with the disclosures of its committed
 /// values when `reader` holds a role (`readers_file`, docs/PRIVACY.md),
 /// and with their digests only otherwise. A disclosure whose key was
-/// destroyed is listed under `redacted` by its field.
+/// destroyed is listed under `redacted` by its field. An entry whose
+/// disclosures this directory does not keep (a restore from a backup taken
+/// without a reader token) is answered without either, as to anyone else.
 pub(crate) fn entry_view_for(
     e: ledger::Entry,
     reader: Option<(&ledger::Ledger<events::EventSequencer>, &Reader)>,
@@ -62,10 +64,11 @@ fn disclosed(
         .map(|(p, _, _)| p)
         .collect();
     let parts = ledger.private_parts(index)?;
-    if parts.is_empty() {
+    if parts.is_empty() && !committed.is_empty() {
         // Not kept here: the log was restored from a backup taken without
-        // a reader token. The reader sees every field as undisclosed.
-        return Ok((Some(Vec::new()), Some(Vec::new())));
+        // a reader token. The entry is answered as to a reader without a
+        // role: nothing is disclosed, and nothing claimed redacted.
+        return Ok((None, None));
     }
     if parts.len() != committed.len() {
         return Err(ApiError::LogCorrupt(format!(

@@ -399,8 +399,9 @@ class Client:
         """Entry `index`, proven included in a signed checkpoint (the latest unless
         `tree_size` is given) that is consistent with the trusted state. To a reader
         with a role (`token` listed in the server's readers file), the disclosures
-        served with it are checked against its leaf (`DisclosureMismatch`) and their
-        values returned in `disclosed`."""
+        served with it are checked against its leaf (`checked_disclosures`: each opens a
+        commitment, and each committed field is disclosed or listed in `redacted`, not
+        both) and their values returned in `disclosed`."""
         e = parse_entry(self._json("GET", f"/v1/entries/{index}"))
         if e.index != index:
             raise MalformedAnswer("entry.index", f"asked for {index}, answered {e.index}")
@@ -427,8 +428,9 @@ class Client:
 
     def entries(self, start: int, limit: int = 1000) -> list[EntryView]:
         """A page of entries as served (not proven: `replay.Replica.follow` proves whole
-        ranges). Disclosures served with an entry are checked against its leaf as served
-        (`DisclosureMismatch`), and their values returned in `disclosed`."""
+        ranges, and requires a `field.redacted` entry for each field answered as
+        redacted). Disclosures served with an entry are checked against its leaf as
+        served (`checked_disclosures`), and their values returned in `disclosed`."""
         page = parse_entry_page(self._json("GET", f"/v1/entries?start={start}&limit={limit}")).entries
         return [checked_disclosures(e) for e in page]
 
@@ -525,8 +527,16 @@ def checked_disclosures(e: EntryView, leaf: Optional[bytes] = None) -> EntryView
     """`e` with its disclosures checked against its leaf (`leaf`, or the one served) and
     their values in `disclosed`; `e` itself when it carries none (a reader without a
     role). Raises `DisclosureMismatch` for a disclosure that does not open a commitment
-    of the leaf, `MalformedAnswer` for a leaf that does not decode or a redacted path
-    that is not a committed field left undisclosed."""
+    of the leaf, and `MalformedAnswer` for a leaf that does not decode, or for an answer
+    that breaks docs/PRIVACY.md's rule that each committed field is served to a reader
+    with a role either disclosed or listed in `redacted`, never both and never neither:
+    a `redacted` path that is not a committed field of the entry (`entry N.redacted[i]`),
+    a path both disclosed and listed in `redacted` (`entry N.redacted[i]`), or, where
+    disclosures are served, a committed field neither disclosed nor listed in `redacted`
+    (`entry N.disclosures`, naming the field).
+
+    An answer alone cannot show that a field listed in `redacted` was redacted: a walk
+    of the log (`replay.Replica.follow`) requires a `field.redacted` entry for each."""
     if e.disclosures is None and e.redacted is None:
         return e
     what = f"entry {e.index}"
@@ -536,10 +546,21 @@ def checked_disclosures(e: EntryView, leaf: Optional[bytes] = None) -> EntryView
     except InvalidInput as err:
         raise MalformedAnswer(err.field, err.rule) from None
     opened = check_disclosed(d.kind, d.body, e.disclosures or [], what)
-    closed = {o.path for o in opened if o.value is None}
-    for i, path in enumerate(e.redacted or []):
-        if path not in closed:
-            raise MalformedAnswer(f"{what}.redacted[{i}]", f"`{path}` is not a committed field of the entry left undisclosed")
+    disclosed = {o.path: o.value is not None for o in opened}
+    redacted = e.redacted or []
+    for i, path in enumerate(redacted):
+        if path not in disclosed:
+            raise MalformedAnswer(f"{what}.redacted[{i}]", f"`{path}` is answered as redacted, but the entry commits to no such field")
+        if disclosed[path]:
+            raise MalformedAnswer(f"{what}.redacted[{i}]", f"`{path}` is both disclosed and answered as redacted")
+    if e.disclosures is not None:
+        for o in opened:
+            if o.value is None and o.path not in redacted:
+                raise MalformedAnswer(
+                    f"{what}.disclosures",
+                    f"`{o.path}` is neither disclosed nor answered as redacted (a reader with a role is served "
+                    "each committed field's disclosure, or the field under `redacted`)",
+                )
     return dataclasses.replace(e, disclosed=opened)
 
 

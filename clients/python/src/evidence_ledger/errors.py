@@ -19,7 +19,8 @@
   `ViewMismatch`, and a replay with `WrongStateRoot` when the ledger
   committed a state its log does not give; the disclosures served to a
   reader with a role that do not open the entry's commitments raise
-  `DisclosureMismatch`.
+  `DisclosureMismatch`, and a field answered as redacted that no
+  `field.redacted` entry of the replayed log records raises `Incomplete`.
 - `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
   after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
@@ -162,7 +163,9 @@ class EvidenceMismatch(VerificationError):
 
 
 class Incomplete(VerificationError):
-    """A projection is not the one the whole log gives (found by replay)."""
+    """A projection is not the one the whole log gives, or a field is answered as
+    redacted to a reader with a role with no `field.redacted` entry in the log that
+    records it, so its disclosure is withheld (found by replay)."""
 
 
 class RuleBroken(VerificationError):

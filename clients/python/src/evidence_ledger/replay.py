@@ -15,7 +15,11 @@ time and settings: every key of the JSON as served, floats bit for bit.
   signed checkpoint: each leaf must re-hash to the leaf hash served, each
   chain hash follow from the entries before it, and every `STEP` entries
   must hash to a root proven (RFC 6962 consistency proof) to be a prefix of
-  the signed tree, before anything is folded for good.
+  the signed tree, before anything is folded for good. To a reader with a
+  role, each entry's disclosures must open its commitments and each of its
+  committed fields be disclosed or answered as redacted
+  (`client.checked_disclosures`), and each field answered as redacted must
+  be recorded by a `field.redacted` entry of the walk (docs/PRIVACY.md).
 - `first_difference`: the first JSON path where a served view differs
   from the replayed one (`verifier::replay::first_difference`).
 - `replay_projections`: the audit of every listed task class
@@ -172,7 +176,13 @@ class Replica:
         returns how many entries were added. `StaleCheckpoint` if `cp` is older than the
         replica, `ForkDetected` if the served log does not extend it or is not the signed
         one, `LeafMismatch` for an entry that is not what it claims, `RuleBroken` for an
-        entry the ledger's rules refuse. On any failure the replica must not be saved."""
+        entry the ledger's rules refuse, `DisclosureMismatch` or `MalformedAnswer` for
+        disclosures served to a reader with a role that do not answer for the entry's
+        committed fields (`client.checked_disclosures`), and `Incomplete` for a field
+        answered as redacted that no `field.redacted` entry up to `cp` records: the
+        server withholds a disclosure under a redaction the log does not hold (or the
+        redaction was appended after `cp` while this ran: run again). On any failure
+        the replica must not be saved."""
         head = self.size
         size, root = cp.size, cp.root
         if size < head:
@@ -183,6 +193,8 @@ class Replica:
             self.checkpoint = cp
             return 0
         cites: list[tuple[int, str, str, int]] = []
+        # Committed fields answered as redacted: (entry, path).
+        claimed: set[tuple[int, str]] = set()
         nxt = head
         while nxt < size:
             end = min(nxt + self.step, size)
@@ -193,6 +205,7 @@ class Replica:
                     raise ForkDetected("entries", f"the server returned no entries at {at} below its checkpoint size {size}")
                 for e in page[: end - at]:
                     self._take(e, cites)
+                    claimed.update((e.index, path) for path in e.redacted or [])
             step_root = self.root()
             if end < size:
                 try:
@@ -208,6 +221,7 @@ class Replica:
             cites.clear()
             nxt = end
             progress("following the log", nxt - head, size - head)
+        self._redactions_recorded(claimed, size)
         self.checkpoint = cp
         self.followed += size - head
         return size - head
@@ -244,6 +258,21 @@ class Replica:
         self.rules.apply(decoded, index)
         self.fold.apply(index, leaf, decoded)
         self.chain = chain
+
+    def _redactions_recorded(self, claimed: set[tuple[int, str]], size: int) -> None:
+        """Once the walk to `size` is over: every field answered as redacted, (entry,
+        path) in `claimed`, is recorded as redacted by a `field.redacted` entry the
+        replica folded (`State.redactions`, read from the leaves and checked by the
+        ledger's rules, whatever kind the server names). A redaction comes after the
+        entry it redacts, so it is one of this walk's entries. Raises `Incomplete`."""
+        missing = sorted(claimed - self.rules.redactions)
+        if missing:
+            entry, path = missing[0]
+            raise Incomplete(
+                f"entry {entry}.redacted",
+                f"`{path}` is answered as redacted, but no `field.redacted` entry below {size} records it "
+                "(a redaction appended while this ran is past the checkpoint: run again)",
+            )
 
     @staticmethod
     def _prove_cited(client: Client, csize: int, croot: str, field: str, index: int, size: int, root: bytes) -> None:
@@ -371,10 +400,12 @@ def replay_projections(
     listed task class's projection is then checked (`Client.projection`: signature,
     evidence, statistics), must be no older than that checkpoint, state the agreed
     settings and a time within the allowed skew; the replica follows each answer's
-    checkpoint in order of size, and its own view must equal the served one. Every
-    task class the log registers must be on the list. Raises `SettingsMismatch`,
-    `Incomplete`, `StaleCheckpoint`, `ForkDetected`, `LeafMismatch`, `RuleBroken` or
-    any other `VerificationError` of the checks; the replica is saved only on success.
+    checkpoint in order of size (`Replica.follow`, which also holds the disclosures
+    and redactions served to a reader with a role to the log), and its own view must
+    equal the served one. Every task class the log registers must be on the list.
+    Raises `SettingsMismatch`, `Incomplete`, `StaleCheckpoint`, `ForkDetected`,
+    `LeafMismatch`, `RuleBroken` or any other `VerificationError` of the checks; the
+    replica is saved only on success.
     """
     start = replica.size
     audited = _start(client, replica)
