@@ -15,6 +15,7 @@ pub mod init;
 pub mod listen;
 pub mod metrics;
 pub mod readers;
+pub mod rekor;
 pub mod server;
 pub mod tiles;
 pub mod witness;

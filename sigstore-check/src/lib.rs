@@ -21,6 +21,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod rekor;
+
 use sigstore_verify::bundle::Error as BundleError;
 use sigstore_verify::trust_root::{TrustedRoot, SIGSTORE_PRODUCTION_TRUSTED_ROOT};
 use sigstore_verify::types::{Bundle, DerPublicKey};
@@ -145,7 +147,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn new(code: Code, detail: impl Into<String>) -> Refusal {
+    pub(crate) fn new(code: Code, detail: impl Into<String>) -> Refusal {
         Refusal {
             code,
             detail: detail.into(),

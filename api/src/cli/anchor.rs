@@ -25,15 +25,59 @@ pub enum AnchorAction {
         /// An earlier log verifier key whose anchors stay trusted (repeatable).
         #[arg(long = "anchor-key")]
         anchor_keys: Vec<String>,
+        #[command(flatten)]
+        rekor: RekorArgs,
+    },
+    /// Make an anchoring key for Rekor (ECDSA P-256, PKCS#8 PEM, mode 0600) and print its public
+    /// key, which verifiers pin (`ledger verify --anchors DIR --rekor-pub FILE`).
+    RekorKeygen {
+        /// Where to write the private key; the public key goes beside it as FILE.pub.
+        #[arg(long)]
+        out: PathBuf,
     },
 }
 
+/// Publication of anchors to a Rekor v1 log (docs/SIGSTORE.md).
+#[derive(clap::Args)]
+pub struct RekorArgs {
+    /// Also publish to this Rekor v1 log (e.g. https://rekor.sigstore.dev): every anchor of the
+    /// directory without a kept bundle, oldest first, so an outage catches up on the next run.
+    #[arg(long, env = "LEDGER_REKOR_URL", requires = "rekor_key")]
+    rekor: Option<String>,
+    /// The anchoring key (`ledger anchor rekor-keygen`).
+    #[arg(long, env = "LEDGER_REKOR_KEY")]
+    rekor_key: Option<PathBuf>,
+    /// The Sigstore trusted root a kept bundle must verify against (default: the production
+    /// root embedded in this build).
+    #[arg(long, env = "LEDGER_SIGSTORE_ROOT")]
+    sigstore_root: Option<PathBuf>,
+    /// Tries per anchor before giving up until the next run.
+    #[arg(long, default_value_t = 3)]
+    rekor_attempts: u32,
+}
+
 pub fn run(action: AnchorAction) -> anyhow::Result<()> {
-    let AnchorAction::Publish {
-        data_dir,
-        anchors,
-        anchor_keys,
-    } = action;
+    let (data_dir, anchors, anchor_keys, rekor) = match action {
+        AnchorAction::Publish {
+            data_dir,
+            anchors,
+            anchor_keys,
+            rekor,
+        } => (data_dir, anchors, anchor_keys, rekor),
+        AnchorAction::RekorKeygen { out } => return rekor_keygen(&out),
+    };
+    // The Rekor settings are read before anything is signed: a bad key or
+    // root fails the run while nothing is published.
+    let rekor = match &rekor.rekor {
+        Some(url) => Some(api::rekor::Rekor {
+            url: url.clone(),
+            key: api::rekor::read_key(rekor.rekor_key.as_deref().context("--rekor-key")?)?,
+            root: api::rekor::trust_root(rekor.sigstore_root.as_deref())?,
+            attempts: rekor.rekor_attempts,
+            backoff: std::time::Duration::from_millis(500),
+        }),
+        None => None,
+    };
     let key = verifier::keys::local_key(&data_dir)?;
     // An anchor is never taken back: sign only a log that verifies and
     // extends every anchor already published.
@@ -64,6 +108,38 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
     println!(
         "published {}\nrecorded anchor.published at index {}",
         p.location, p.recorded_at
+    );
+    if let Some(rekor) = rekor {
+        match api::rekor::publish_pending(&dir, &rekor) {
+            Ok(done) => println!(
+                "Rekor: {} anchor(s) published, each bundle verified and kept beside its anchor; {} already were",
+                done.published.len(),
+                done.already
+            ),
+            Err((done, e)) => {
+                return Err(e.context(format!(
+                    "Rekor: {} anchor(s) published before this one failed",
+                    done.published.len()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ledger anchor rekor-keygen --out FILE`.
+fn rekor_keygen(out: &std::path::Path) -> anyhow::Result<()> {
+    let (key, text) =
+        sigstore_check::rekor::AnchoringKey::generate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    verifier::keys::write_secret(out, &text)?;
+    let public = std::path::PathBuf::from(format!("{}.pub", out.display()));
+    std::fs::write(&public, key.public_pem())
+        .with_context(|| format!("writing {}", public.display()))?;
+    println!(
+        "wrote {} (keep it secret: it publishes anchors in the log's name) and {}\n{}",
+        out.display(),
+        public.display(),
+        key.public_pem()
     );
     Ok(())
 }

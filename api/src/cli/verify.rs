@@ -38,6 +38,14 @@ pub struct VerifyArgs {
     /// directory's log key).
     #[arg(long = "anchor-key")]
     anchor_keys: Vec<String>,
+    /// Local, with --anchors: also check each anchor's kept Rekor bundle offline, as a
+    /// signature by this anchoring key (PEM, `ledger anchor rekor-keygen`) logged in Rekor.
+    #[arg(long, requires = "anchors")]
+    rekor_pub: Option<PathBuf>,
+    /// With --rekor-pub: the Sigstore trusted root (default: the production root embedded in
+    /// this build).
+    #[arg(long, env = "LEDGER_SIGSTORE_ROOT", requires = "rekor_pub")]
+    sigstore_root: Option<PathBuf>,
     /// Remote: the log's note verifier key.
     #[arg(long)]
     key: Option<String>,
@@ -115,6 +123,24 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
             .map_err(|e| fail(e.to_string()))?;
         println!("consistent with {} anchors in {anchor_dir}", checked.len());
+        if let (Some(pem), Some(dir)) = (&a.rekor_pub, &a.anchors) {
+            let pem = std::fs::read_to_string(pem)
+                .with_context(|| format!("reading {}", pem.display()))?;
+            let root = api::rekor::trust_root(a.sigstore_root.as_deref())?;
+            let r =
+                api::rekor::check_bundles(dir, &pem, &root).map_err(|e| fail(format!("{e:#}")))?;
+            println!(
+                "Rekor: {} anchors' bundles verified offline (logged, signed by the anchoring key, over the anchor's bytes)",
+                r.verified
+            );
+            if !r.missing.is_empty() {
+                eprintln!(
+                    "note: {} anchors are not yet published to Rekor (the next `ledger anchor publish --rekor` publishes them): {}",
+                    r.missing.len(),
+                    r.missing.join(", ")
+                );
+            }
+        }
     }
     match result {
         Ok(v) => {

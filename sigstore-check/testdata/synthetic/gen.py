@@ -36,6 +36,10 @@ tests read the committed files. Run from anywhere:
 
 The output is deterministic: keys come from fixed seeds, ECDSA is RFC 6979
 deterministic, and every time is fixed, so a rerun rewrites the same bytes.
+
+rekor_standin.py (a loopback stand-in for the Rekor v1 write API) imports
+the key, tree, checkpoint and SET helpers from here; importing this module
+writes nothing.
 """
 
 from __future__ import annotations
@@ -55,8 +59,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 # The fixtures go beside this file, or into the folder given as the one
-# argument (CI regenerates them there and compares).
-OUT = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent
+# argument (CI regenerates them there and compares); main() sets it, so
+# importing this module (rekor_standin.py does) reads no argument.
+OUT = Path(__file__).resolve().parent
 SEED = b"evidence-ledger synthetic sigstore v1/"
 
 # Fixed times: everything happened in June 2025.
@@ -441,18 +446,24 @@ def root_from_path(index: int, size: int, leaf: bytes, path: list[bytes]) -> byt
     return r
 
 
-def hashedrekord_body(cert: x509.Certificate, signature: bytes, artifact: bytes) -> bytes:
-    pem = cert.public_bytes(serialization.Encoding.PEM)
+def hashedrekord_body_pem(pem: bytes, signature: bytes, digest_hex: str) -> bytes:
+    """The canonical hashedrekord v0.0.1 body Rekor v1 stores: the PEM
+    certificate or public key, the signature and the hex SHA-256 digest."""
     return canonical_json(
         {
             "apiVersion": "0.0.1",
             "kind": "hashedrekord",
             "spec": {
-                "data": {"hash": {"algorithm": "sha256", "value": hashlib.sha256(artifact).hexdigest()}},
+                "data": {"hash": {"algorithm": "sha256", "value": digest_hex}},
                 "signature": {"content": b64(signature), "publicKey": {"content": b64(pem)}},
             },
         }
     )
+
+
+def hashedrekord_body(cert: x509.Certificate, signature: bytes, artifact: bytes) -> bytes:
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    return hashedrekord_body_pem(pem, signature, hashlib.sha256(artifact).hexdigest())
 
 
 class Log:
@@ -599,7 +610,10 @@ def write_json(name: str, obj: dict) -> None:
     (OUT / name).write_text(json.dumps(obj, indent=2) + "\n")
 
 
-def main() -> None:
+def main(argv: list[str]) -> None:
+    global OUT
+    if len(argv) > 1:
+        OUT = Path(argv[1])
     root = make_root()
     intermediate = make_intermediate()
 
@@ -655,4 +669,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv)

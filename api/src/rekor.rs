@@ -1,0 +1,207 @@
+//! Anchors in Sigstore's transparency log (docs/SIGSTORE.md, "Anchors in
+//! Rekor"): every anchor file of an anchors directory is signed with the
+//! anchoring key (ECDSA P-256), submitted to a Rekor v1 log as a
+//! `hashedrekord`, and the bundle Rekor's answer makes is kept beside the
+//! anchor as `<anchor>.sigstore.json`, but only once it verifies offline
+//! against the pinned trusted root. An anchor whose bundle is missing (an
+//! outage) is published by the next run: publication catches up.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use sigstore_check::rekor::{self, AnchoringKey};
+use sigstore_check::{Signer, TrustRoot};
+
+/// The suffix of a kept bundle: `<anchor file>.sigstore.json`.
+pub const BUNDLE_SUFFIX: &str = ".sigstore.json";
+
+/// Where and how anchors are published to Rekor.
+pub struct Rekor {
+    /// The log's base URL (e.g. `https://rekor.sigstore.dev`).
+    pub url: String,
+    pub key: AnchoringKey,
+    /// The root a kept bundle must verify against.
+    pub root: TrustRoot,
+    /// Tries per anchor before the run gives up (an outage).
+    pub attempts: u32,
+    /// The wait before the second try; doubled before each later one.
+    pub backoff: Duration,
+}
+
+/// The trusted root in `path`, or the Sigstore production root embedded in
+/// `sigstore-verify` when none is given.
+pub fn trust_root(path: Option<&Path>) -> anyhow::Result<TrustRoot> {
+    match path {
+        Some(p) => {
+            let json = std::fs::read_to_string(p)
+                .with_context(|| format!("reading the trusted root {}", p.display()))?;
+            TrustRoot::from_json(&json).map_err(|e| anyhow!("{}: {e}", p.display()))
+        }
+        None => TrustRoot::production().map_err(|e| anyhow!("{e}")),
+    }
+}
+
+/// The anchoring key in `path` (PKCS#8 PEM).
+pub fn read_key(path: &Path) -> anyhow::Result<AnchoringKey> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the anchoring key {}", path.display()))?;
+    AnchoringKey::from_pem(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+/// The anchor files of `dir` (`*.checkpoint`), oldest first, with the path
+/// their bundle has or would have.
+fn anchor_files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = e?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.ends_with(".checkpoint") {
+            let bundle = path.with_file_name(format!("{name}{BUNDLE_SUFFIX}"));
+            out.push((path, bundle));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What a publication run did.
+#[derive(Debug, Default)]
+pub struct Published {
+    /// Bundles written by this run (the anchors they are for).
+    pub published: Vec<PathBuf>,
+    /// Anchors that already had a bundle.
+    pub already: usize,
+}
+
+/// Publishes every anchor of `dir` that has no bundle yet, oldest first.
+/// Stops at the first anchor that cannot be published after
+/// `rekor.attempts` tries, with what was published before it; the anchor
+/// files themselves are never touched.
+pub fn publish_pending(dir: &Path, rekor: &Rekor) -> Result<Published, (Published, anyhow::Error)> {
+    let mut done = Published::default();
+    let files = match anchor_files(dir) {
+        Ok(f) => f,
+        Err(e) => return Err((done, e)),
+    };
+    for (anchor, bundle) in files {
+        if bundle.exists() {
+            done.already += 1;
+            continue;
+        }
+        match publish_one(&anchor, &bundle, rekor) {
+            Ok(()) => done.published.push(anchor),
+            Err(e) => {
+                let e = e.context(format!(
+                    "{} is kept locally but not yet in Rekor; the next publication with --rekor publishes it",
+                    anchor.display()
+                ));
+                return Err((done, e));
+            }
+        }
+    }
+    Ok(done)
+}
+
+fn publish_one(anchor: &Path, bundle_path: &Path, rekor: &Rekor) -> anyhow::Result<()> {
+    let note = std::fs::read(anchor).with_context(|| format!("reading {}", anchor.display()))?;
+    let client = verifier::Client::new(&rekor.url, None);
+    let mut wait = rekor.backoff;
+    let mut last = anyhow!("no attempt made");
+    let mut answer = None;
+    for attempt in 1..=rekor.attempts.max(1) {
+        if attempt > 1 {
+            std::thread::sleep(wait);
+            wait = wait.saturating_mul(2);
+        }
+        // Each try signs afresh (ECDSA signatures are randomised), so it is
+        // a new entry: a try whose answer was lost leaves an entry in the
+        // log that nothing refers to, and the retry is not refused as a
+        // duplicate of it.
+        let signed = rekor::sign(&rekor.key, &note).map_err(|e| anyhow!("{e}"))?;
+        match client.post_json(rekor::ENTRIES_PATH, &signed.request) {
+            Ok(r) if r.status == 201 => {
+                answer = Some((signed, r.body));
+                break;
+            }
+            Ok(r) => {
+                last = anyhow!(
+                    "Rekor answered {} to the submission: {}",
+                    r.status,
+                    r.text().chars().take(300).collect::<String>()
+                )
+            }
+            Err(e) => last = e,
+        }
+    }
+    let (signed, answer) = answer.ok_or(last)?;
+    let bundle = rekor::bundle(&signed, &answer).map_err(|e| anyhow!("{e}"))?;
+    // Kept only if it proves what it should, offline, as every later check
+    // will read it.
+    sigstore_check::verify(
+        &bundle,
+        &note,
+        &Signer::Key {
+            pem: rekor.key.public_pem(),
+        },
+        &rekor.root,
+    )
+    .map_err(|e| anyhow!("Rekor's answer does not make a bundle that verifies: {e}"))?;
+    write_new(bundle_path, bundle.as_bytes())
+}
+
+/// Writes `bytes` to a new file at `path`, durably (never over a file).
+fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    if let Some(dir) = path.parent() {
+        ledger::store::sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// What the check of the kept bundles found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Anchors whose bundle verified against them.
+    pub verified: usize,
+    /// Anchors without a bundle (not yet published to Rekor).
+    pub missing: Vec<String>,
+}
+
+/// Checks every kept bundle of `dir` offline: it must verify, against the
+/// pinned root, as a Rekor-logged signature by the anchoring key `public_pem`
+/// over exactly the bytes of its anchor file. A bundle without its anchor
+/// is a failure too. `Err` names the first that fails.
+pub fn check_bundles(dir: &Path, public_pem: &str, root: &TrustRoot) -> anyhow::Result<Checked> {
+    let mut checked = Checked::default();
+    let files = anchor_files(dir)?;
+    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = e?.path();
+        let is_bundle = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(BUNDLE_SUFFIX));
+        if is_bundle && !files.iter().any(|(_, b)| *b == path) {
+            anyhow::bail!("{}: a Rekor bundle without its anchor file", path.display());
+        }
+    }
+    for (anchor, bundle) in files {
+        let name = anchor.display().to_string();
+        let Ok(json) = std::fs::read_to_string(&bundle) else {
+            checked.missing.push(name);
+            continue;
+        };
+        let note = std::fs::read(&anchor).with_context(|| format!("reading {name}"))?;
+        sigstore_check::verify(&json, &note, &Signer::Key { pem: public_pem }, root)
+            .map_err(|e| anyhow!("{}: {e}", bundle.display()))?;
+        checked.verified += 1;
+    }
+    Ok(checked)
+}

@@ -1,0 +1,280 @@
+//! Anchors in Rekor (docs/SIGSTORE.md), against a LOOPBACK STAND-IN for the
+//! Rekor v1 write API (`sigstore-check/testdata/synthetic/rekor_standin.py`,
+//! Python with `cryptography`), which logs hashedrekord entries in a tree of
+//! its own and answers with inclusion proofs, checkpoints and SETs signed
+//! with the synthetic instance's test-only Rekor key. Nothing on the
+//! ledger's side is mocked: `ledger anchor publish --rekor` posts to it,
+//! turns its answer into a bundle, and keeps the bundle only once it
+//! verifies against the synthetic trusted root; `ledger verify --anchors
+//! --rekor-pub` checks every kept bundle offline.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::run_ledger;
+
+fn synthetic() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sigstore-check/testdata/synthetic")
+}
+
+/// A running stand-in, killed when dropped.
+struct StandIn {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the stand-in; its first `fail_first` submissions answer 503.
+fn stand_in(fail_first: u32) -> StandIn {
+    let dir = tempfile::tempdir().expect("dir");
+    let port_file = dir.path().join("port");
+    // Held at once, so that a failure below still kills and waits for it.
+    let mut s = StandIn {
+        child: std::process::Command::new("python3")
+            .arg(synthetic().join("rekor_standin.py"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .args(["--fail-first", &fail_first.to_string()])
+            .spawn()
+            .expect("python3 runs the Rekor stand-in"),
+        url: String::new(),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Ok(port) = std::fs::read_to_string(&port_file) {
+            if let Ok(port) = port.trim().parse::<u16>() {
+                s.url = format!("http://127.0.0.1:{port}");
+                return s;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the Rekor stand-in did not start (is `cryptography` installed for python3?)"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+struct Setup {
+    _work: tempfile::TempDir,
+    data: String,
+    anchors: PathBuf,
+    key: String,
+    public: String,
+    root: String,
+}
+
+/// A data directory and an anchoring key.
+fn setup() -> Setup {
+    let work = tempfile::tempdir().expect("work");
+    let data = work.path().join("data");
+    let data_s = data.to_str().expect("utf8").to_owned();
+    let out = run_ledger(&["init", "--data-dir", &data_s]);
+    assert!(out.status.success(), "{}", text(&out));
+    let key = work.path().join("anchoring.key");
+    let key_s = key.to_str().expect("utf8").to_owned();
+    let out = run_ledger(&["anchor", "rekor-keygen", "--out", &key_s]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("-----BEGIN PUBLIC KEY-----"));
+    Setup {
+        anchors: data.join("anchors"),
+        data: data_s,
+        public: format!("{key_s}.pub"),
+        key: key_s,
+        root: synthetic()
+            .join("trusted_root.json")
+            .to_str()
+            .expect("utf8")
+            .to_owned(),
+        _work: work,
+    }
+}
+
+impl Setup {
+    fn publish(&self, url: &str) -> std::process::Output {
+        run_ledger(&[
+            "anchor",
+            "publish",
+            "--data-dir",
+            &self.data,
+            "--rekor",
+            url,
+            "--rekor-key",
+            &self.key,
+            "--sigstore-root",
+            &self.root,
+            "--rekor-attempts",
+            "2",
+        ])
+    }
+
+    fn verify(&self, public: &str) -> std::process::Output {
+        run_ledger(&[
+            "verify",
+            "--data-dir",
+            &self.data,
+            "--quiet",
+            "--anchors",
+            self.anchors.to_str().expect("utf8"),
+            "--rekor-pub",
+            public,
+            "--sigstore-root",
+            &self.root,
+        ])
+    }
+
+    fn files(&self, suffix: &str) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&self.anchors)
+            .expect("anchors")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.to_str().is_some_and(|s| s.ends_with(suffix)))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+#[test]
+fn an_anchor_is_published_to_rekor_kept_as_a_bundle_and_checked_offline() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor: 1 anchor(s) published"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(s.files(".checkpoint").len(), 1);
+    assert_eq!(s.files(".sigstore.json").len(), 1);
+    let v = s.verify(&s.public);
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("Rekor: 1 anchors' bundles verified"),
+        "{}",
+        text(&v)
+    );
+}
+
+#[test]
+fn an_outage_leaves_the_local_anchor_and_the_next_run_catches_up() {
+    let s = setup();
+    // Two tries per run: the first run meets two 503s and gives up.
+    let rekor = stand_in(2);
+    let out = s.publish(&rekor.url);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("kept locally"), "{}", text(&out));
+    assert_eq!(s.files(".checkpoint").len(), 1, "the local anchor stays");
+    assert!(s.files(".sigstore.json").is_empty());
+    let v = s.verify(&s.public);
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("not yet published to Rekor"),
+        "{}",
+        text(&v)
+    );
+    // The next run publishes its own anchor and the one the outage missed.
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor: 2 anchor(s) published"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(s.files(".sigstore.json").len(), 2);
+    let v = s.verify(&s.public);
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("Rekor: 2 anchors' bundles verified"),
+        "{}",
+        text(&v)
+    );
+}
+
+#[test]
+fn attack_a_bundle_kept_beside_another_anchor_is_refused() {
+    let s = setup();
+    let rekor = stand_in(0);
+    for _ in 0..2 {
+        let out = s.publish(&rekor.url);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let bundles = s.files(".sigstore.json");
+    assert_eq!(bundles.len(), 2);
+    let first = std::fs::read(&bundles[0]).expect("bundle");
+    std::fs::write(&bundles[1], first).expect("swap");
+    let v = s.verify(&s.public);
+    assert!(!v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("sigstore_message_mismatch"),
+        "{}",
+        text(&v)
+    );
+}
+
+#[test]
+fn attack_a_bundle_checked_against_another_anchoring_key_is_refused() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let other = setup();
+    let v = s.verify(&other.public);
+    assert!(!v.status.success(), "{}", text(&v));
+    assert!(text(&v).contains("sigstore_"), "{}", text(&v));
+}
+
+#[test]
+fn attack_a_bundle_with_a_flipped_byte_in_its_set_is_refused() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let path = &s.files(".sigstore.json")[0];
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).expect("bundle")).expect("json");
+    let set = &mut v["verificationMaterial"]["tlogEntries"][0]["inclusionPromise"]
+        ["signedEntryTimestamp"];
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut raw = b64.decode(set.as_str().expect("SET")).expect("b64");
+    let last = raw.len() - 1;
+    raw[last] ^= 1;
+    *set = b64.encode(raw).into();
+    std::fs::write(path, serde_json::to_vec(&v).expect("json")).expect("write");
+    let out = s.verify(&s.public);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("sigstore_tlog_promise_invalid"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn a_bundle_without_its_anchor_is_refused() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let bundle = &s.files(".sigstore.json")[0];
+    std::fs::copy(bundle, s.anchors.join("stray.checkpoint.old.sigstore.json")).expect("copy");
+    let v = s.verify(&s.public);
+    assert!(!v.status.success(), "{}", text(&v));
+    assert!(text(&v).contains("without its anchor file"), "{}", text(&v));
+}

@@ -1,0 +1,233 @@
+//! Publishing signed bytes to a Rekor v1 log with a managed key, and the
+//! bundle that proves it (docs/SIGSTORE.md, "Anchors in Rekor").
+//!
+//! The ledger signs an anchor (the exact bytes of a signed checkpoint) with
+//! an anchoring key of its own, an ECDSA P-256 key: Rekor accepts it in a
+//! `hashedrekord`, and an offline verifier checks it (Rekor takes Ed25519
+//! only as Ed25519ph, which no Rust verifier checks for Rekor). This module
+//! makes the request body, turns Rekor's answer into a Sigstore bundle
+//! (v0.3, public-key hint, message signature), and that bundle is kept only
+//! once [`crate::verify`] accepts it against the pinned trusted root with
+//! [`crate::Signer::Key`]. It does no I/O: the caller posts the request.
+
+use aws_lc_rs::rand::SystemRandom;
+use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
+use sigstore_verify::bundle::{BundleV03, VerificationMaterialV03};
+use sigstore_verify::crypto::KeyPair;
+use sigstore_verify::rekor::LogEntry;
+use sigstore_verify::types::bundle::{MessageDigest, MessageSignature, SignatureContent};
+use sigstore_verify::types::{HashAlgorithm, KindVersion, Sha256Hash};
+
+use crate::{Code, Refusal};
+
+/// The path of Rekor v1's write endpoint, below the log's base URL.
+pub const ENTRIES_PATH: &str = "/api/v1/log/entries";
+
+/// An anchoring key: ECDSA P-256, kept as PKCS#8 in a PEM `PRIVATE KEY`.
+pub struct AnchoringKey {
+    pair: KeyPair,
+    public_pem: String,
+}
+
+impl std::fmt::Debug for AnchoringKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnchoringKey")
+            .field("public_pem", &self.public_pem)
+            .finish_non_exhaustive()
+    }
+}
+
+fn key_refusal(detail: impl std::fmt::Display) -> Refusal {
+    Refusal::new(Code::KeyInvalid, detail.to_string())
+}
+
+/// PEM of `der` under `label`, 64 characters a line.
+fn pem(label: &str, der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out
+}
+
+/// The DER inside the one PEM block labelled `label` in `text`.
+fn unpem(label: &str, text: &str) -> Result<Vec<u8>, Refusal> {
+    use base64::Engine as _;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let body = text
+        .split_once(&begin)
+        .and_then(|(_, rest)| rest.split_once(&end))
+        .map(|(body, _)| body)
+        .ok_or_else(|| key_refusal(format!("no PEM `{label}` block")))?;
+    let b64: String = body.split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|e| key_refusal(format!("the PEM `{label}` block is not base64: {e}")))
+}
+
+impl AnchoringKey {
+    /// A new key, and its PKCS#8 PEM to keep (mode 0600: whoever holds it
+    /// can publish anchors in the ledger's name).
+    pub fn generate() -> Result<(AnchoringKey, String), Refusal> {
+        let doc =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &SystemRandom::new())
+                .map_err(|e| key_refusal(format!("generating a P-256 key: {e}")))?;
+        let text = pem("PRIVATE KEY", doc.as_ref());
+        Ok((AnchoringKey::from_pem(&text)?, text))
+    }
+
+    /// The key from its PKCS#8 PEM.
+    pub fn from_pem(text: &str) -> Result<AnchoringKey, Refusal> {
+        let der = unpem("PRIVATE KEY", text)?;
+        let pair = KeyPair::from_pkcs8_der(&der)
+            .map_err(|e| key_refusal(format!("not an ECDSA P-256 PKCS#8 key: {e}")))?;
+        let public = pair.public_key_der().map_err(key_refusal)?;
+        Ok(AnchoringKey {
+            public_pem: pem("PUBLIC KEY", public.as_bytes()),
+            pair,
+        })
+    }
+
+    /// The public key as a PEM `PUBLIC KEY` (SubjectPublicKeyInfo): what a
+    /// verifier pins ([`crate::Signer::Key`]).
+    pub fn public_pem(&self) -> &str {
+        &self.public_pem
+    }
+}
+
+/// A message signed for Rekor: the request to post, and what the bundle
+/// needs from it.
+#[derive(Debug, Clone)]
+pub struct Signed {
+    digest: Sha256Hash,
+    signature: sigstore_verify::types::SignatureBytes,
+    /// The JSON body of `POST {log}/api/v1/log/entries`: a `hashedrekord`
+    /// 0.0.1 entry with the SHA-256 of the message, the signature and the
+    /// public key.
+    pub request: Vec<u8>,
+}
+
+/// Signs `message` with `key` and makes the `hashedrekord` request.
+pub fn sign(key: &AnchoringKey, message: &[u8]) -> Result<Signed, Refusal> {
+    use base64::Engine as _;
+    let digest = Sha256Hash::new(sha256(message));
+    let signature = key
+        .pair
+        .sign(message)
+        .map_err(|e| Refusal::new(Code::SignatureInvalid, e.to_string()))?;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let request = serde_json::json!({
+        "apiVersion": "0.0.1",
+        "kind": "hashedrekord",
+        "spec": {
+            "data": {"hash": {"algorithm": "sha256", "value": digest.to_hex()}},
+            "signature": {
+                "content": b64.encode(signature.as_bytes()),
+                "publicKey": {"content": b64.encode(key.public_pem.as_bytes())},
+            },
+        },
+    });
+    Ok(Signed {
+        digest,
+        signature,
+        request: serde_json::to_vec(&request)
+            .map_err(|e| Refusal::new(Code::Refused, e.to_string()))?,
+    })
+}
+
+fn sha256(message: &[u8]) -> [u8; 32] {
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, message);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// The bundle (v0.3 JSON) for `signed`, from Rekor's answer to its
+/// request: `{"<uuid>": <log entry>}` with the entry's body, integrated
+/// time, log id and index, inclusion proof with its checkpoint, and SET.
+/// This is format conversion only: check the bundle with [`crate::verify`]
+/// before trusting it.
+pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<String, Refusal> {
+    let malformed = |why: String| Refusal::new(Code::BundleMalformed, why);
+    let entries: std::collections::BTreeMap<String, LogEntry> = serde_json::from_slice(answer)
+        .map_err(|e| malformed(format!("Rekor's answer is not a log entry: {e}")))?;
+    let mut entries = entries.into_values();
+    let (Some(entry), None) = (entries.next(), entries.next()) else {
+        return Err(malformed(
+            "Rekor's answer holds not exactly one log entry".into(),
+        ));
+    };
+    let tlog = entry
+        .to_bundle_entry(KindVersion::HashedRekordV001)
+        .map_err(|e| malformed(format!("Rekor's log entry: {e}")))?;
+    let content = SignatureContent::MessageSignature(
+        MessageSignature::new(signed.signature.clone()).with_message_digest(MessageDigest::new(
+            HashAlgorithm::Sha2256,
+            signed.digest.into(),
+        )),
+    );
+    BundleV03::new(
+        VerificationMaterialV03::PublicKey {
+            hint: signed.digest_hint(),
+        },
+        content,
+    )
+    .with_tlog_entry(tlog)
+    .into_bundle()
+    .to_json()
+    .map_err(|e| malformed(e.to_string()))
+}
+
+impl Signed {
+    /// The public-key hint the bundle names: not the key (a verifier pins
+    /// that), just a label, here the message digest's first bytes.
+    fn digest_hint(&self) -> String {
+        format!("evidence-ledger-anchor-{}", &self.digest.to_hex()[..16])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_round_trips_through_its_pem_and_signs_what_it_says() {
+        let (key, text) = AnchoringKey::generate().expect("key");
+        let again = AnchoringKey::from_pem(&text).expect("reloads");
+        assert_eq!(key.public_pem(), again.public_pem());
+        assert!(key.public_pem().starts_with("-----BEGIN PUBLIC KEY-----\n"));
+        let s = sign(&again, b"checkpoint bytes").expect("signs");
+        let v: serde_json::Value = serde_json::from_slice(&s.request).expect("json");
+        assert_eq!(v["kind"], "hashedrekord");
+        assert_eq!(
+            v["spec"]["data"]["hash"]["value"],
+            Sha256Hash::new(sha256(b"checkpoint bytes")).to_hex()
+        );
+    }
+
+    #[test]
+    fn a_key_that_is_not_p256_pkcs8_is_refused() {
+        let e = AnchoringKey::from_pem(
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )
+        .expect_err("refused");
+        assert_eq!(e.code, Code::KeyInvalid);
+        let e = AnchoringKey::from_pem("nothing").expect_err("refused");
+        assert_eq!(e.code, Code::KeyInvalid);
+    }
+
+    #[test]
+    fn an_answer_that_is_not_one_log_entry_is_refused() {
+        let (key, _) = AnchoringKey::generate().expect("key");
+        let s = sign(&key, b"m").expect("signs");
+        for answer in [&b"{}"[..], b"[]", b"not json"] {
+            let e = bundle(&s, answer).expect_err("refused");
+            assert_eq!(e.code, Code::BundleMalformed, "{e}");
+        }
+    }
+}
