@@ -51,6 +51,20 @@ pub struct ServeConfig {
     pub anchor_interval_secs: u64,
     /// Earlier log verifier keys whose anchors stay trusted after a key rotation.
     pub anchor_keys: Vec<String>,
+    /// Also publish every anchor to this Rekor v1 log (docs/SIGSTORE.md,
+    /// "Anchors in Rekor"), keeping each verified bundle beside its anchor.
+    /// Env: LEDGER_REKOR_URL.
+    pub rekor_url: Option<String>,
+    /// The anchoring key for Rekor (`ledger anchor rekor-keygen`); needed
+    /// with `rekor_url`. Env: LEDGER_REKOR_KEY.
+    pub rekor_key_file: Option<PathBuf>,
+    /// The Sigstore trusted root a kept bundle must verify against
+    /// (default: the production root embedded in this build).
+    /// Env: LEDGER_SIGSTORE_ROOT.
+    pub sigstore_root: Option<PathBuf>,
+    /// Try again to publish the anchors not yet in Rekor every this many
+    /// seconds. Env: LEDGER_REKOR_RETRY_SECS.
+    pub rekor_retry_secs: u64,
     /// Keep a C2SP tlog-tiles directory (checkpoint, tiles, entry bundles)
     /// up to date here, for a static server or CDN. Env: LEDGER_TILES_DIR.
     pub tiles_dir: Option<PathBuf>,
@@ -99,6 +113,10 @@ impl Default for ServeConfig {
             anchors_dir: None,
             anchor_interval_secs: 86_400,
             anchor_keys: Vec::new(),
+            rekor_url: None,
+            rekor_key_file: None,
+            sigstore_root: None,
+            rekor_retry_secs: 600,
             tiles_dir: None,
             tiles_sync_secs: 5,
             witness_policy: None,

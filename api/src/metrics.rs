@@ -119,6 +119,11 @@ pub struct Metrics {
     data_file_bytes: Gauge,
     requests_in_flight: Gauge,
     anchor_failures: Counter,
+    /// Anchors of the anchors directory not yet published to Rekor, as of
+    /// the last publication run (`rekor_url`).
+    pub rekor_pending: Gauge,
+    /// Publication runs to Rekor that left an anchor unpublished.
+    pub rekor_failures: Counter,
     derived_mismatches: Counter,
     derived_check: Gauge,
     /// Tree size of the verified head: every entry below it has been
@@ -266,6 +271,17 @@ impl Metrics {
             "Anchor checks that failed at startup and anchors that could not be published",
             anchor_failures.clone(),
         );
+        let (rekor_pending, rekor_failures) = (Gauge::default(), Counter::default());
+        registry.register(
+            "rekor_pending_anchors",
+            "Anchors not yet published to Rekor as of the last run (rekor_url; the next run catches up)",
+            rekor_pending.clone(),
+        );
+        registry.register(
+            "rekor_failures",
+            "Runs of publication to Rekor that left an anchor unpublished",
+            rekor_failures.clone(),
+        );
         registry.register(
             "derived_state_mismatches",
             "Saved derived state (projection or event-state snapshot) found not to match the log",
@@ -361,6 +377,8 @@ impl Metrics {
             data_file_bytes,
             requests_in_flight,
             anchor_failures,
+            rekor_pending,
+            rekor_failures,
             derived_mismatches,
             derived_check,
             verified_size,

@@ -27,6 +27,23 @@ pub struct Rekor {
     pub attempts: u32,
     /// The wait before the second try; doubled before each later one.
     pub backoff: Duration,
+    /// Held by a publication run, so that two never publish one anchor.
+    running: std::sync::Mutex<()>,
+}
+
+impl Rekor {
+    /// Publication to the Rekor v1 log at `url` with `key`, bundles checked
+    /// against `root`: three tries per anchor, 0.5 s apart and doubling.
+    pub fn new(url: impl Into<String>, key: AnchoringKey, root: TrustRoot) -> Rekor {
+        Rekor {
+            url: url.into(),
+            key,
+            root,
+            attempts: 3,
+            backoff: Duration::from_millis(500),
+            running: std::sync::Mutex::new(()),
+        }
+    }
 }
 
 /// The trusted root in `path`, or the Sigstore production root embedded in
@@ -65,6 +82,14 @@ fn anchor_files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
     Ok(out)
 }
 
+/// How many anchors of `dir` have no kept bundle yet.
+pub fn pending(dir: &Path) -> anyhow::Result<usize> {
+    Ok(anchor_files(dir)?
+        .iter()
+        .filter(|(_, bundle)| !bundle.exists())
+        .count())
+}
+
 /// What a publication run did.
 #[derive(Debug, Default)]
 pub struct Published {
@@ -79,6 +104,7 @@ pub struct Published {
 /// `rekor.attempts` tries, with what was published before it; the anchor
 /// files themselves are never touched.
 pub fn publish_pending(dir: &Path, rekor: &Rekor) -> Result<Published, (Published, anyhow::Error)> {
+    let _one = rekor.running.lock().unwrap_or_else(|p| p.into_inner());
     let mut done = Published::default();
     let files = match anchor_files(dir) {
         Ok(f) => f,

@@ -278,3 +278,62 @@ fn a_bundle_without_its_anchor_is_refused() {
     assert!(!v.status.success(), "{}", text(&v));
     assert!(text(&v).contains("without its anchor file"), "{}", text(&v));
 }
+
+/// `ledger serve` with `rekor_url`: each anchor it publishes on its schedule
+/// goes to Rekor; an outage shows in `ledger_rekor_pending_anchors` and
+/// `ledger_rekor_failures_total`, and the retry schedule catches up.
+#[test]
+fn the_server_publishes_its_anchors_to_rekor_and_catches_up_after_an_outage() {
+    let keys = setup();
+    // Three 503s: the first run (three tries) fails whole.
+    let rekor = stand_in(3);
+    let url = rekor.url.clone();
+    let s = common::TestServer::start(|c| {
+        c.anchor_interval_secs = 1;
+        c.rekor_url = Some(url);
+        c.rekor_key_file = Some(PathBuf::from(&keys.key));
+        c.sigstore_root = Some(PathBuf::from(&keys.root));
+        c.rekor_retry_secs = 1;
+    });
+    s.wait_ready();
+    let anchors = s.path().join("anchors");
+    let c = s.client();
+    let metric = |name: &str| common::metric(&c, name);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut saw_outage = false;
+    loop {
+        saw_outage |= metric("ledger_rekor_failures_total") > 0.0;
+        let bundles = std::fs::read_dir(&anchors)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter(|e| e.file_name().to_string_lossy().ends_with(".sigstore.json"))
+                    .count()
+            })
+            .unwrap_or(0);
+        if saw_outage && bundles >= 1 && metric("ledger_rekor_pending_anchors") == 0.0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no anchor reached Rekor after the outage (failures {}, pending {}, bundles {bundles})",
+            metric("ledger_rekor_failures_total"),
+            metric("ledger_rekor_pending_anchors")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let dir = s.stop();
+    let out = run_ledger(&[
+        "verify",
+        "--data-dir",
+        dir.path().to_str().expect("utf8"),
+        "--quiet",
+        "--anchors",
+        dir.path().join("anchors").to_str().expect("utf8"),
+        "--rekor-pub",
+        &keys.public,
+        "--sigstore-root",
+        &keys.root,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("bundles verified"), "{}", text(&out));
+}

@@ -69,13 +69,15 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
     // The Rekor settings are read before anything is signed: a bad key or
     // root fails the run while nothing is published.
     let rekor = match &rekor.rekor {
-        Some(url) => Some(api::rekor::Rekor {
-            url: url.clone(),
-            key: api::rekor::read_key(rekor.rekor_key.as_deref().context("--rekor-key")?)?,
-            root: api::rekor::trust_root(rekor.sigstore_root.as_deref())?,
-            attempts: rekor.rekor_attempts,
-            backoff: std::time::Duration::from_millis(500),
-        }),
+        Some(url) => {
+            let mut r = api::rekor::Rekor::new(
+                url.clone(),
+                api::rekor::read_key(rekor.rekor_key.as_deref().context("--rekor-key")?)?,
+                api::rekor::trust_root(rekor.sigstore_root.as_deref())?,
+            );
+            r.attempts = rekor.rekor_attempts;
+            Some(r)
+        }
         None => None,
     };
     let key = verifier::keys::local_key(&data_dir)?;

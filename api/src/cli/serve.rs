@@ -49,6 +49,19 @@ pub struct ServeArgs {
     /// An earlier log verifier key whose anchors stay trusted (repeatable).
     #[arg(long = "anchor-key")]
     anchor_keys: Vec<String>,
+    /// Also publish every anchor to this Rekor v1 log (docs/SIGSTORE.md).
+    #[arg(long, env = "LEDGER_REKOR_URL")]
+    rekor_url: Option<String>,
+    /// The anchoring key for Rekor (`ledger anchor rekor-keygen`).
+    #[arg(long, env = "LEDGER_REKOR_KEY")]
+    rekor_key: Option<PathBuf>,
+    /// The Sigstore trusted root kept bundles must verify against (default: the embedded
+    /// production root).
+    #[arg(long, env = "LEDGER_SIGSTORE_ROOT")]
+    sigstore_root: Option<PathBuf>,
+    /// Try again to publish the anchors not yet in Rekor every this many seconds.
+    #[arg(long, env = "LEDGER_REKOR_RETRY_SECS")]
+    rekor_retry_secs: Option<u64>,
     /// Keep a C2SP tlog-tiles directory up to date for a static server.
     #[arg(long, env = "LEDGER_TILES_DIR")]
     tiles_dir: Option<PathBuf>,
@@ -102,6 +115,10 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         } else {
             a.anchor_keys
         },
+        rekor_url: a.rekor_url.or(file.rekor_url),
+        rekor_key_file: a.rekor_key.or(file.rekor_key_file),
+        sigstore_root: a.sigstore_root.or(file.sigstore_root),
+        rekor_retry_secs: a.rekor_retry_secs.unwrap_or(file.rekor_retry_secs),
         tiles_dir: a.tiles_dir.or(file.tiles_dir),
         tiles_sync_secs: a.tiles_sync_secs.unwrap_or(file.tiles_sync_secs),
         witness_policy: a.witness_policy.or(file.witness_policy),

@@ -132,3 +132,37 @@ pub fn anchor_tick(state: &AppState) -> anyhow::Result<Option<String>> {
     }
     publish_anchor(state).map(Some)
 }
+
+/// Publishes every anchor not yet in Rekor (`rekor_url`), oldest first, and
+/// sets `ledger_rekor_pending_anchors` to how many are left; a failed run
+/// counts `ledger_rekor_failures_total`, and the next run (after the next
+/// anchor, or every `rekor_retry_secs`) catches up. Does nothing without
+/// `rekor_url`.
+pub fn rekor_tick(state: &AppState) {
+    let Some(rekor) = &state.rekor else {
+        return;
+    };
+    let dir = state.config.anchors_path();
+    if !dir.exists() {
+        return;
+    }
+    match crate::rekor::publish_pending(&dir, rekor) {
+        Ok(done) => {
+            state.metrics.rekor_pending.set(0);
+            for a in &done.published {
+                tracing::info!(anchor = %a.display(), "anchor published to Rekor");
+            }
+        }
+        Err((done, e)) => {
+            state.metrics.rekor_failures.inc();
+            let pending = crate::rekor::pending(&dir).unwrap_or(0);
+            state.metrics.rekor_pending.set(pending as i64);
+            tracing::warn!(
+                published = done.published.len(),
+                pending,
+                error = format!("{e:#}"),
+                "anchors not yet published to Rekor; the next run catches up"
+            );
+        }
+    }
+}

@@ -262,13 +262,25 @@ pub async fn run(
             &state,
             Duration::from_secs(state.config.anchor_interval_secs),
             |st| match anchor_tick(st) {
-                Ok(Some(at)) => tracing::info!(location = %at, "anchor published"),
+                Ok(Some(at)) => {
+                    tracing::info!(location = %at, "anchor published");
+                    anchoring::rekor_tick(st);
+                }
                 Ok(None) => {}
                 Err(e) => {
                     st.metrics.count_anchor_failure();
                     tracing::error!(error = %e, "could not publish an anchor");
                 }
             },
+        )
+    });
+    // Anchors not yet in Rekor (an outage) are published again on their
+    // own schedule.
+    let rekor = state.rekor.is_some().then(|| {
+        every(
+            &state,
+            Duration::from_secs(state.config.rekor_retry_secs.max(1)),
+            anchoring::rekor_tick,
         )
     });
     // The verified head follows the log, so that a start walks only what
@@ -298,6 +310,7 @@ pub async fn run(
     saver.abort();
     for job in [
         anchorer,
+        rekor,
         tiler,
         witnesser,
         snapshotter,

@@ -97,6 +97,8 @@ pub struct AppState {
     pub policy: Option<anchors::Policy>,
     /// Readers with a role (`readers_file`), who receive disclosures.
     pub readers: crate::readers::Readers,
+    /// Where anchors are also published (`rekor_url`), when they are.
+    pub rekor: Option<crate::rekor::Rekor>,
     /// The newest checkpoint cosigned by a quorum: (size, signed note).
     pub witnessed: Mutex<Option<(u64, String)>>,
     /// The size each witness last cosigned, by its policy name.
@@ -227,6 +229,17 @@ impl AppState {
             Some(path) => crate::readers::Readers::load(path)?,
             None => crate::readers::Readers::default(),
         };
+        // Read at start: a bad anchoring key or trusted root refuses the
+        // start rather than the first anchor.
+        let rekor = match (&config.rekor_url, &config.rekor_key_file) {
+            (None, _) => None,
+            (Some(_), None) => anyhow::bail!("rekor_url needs rekor_key_file (the anchoring key)"),
+            (Some(url), Some(key)) => Some(crate::rekor::Rekor::new(
+                url.clone(),
+                crate::rekor::read_key(key)?,
+                crate::rekor::trust_root(config.sigstore_root.as_deref())?,
+            )),
+        };
         let witnessed = policy.as_ref().and_then(|p| {
             crate::server::witnessing::load_witnessed(events.ledger(), p, log_key.verifier_key())
         });
@@ -255,6 +268,7 @@ impl AppState {
             witnessed: Mutex::new(witnessed),
             policy,
             readers,
+            rekor,
             witness_sizes: Mutex::new(std::collections::BTreeMap::new()),
             verified: Mutex::new(None),
             walking: Mutex::new(()),
