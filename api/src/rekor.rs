@@ -72,7 +72,11 @@ fn anchor_files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = e?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        // As `anchors::anchor::read_dir` names them.
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name.ends_with(".checkpoint") {
             let bundle = path.with_file_name(format!("{name}{BUNDLE_SUFFIX}"));
             out.push((path, bundle));
@@ -80,6 +84,20 @@ fn anchor_files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The check [`publish_pending`] holds each anchor's bytes to: a signed
+/// checkpoint of the log `origin`, under one of `trusted` keys.
+pub fn anchor_of(trusted: Vec<String>, origin: String) -> impl Fn(&[u8]) -> anyhow::Result<()> {
+    move |note| {
+        let a = anchors::Anchor {
+            name: String::new(),
+            note: note.to_vec(),
+        };
+        anchors::open_anchor(&a, &trusted, &origin)
+            .map(|_| ())
+            .map_err(anyhow::Error::from)
+    }
 }
 
 /// How many anchors of `dir` have no kept bundle yet.
@@ -100,10 +118,17 @@ pub struct Published {
 }
 
 /// Publishes every anchor of `dir` that has no bundle yet, oldest first.
-/// Stops at the first anchor that cannot be published after
-/// `rekor.attempts` tries, with what was published before it; the anchor
-/// files themselves are never touched.
-pub fn publish_pending(dir: &Path, rekor: &Rekor) -> Result<Published, (Published, anyhow::Error)> {
+/// Each anchor file is read once, and those bytes must pass `check` (that
+/// they are a signed checkpoint of this log) before the anchoring key signs
+/// them: a file swapped into the directory is never signed. Stops at the
+/// first anchor that cannot be published after `rekor.attempts` tries,
+/// with what was published before it; the anchor files themselves are
+/// never touched.
+pub fn publish_pending(
+    dir: &Path,
+    rekor: &Rekor,
+    check: &dyn Fn(&[u8]) -> anyhow::Result<()>,
+) -> Result<Published, (Published, anyhow::Error)> {
     let _one = rekor.running.lock().unwrap_or_else(|p| p.into_inner());
     let mut done = Published::default();
     let files = match anchor_files(dir) {
@@ -115,11 +140,11 @@ pub fn publish_pending(dir: &Path, rekor: &Rekor) -> Result<Published, (Publishe
             done.already += 1;
             continue;
         }
-        match publish_one(&anchor, &bundle, rekor) {
+        match publish_one(&anchor, &bundle, rekor, check) {
             Ok(()) => done.published.push(anchor),
             Err(e) => {
                 let e = e.context(format!(
-                    "{} is kept locally but not yet in Rekor; the next publication with --rekor publishes it",
+                    "{} is kept locally, without a Rekor bundle; the next publication tries again",
                     anchor.display()
                 ));
                 return Err((done, e));
@@ -129,8 +154,14 @@ pub fn publish_pending(dir: &Path, rekor: &Rekor) -> Result<Published, (Publishe
     Ok(done)
 }
 
-fn publish_one(anchor: &Path, bundle_path: &Path, rekor: &Rekor) -> anyhow::Result<()> {
+fn publish_one(
+    anchor: &Path,
+    bundle_path: &Path,
+    rekor: &Rekor,
+    check: &dyn Fn(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let note = std::fs::read(anchor).with_context(|| format!("reading {}", anchor.display()))?;
+    check(&note).with_context(|| format!("{} is not an anchor of this log", anchor.display()))?;
     let client = verifier::Client::new(&rekor.url, None);
     let mut wait = rekor.backoff;
     let mut last = anyhow!("no attempt made");
@@ -163,8 +194,10 @@ fn publish_one(anchor: &Path, bundle_path: &Path, rekor: &Rekor) -> anyhow::Resu
     let (signed, answer) = answer.ok_or(last)?;
     let bundle = rekor::bundle(&signed, &answer).map_err(|e| anyhow!("{e}"))?;
     // Kept only if it proves what it should, offline, as every later check
-    // will read it.
-    sigstore_check::verify(
+    // will read it. A refusal here comes after Rekor logged the entry: the
+    // entry stays in Rekor with nothing referring to it, and the next run
+    // signs and submits again.
+    sigstore_check::verify_message(
         &bundle,
         &note,
         &Signer::Key {
@@ -172,23 +205,26 @@ fn publish_one(anchor: &Path, bundle_path: &Path, rekor: &Rekor) -> anyhow::Resu
         },
         &rekor.root,
     )
-    .map_err(|e| anyhow!("Rekor's answer does not make a bundle that verifies: {e}"))?;
+    .map_err(|e| {
+        anyhow!("Rekor logged the anchor, but its answer does not make a bundle that verifies against the pinned trusted root (is the root current?): {e}")
+    })?;
     write_new(bundle_path, bundle.as_bytes())
 }
 
-/// Writes `bytes` to a new file at `path`, durably (never over a file).
+/// Writes `bytes` to `path` whole or not at all, durably, never over a
+/// file: a temporary file beside it, synced, then linked into place (a link
+/// fails where a file exists), so a crash or a full disk leaves no partial
+/// bundle that would count as published.
 fn write_new(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write as _;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    if let Some(dir) = path.parent() {
-        ledger::store::sync_dir(dir)?;
-    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist_noclobber(path)
+        .map_err(|e| anyhow!("keeping {}: {}", path.display(), e.error))?;
+    ledger::store::sync_dir(dir)?;
     Ok(())
 }
 
@@ -204,8 +240,15 @@ pub struct Checked {
 /// Checks every kept bundle of `dir` offline: it must verify, against the
 /// pinned root, as a Rekor-logged signature by the anchoring key `public_pem`
 /// over exactly the bytes of its anchor file. A bundle without its anchor
-/// is a failure too. `Err` names the first that fails.
-pub fn check_bundles(dir: &Path, public_pem: &str, root: &TrustRoot) -> anyhow::Result<Checked> {
+/// is a failure too, and so is an anchor without a bundle when
+/// `require_all` is set (otherwise it is listed as missing). `Err` names
+/// the first that fails.
+pub fn check_bundles(
+    dir: &Path,
+    public_pem: &str,
+    root: &TrustRoot,
+    require_all: bool,
+) -> anyhow::Result<Checked> {
     let mut checked = Checked::default();
     let files = anchor_files(dir)?;
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
@@ -220,12 +263,19 @@ pub fn check_bundles(dir: &Path, public_pem: &str, root: &TrustRoot) -> anyhow::
     }
     for (anchor, bundle) in files {
         let name = anchor.display().to_string();
-        let Ok(json) = std::fs::read_to_string(&bundle) else {
-            checked.missing.push(name);
-            continue;
+        let json = match std::fs::read_to_string(&bundle) {
+            Ok(json) => json,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if require_all {
+                    anyhow::bail!("{name}: no Rekor bundle kept beside it");
+                }
+                checked.missing.push(name);
+                continue;
+            }
+            Err(e) => return Err(e).with_context(|| format!("reading {}", bundle.display())),
         };
         let note = std::fs::read(&anchor).with_context(|| format!("reading {name}"))?;
-        sigstore_check::verify(&json, &note, &Signer::Key { pem: public_pem }, root)
+        sigstore_check::verify_message(&json, &note, &Signer::Key { pem: public_pem }, root)
             .map_err(|e| anyhow!("{}: {e}", bundle.display()))?;
         checked.verified += 1;
     }

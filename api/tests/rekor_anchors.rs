@@ -188,6 +188,26 @@ fn an_outage_leaves_the_local_anchor_and_the_next_run_catches_up() {
         "{}",
         text(&v)
     );
+    // Strict, an anchor without a bundle fails the check.
+    let strict = run_ledger(&[
+        "verify",
+        "--data-dir",
+        &s.data,
+        "--quiet",
+        "--anchors",
+        s.anchors.to_str().expect("utf8"),
+        "--rekor-pub",
+        &s.public,
+        "--sigstore-root",
+        &s.root,
+        "--rekor-require-all",
+    ]);
+    assert!(!strict.status.success(), "{}", text(&strict));
+    assert!(
+        text(&strict).contains("no Rekor bundle kept beside it"),
+        "{}",
+        text(&strict)
+    );
     // The next run publishes its own anchor and the one the outage missed.
     let out = s.publish(&rekor.url);
     assert!(out.status.success(), "{}", text(&out));
@@ -336,4 +356,41 @@ fn the_server_publishes_its_anchors_to_rekor_and_catches_up_after_an_outage() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("bundles verified"), "{}", text(&out));
+}
+
+/// The anchoring key signs only bytes that are an anchor of this log, read
+/// once: a file put into the anchors directory that is not one is never
+/// submitted.
+#[test]
+fn attack_a_file_that_is_not_an_anchor_of_this_log_is_never_signed() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let dir = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dir.path()
+            .join("2026-01-01T000000Z-000000000009.checkpoint"),
+        b"example.org/another-log\n9\nAAAA\n\n",
+    )
+    .expect("write");
+    let log_key = anchors::LogKey::from_private(
+        &std::fs::read_to_string(Path::new(&s.data).join("log.key")).expect("key"),
+    )
+    .expect("key");
+    let publisher = api::rekor::Rekor::new(
+        rekor.url.clone(),
+        api::rekor::read_key(Path::new(&s.key)).expect("anchoring key"),
+        api::rekor::trust_root(Some(Path::new(&s.root))).expect("root"),
+    );
+    let check = api::rekor::anchor_of(
+        vec![log_key.verifier_key().to_owned()],
+        log_key.origin().to_owned(),
+    );
+    let (done, e) =
+        api::rekor::publish_pending(dir.path(), &publisher, &check).expect_err("refused");
+    assert!(done.published.is_empty());
+    assert!(
+        format!("{e:#}").contains("is not an anchor of this log"),
+        "{e:#}"
+    );
+    assert_eq!(api::rekor::pending(dir.path()).expect("pending"), 1);
 }

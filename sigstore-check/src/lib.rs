@@ -9,7 +9,8 @@
 //! timestamp, which Rekor v2 bundles need), its SCT verifies against a
 //! trusted CT log, its SAN and OIDC issuer equal the expected ones, the
 //! transparency-log inclusion proof and checkpoint (and the SET, when
-//! present) verify against a trusted Rekor key, and the signature verifies
+//! present) verify against a trusted Rekor key (a v0.1 bundle may carry the
+//! SET alone, as the Sigstore clients accept), and the signature verifies
 //! over the message. For a signer named by a public key there is no
 //! certificate: the signature must verify under that key and the log
 //! evidence as above. None of the library's switches that skip a check is
@@ -278,6 +279,31 @@ pub fn verify(
         issuer: result.issuer().map(str::to_owned),
         signed_at,
     })
+}
+
+/// [`verify`], for a bundle that must sign `message` itself: a message
+/// signature, never a DSSE envelope. A DSSE attestation passes [`verify`]
+/// when any of its subjects has the message's digest, whatever its
+/// predicate says; the ledger's own statements and anchors are signed as
+/// messages, so nothing else stands for them ([`Code::BundleUnsupported`]).
+pub fn verify_message(
+    bundle_json: &str,
+    message: &[u8],
+    signer: &Signer<'_>,
+    root: &TrustRoot,
+) -> Result<Verified, Refusal> {
+    let bundle = Bundle::from_json(bundle_json)
+        .map_err(|e| Refusal::new(Code::BundleMalformed, e.to_string()))?;
+    if !matches!(
+        bundle.content,
+        sigstore_verify::types::bundle::SignatureContent::MessageSignature(_)
+    ) {
+        return Err(Refusal::new(
+            Code::BundleUnsupported,
+            "a DSSE envelope, where a signature over the message itself is required",
+        ));
+    }
+    verify(bundle_json, message, signer, root)
 }
 
 /// The library's error as a refusal with a code.

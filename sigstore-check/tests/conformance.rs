@@ -281,3 +281,21 @@ fn a_genuine_bundle_tells_who_signed_and_when() {
     assert_eq!(v.issuer.as_deref(), Some(DEFAULT_ISSUER));
     assert!(v.signed_at.is_some_and(|t| t > 1_600_000_000), "{v:?}");
 }
+
+#[test]
+fn attack_a_dsse_attestation_is_not_taken_for_a_signature_over_the_message() {
+    let dir = cases_dir().join("happy-path-intoto-in-dsse-v3");
+    let bundle = read(&dir.join("bundle.sigstore.json")).expect("bundle");
+    let artifact = std::fs::read(dir.join("artifact"))
+        .or_else(|_| std::fs::read(cases_dir().join("a.txt")))
+        .expect("artifact");
+    let signer = Signer::Identity {
+        identity: DEFAULT_IDENTITY,
+        issuer: DEFAULT_ISSUER,
+    };
+    let root = TrustRoot::production().expect("root");
+    verify(&bundle, &artifact, &signer, &root).expect("a valid attestation of the artifact");
+    let e = sigstore_check::verify_message(&bundle, &artifact, &signer, &root)
+        .expect_err("refused as a message signature");
+    assert_eq!(e.code, Code::BundleUnsupported, "{e}");
+}

@@ -112,7 +112,8 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
         p.location, p.recorded_at
     );
     if let Some(rekor) = rekor {
-        match api::rekor::publish_pending(&dir, &rekor) {
+        let check = api::rekor::anchor_of(trusted.clone(), key.origin().to_owned());
+        match api::rekor::publish_pending(&dir, &rekor, &check) {
             Ok(done) => println!(
                 "Rekor: {} anchor(s) published, each bundle verified and kept beside its anchor; {} already were",
                 done.published.len(),
@@ -135,8 +136,16 @@ fn rekor_keygen(out: &std::path::Path) -> anyhow::Result<()> {
         sigstore_check::rekor::AnchoringKey::generate().map_err(|e| anyhow::anyhow!("{e}"))?;
     verifier::keys::write_secret(out, &text)?;
     let public = std::path::PathBuf::from(format!("{}.pub", out.display()));
-    std::fs::write(&public, key.public_pem())
-        .with_context(|| format!("writing {}", public.display()))?;
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&public)
+            .with_context(|| format!("creating {}", public.display()))?;
+        f.write_all(key.public_pem().as_bytes())?;
+        f.sync_all()?;
+    }
     println!(
         "wrote {} (keep it secret: it publishes anchors in the log's name) and {}\n{}",
         out.display(),

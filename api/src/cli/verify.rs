@@ -42,6 +42,10 @@ pub struct VerifyArgs {
     /// signature by this anchoring key (PEM, `ledger anchor rekor-keygen`) logged in Rekor.
     #[arg(long, requires = "anchors")]
     rekor_pub: Option<PathBuf>,
+    /// With --rekor-pub: fail on an anchor without a kept bundle (by default it is listed as
+    /// not yet published: right after an anchor, or during a Rekor outage, it has none yet).
+    #[arg(long, requires = "rekor_pub")]
+    rekor_require_all: bool,
     /// With --rekor-pub: the Sigstore trusted root (default: the production root embedded in
     /// this build).
     #[arg(long, env = "LEDGER_SIGSTORE_ROOT", requires = "rekor_pub")]
@@ -127,8 +131,8 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
             let pem = std::fs::read_to_string(pem)
                 .with_context(|| format!("reading {}", pem.display()))?;
             let root = api::rekor::trust_root(a.sigstore_root.as_deref())?;
-            let r =
-                api::rekor::check_bundles(dir, &pem, &root).map_err(|e| fail(format!("{e:#}")))?;
+            let r = api::rekor::check_bundles(dir, &pem, &root, a.rekor_require_all)
+                .map_err(|e| fail(format!("{e:#}")))?;
             println!(
                 "Rekor: {} anchors' bundles verified offline (logged, signed by the anchoring key, over the anchor's bytes)",
                 r.verified

@@ -146,7 +146,8 @@ pub fn rekor_tick(state: &AppState) {
     if !dir.exists() {
         return;
     }
-    match crate::rekor::publish_pending(&dir, rekor) {
+    let check = crate::rekor::anchor_of(trusted_keys(state), state.log_key.origin().to_owned());
+    match crate::rekor::publish_pending(&dir, rekor, &check) {
         Ok(done) => {
             state.metrics.rekor_pending.set(0);
             for a in &done.published {
