@@ -111,8 +111,8 @@ pub fn pending(dir: &Path) -> anyhow::Result<usize> {
 /// What a publication run did.
 #[derive(Debug, Default)]
 pub struct Published {
-    /// Bundles written by this run (the anchors they are for).
-    pub published: Vec<PathBuf>,
+    /// Anchors published by this run, oldest first.
+    pub published: Vec<Entry>,
     /// Anchors that already had a bundle.
     pub already: usize,
 }
@@ -141,7 +141,7 @@ pub fn publish_pending(
             continue;
         }
         match publish_one(&anchor, &bundle, rekor, check) {
-            Ok(()) => done.published.push(anchor),
+            Ok(entry) => done.published.push(entry),
             Err(e) => {
                 let e = e.context(format!(
                     "{} is kept locally, without a Rekor bundle; the next publication tries again",
@@ -159,7 +159,7 @@ fn publish_one(
     bundle_path: &Path,
     rekor: &Rekor,
     check: &dyn Fn(&[u8]) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Entry> {
     let note = std::fs::read(anchor).with_context(|| format!("reading {}", anchor.display()))?;
     check(&note).with_context(|| format!("{} is not an anchor of this log", anchor.display()))?;
     let client = verifier::Client::new(&rekor.url, None);
@@ -192,13 +192,13 @@ fn publish_one(
         }
     }
     let (signed, answer) = answer.ok_or(last)?;
-    let bundle = rekor::bundle(&signed, &answer).map_err(|e| anyhow!("{e}"))?;
+    let logged = rekor::bundle(&signed, &answer).map_err(|e| anyhow!("{e}"))?;
     // Kept only if it proves what it should, offline, as every later check
     // will read it. A refusal here comes after Rekor logged the entry: the
     // entry stays in Rekor with nothing referring to it, and the next run
     // signs and submits again.
     sigstore_check::verify_message(
-        &bundle,
+        &logged.bundle,
         &note,
         &Signer::Key {
             pem: rekor.key.public_pem(),
@@ -208,7 +208,27 @@ fn publish_one(
     .map_err(|e| {
         anyhow!("Rekor logged the anchor, but its answer does not make a bundle that verifies against the pinned trusted root (is the root current?): {e}")
     })?;
-    write_new(bundle_path, bundle.as_bytes())
+    write_new(bundle_path, logged.bundle.as_bytes())?;
+    Ok(Entry {
+        anchor: anchor.to_path_buf(),
+        note,
+        location: format!(
+            "rekor {} logIndex {} uuid {}",
+            rekor.url, logged.log_index, logged.uuid
+        ),
+    })
+}
+
+/// An anchor published to Rekor by a run.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The anchor file.
+    pub anchor: PathBuf,
+    /// Its bytes, as signed.
+    pub note: Vec<u8>,
+    /// Where Rekor logged it: `rekor <url> logIndex <n> uuid <uuid>`, the
+    /// location an `anchor.published` record names.
+    pub location: String,
 }
 
 /// Writes `bytes` to `path` whole or not at all, durably, never over a
@@ -280,4 +300,36 @@ pub fn check_bundles(
         checked.verified += 1;
     }
     Ok(checked)
+}
+
+/// Records each anchor `published` to Rekor in the log, as an
+/// `anchor.published` entry signed with the ledger's key whose location
+/// names the Rekor entry: anyone replaying the log learns where to find
+/// it. Returns the indices of the records.
+pub fn record(
+    log: &events::EventLog,
+    key: &anchors::LogKey,
+    trusted: &[String],
+    published: &[Entry],
+    now: i64,
+) -> anyhow::Result<Vec<u64>> {
+    let mut at = Vec::new();
+    for p in published {
+        let (cp, _) = anchors::open_checkpoint_any(&p.note, trusted)
+            .map_err(|e| anyhow!("{}: {e}", p.anchor.display()))?;
+        let note = String::from_utf8_lossy(&p.note);
+        let envelope = events::anchor_published_envelope(
+            &key.event_signing_key(),
+            log.schema(),
+            (cp.size, &cp.root),
+            &note,
+            &p.location,
+            now,
+        );
+        let r = log
+            .append(&envelope)
+            .map_err(|e| anyhow!("recording the Rekor entry of {}: {e:?}", p.anchor.display()))?;
+        at.push(r.appended.index);
+    }
+    Ok(at)
 }

@@ -160,8 +160,28 @@ fn an_anchor_is_published_to_rekor_kept_as_a_bundle_and_checked_offline() {
         "{}",
         text(&out)
     );
+    assert!(text(&out).contains("recorded at index"), "{}", text(&out));
     assert_eq!(s.files(".checkpoint").len(), 1);
     assert_eq!(s.files(".sigstore.json").len(), 1);
+    // The log records where Rekor has the anchor, beside the anchor file.
+    let log = ledger::Ledger::open(Path::new(&s.data), ledger::Config::default()).expect("log");
+    let locations: Vec<String> = log
+        .entries(0, log.head().size)
+        .expect("entries")
+        .into_iter()
+        .filter_map(
+            |e| match events::decode_logged_leaf(&e.leaf).ok()?.0.payload.event {
+                events::Event::AnchorPublished(a) => Some(a.location),
+                _ => None,
+            },
+        )
+        .collect();
+    drop(log);
+    assert_eq!(locations.len(), 2, "{locations:?}");
+    assert!(
+        locations[1].starts_with(&format!("rekor {} logIndex ", rekor.url)),
+        "{locations:?}"
+    );
     let v = s.verify(&s.public);
     assert!(v.status.success(), "{}", text(&v));
     assert!(
@@ -341,6 +361,15 @@ fn the_server_publishes_its_anchors_to_rekor_and_catches_up_after_an_outage() {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+    // Recording where an anchor went does not make the log worth
+    // anchoring again: no new anchor follows on the next ticks.
+    let anchors_now = std::fs::read_dir(&anchors).expect("anchors").count();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(
+        std::fs::read_dir(&anchors).expect("anchors").count(),
+        anchors_now,
+        "the server kept anchoring its own records"
+    );
     let dir = s.stop();
     let out = run_ledger(&[
         "verify",

@@ -691,12 +691,18 @@ pub fn anchor_published_envelope(
     location: &str,
     now: i64,
 ) -> Vec<u8> {
+    // One record per anchor and place (the anchor file, then the Rekor
+    // entry of the same anchor), each under its own id.
+    let place = {
+        let mut h = blake3::Hasher::new();
+        h.update(note.as_bytes());
+        h.update(b"\0");
+        h.update(location.as_bytes());
+        h.finalize()
+    };
     let payload = crate::model::Payload {
         schema,
-        id: format!(
-            "anchor-{size}-{}",
-            &hex::encode(blake3::hash(note.as_bytes()).as_bytes())[..16]
-        ),
+        id: format!("anchor-{size}-{}", &hex::encode(place.as_bytes())[..16]),
         signer: key_id(&ledger_key.verifying_key()),
         issued_at: format_micros(now),
         event: crate::model::Event::AnchorPublished(crate::model::AnchorPublished {

@@ -147,21 +147,33 @@ fn sha256(message: &[u8]) -> [u8; 32] {
     out
 }
 
+/// A bundle made from Rekor's answer, and where the entry is.
+#[derive(Debug, Clone)]
+pub struct Logged {
+    /// The bundle, v0.3 JSON.
+    pub bundle: String,
+    /// The entry's index in the Rekor log.
+    pub log_index: u64,
+    /// The entry's UUID, as Rekor names it.
+    pub uuid: String,
+}
+
 /// The bundle (v0.3 JSON) for `signed`, from Rekor's answer to its
 /// request: `{"<uuid>": <log entry>}` with the entry's body, integrated
 /// time, log id and index, inclusion proof with its checkpoint, and SET.
 /// This is format conversion only: check the bundle with [`crate::verify`]
 /// before trusting it.
-pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<String, Refusal> {
+pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<Logged, Refusal> {
     let malformed = |why: String| Refusal::new(Code::BundleMalformed, why);
     let entries: std::collections::BTreeMap<String, LogEntry> = serde_json::from_slice(answer)
         .map_err(|e| malformed(format!("Rekor's answer is not a log entry: {e}")))?;
-    let mut entries = entries.into_values();
-    let (Some(entry), None) = (entries.next(), entries.next()) else {
+    let mut entries = entries.into_iter();
+    let (Some((uuid, entry)), None) = (entries.next(), entries.next()) else {
         return Err(malformed(
             "Rekor's answer holds not exactly one log entry".into(),
         ));
     };
+    let log_index = entry.log_index.get();
     let tlog = entry
         .to_bundle_entry(KindVersion::HashedRekordV001)
         .map_err(|e| malformed(format!("Rekor's log entry: {e}")))?;
@@ -181,6 +193,11 @@ pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<String, Refusal> {
     .into_bundle()
     .to_json()
     .map_err(|e| malformed(e.to_string()))
+    .map(|bundle| Logged {
+        bundle,
+        log_index,
+        uuid,
+    })
 }
 
 impl Signed {

@@ -113,19 +113,36 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
     );
     if let Some(rekor) = rekor {
         let check = api::rekor::anchor_of(trusted.clone(), key.origin().to_owned());
-        match api::rekor::publish_pending(&dir, &rekor, &check) {
-            Ok(done) => println!(
-                "Rekor: {} anchor(s) published, each bundle verified and kept beside its anchor; {} already were",
-                done.published.len(),
-                done.already
-            ),
-            Err((done, e)) => {
-                return Err(e.context(format!(
-                    "Rekor: {} anchor(s) published before this one failed",
-                    done.published.len()
-                )))
-            }
+        let run = api::rekor::publish_pending(&dir, &rekor, &check);
+        let (done, failed) = match run {
+            Ok(done) => (done, None),
+            Err((done, e)) => (done, Some(e)),
+        };
+        let recorded = api::rekor::record(
+            &log,
+            &key,
+            &trusted,
+            &done.published,
+            SystemClock.now_micros(),
+        )?;
+        for (p, index) in done.published.iter().zip(recorded) {
+            println!(
+                "Rekor: {} published at {}, bundle verified and kept beside it; recorded at index {index}",
+                p.anchor.display(),
+                p.location
+            );
         }
+        if let Some(e) = failed {
+            return Err(e.context(format!(
+                "Rekor: {} anchor(s) published before this one failed",
+                done.published.len()
+            )));
+        }
+        println!(
+            "Rekor: {} anchor(s) published; {} already were",
+            done.published.len(),
+            done.already
+        );
     }
     Ok(())
 }

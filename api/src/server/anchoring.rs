@@ -87,7 +87,9 @@ pub(crate) fn only_bookkeeping(
             .ok()
             .and_then(|e| events::decode_leaf(&e.leaf).ok())
             .is_some_and(|(d, _)| match &d.payload.event {
-                events::Event::AnchorPublished(a) => index == from && a.checkpoint.size == index,
+                // The record of the anchor at `from`, and records of where
+                // earlier anchors were published since (Rekor).
+                events::Event::AnchorPublished(a) => a.checkpoint.size <= from,
                 events::Event::StateCommitted(c) => c.checkpoint.size == index,
                 _ => false,
             })
@@ -150,11 +152,10 @@ pub fn rekor_tick(state: &AppState) {
     match crate::rekor::publish_pending(&dir, rekor, &check) {
         Ok(done) => {
             state.metrics.rekor_pending.set(0);
-            for a in &done.published {
-                tracing::info!(anchor = %a.display(), "anchor published to Rekor");
-            }
+            record_rekor(state, &done.published);
         }
         Err((done, e)) => {
+            record_rekor(state, &done.published);
             state.metrics.rekor_failures.inc();
             let pending = crate::rekor::pending(&dir).unwrap_or(0);
             state.metrics.rekor_pending.set(pending as i64);
@@ -165,5 +166,32 @@ pub fn rekor_tick(state: &AppState) {
                 "anchors not yet published to Rekor; the next run catches up"
             );
         }
+    }
+}
+
+/// Records the anchors a run published to Rekor as `anchor.published`
+/// entries naming the Rekor entry (`crate::rekor::record`). A failure is
+/// logged: the bundle is kept, and the record is what is missing.
+fn record_rekor(state: &AppState, published: &[crate::rekor::Entry]) {
+    if published.is_empty() {
+        return;
+    }
+    let now = state.clock.now_micros();
+    match crate::rekor::record(
+        &state.events,
+        &state.log_key,
+        &trusted_keys(state),
+        published,
+        now,
+    ) {
+        Ok(at) => {
+            for (p, index) in published.iter().zip(at) {
+                tracing::info!(anchor = %p.anchor.display(), location = %p.location, index, "anchor published to Rekor and recorded");
+            }
+        }
+        Err(e) => tracing::error!(
+            error = format!("{e:#}"),
+            "an anchor published to Rekor could not be recorded in the log"
+        ),
     }
 }
