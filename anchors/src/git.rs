@@ -77,6 +77,26 @@ impl GitTarget {
         GitTarget { dir: dir.into() }
     }
 
+    /// Commits the file `name` of the work tree (only it) with `message`,
+    /// and pushes the branch to its upstream (or to `origin` under the same
+    /// name), never forced. Returns the commit.
+    pub fn add_file(&self, name: &str, message: &str) -> Result<String, AnchorError> {
+        git(&self.dir, &["add", "--", name])?;
+        git(&self.dir, &["commit", "-q", "-m", message, "--", name])?;
+        let commit = git(&self.dir, &["rev-parse", "HEAD"])?;
+        if self.has_remote()? {
+            let upstream = git(
+                &self.dir,
+                &["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"],
+            );
+            match upstream {
+                Ok(_) => git(&self.dir, &["push", "-q"])?,
+                Err(_) => git(&self.dir, &["push", "-q", "-u", "origin", "HEAD"])?,
+            };
+        }
+        Ok(commit)
+    }
+
     /// Whether the work tree has a remote to push to.
     fn has_remote(&self) -> Result<bool, AnchorError> {
         Ok(!git(&self.dir, &["remote"])?.is_empty())
@@ -93,29 +113,7 @@ impl AnchorTarget for GitTarget {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        git(&self.dir, &["add", "--", &name])?;
-        git(
-            &self.dir,
-            &[
-                "commit",
-                "-q",
-                "-m",
-                &format!("anchor: tree size {size}"),
-                "--",
-                &name,
-            ],
-        )?;
-        let commit = git(&self.dir, &["rev-parse", "HEAD"])?;
-        if self.has_remote()? {
-            let upstream = git(
-                &self.dir,
-                &["rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{u}"],
-            );
-            match upstream {
-                Ok(_) => git(&self.dir, &["push", "-q"])?,
-                Err(_) => git(&self.dir, &["push", "-q", "-u", "origin", "HEAD"])?,
-            };
-        }
+        let commit = self.add_file(&name, &format!("anchor: tree size {size}"))?;
         Ok(format!("git:{path}@{commit}"))
     }
 
@@ -156,6 +154,9 @@ pub fn check_history(dir: &Path) -> Result<(), AnchorError> {
             "--name-status",
             "--",
             "*.checkpoint",
+            // Rekor bundles kept beside anchors (docs/SIGSTORE.md) are only
+            // ever added too.
+            "*.sigstore.json",
         ],
     )?;
     let mut commit = String::new();
@@ -207,6 +208,28 @@ mod tests {
                 assert_eq!(
                     (anchor.as_str(), change.as_str()),
                     ("a.checkpoint", "deleted")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_rekor_bundle_changed_in_history_is_refused() {
+        let d = tempfile::tempdir().expect("dir");
+        let repo = d.path();
+        run(repo, &["init", "-q"]);
+        std::fs::write(repo.join("a.checkpoint.sigstore.json"), "{}\n").expect("write");
+        run(repo, &["add", "."]);
+        run(repo, &["commit", "-q", "-m", "bundle"]);
+        check_history(repo).expect("only additions");
+        std::fs::write(repo.join("a.checkpoint.sigstore.json"), "{ }\n").expect("write");
+        run(repo, &["commit", "-q", "-am", "edit"]);
+        match check_history(repo) {
+            Err(AnchorError::HistoryRewritten { anchor, change, .. }) => {
+                assert_eq!(
+                    (anchor.as_str(), change.as_str()),
+                    ("a.checkpoint.sigstore.json", "modified")
                 );
             }
             other => panic!("{other:?}"),

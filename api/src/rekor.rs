@@ -209,6 +209,22 @@ fn publish_one(
         anyhow!("Rekor logged the anchor, but its answer does not make a bundle that verifies against the pinned trusted root (is the root current?): {e}")
     })?;
     write_new(bundle_path, logged.bundle.as_bytes())?;
+    // In a git anchors directory the bundle is committed and pushed beside
+    // its anchor. It is kept either way: a push that fails is reported, and
+    // the next commit's push carries it.
+    let dir = bundle_path.parent().unwrap_or(Path::new("."));
+    if anchors::git::is_repo(dir) {
+        let name = bundle_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        anchors::GitTarget::new(dir)
+            .add_file(
+                &name,
+                &format!("rekor: logIndex {} for {name}", logged.log_index),
+            )
+            .with_context(|| format!("committing {name} (kept in the work tree)"))?;
+    }
     Ok(Entry {
         anchor: anchor.to_path_buf(),
         note,

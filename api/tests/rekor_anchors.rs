@@ -423,3 +423,75 @@ fn attack_a_file_that_is_not_an_anchor_of_this_log_is_never_signed() {
     );
     assert_eq!(api::rekor::pending(dir.path()).expect("pending"), 1);
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "test")
+        .env("GIT_AUTHOR_EMAIL", "test@localhost")
+        .env("GIT_COMMITTER_NAME", "test")
+        .env("GIT_COMMITTER_EMAIL", "test@localhost")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// In a git anchors directory, each bundle is committed and pushed beside
+/// its anchor, and `verify --anchors-repo URL --rekor-pub` checks the
+/// bundles of a fresh clone.
+#[test]
+fn bundles_in_a_git_anchors_directory_are_pushed_and_checked_from_a_clone() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let t = tempfile::tempdir().expect("dir");
+    let remote = t.path().join("anchors.git");
+    git(
+        t.path(),
+        &["init", "-q", "--bare", remote.to_str().expect("utf8")],
+    );
+    git(
+        t.path(),
+        &["clone", "-q", remote.to_str().expect("utf8"), "work"],
+    );
+    let work = t.path().join("work");
+    let out = run_ledger(&[
+        "anchor",
+        "publish",
+        "--data-dir",
+        &s.data,
+        "--anchors",
+        work.to_str().expect("utf8"),
+        "--rekor",
+        &rekor.url,
+        "--rekor-key",
+        &s.key,
+        "--sigstore-root",
+        &s.root,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = run_ledger(&[
+        "verify",
+        "--data-dir",
+        &s.data,
+        "--quiet",
+        "--anchors-repo",
+        remote.to_str().expect("utf8"),
+        "--rekor-pub",
+        &s.public,
+        "--sigstore-root",
+        &s.root,
+        "--rekor-require-all",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor: 1 anchors' bundles verified"),
+        "{}",
+        text(&out)
+    );
+}

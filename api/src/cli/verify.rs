@@ -40,7 +40,7 @@ pub struct VerifyArgs {
     anchor_keys: Vec<String>,
     /// Local, with --anchors: also check each anchor's kept Rekor bundle offline, as a
     /// signature by this anchoring key (PEM, `ledger anchor rekor-keygen`) logged in Rekor.
-    #[arg(long, requires = "anchors")]
+    #[arg(long)]
     rekor_pub: Option<PathBuf>,
     /// With --rekor-pub: fail on an anchor without a kept bundle (by default it is listed as
     /// not yet published: right after an anchor, or during a Rekor outage, it has none yet).
@@ -104,15 +104,25 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         Err(_) => None,
     };
     let scratch = tempfile::tempdir()?;
+    // The directory the anchors are read from: the one given, or the clone.
+    let cloned = scratch.path().join("anchors");
     let source = match (&a.anchors, &a.anchors_repo) {
-        (Some(d), _) => Some((d.display().to_string(), anchors::anchor::read_dir(d))),
+        (Some(d), _) => Some((
+            d.display().to_string(),
+            d.clone(),
+            anchors::anchor::read_dir(d),
+        )),
         (None, Some(url)) => Some((
             url.clone(),
-            anchors::git::clone_anchors(url, &scratch.path().join("anchors")),
+            cloned.clone(),
+            anchors::git::clone_anchors(url, &cloned),
         )),
         (None, None) => None,
     };
-    if let (Ok(_), Some((anchor_dir, list))) = (&result, source) {
+    if a.rekor_pub.is_some() && source.is_none() {
+        bail!("--rekor-pub checks the bundles beside anchors: give --anchors or --anchors-repo");
+    }
+    if let (Ok(_), Some((anchor_dir, anchors_path, list))) = (&result, source) {
         let key = verifier::keys::local_key(&dir)?;
         let mut keys = a.anchor_keys.clone();
         if keys.is_empty() {
@@ -127,7 +137,8 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
             .map_err(|e| fail(e.to_string()))?;
         println!("consistent with {} anchors in {anchor_dir}", checked.len());
-        if let (Some(pem), Some(dir)) = (&a.rekor_pub, &a.anchors) {
+        if let Some(pem) = &a.rekor_pub {
+            let dir = &anchors_path;
             let pem = std::fs::read_to_string(pem)
                 .with_context(|| format!("reading {}", pem.display()))?;
             let root = api::rekor::trust_root(a.sigstore_root.as_deref())?;
