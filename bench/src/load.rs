@@ -244,6 +244,28 @@ impl Prepared {
         out
     }
 
+    /// The enrolment of a gate for this bench (signed by the operator), and
+    /// the `i`-th `promotion.requested` it signs for the task class: what
+    /// `POST /v1/recommendations` takes.
+    pub fn gate_enrolment(&self) -> Vec<u8> {
+        let gate = derived_key(&self.nonce, "gate");
+        let e = Event::PrincipalEnrolled(PrincipalEnrolled {
+            public_key: events::envelope::public_key_b64(&gate.verifying_key()),
+            identity: format!("gate-{}@bench.example", self.nonce),
+            roles: vec![Role::PromotionGate],
+        });
+        self.sign(&self.operator, format!("load-{}-gate", self.nonce), e)
+    }
+
+    /// See [`Prepared::gate_enrolment`].
+    pub fn promotion_request(&self, i: u64) -> Vec<u8> {
+        let gate = derived_key(&self.nonce, "gate");
+        let e = Event::PromotionRequested(events::model::PromotionRequested {
+            task_class: self.task_class.clone(),
+        });
+        self.sign(&gate, format!("load-{}-request-{i}", self.nonce), e)
+    }
+
     /// The `i`-th event of `client`: a new co-signed case when
     /// `case_every` divides `i + 1`, otherwise a score on the client's run.
     /// The key the load's scores are signed with.

@@ -104,6 +104,10 @@ pub struct SizeReport {
     pub projection_scores: u64,
     pub projection_p50_us: u64,
     pub projection_p99_us: u64,
+    /// `POST /v1/recommendations` through HTTP: the statistics recomputed
+    /// and a `promotion.recommended` appended and acknowledged.
+    pub recommendation_p50_us: u64,
+    pub recommendation_p99_us: u64,
     /// The recommendation alone, computed in process (no HTTP, no proofs).
     pub view_p50_us: u64,
     pub view_p99_us: u64,
@@ -123,7 +127,7 @@ impl SizeReport {
             format!("{lo:.0}–{hi:.0}")
         };
         format!(
-            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; CPU per proof: the server {:.0} µs, the clients {:.0} µs\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; CPU per proof: the server {:.0} µs, the clients {:.0} µs; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs",
+            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; CPU per proof: the server {:.0} µs, the clients {:.0} µs\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; CPU per proof: the server {:.0} µs, the clients {:.0} µs; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs\n  POST /v1/recommendations: p50 {} µs, p99 {} µs (HTTP, the statistics recomputed and the recommendation appended, durable)",
             self.entries,
             self.build_seconds,
             self.build_events_per_s,
@@ -163,6 +167,8 @@ impl SizeReport {
             self.projection_p99_us,
             self.view_p50_us,
             self.view_p99_us,
+            self.recommendation_p50_us,
+            self.recommendation_p99_us,
         )
     }
 }
@@ -708,6 +714,52 @@ fn projection_load(
     Ok((scores, lat))
 }
 
+/// `POST /v1/recommendations` timed `n` times, each a new
+/// `promotion.requested` by a gate the bench enrols once (a refusal as
+/// already enrolled is fine): the ledger recomputes the held-out
+/// statistics from the log, appends a `promotion.recommended` and answers
+/// with its receipt. The first request is not counted (it waits for the
+/// server's check of its derived state, and builds the running totals the
+/// later ones reuse).
+fn recommendation_load(base: &str, p: &Prepared, first: u64, n: usize) -> anyhow::Result<Vec<u64>> {
+    let client = Client::new(base, None);
+    let r = client.post_json("/v1/events", &p.gate_enrolment())?;
+    // An earlier run enrolled it: its envelope (another issued time, the
+    // same id) or its key is already in the log.
+    let again = matches!(
+        r.code().as_deref(),
+        Some("envelope_id_reused" | "principal_exists")
+    );
+    if r.status != 201 && r.status != 200 && !again {
+        bail!("gate not enrolled ({}): {}", r.status, r.text());
+    }
+    // Recommendations wait for the background check of the derived state
+    // after a start (503 `log_verifying`); the first answered one is not
+    // timed.
+    let deadline = Instant::now() + std::time::Duration::from_secs(1800);
+    loop {
+        let r = client.post_json("/v1/recommendations", &p.promotion_request(first))?;
+        match r.status {
+            201 => break,
+            503 if Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(500))
+            }
+            _ => bail!("recommendation refused ({}): {}", r.status, r.text()),
+        }
+    }
+    let mut lat = Vec::with_capacity(n);
+    for k in 1..=n as u64 {
+        let env = p.promotion_request(first + k);
+        let t = Instant::now();
+        let r = client.post_json("/v1/recommendations", &env)?;
+        lat.push(t.elapsed().as_micros() as u64);
+        if r.status != 201 {
+            bail!("recommendation refused ({}): {}", r.status, r.text());
+        }
+    }
+    Ok(lat)
+}
+
 /// The recommendation alone, in process: `n` views of the task class, each
 /// after one new score is appended (so each folds new evidence in), timed
 /// from the request to the finished view (`Projector::view_at_head`).
@@ -827,6 +879,11 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         rep.projection_scores = scores;
         rep.projection_p50_us = pct(&mut lat, 0.5);
         rep.projection_p99_us = pct(&mut lat, 0.99);
+        let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
+        let first = reserve(&cfg.dir, &mut side, cfg.projection_requests + 1)?;
+        let mut lat = recommendation_load(&server.base, &p, first, cfg.projection_requests)?;
+        rep.recommendation_p50_us = pct(&mut lat, 0.5);
+        rep.recommendation_p99_us = pct(&mut lat, 0.99);
     }
 
     let mut lat = view_load(cfg, cfg.projection_requests)?;
