@@ -66,10 +66,15 @@ pub fn read_key(path: &Path) -> anyhow::Result<AnchoringKey> {
     AnchoringKey::from_pem(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
+/// An anchor file and the path its bundle has or would have.
+type AnchorFile = (PathBuf, PathBuf);
+
 /// The anchor files of `dir` (`*.checkpoint`), oldest first, with the path
-/// their bundle has or would have.
-fn anchor_files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
-    let mut out = Vec::new();
+/// their bundle has or would have; and the bundles of `dir` that stand
+/// beside no anchor file.
+fn listing(dir: &Path) -> anyhow::Result<(Vec<AnchorFile>, Vec<PathBuf>)> {
+    let mut anchors = Vec::new();
+    let mut bundles = Vec::new();
     for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = e?.path();
         // As `anchors::anchor::read_dir` names them.
@@ -79,11 +84,20 @@ fn anchor_files(dir: &Path) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
             .unwrap_or_default();
         if name.ends_with(".checkpoint") {
             let bundle = path.with_file_name(format!("{name}{BUNDLE_SUFFIX}"));
-            out.push((path, bundle));
+            anchors.push((path, bundle));
+        } else if name.ends_with(BUNDLE_SUFFIX) {
+            bundles.push(path);
         }
     }
-    out.sort();
-    Ok(out)
+    anchors.sort();
+    let kept: std::collections::HashSet<&PathBuf> = anchors.iter().map(|(_, b)| b).collect();
+    let strays = bundles.into_iter().filter(|b| !kept.contains(b)).collect();
+    Ok((anchors, strays))
+}
+
+/// [`listing`]'s anchor files.
+fn anchor_files(dir: &Path) -> anyhow::Result<Vec<AnchorFile>> {
+    listing(dir).map(|(anchors, _)| anchors)
 }
 
 /// The check [`publish_pending`] holds each anchor's bytes to: a signed
@@ -286,16 +300,9 @@ pub fn check_bundles(
     require_all: bool,
 ) -> anyhow::Result<Checked> {
     let mut checked = Checked::default();
-    let files = anchor_files(dir)?;
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let path = e?.path();
-        let is_bundle = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.ends_with(BUNDLE_SUFFIX));
-        if is_bundle && !files.iter().any(|(_, b)| *b == path) {
-            anyhow::bail!("{}: a Rekor bundle without its anchor file", path.display());
-        }
+    let (files, strays) = listing(dir)?;
+    if let Some(path) = strays.first() {
+        anyhow::bail!("{}: a Rekor bundle without its anchor file", path.display());
     }
     for (anchor, bundle) in files {
         let name = anchor.display().to_string();

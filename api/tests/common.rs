@@ -316,6 +316,37 @@ pub fn ready_within_30s(
     panic!("the server did not become ready (startup verification failed?)");
 }
 
+/// Runs `git -C dir args` with a test identity, failing the test if git
+/// fails; returns its standard output.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "test")
+        .env("GIT_AUTHOR_EMAIL", "test@localhost")
+        .env("GIT_COMMITTER_NAME", "test")
+        .env("GIT_COMMITTER_EMAIL", "test@localhost")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Serves `app` on a free loopback port on `rt`; returns its base URL.
+pub fn serve_on_loopback(rt: &tokio::runtime::Runtime, app: axum::Router) -> String {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    rt.spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
 /// Runs the `ledger` program with `args` and waits for it.
 pub fn run_ledger(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))

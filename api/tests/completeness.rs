@@ -271,18 +271,13 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn proxy(rt: &tokio::runtime::Runtime, upstream: &str, lie: Lie) -> String {
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let app = axum::Router::new()
         .fallback(forward)
         .with_state(Arc::new(Proxy {
             upstream: upstream.to_owned(),
             lie,
         }));
-    rt.spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
+    common::serve_on_loopback(rt, app)
 }
 
 fn replay(base: &str, vkey: &str, dir: &std::path::Path) -> Result<u64, AuditError> {

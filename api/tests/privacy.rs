@@ -662,15 +662,10 @@ fn attack_a_disclosure_withheld_as_redacted_without_a_redaction_is_caught() {
         .enable_all()
         .build()
         .expect("rt");
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     let app = axum::Router::new()
         .fallback(forward)
         .with_state(Upstream(s.base.clone(), token.clone()));
-    rt.spawn(async move { axum::serve(listener, app).await });
-    let lying = Client::new(&format!("http://{addr}"), Some(token));
+    let lying = Client::new(&serve_on_loopback(&rt, app), Some(token));
     match verifier::entries_verified(
         &lying,
         cp.size,

@@ -12,7 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::run_ledger;
+use common::{git, run_ledger};
 
 fn synthetic() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sigstore-check/testdata/synthetic")
@@ -60,6 +60,26 @@ fn stand_in(fail_first: u32) -> StandIn {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// `ledger verify` of the data directory `data` and its anchors (`source`:
+/// `--anchors DIR` or `--anchors-repo URL`), each kept Rekor bundle checked
+/// against the anchoring key `public`; `strict` fails on an anchor without
+/// one.
+fn verify_rekor(
+    data: &str,
+    source: [&str; 2],
+    public: &str,
+    root: &str,
+    strict: bool,
+) -> std::process::Output {
+    let mut args = vec!["verify", "--data-dir", data, "--quiet"];
+    args.extend(source);
+    args.extend(["--rekor-pub", public, "--sigstore-root", root]);
+    if strict {
+        args.push("--rekor-require-all");
+    }
+    run_ledger(&args)
 }
 
 fn text(out: &std::process::Output) -> String {
@@ -124,18 +144,14 @@ impl Setup {
     }
 
     fn verify(&self, public: &str) -> std::process::Output {
-        run_ledger(&[
-            "verify",
-            "--data-dir",
+        let anchors = self.anchors.to_str().expect("utf8");
+        verify_rekor(
             &self.data,
-            "--quiet",
-            "--anchors",
-            self.anchors.to_str().expect("utf8"),
-            "--rekor-pub",
+            ["--anchors", anchors],
             public,
-            "--sigstore-root",
             &self.root,
-        ])
+            false,
+        )
     }
 
     fn files(&self, suffix: &str) -> Vec<PathBuf> {
@@ -209,19 +225,8 @@ fn an_outage_leaves_the_local_anchor_and_the_next_run_catches_up() {
         text(&v)
     );
     // Strict, an anchor without a bundle fails the check.
-    let strict = run_ledger(&[
-        "verify",
-        "--data-dir",
-        &s.data,
-        "--quiet",
-        "--anchors",
-        s.anchors.to_str().expect("utf8"),
-        "--rekor-pub",
-        &s.public,
-        "--sigstore-root",
-        &s.root,
-        "--rekor-require-all",
-    ]);
+    let anchors = s.anchors.to_str().expect("utf8");
+    let strict = verify_rekor(&s.data, ["--anchors", anchors], &s.public, &s.root, true);
     assert!(!strict.status.success(), "{}", text(&strict));
     assert!(
         text(&strict).contains("no Rekor bundle kept beside it"),
@@ -371,18 +376,14 @@ fn the_server_publishes_its_anchors_to_rekor_and_catches_up_after_an_outage() {
         "the server kept anchoring its own records"
     );
     let dir = s.stop();
-    let out = run_ledger(&[
-        "verify",
-        "--data-dir",
+    let anchors = dir.path().join("anchors");
+    let out = verify_rekor(
         dir.path().to_str().expect("utf8"),
-        "--quiet",
-        "--anchors",
-        dir.path().join("anchors").to_str().expect("utf8"),
-        "--rekor-pub",
+        ["--anchors", anchors.to_str().expect("utf8")],
         &keys.public,
-        "--sigstore-root",
         &keys.root,
-    ]);
+        false,
+    );
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("bundles verified"), "{}", text(&out));
 }
@@ -424,24 +425,6 @@ fn attack_a_file_that_is_not_an_anchor_of_this_log_is_never_signed() {
     assert_eq!(api::rekor::pending(dir.path()).expect("pending"), 1);
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "test")
-        .env("GIT_AUTHOR_EMAIL", "test@localhost")
-        .env("GIT_COMMITTER_NAME", "test")
-        .env("GIT_COMMITTER_EMAIL", "test@localhost")
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// In a git anchors directory, each bundle is committed and pushed beside
 /// its anchor, and `verify --anchors-repo URL --rekor-pub` checks the
 /// bundles of a fresh clone.
@@ -475,19 +458,14 @@ fn bundles_in_a_git_anchors_directory_are_pushed_and_checked_from_a_clone() {
         &s.root,
     ]);
     assert!(out.status.success(), "{}", text(&out));
-    let out = run_ledger(&[
-        "verify",
-        "--data-dir",
+    let remote = remote.to_str().expect("utf8");
+    let out = verify_rekor(
         &s.data,
-        "--quiet",
-        "--anchors-repo",
-        remote.to_str().expect("utf8"),
-        "--rekor-pub",
+        ["--anchors-repo", remote],
         &s.public,
-        "--sigstore-root",
         &s.root,
-        "--rekor-require-all",
-    ]);
+        true,
+    );
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         text(&out).contains("Rekor: 1 anchors' bundles verified"),

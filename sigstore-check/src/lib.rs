@@ -221,6 +221,18 @@ pub fn verify(
     signer: &Signer<'_>,
     root: &TrustRoot,
 ) -> Result<Verified, Refusal> {
+    verify_as(bundle_json, message, signer, root, false)
+}
+
+/// [`verify`], and with `message_only` [`verify_message`]'s refusal of a
+/// DSSE envelope, on one parse of the bundle.
+fn verify_as(
+    bundle_json: &str,
+    message: &[u8],
+    signer: &Signer<'_>,
+    root: &TrustRoot,
+    message_only: bool,
+) -> Result<Verified, Refusal> {
     // The expected key is the verifier's own input: checked first.
     let key = match signer {
         Signer::Key { pem } => Some(
@@ -231,6 +243,17 @@ pub fn verify(
     };
     let bundle = Bundle::from_json(bundle_json)
         .map_err(|e| Refusal::new(Code::BundleMalformed, e.to_string()))?;
+    if message_only
+        && !matches!(
+            bundle.content,
+            sigstore_verify::types::bundle::SignatureContent::MessageSignature(_)
+        )
+    {
+        return Err(Refusal::new(
+            Code::BundleUnsupported,
+            "a DSSE envelope, where a signature over the message itself is required",
+        ));
+    }
     let result = match (signer, key) {
         (Signer::Identity { identity, issuer }, _) => {
             let policy = VerificationPolicy::new(*identity, *issuer);
@@ -292,18 +315,7 @@ pub fn verify_message(
     signer: &Signer<'_>,
     root: &TrustRoot,
 ) -> Result<Verified, Refusal> {
-    let bundle = Bundle::from_json(bundle_json)
-        .map_err(|e| Refusal::new(Code::BundleMalformed, e.to_string()))?;
-    if !matches!(
-        bundle.content,
-        sigstore_verify::types::bundle::SignatureContent::MessageSignature(_)
-    ) {
-        return Err(Refusal::new(
-            Code::BundleUnsupported,
-            "a DSSE envelope, where a signature over the message itself is required",
-        ));
-    }
-    verify(bundle_json, message, signer, root)
+    verify_as(bundle_json, message, signer, root, true)
 }
 
 /// The library's error as a refusal with a code.

@@ -102,7 +102,9 @@ pub fn backup(
                 .disclosures
                 .clone()
                 .filter(|d| !d.is_empty() || redacted.is_some());
-            if disclosures.is_none() && commits(leaf) {
+            if disclosures.is_none()
+                && events::decode_logged_leaf(leaf).is_ok_and(|(d, _)| commits(&d.payload.event))
+            {
                 without_disclosures += 1;
             }
             serde_json::to_writer(
@@ -147,15 +149,9 @@ fn settled(
 /// being rebuilt: its target is already in it. A redaction whose field the
 /// target does not commit is left to the replay that follows, which refuses it.
 fn redacted_by(
-    leaf: &[u8],
+    r: &events::model::FieldRedacted,
     log: &ledger::Ledger<ledger::RawPrivate>,
 ) -> anyhow::Result<Vec<(u64, usize)>> {
-    let Ok((d, _)) = events::decode_logged_leaf(leaf) else {
-        return Ok(Vec::new());
-    };
-    let events::Event::FieldRedacted(r) = &d.payload.event else {
-        return Ok(Vec::new());
-    };
     if r.entry >= log.head().size {
         return Ok(Vec::new());
     }
@@ -189,19 +185,11 @@ fn recorded_redactions(backup: &Path) -> anyhow::Result<HashSet<(u64, String)>> 
     Ok(recorded)
 }
 
-/// Whether `leaf` is a `field.redacted` event.
-fn is_redaction(leaf: &[u8]) -> bool {
-    events::decode_logged_leaf(leaf)
-        .is_ok_and(|(d, _)| matches!(d.payload.event, events::Event::FieldRedacted(_)))
-}
-
-/// Whether `leaf` holds a commitment.
-fn commits(leaf: &[u8]) -> bool {
-    events::decode_logged_leaf(leaf).is_ok_and(|(d, _)| {
-        events::disclose::fields(&d.payload.event)
-            .iter()
-            .any(|(_, _, s)| s.digest().is_some())
-    })
+/// Whether `event` holds a commitment.
+fn commits(event: &events::Event) -> bool {
+    events::disclose::fields(event)
+        .iter()
+        .any(|(_, _, s)| s.digest().is_some())
 }
 
 /// The private parts a restore keeps beside entry `index`: one per
@@ -214,7 +202,7 @@ fn commits(leaf: &[u8]) -> bool {
 /// says so, rather than a key destroyed with no redaction to show for it.
 fn kept_parts(
     index: u64,
-    leaf: &[u8],
+    event: Option<&events::Event>,
     line: &Line,
     recorded: &HashSet<(u64, String)>,
 ) -> anyhow::Result<Vec<Option<Vec<u8>>>> {
@@ -228,13 +216,14 @@ fn kept_parts(
     {
         return Ok(Vec::new());
     }
-    crate::entries::check_disclosures(index, leaf, disclosures)?;
-    let (d, _) = events::decode_logged_leaf(leaf).map_err(|r| anyhow!("entry {index}: {r}"))?;
+    let event = event.ok_or_else(|| anyhow!("entry {index}: the leaf does not decode"))?;
+    events::disclose::check_disclosed(event, disclosures)
+        .map_err(|e| anyhow!("entry {index}: {e}"))?;
     let by_digest: std::collections::HashMap<String, &String> = disclosures
         .iter()
         .map(|d| (events::disclose::digest(d), d))
         .collect();
-    events::disclose::fields(&d.payload.event)
+    events::disclose::fields(event)
         .into_iter()
         .filter_map(|(path, _, s)| s.digest().map(|g| (path, g.to_owned())))
         .map(|(path, digest)| match by_digest.get(&digest) {
@@ -426,17 +415,25 @@ fn rebuild(
                 bail!("backup entry {} where {expected} was expected", line.index);
             }
             let leaf = B64.decode(&line.leaf)?;
-            let parts = kept_parts(line.index, &leaf, &line, recorded)?;
-            if parts.is_empty() && commits(&leaf) {
+            // Decoded once; a leaf that does not decode is appended as it
+            // is, and refused by the replay that follows.
+            let event = events::decode_logged_leaf(&leaf)
+                .ok()
+                .map(|(d, _)| d.payload.event);
+            let parts = kept_parts(line.index, event.as_ref(), &line, recorded)?;
+            if parts.is_empty() && event.as_ref().is_some_and(commits) {
                 not_kept_below = line.index + 1;
             }
-            if is_redaction(&leaf) {
-                // Its target must be in the log to find the part it names.
-                for p in pending.drain(..) {
-                    settled(p.wait())?;
+            let redacts = match &event {
+                Some(events::Event::FieldRedacted(r)) => {
+                    // Its target must be in the log to find the part it names.
+                    for p in pending.drain(..) {
+                        settled(p.wait())?;
+                    }
+                    redacted_by(r, &log)?
                 }
-            }
-            let redacts = redacted_by(&leaf, &log)?;
+                _ => Vec::new(),
+            };
             pending.push(log.submit_input((leaf, parts, redacts))?);
             expected += 1;
             if pending.len() >= 1000 {

@@ -225,7 +225,8 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
     let mut recorded = std::collections::BTreeSet::new();
     let mut not_kept = 0u64;
     let mut unkept = std::collections::BTreeSet::new();
-    let mut destroyed = std::collections::BTreeSet::new();
+    // Destroyed parts: (entry, field) → the part's position in the entry.
+    let mut destroyed = std::collections::BTreeMap::new();
     let mut start = 0;
     while start < size {
         let end = (start + 4096).min(size);
@@ -265,7 +266,7 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
             }
             entries += 1;
             let mut texts = Vec::new();
-            for (p, path) in parts.into_iter().zip(&paths) {
+            for (i, (p, path)) in parts.into_iter().zip(&paths).enumerate() {
                 match p {
                     ledger::private::Part::Open(b) => {
                         texts.push(String::from_utf8(b).map_err(|_| {
@@ -274,7 +275,7 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
                         open += 1;
                     }
                     ledger::private::Part::Shredded => {
-                        destroyed.insert((e.index, (*path).to_owned()));
+                        destroyed.insert((e.index, (*path).to_owned()), i);
                         redacted += 1;
                     }
                 }
@@ -284,7 +285,7 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
         }
         start = end;
     }
-    if let Some((entry, field)) = destroyed.iter().find(|d| !recorded.contains(*d)) {
+    if let Some((entry, field)) = destroyed.keys().find(|d| !recorded.contains(*d)) {
         return Err(format!(
             "entry {entry}: the key of `{field}`'s disclosure is destroyed, but the log records no redaction of it"
         ));
@@ -293,26 +294,20 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
     // still in the key file, was not carried out: the value it names can
     // still be recovered from this directory.
     for (entry, field) in recorded.iter().filter(|r| !unkept.contains(&r.0)) {
-        if !destroyed.contains(&(*entry, field.clone())) {
+        let Some(&part) = destroyed.get(&(*entry, field.clone())) else {
             return Err(format!(
                 "entry {entry}: the log records a redaction of `{field}`, but its disclosure can still be read from this directory"
             ));
-        }
-        let target = log.entry(*entry).map_err(|e| e.to_string())?;
-        let part = events::decode_logged_leaf(&target.leaf)
-            .ok()
-            .and_then(|(d, _)| events::disclose::part_of(&d.payload.event, field));
-        if let Some(part) = part {
-            if log
-                .private_key_destroyed(*entry, part)
-                .map_err(|e| e.to_string())?
-                == Some(false)
-            {
-                return Err(format!(
-                    "entry {entry}: `{field}` reads as redacted, but its key is still in {}: the value can still be recovered from this directory",
-                    ledger::private::KEYS_FILE
-                ));
-            }
+        };
+        if log
+            .private_key_destroyed(*entry, part)
+            .map_err(|e| e.to_string())?
+            == Some(false)
+        {
+            return Err(format!(
+                "entry {entry}: `{field}` reads as redacted, but its key is still in {}: the value can still be recovered from this directory",
+                ledger::private::KEYS_FILE
+            ));
         }
     }
     if not_kept > 0 {
