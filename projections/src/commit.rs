@@ -35,7 +35,7 @@ use crate::fold::{
     bootstrap_seed, score_stats, Evidence, Failures, Recommendation, ScoreStats, Settings,
 };
 use crate::rules::{self, RuleInput};
-use crate::stats::bca;
+use crate::stats::{bca, Interval};
 
 /// The curation class whose scores are promotion evidence.
 const HELD_OUT: &str = "held-out";
@@ -472,6 +472,21 @@ pub fn view(
     now: i64,
     settings: &Settings,
 ) -> CommittedView {
+    view_with(class, cases, tree_size, now, settings, &mut |xs, seed| {
+        bca(xs, settings.confidence, settings.resamples, seed)
+    })
+}
+
+/// [`view`], with `boot(xs, seed)` giving the BCa interval of `xs` (the
+/// bootstrap itself, or an answer it gave before for the same bits).
+pub fn view_with(
+    class: &ClassRecord,
+    cases: &[CaseRecord],
+    tree_size: u64,
+    now: i64,
+    settings: &Settings,
+    boot: &mut dyn FnMut(&[f64], u64) -> Option<Interval>,
+) -> CommittedView {
     let start = now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000));
     let mut by_class: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Failures::default();
@@ -488,12 +503,10 @@ pub fn view(
         }
     }
     let seed = bootstrap_seed(&class.task_class);
-    let stats_of = |set: &[&(&CaseRecord, &LatestScore)]| {
+    let mut stats_of = |set: &[&(&CaseRecord, &LatestScore)]| {
         let xs: Vec<f64> = set.iter().map(|(_, l)| l.score).collect();
         let passed = set.iter().filter(|(_, l)| l.passed).count();
-        score_stats(&xs, passed, settings, |xs| {
-            bca(xs, settings.confidence, settings.resamples, seed)
-        })
+        score_stats(&xs, passed, settings, |xs| boot(xs, seed))
     };
     let held: Vec<&(&CaseRecord, &LatestScore)> = latest
         .iter()

@@ -90,9 +90,10 @@ pub enum DerivedMismatch {
     /// a projection rebuilt from the log.
     #[error("the saved projection disagrees with the log at size {size}: {what}")]
     Disagrees { size: u64, what: String },
-    /// The numbers about to be signed do not follow from the evidence they
-    /// cite, read back from the log.
-    #[error("the recommendation for `{task_class}` does not follow from its evidence: {what}")]
+    /// The numbers about to be signed or served do not follow from the
+    /// evidence they cite, read back from the log, or (before a
+    /// recommendation is signed) from the per-case state.
+    #[error("the view of `{task_class}` does not follow from its evidence: {what}")]
     Evidence { task_class: String, what: String },
 }
 
@@ -165,7 +166,14 @@ pub struct Projector {
     pub settings: Settings,
     /// Running window totals for [`Projector::view_at_head`].
     cache: ViewCache,
+    /// The views of the newest recommendations, by recommendation id: a
+    /// re-posted request (a gate's retry) is answered from here rather
+    /// than by folding the log again up to the recommendation's checkpoint.
+    answered: std::collections::VecDeque<(String, TaskClassView)>,
 }
+
+/// How many recommendations' views [`Projector`] keeps for re-posts.
+const ANSWERED_KEPT: usize = 64;
 
 impl Projector {
     /// Starts from the saved checkpoint when its seal verifies under `key`
@@ -224,6 +232,7 @@ impl Projector {
             projection,
             settings,
             cache: ViewCache::default(),
+            answered: Default::default(),
         };
         p.catch_up(log)?;
         Ok((p, resumed))
@@ -250,6 +259,7 @@ impl Projector {
             projection: Projection::default(),
             settings,
             cache: ViewCache::default(),
+            answered: Default::default(),
         }
     }
 
@@ -381,6 +391,9 @@ impl Projector {
 #[derive(Debug, Clone)]
 pub struct Recommended {
     pub view: TaskClassView,
+    /// The view's evidence, read back, checked ([`check_evidence`]) and
+    /// proven at the view's size.
+    pub evidence: Vec<Proven>,
     pub receipt: Receipt<Accepted>,
 }
 
@@ -413,21 +426,37 @@ pub fn recommend(
             let entry = events.ledger().entry(index)?;
             let (d, at) = envelope::decode_leaf(&entry.leaf).map_err(DriverError::Rejected)?;
             if let Event::PromotionRecommended(r) = &d.payload.event {
-                let size = r.checkpoint.size;
-                let root = events.ledger().root_at(size)?;
-                let past =
-                    Projector::rebuild_to(events.ledger(), projector.settings.clone(), size)?;
-                let view = past.projection.view(
-                    events.ledger(),
-                    &req.task_class,
-                    at,
-                    &past.settings,
-                    size,
-                    &root,
-                )?;
+                let kept = projector
+                    .answered
+                    .iter()
+                    .find(|(id, v)| *id == rec_id && v.tree_size == r.checkpoint.size);
+                let view = match kept {
+                    Some((_, view)) => view.clone(),
+                    // Not among the newest: folded again up to its
+                    // checkpoint, which takes time in proportion to it.
+                    None => {
+                        let size = r.checkpoint.size;
+                        let root = events.ledger().root_at(size)?;
+                        let past = Projector::rebuild_to(
+                            events.ledger(),
+                            projector.settings.clone(),
+                            size,
+                        )?;
+                        past.projection.view(
+                            events.ledger(),
+                            &req.task_class,
+                            at,
+                            &past.settings,
+                            size,
+                            &root,
+                        )?
+                    }
+                };
+                let evidence = check_evidence(events.ledger(), &view)?;
                 let head = events.ledger().head();
                 return Ok(Recommended {
                     view,
+                    evidence,
                     receipt: Receipt {
                         appended: ledger::Appended {
                             index,
@@ -448,26 +477,19 @@ pub fn recommend(
         }
     }
     let view = projector.view_at_head(events.ledger(), &req.task_class, now)?;
-    // Before signing: the same answer from the definition (the window read
-    // back from the log, not the running totals), and the held-out
-    // statistics recomputed from the cited evidence alone.
-    let root = parse_root(&view.root)?;
-    let definition = projector.projection.view(
-        events.ledger(),
-        &req.task_class,
-        now,
-        &projector.settings,
-        view.tree_size,
-        &root,
-    )?;
-    if definition != view {
-        return Err(DriverError::Mismatch(DerivedMismatch::Evidence {
-            task_class: view.task_class.clone(),
-            what: "the running totals answer differently from the window read back from the log"
-                .into(),
-        }));
-    }
-    check_evidence(events.ledger(), &view)?;
+    // Before signing: the same answer from the per-case state rather than
+    // the window sums it was answered from, and the held-out statistics
+    // recomputed from the cited evidence leaves read back from the log.
+    projector
+        .projection
+        .recheck(&projector.cache, &view)
+        .map_err(|what| {
+            DriverError::Mismatch(DerivedMismatch::Evidence {
+                task_class: view.task_class.clone(),
+                what,
+            })
+        })?;
+    let evidence = check_evidence(events.ledger(), &view)?;
     let payload = Payload {
         schema: events.schema(),
         id: rec_id,
@@ -495,7 +517,19 @@ pub fn recommend(
         }),
     };
     let receipt = events.append(&envelope::sign_envelope(ledger_key, &payload))?;
-    Ok(Recommended { view, receipt })
+    if !receipt.existing {
+        if projector.answered.len() >= ANSWERED_KEPT {
+            projector.answered.pop_front();
+        }
+        projector
+            .answered
+            .push_back((receipt.accepted.id.clone(), view.clone()));
+    }
+    Ok(Recommended {
+        view,
+        evidence,
+        receipt,
+    })
 }
 
 /// A state commitment in the log: the index of its `state.committed`
@@ -614,50 +648,47 @@ pub fn commit_and_save(
     Ok(committed)
 }
 
-fn parse_root(hex: &str) -> Result<ledger::Hash, DriverError> {
-    ledger::hash::from_hex(hex).ok_or_else(|| {
-        DriverError::Mismatch(DerivedMismatch::Evidence {
-            task_class: String::new(),
-            what: "the view's root is not 64 hex digits".into(),
-        })
-    })
-}
+/// An evidence entry read back from the log, with its RFC 6962 inclusion
+/// proof in the tree its view was computed at.
+pub type Proven = (ledger::Entry, Vec<ledger::Hash>);
 
-/// Before the ledger signs numbers: reads every evidence entry the view
-/// cites back from the log (a checked read: re-hashed against its stored
-/// leaf hash), checks it is the entry the view names, and recomputes the
-/// held-out statistics from those leaves alone ([`crate::evidence`]). They
-/// must equal the view's, bit for bit; otherwise nothing is signed and the
-/// answer is [`DerivedMismatch::Evidence`].
+/// Before the ledger signs or serves numbers: reads every evidence entry the
+/// view cites back from the log in one snapshot (a checked read: re-hashed
+/// against its stored leaf hash), with its inclusion proof at the view's
+/// size, checks it is the entry the view names, and recomputes the held-out
+/// statistics from those leaves alone ([`crate::evidence`]). They must
+/// equal the view's, bit for bit; otherwise nothing is signed or served and
+/// the answer is [`DerivedMismatch::Evidence`]. Returns the entries with
+/// their proofs, in the view's order.
 pub fn check_evidence<S: Sequencer>(
     log: &Ledger<S>,
     view: &TaskClassView,
-) -> Result<(), DriverError> {
+) -> Result<Vec<Proven>, DriverError> {
     let mismatch = |what: String| {
         DriverError::Mismatch(DerivedMismatch::Evidence {
             task_class: view.task_class.clone(),
             what,
         })
     };
-    let mut entries = Vec::with_capacity(view.evidence.len());
-    for e in &view.evidence {
-        if e.index >= view.tree_size {
-            return Err(mismatch(format!(
-                "evidence {} is past the checkpoint",
-                e.index
-            )));
-        }
-        let entry = log.entry(e.index)?;
+    if let Some(e) = view.evidence.iter().find(|e| e.index >= view.tree_size) {
+        return Err(mismatch(format!(
+            "evidence {} is past the checkpoint",
+            e.index
+        )));
+    }
+    let indices: Vec<u64> = view.evidence.iter().map(|e| e.index).collect();
+    let proven = log.entries_with_proofs(&indices, view.tree_size)?;
+    for ((entry, _), e) in proven.iter().zip(&view.evidence) {
         if ledger::hash::to_hex(&entry.leaf_hash) != e.leaf_hash {
             return Err(mismatch(format!(
                 "evidence {} is not the entry with leaf hash {}",
                 e.index, e.leaf_hash
             )));
         }
-        entries.push(entry);
     }
-    let leaves: Vec<&[u8]> = entries.iter().map(|e| e.leaf.as_slice()).collect();
-    crate::evidence::check_view(view, &leaves).map_err(|e| mismatch(e.to_string()))
+    let leaves: Vec<&[u8]> = proven.iter().map(|(e, _)| e.leaf.as_slice()).collect();
+    crate::evidence::check_view(view, &leaves).map_err(|e| mismatch(e.to_string()))?;
+    Ok(proven)
 }
 
 impl Projector {

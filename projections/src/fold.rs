@@ -1003,6 +1003,109 @@ impl Projection {
         }
     }
 
+    /// Holds `view` (this projection's answer for its task class, at this
+    /// projection's size and root) to a second derivation before the
+    /// ledger signs it: [`commit::view`] over the class's per-case records
+    /// (each case's activity, newest eligible score and failing scores: the
+    /// records the state commitments commit), never over the window sums
+    /// the view was answered from. `Err` names the first field that comes
+    /// out differently. Its cost is in the class's cases and their failing
+    /// scores, whatever the number of scores in the window. A bootstrap
+    /// interval `cache` holds for exactly the same inputs is taken from it
+    /// (the bootstrap is a function of its inputs' bits, the seed and the
+    /// settings); the held-out interval a recommendation signs is computed
+    /// afresh from the evidence leaves in any case (`driver::check_evidence`).
+    pub fn recheck(&self, cache: &ViewCache, view: &TaskClassView) -> Result<(), String> {
+        let tc = view.task_class.as_str();
+        if self.size != view.tree_size || ledger::hash::to_hex(&self.root()) != view.root {
+            return Err(format!(
+                "the view is at size {}, the projection at {}",
+                view.tree_size, self.size
+            ));
+        }
+        let class = self
+            .classes
+            .get(tc)
+            .ok_or_else(|| format!("task class `{tc}` is not registered"))?;
+        let cases: Vec<CaseRecord> = self
+            .cases
+            .iter()
+            .filter(|(_, c)| c.task_class == tc)
+            .map(|(id, c)| self.case_record(id, c, class))
+            .collect();
+        // `commit::view` reads neither the cases' root nor their count.
+        let record = self.class_record(tc, class, &[], String::new());
+        let settings = &view.settings;
+        let memo = cache.memos.get(tc);
+        let mut boot = |xs: &[f64], seed| {
+            let key = (settings.confidence.to_bits(), settings.resamples, seed);
+            let known = memo.and_then(|m| m.iter().find(|(k, x, _)| *k == key && same_bits(x, xs)));
+            match known {
+                Some((_, _, ci)) => *ci,
+                None => bca(xs, settings.confidence, settings.resamples, seed),
+            }
+        };
+        let committed = commit::view_with(
+            &record,
+            &cases,
+            self.size,
+            view.now_micros,
+            settings,
+            &mut boot,
+        );
+        match commit::first_difference(&committed, view) {
+            Some(field) => Err(format!(
+                "`{field}` differs from what the per-case state gives"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Case `id`'s committed record; `class` is the fold of its task class.
+    fn case_record(&self, id: &str, c: &CaseFold, class: &ClassFold) -> CaseRecord {
+        let n = self.case_numbers.get(id);
+        CaseRecord {
+            record: "case".to_owned(),
+            task_class: c.task_class.clone(),
+            case_id: id.to_owned(),
+            curation_class: c.curation_class.clone(),
+            active: c.active,
+            latest: n.and_then(|n| class.newest.get(n)).map(|s| LatestScore {
+                index: s.index,
+                leaf_hash: ledger::hash::hex32(&s.leaf_hash),
+                sequenced_at: s.at,
+                score: s.score,
+                passed: s.passed,
+            }),
+            failures: n
+                .and_then(|n| class.failing.get(n))
+                .cloned()
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Task class `name`'s committed record, with its cases' records and
+    /// their root.
+    fn class_record(
+        &self,
+        name: &str,
+        c: &ClassFold,
+        cases: &[CaseRecord],
+        cases_root: String,
+    ) -> ClassRecord {
+        ClassRecord {
+            record: "task_class".to_owned(),
+            task_class: name.to_owned(),
+            tier: c.tier,
+            silver: c.silver.clone(),
+            gold: c.gold.clone(),
+            pending_proposals: c.pending_proposals.len() as u64,
+            registered: c.registered,
+            cases: cases.len() as u64,
+            cases_root,
+        }
+    }
+
     /// The state committed at this size (docs/COMPLETENESS.md): every
     /// registered class with all its cases, sorted by name and case id.
     pub fn state(&self) -> commit::State {
@@ -1011,46 +1114,19 @@ impl Projection {
             let Some(class) = self.classes.get(&c.task_class) else {
                 continue;
             };
-            let n = self.case_numbers.get(id);
             by_class
                 .entry(c.task_class.as_str())
                 .or_default()
-                .push(CaseRecord {
-                    record: "case".to_owned(),
-                    task_class: c.task_class.clone(),
-                    case_id: id.clone(),
-                    curation_class: c.curation_class.clone(),
-                    active: c.active,
-                    latest: n.and_then(|n| class.newest.get(n)).map(|s| LatestScore {
-                        index: s.index,
-                        leaf_hash: ledger::hash::hex32(&s.leaf_hash),
-                        sequenced_at: s.at,
-                        score: s.score,
-                        passed: s.passed,
-                    }),
-                    failures: n
-                        .and_then(|n| class.failing.get(n))
-                        .cloned()
-                        .unwrap_or_default(),
-                });
+                .push(self.case_record(id, c, class));
         }
         let classes = self
             .classes
             .iter()
             .map(|(name, c)| {
                 let cases = by_class.remove(name.as_str()).unwrap_or_default();
+                let root = ledger::hash::to_hex(&commit::cases_root(&cases));
                 ClassState {
-                    class: ClassRecord {
-                        record: "task_class".to_owned(),
-                        task_class: name.clone(),
-                        tier: c.tier,
-                        silver: c.silver.clone(),
-                        gold: c.gold.clone(),
-                        pending_proposals: c.pending_proposals.len() as u64,
-                        registered: c.registered,
-                        cases: cases.len() as u64,
-                        cases_root: ledger::hash::to_hex(&commit::cases_root(&cases)),
-                    },
+                    class: self.class_record(name, c, &cases, root),
                     cases,
                 }
             })

@@ -471,6 +471,21 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
         recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("again");
     assert!(again.receipt.existing);
     assert_eq!(again.receipt.appended.index, rec.receipt.appended.index);
+    assert_eq!(again.view, rec.view, "a re-post answers with the same view");
+    // A projector that did not answer it (a restart) folds the log again up
+    // to the recommendation's checkpoint, and answers the same.
+    let mut fresh = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let after_restart = recommend(
+        &w.log,
+        &mut fresh,
+        &key("ledger"),
+        &req,
+        w.clock.now_micros(),
+    )
+    .expect("again after a restart");
+    assert!(after_restart.receipt.existing);
+    assert_eq!(after_restart.view, rec.view);
+    assert_eq!(after_restart.evidence.len(), 3);
     // Humans promote: two maintainers co-sign a tier change citing it.
     let idx = rec.receipt.appended.index;
     let st = tier_change_statement(TASK_CLASS, "bronze", "silver", idx);
@@ -775,6 +790,12 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
             None,
             "step {step}"
         );
+        // And the check a recommendation passes before it is signed.
+        assert_eq!(
+            p.projection().recheck(&Default::default(), &full),
+            Ok(()),
+            "step {step}"
+        );
         compared += 1;
     }
     assert!(compared > 100, "only {compared} views compared");
@@ -838,6 +859,80 @@ fn attack_numbers_that_do_not_follow_from_their_evidence_are_never_signed() {
     let mut v = honest;
     v.evidence[0].case_id = "case-9".into();
     refused(&v, "case");
+}
+
+/// Before the ledger signs a recommendation, its view (answered from the
+/// window sums) is derived a second time from the per-case state the state
+/// commitments commit. A view that cites an older score of a case in place
+/// of its newest, leaves a case out, undercounts a failure, miscounts the active cases or states another
+/// tier is refused, naming the field; the honest view passes.
+#[test]
+fn attack_a_view_the_per_case_state_does_not_give_is_never_signed() {
+    let mut w = World::new();
+    for (c, v) in [("case-1", 0.4), ("case-2", 0.6), ("case-3", 0.9)] {
+        w.post("harness", Event::ScoreRecorded(score(c, v)))
+            .expect("score");
+    }
+    let mut failing = score("case-2", 0.7);
+    failing.score.failure_modes.push(ScoreFailureMode {
+        code: "build_broken".into(),
+        severity: "block".into(),
+    });
+    w.post("harness", Event::ScoreRecorded(failing))
+        .expect("score");
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let honest = view(&w, &mut p, TASK_CLASS);
+    assert_eq!(p.projection().recheck(&Default::default(), &honest), Ok(()));
+    let refused = |v: &projections::TaskClassView, field: &str| {
+        let why = p
+            .projection()
+            .recheck(&Default::default(), v)
+            .expect_err("a view the per-case state does not give was accepted");
+        assert!(why.contains(&format!("`{field}`")), "{field}: {why}");
+    };
+    // case-2's older score (0.6, entry and leaf hash its own) in place of
+    // its newest (0.7, with a block failure).
+    let older = w
+        .log
+        .ledger()
+        .entries(0, w.size())
+        .expect("read")
+        .into_iter()
+        .find(|e| {
+            events::decode_leaf(&e.leaf).is_ok_and(|(d, _)| {
+                matches!(&d.payload.event, Event::ScoreRecorded(s) if s.case_id == "case-2" && s.score.score == 0.6)
+            })
+        })
+        .expect("case-2's first score");
+    let mut v = honest.clone();
+    let e = v
+        .evidence
+        .iter_mut()
+        .find(|e| e.case_id == "case-2")
+        .expect("case-2 cited");
+    e.index = older.index;
+    e.leaf_hash = ledger::hash::to_hex(&older.leaf_hash);
+    e.score = 0.6;
+    refused(&v, "evidence");
+    let mut v = honest.clone();
+    v.failures.block = 0;
+    refused(&v, "failures");
+    let mut v = honest.clone();
+    v.active_cases_by_curation_class
+        .insert("held-out".into(), 2);
+    refused(&v, "active_cases_by_curation_class");
+    let mut v = honest.clone();
+    v.evidence.pop();
+    refused(&v, "evidence");
+    let mut v = honest.clone();
+    v.recommendation.recommended_tier = match honest.recommendation.recommended_tier {
+        Tier::Bronze => Tier::Silver,
+        _ => Tier::Bronze,
+    };
+    refused(&v, "recommendation");
+    let mut v = honest;
+    v.window_start_micros -= DAY;
+    refused(&v, "window_start_micros");
 }
 
 /// A view whose statistics follow from its evidence but which shows one

@@ -117,6 +117,15 @@ pub struct AppState {
 pub type Shared = Arc<AppState>;
 
 impl AppState {
+    /// `e` as an answer, counting a derived-state mismatch
+    /// (`ledger_derived_state_mismatches_total`).
+    pub fn derived_error(&self, e: projections::driver::DriverError) -> crate::error::ApiError {
+        if matches!(e, projections::driver::DriverError::Mismatch(_)) {
+            self.metrics.count_derived_mismatch();
+        }
+        e.into()
+    }
+
     /// The projector, locked. A panic while it was held does not keep it
     /// locked for good: every caller takes it as it was left.
     pub fn projector(&self) -> std::sync::MutexGuard<'_, Projector> {

@@ -42,31 +42,21 @@ pub(crate) fn projection_response(
     state: &AppState,
     view: projections::TaskClassView,
 ) -> Result<ProjectionResponse, ApiError> {
-    let log = state.events.ledger();
-    let root = parse_hash("root", &view.root)?;
-    let indices: Vec<u64> = view.evidence.iter().map(|e| e.index).collect();
-    let proven = log.entries_with_proofs(&indices, view.tree_size)?;
     // Nothing is served (or signed into a bundle) that does not follow from
     // the evidence it cites, re-read from the log.
-    let leaves: Vec<&[u8]> = proven.iter().map(|(e, _)| e.leaf.as_slice()).collect();
-    if let Some((e, _)) = proven
-        .iter()
-        .zip(&view.evidence)
-        .find(|((entry, _), cited)| to_hex(&entry.leaf_hash) != cited.leaf_hash)
-        .map(|(p, _)| p)
-    {
-        return Err(ApiError::DerivedStateMismatch(format!(
-            "evidence {} is not the entry the view names",
-            e.index
-        )));
-    }
-    projections::evidence::check_view(&view, &leaves).map_err(|e| {
-        state.metrics.count_derived_mismatch();
-        ApiError::DerivedStateMismatch(format!(
-            "the view of `{}` does not follow from its evidence: {e}",
-            view.task_class
-        ))
-    })?;
+    let proven = projections::driver::check_evidence(state.events.ledger(), &view)
+        .map_err(|e| state.derived_error(e))?;
+    checked_projection_response(state, view, proven)
+}
+
+/// The answer for `view`, whose evidence `proven` was read back and
+/// checked against it ([`projections::driver::check_evidence`]).
+pub(crate) fn checked_projection_response(
+    state: &AppState,
+    view: projections::TaskClassView,
+    proven: Vec<projections::driver::Proven>,
+) -> Result<ProjectionResponse, ApiError> {
+    let root = parse_hash("root", &view.root)?;
     let evidence = proven
         .into_iter()
         .zip(&view.evidence)

@@ -216,7 +216,8 @@ pub async fn post_recommendation(
                     &st.log_key.event_signing_key(),
                     &body,
                     now,
-                )?
+                )
+                .map_err(|e| st.derived_error(e))?
             };
             let status = if rec.receipt.existing {
                 StatusCode::OK
@@ -227,7 +228,11 @@ pub async fn post_recommendation(
                 status,
                 RecommendationResponse {
                     recommendation: receipt(&st, &rec.receipt)?,
-                    projection: super::task_classes::projection_response(&st, rec.view)?,
+                    projection: super::task_classes::checked_projection_response(
+                        &st,
+                        rec.view,
+                        rec.evidence,
+                    )?,
                 },
             ))
         },
