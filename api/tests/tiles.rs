@@ -271,6 +271,7 @@ fn an_entry_too_long_for_a_bundle_is_refused_and_nothing_is_appended() {
                 current_tier: Tier::Bronze,
                 recommended_tier: Tier::Silver,
                 evidence,
+                evidence_tree: None,
                 rationale: Vec::new(),
                 checkpoint: CheckpointRef {
                     size: 1,

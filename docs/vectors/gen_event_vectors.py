@@ -30,6 +30,40 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(t), t, len(payload), payload)
 
 
+def rfc6962_root(leaves) -> bytes:
+    """RFC 6962 Merkle tree hash (MTH) of the leaf data in `leaves`."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    if len(leaves) == 1:
+        return hashlib.sha256(b"\x00" + leaves[0]).digest()
+    k = 1
+    while k * 2 < len(leaves):
+        k *= 2
+    return hashlib.sha256(b"\x01" + rfc6962_root(leaves[:k]) + rfc6962_root(leaves[k:])).digest()
+
+
+def evidence_trees():
+    """A recommendation's evidence tree: MTH over the canonical JSON of each reference."""
+    rng = random.Random(20261127)
+    lists = [
+        [],
+        [{"index": 5, "leaf_hash": "aa" * 32}],
+        [{"index": 5, "leaf_hash": "aa" * 32}, {"index": 17, "leaf_hash": "bb" * 32},
+         {"index": 1000000, "leaf_hash": "0123456789abcdef" * 4}],
+        [{"index": rng.randrange(2**53), "leaf_hash": "%064x" % rng.getrandbits(256)} for _ in range(13)],
+    ]
+    out = []
+    for refs in lists:
+        leaves = [canonical(r) for r in refs]
+        out.append({
+            "refs": refs,
+            "leaves": [leaf.decode("utf-8") for leaf in leaves],
+            "count": len(refs),
+            "root": rfc6962_root(leaves).hex(),
+        })
+    return out
+
+
 def main():
     rng = random.Random(20261122)
     floats = [0.0, -0.0, 1.0, 0.5, 0.1, 1e16, 1e15, 1e-4, 1e-5, 1.5e300, 5e-324, 123456789.125, 2.0**53, 1 / 3]
@@ -68,6 +102,7 @@ def main():
         "generator": "docs/vectors/gen_event_vectors.py",
         "floats": canon,
         "objects": object_vectors,
+        "evidence_trees": evidence_trees(),
         "dsse": {
             "seed_hex": seed.hex(),
             "public_key_b64": base64.b64encode(pk).decode(),

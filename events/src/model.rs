@@ -622,6 +622,50 @@ pub struct EvidenceRef {
     pub leaf_hash: String,
 }
 
+impl EvidenceRef {
+    /// The bytes of this reference as a leaf of an evidence tree
+    /// ([`EvidenceTree`]): its canonical JSON, `{"index":N,"leaf_hash":"…"}`.
+    pub fn tree_leaf(&self) -> Vec<u8> {
+        let mut out = String::with_capacity(96);
+        out.push_str("{\"index\":");
+        out.push_str(&self.index.to_string());
+        out.push_str(",\"leaf_hash\":");
+        crate::canonical::write_str(&mut out, &self.leaf_hash);
+        out.push('}');
+        out.into_bytes()
+    }
+}
+
+/// A recommendation's evidence cited by commitment rather than listed: the
+/// number of evidence references and the RFC 6962 Merkle tree hash (hex)
+/// over them, in the order the projection lists them, each leaf the
+/// canonical JSON of one [`EvidenceRef`]. It binds exactly the list a
+/// projection at the recommendation's checkpoint cites, at any length,
+/// where a list in the entry would be bounded by the 65,535 bytes a logged
+/// entry may take; one reference is proven in it by an RFC 6962 inclusion
+/// proof.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceTree {
+    pub count: u64,
+    /// Hex RFC 6962 Merkle tree hash of the references.
+    pub root: String,
+}
+
+impl EvidenceTree {
+    /// The tree of `refs`, in their order.
+    pub fn of(refs: &[EvidenceRef]) -> EvidenceTree {
+        let mut f = ledger::merkle::Frontier::new();
+        for r in refs {
+            f.push(ledger::leaf_hash(&r.tree_leaf()));
+        }
+        EvidenceTree {
+            count: refs.len() as u64,
+            root: ledger::hash::to_hex(&f.root()),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleOutcome {
@@ -636,7 +680,13 @@ pub struct PromotionRecommended {
     pub task_class: String,
     pub current_tier: Tier,
     pub recommended_tier: Tier,
+    /// The evidence listed (empty when it is cited by `evidence_tree`).
     pub evidence: Vec<EvidenceRef>,
+    /// The evidence cited by commitment: how the ledger cites it. A
+    /// recommendation carries either this (with `evidence` empty) or the
+    /// list; an entry appended before the tree existed has only the list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_tree: Option<EvidenceTree>,
     pub rationale: Vec<RuleOutcome>,
     pub checkpoint: CheckpointRef,
     /// Always true: the ledger recommends, humans promote.

@@ -601,6 +601,55 @@ fn tier_change_without_a_recommendation_is_refused() {
     );
 }
 
+/// A recommendation by the ledger's key, at the head, citing its evidence
+/// as `refs` and `tree`.
+fn ledger_recommendation(
+    w: &mut World,
+    refs: Vec<EvidenceRef>,
+    tree: Option<EvidenceTree>,
+) -> Posted {
+    let head = w.log.ledger().head();
+    w.post(
+        "ledger",
+        Event::PromotionRecommended(PromotionRecommended {
+            task_class: TASK_CLASS.into(),
+            current_tier: Tier::Bronze,
+            recommended_tier: Tier::Silver,
+            evidence: refs,
+            evidence_tree: tree,
+            rationale: vec![],
+            checkpoint: CheckpointRef {
+                size: head.size,
+                root: ledger::hash::to_hex(&head.root),
+            },
+            requires_human_approval: true,
+            request_id: "env-00000001".into(),
+        }),
+    )
+}
+
+/// A recommendation cites its evidence either by list (as entries before
+/// the evidence tree did) or by tree, never both: a tree beside a list, or
+/// a tree whose root is not a digest, is refused and nothing is appended.
+#[test]
+fn a_recommendation_citing_its_evidence_both_ways_or_by_a_malformed_tree_is_refused() {
+    let refs = vec![EvidenceRef {
+        index: 1,
+        leaf_hash: "ab".repeat(32),
+    }];
+    let mut w = World::new();
+    ledger_recommendation(&mut w, refs.clone(), None).expect("by list");
+    ledger_recommendation(&mut w, vec![], Some(EvidenceTree::of(&refs))).expect("by tree");
+    refused(C::InvalidValue, "event.body.evidence", |w| {
+        ledger_recommendation(w, refs.clone(), Some(EvidenceTree::of(&refs)))
+    });
+    refused(C::InvalidDigest, "event.body.evidence_tree.root", |w| {
+        let mut tree = EvidenceTree::of(&refs);
+        tree.root = tree.root.to_uppercase();
+        ledger_recommendation(w, vec![], Some(tree))
+    });
+}
+
 #[test]
 fn self_issued_recommendation_from_a_client_is_refused() {
     refused(C::RoleNotPermitted, "event.kind", |w| {
@@ -612,6 +661,7 @@ fn self_issued_recommendation_from_a_client_is_refused() {
                 current_tier: Tier::Bronze,
                 recommended_tier: Tier::Gold,
                 evidence: vec![],
+                evidence_tree: None,
                 rationale: vec![],
                 checkpoint: CheckpointRef {
                     size: head.size,

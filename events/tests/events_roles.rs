@@ -96,6 +96,7 @@ fn sample(kind: Kind, w: &World) -> Event {
             current_tier: Tier::Bronze,
             recommended_tier: Tier::Silver,
             evidence: vec![],
+            evidence_tree: None,
             rationale: vec![],
             checkpoint: cp,
             requires_human_approval: true,

@@ -3,7 +3,9 @@
 //! projections is here; [`crate::fold`] stays pure.
 
 use ed25519_dalek::SigningKey;
-use events::model::{CheckpointRef, EvidenceRef, Payload, PromotionRecommended, StateCommitted};
+use events::model::{
+    CheckpointRef, EvidenceRef, EvidenceTree, Payload, PromotionRecommended, StateCommitted,
+};
 use events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
 
@@ -499,14 +501,8 @@ pub fn recommend(
             task_class: req.task_class.clone(),
             current_tier: view.recommendation.current_tier,
             recommended_tier: view.recommendation.recommended_tier,
-            evidence: view
-                .evidence
-                .iter()
-                .map(|e| EvidenceRef {
-                    index: e.index,
-                    leaf_hash: e.leaf_hash.clone(),
-                })
-                .collect(),
+            evidence: Vec::new(),
+            evidence_tree: Some(EvidenceTree::of(&evidence_refs(&view))),
             rationale: view.recommendation.rationale.clone(),
             checkpoint: CheckpointRef {
                 size: view.tree_size,
@@ -530,6 +526,18 @@ pub fn recommend(
         evidence,
         receipt,
     })
+}
+
+/// The evidence references of `view`, in its order: what a recommendation
+/// made from it cites ([`EvidenceTree`]).
+pub fn evidence_refs(view: &TaskClassView) -> Vec<EvidenceRef> {
+    view.evidence
+        .iter()
+        .map(|e| EvidenceRef {
+            index: e.index,
+            leaf_hash: e.leaf_hash.clone(),
+        })
+        .collect()
 }
 
 /// A state commitment in the log: the index of its `state.committed`

@@ -450,8 +450,12 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
         panic!("not a recommendation")
     };
     assert!(r.requires_human_approval);
-    assert_eq!(r.evidence.len(), 3);
-    for e in &r.evidence {
+    // The evidence is cited by its tree: exactly the projection's list.
+    assert!(r.evidence.is_empty());
+    let cited = projections::driver::evidence_refs(&rec.view);
+    assert_eq!(cited.len(), 3);
+    assert_eq!(r.evidence_tree, Some(EvidenceTree::of(&cited)));
+    for e in &cited {
         let ev = w.log.ledger().entry(e.index).expect("evidence entry");
         assert_eq!(ledger::hash::to_hex(&ev.leaf_hash), e.leaf_hash);
         let proof = w
@@ -508,6 +512,44 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
     w.post("maintainer-a", Event::TierChanged(change))
         .expect("human tier change");
     assert_eq!(view(&w, &mut p, TASK_CLASS).tier, Tier::Silver);
+}
+
+/// A task class with more held-out cases than a listed citation could hold
+/// in one entry (a list of 1,200 references is about 150 KB; an entry holds
+/// 65,535 bytes) is recommended: the recommendation cites its evidence by
+/// tree, and its entry stays small.
+#[test]
+fn a_class_of_1200_held_out_cases_is_recommended_with_its_evidence_cited_by_tree() {
+    let mut w = World::new();
+    for i in 0..1200 {
+        let id = format!("case-many-{i}");
+        let c = w.case_added(&id, "held-out");
+        w.post("curator-a", Event::CaseAdded(c)).expect("case");
+        w.post("harness", Event::ScoreRecorded(score(&id, 0.9)))
+            .expect("score");
+    }
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let req = request(&mut w, TASK_CLASS);
+    let rec = recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros())
+        .expect("a large class is recommended");
+    assert_eq!(rec.view.held_out.cases, 1200);
+    assert_eq!(rec.evidence.len(), 1200);
+    let entry = w
+        .log
+        .ledger()
+        .entry(rec.receipt.appended.index)
+        .expect("entry");
+    assert!(entry.leaf.len() < 8192, "{} bytes", entry.leaf.len());
+    let (d, _) = events::decode_leaf(&entry.leaf).expect("decode");
+    let Event::PromotionRecommended(r) = d.payload.event else {
+        panic!("not a recommendation")
+    };
+    let tree = r.evidence_tree.expect("cited by tree");
+    assert_eq!(tree.count, 1200);
+    assert_eq!(
+        tree,
+        EvidenceTree::of(&projections::driver::evidence_refs(&rec.view))
+    );
 }
 
 /// The projections scenario (docs/PROJECTIONS.md): three task classes, 150 cases, several runs, one

@@ -53,6 +53,23 @@ impl State {
                 "differs from the task class's tier",
             );
         }
+        if let Some(tree) = &e.evidence_tree {
+            if !e.evidence.is_empty() {
+                return reject(
+                    C::InvalidValue,
+                    body("evidence"),
+                    "must be empty when the evidence is cited by evidence_tree",
+                );
+            }
+            let hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
+            if tree.root.len() != 64 || !tree.root.bytes().all(hex) {
+                return reject(
+                    C::InvalidDigest,
+                    body("evidence_tree.root"),
+                    "must be 64 lowercase hex digits",
+                );
+            }
+        }
         self.checkpoint(&e.checkpoint, "checkpoint", log)
     }
 
