@@ -281,7 +281,7 @@ fn proxy(rt: &tokio::runtime::Runtime, upstream: &str, lie: Lie) -> String {
 }
 
 fn replay(base: &str, vkey: &str, dir: &std::path::Path) -> Result<u64, AuditError> {
-    replay_in_steps(base, vkey, dir, verifier::replay::STEP)
+    replay_in_steps(base, vkey, dir, verifier::replay::STEP).map(|r| r.followed)
 }
 
 /// A replay that checks `step` entries at a time against the signed root.
@@ -290,7 +290,7 @@ fn replay_in_steps(
     vkey: &str,
     dir: &std::path::Path,
     step: u64,
-) -> Result<u64, AuditError> {
+) -> Result<verifier::replay::Replayed, AuditError> {
     let client = Client::new(base, None);
     let note = client.get_text("/checkpoint").expect("checkpoint");
     let cp = anchors::open_checkpoint(note.as_bytes(), vkey).expect("signed");
@@ -309,7 +309,6 @@ fn replay_in_steps(
         &mut replica,
         &mut |_, _, _| {},
     )
-    .map(|r| r.followed)
 }
 
 #[test]
@@ -324,7 +323,9 @@ fn every_omission_passes_the_evidence_check_and_is_caught_by_the_replay() {
     let dir = tempfile::tempdir().expect("tmp");
     let truth = proxy(&rt, &s.base, Lie::None);
     assert_eq!(
-        replay_in_steps(&truth, &s.vkey, dir.path(), 3).expect("the truth"),
+        replay_in_steps(&truth, &s.vkey, dir.path(), 3)
+            .expect("the truth")
+            .followed,
         size
     );
     assert_eq!(replay(&truth, &s.vkey, dir.path()).expect("again"), 0);
@@ -449,6 +450,61 @@ fn a_log_that_does_not_extend_the_replica_is_refused() {
             )
         }
         other => panic!("expected a divergence, got {other:?}"),
+    }
+}
+
+/// Every `promotion.recommended` the replay folds is held to the replica's
+/// own view at the recommendation's checkpoint and time. An honest one, made
+/// through `POST /v1/recommendations`, is counted as checked; one the
+/// ledger's key signed that the log does not give (gold recommended with no
+/// evidence, appended through the door, which does not recompute it) fails
+/// the replay, naming the entry, and the replica is not saved past it.
+#[test]
+fn attack_a_signed_recommendation_the_log_does_not_give_fails_the_replay() {
+    let s = world();
+    let c = s.client();
+    let mut p = s.poster(&c);
+    let req = p.envelope(
+        "promotion-gate",
+        Event::PromotionRequested(PromotionRequested {
+            task_class: testkit::world::TASK_CLASS.into(),
+        }),
+    );
+    let r = c.post_json("/v1/recommendations", &req).expect("recommend");
+    assert_eq!(r.status, 201, "{}", r.text());
+    let dir = tempfile::tempdir().expect("tmp");
+    let honest = replay_in_steps(&s.base, &s.vkey, dir.path(), verifier::replay::STEP)
+        .expect("an honest log");
+    assert_eq!(honest.recommendations, 1);
+
+    let mut ledger =
+        api::demo::Poster::new(&c, s.vkey.clone(), s.state.log_key.event_signing_key());
+    let head = s.state.events.ledger().head();
+    let forged = ledger
+        .post(
+            "operator",
+            Event::PromotionRecommended(PromotionRecommended {
+                task_class: testkit::world::TASK_CLASS.into(),
+                current_tier: Tier::Bronze,
+                recommended_tier: Tier::Silver,
+                evidence: vec![],
+                evidence_tree: Some(EvidenceTree::of(&[])),
+                rationale: vec![],
+                checkpoint: CheckpointRef {
+                    size: head.size,
+                    root: ledger::hash::to_hex(&head.root),
+                },
+                requires_human_approval: true,
+                request_id: "a-request-never-made".into(),
+            }),
+        )
+        .expect("the door takes it: the ledger's key signed it");
+    match replay(&s.base, &s.vkey, dir.path()) {
+        Err(AuditError::Failed(AuditFailure::Diverged(why))) => assert!(
+            why.contains(&format!("the recommendation at entry {}", forged.index)),
+            "{why}"
+        ),
+        other => panic!("a forged recommendation passed the replay: {other:?}"),
     }
 }
 

@@ -68,6 +68,18 @@ fn walk(node: &Value, defs: &Value, path: &str, depth: usize, out: &mut BTreeSet
         out.insert(path.to_owned());
         return;
     }
+    // An optional field (`Option<T>`): `anyOf` of T and null, walked as T.
+    if let Some([a, b]) = node
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        let null = |v: &Value| v.get("type").and_then(Value::as_str) == Some("null");
+        if null(b) || null(a) {
+            let inner = if null(b) { a } else { b };
+            return walk(inner, defs, path, depth + 1, out);
+        }
+    }
     for combinator in ["oneOf", "anyOf", "allOf"] {
         let nested = node
             .get(combinator)

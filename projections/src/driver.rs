@@ -294,6 +294,75 @@ impl Projector {
         Ok(())
     }
 
+    /// Checks a `promotion.recommended` signed into `log` at `index` against
+    /// this projector's own view: the projector is folded up to the
+    /// checkpoint the recommendation names (a projector already past it is
+    /// not rewound: one is folded from the first entry to it instead) and
+    /// its view of the class there, at the time the recommendation was
+    /// issued and with this projector's settings, must give the same
+    /// current tier, recommended tier, rationale and evidence (the tree
+    /// over the view's references, or the list an older entry carries).
+    /// A difference is [`DerivedMismatch::Evidence`], naming the entry and
+    /// the part.
+    pub fn check_recommendation<S: Sequencer>(
+        &mut self,
+        log: &Ledger<S>,
+        index: u64,
+        r: &PromotionRecommended,
+        issued_at: &str,
+    ) -> Result<(), DriverError> {
+        let size = r.checkpoint.size;
+        let differs = |what: String| {
+            DriverError::Mismatch(DerivedMismatch::Evidence {
+                task_class: r.task_class.clone(),
+                what: format!(
+                    "the recommendation at entry {index}: {what}, not what the log up to size {size} gives"
+                ),
+            })
+        };
+        if size > index {
+            return Err(differs(format!("its checkpoint {size} is past it")));
+        }
+        let now = envelope::parse_utc_micros(issued_at)
+            .ok_or_else(|| differs(format!("its time `{issued_at}` does not parse")))?;
+        let root = log.root_at(size)?;
+        let view = if self.projection.size() <= size {
+            self.fold_to(log, size)?;
+            self.projection.view_cached(
+                &mut self.cache,
+                log,
+                &r.task_class,
+                now,
+                &self.settings,
+                size,
+                &root,
+            )
+        } else {
+            let past = Projector::rebuild_to(log, self.settings.clone(), size)?;
+            past.projection
+                .view(log, &r.task_class, now, &past.settings, size, &root)
+        }
+        .map_err(|e| differs(e.to_string()))?;
+        let refs = evidence_refs(&view);
+        let same_evidence = match &r.evidence_tree {
+            Some(tree) => r.evidence.is_empty() && *tree == EvidenceTree::of(&refs),
+            None => r.evidence == refs,
+        };
+        if r.current_tier != view.tier {
+            return Err(differs("its current tier".into()));
+        }
+        if r.recommended_tier != view.recommendation.recommended_tier {
+            return Err(differs("its recommended tier".into()));
+        }
+        if r.rationale != view.recommendation.rationale {
+            return Err(differs("its rationale".into()));
+        }
+        if !same_evidence {
+            return Err(differs("its evidence".into()));
+        }
+        Ok(())
+    }
+
     /// Checks this projector (resumed from a saved checkpoint) against
     /// `rebuilt`, a projector folded from the first entry: both are caught
     /// up to the head, and every task class must get the same answer at

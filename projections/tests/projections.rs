@@ -541,15 +541,28 @@ fn a_class_of_1200_held_out_cases_is_recommended_with_its_evidence_cited_by_tree
         .expect("entry");
     assert!(entry.leaf.len() < 8192, "{} bytes", entry.leaf.len());
     let (d, _) = events::decode_leaf(&entry.leaf).expect("decode");
-    let Event::PromotionRecommended(r) = d.payload.event else {
+    let Event::PromotionRecommended(r) = &d.payload.event else {
         panic!("not a recommendation")
     };
-    let tree = r.evidence_tree.expect("cited by tree");
+    let tree = r.evidence_tree.clone().expect("cited by tree");
     assert_eq!(tree.count, 1200);
     assert_eq!(
         tree,
         EvidenceTree::of(&projections::driver::evidence_refs(&rec.view))
     );
+    // A replay from the first entry gives the same recommendation; one
+    // citing other evidence does not follow from the log.
+    let index = rec.receipt.appended.index;
+    let mut replay = Projector::empty(Settings::default());
+    replay
+        .check_recommendation(w.log.ledger(), index, r, &d.payload.issued_at)
+        .expect("the recommendation follows from the log");
+    let mut other = r.clone();
+    other.evidence_tree = Some(EvidenceTree::of(&[]));
+    let why = Projector::empty(Settings::default())
+        .check_recommendation(w.log.ledger(), index, &other, &d.payload.issued_at)
+        .expect_err("other evidence does not follow");
+    assert!(why.to_string().contains("its evidence"), "{why}");
 }
 
 /// The projections scenario (docs/PROJECTIONS.md): three task classes, 150 cases, several runs, one

@@ -264,6 +264,7 @@ pub fn audit_projections(
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<crate::replay::Replayed, AuditError> {
     let start = replica.size();
+    replica.check_recommendations_with(&rules.settings);
     let follow = |replica: &mut crate::replay::Replica, size: u64, root: &Hash| {
         let held = replica.size();
         if size < held {
@@ -386,5 +387,6 @@ pub fn audit_projections(
         size: replica.size(),
         followed: replica.size() - start,
         task_classes: answers.len(),
+        recommendations: replica.recommendations_checked().unwrap_or(0),
     })
 }

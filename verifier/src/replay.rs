@@ -43,6 +43,8 @@ pub struct Replica {
     key: [u8; 32],
     step: u64,
     refused: Option<String>,
+    /// Recommendations checked by [`Replica::follow`], when it checks them.
+    recommendations: Option<u64>,
 }
 
 impl Replica {
@@ -72,6 +74,7 @@ impl Replica {
             key,
             step: STEP,
             refused,
+            recommendations: None,
         })
     }
 
@@ -189,10 +192,57 @@ impl Replica {
             )
             .into());
         }
+        self.fold_checking_recommendations()?;
+        Ok(size - head.size)
+    }
+
+    /// With the settings a server computes its projections with (the
+    /// agreed ones): from then on, [`Replica::follow`] also holds every
+    /// `promotion.recommended` it folds to the replica's own view at the
+    /// recommendation's checkpoint and time
+    /// ([`Projector::check_recommendation`]).
+    pub fn check_recommendations_with(&mut self, settings: &Settings) {
+        self.projector.set_settings(settings);
+        self.recommendations = Some(0);
+    }
+
+    /// How many recommendations [`Replica::follow`] has checked since
+    /// [`Replica::check_recommendations_with`] (`None` before it).
+    pub fn recommendations_checked(&self) -> Option<u64> {
+        self.recommendations
+    }
+
+    /// Folds what the replica holds into its projection; when
+    /// recommendations are checked, each one is checked on the way.
+    fn fold_checking_recommendations(&mut self) -> Result<(), CheckError> {
+        if let Some(mut checked) = self.recommendations {
+            let size = self.log.head().size;
+            let mut at = self.projector.projection().size();
+            while at < size {
+                let end = size.min(at + 1024);
+                for e in self.log.entries(at, end).map_err(anyhow::Error::from)? {
+                    let (d, _) = events::decode_logged_leaf(&e.leaf)
+                        .map_err(|r| anyhow::anyhow!("the replica's entry {}: {r}", e.index))?;
+                    if let events::Event::PromotionRecommended(r) = &d.payload.event {
+                        self.projector
+                            .check_recommendation(&self.log, e.index, r, &d.payload.issued_at)
+                            .map_err(|e| match e {
+                                projections::driver::DriverError::Mismatch(m) => {
+                                    CheckError::Disproved(m.to_string())
+                                }
+                                other => CheckError::Other(other.into()),
+                            })?;
+                        checked += 1;
+                    }
+                }
+                at = end;
+            }
+            self.recommendations = Some(checked);
+        }
         self.projector
             .catch_up(&self.log)
             .map_err(anyhow::Error::from)?;
-        Ok(size - head.size)
+        Ok(())
     }
 
     /// The replica's view of `task_class` at its head, at `now` (µs, UTC)
@@ -297,6 +347,9 @@ pub struct Replayed {
     pub followed: u64,
     /// Task classes whose served view equals the replica's.
     pub task_classes: usize,
+    /// Recommendations in the entries followed that equal the replica's
+    /// own view at their checkpoint and time.
+    pub recommendations: u64,
 }
 
 #[cfg(test)]

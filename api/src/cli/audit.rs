@@ -185,11 +185,12 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                     Err(AuditError::Other(e)) => return Err(e),
                 };
                 println!(
-                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked and folded into {}); window {} days, confidence {}, {} resamples, stated times within {} s of this clock",
+                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked and folded into {}, {} signed recommendations among them equal to the replica's); window {} days, confidence {}, {} resamples, stated times within {} s of this clock",
                     replayed.task_classes,
                     replayed.size,
                     replayed.followed,
                     dir.display(),
+                    replayed.recommendations,
                     a.window_days,
                     rules.settings.confidence,
                     rules.settings.resamples,

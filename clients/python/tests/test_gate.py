@@ -14,6 +14,7 @@ from conftest import Bench, LedgerServer
 from evidence_ledger import Client, problems, verify_bundle
 from evidence_ledger import events as ev
 from evidence_ledger.envelope import decode_leaf
+from evidence_ledger.merkle import evidence_tree
 
 
 def test_harness_scores_gate_reads_a_verified_recommendation_and_the_apply_is_refused(server: LedgerServer, tmp_path: Path) -> None:
@@ -69,6 +70,9 @@ def test_the_recommendation_entry_is_the_ledgers_answer_to_this_request(server: 
 
     leaf = decode_leaf(base64.b64decode(entry.leaf))
     assert leaf.body["request_id"] == req.id and leaf.body["requires_human_approval"] is True
+    # The evidence is cited by its tree, over the projection's references in order.
+    count, root = evidence_tree([(e.index, e.leaf_hash) for e in answer.projection.view.evidence])
+    assert count == 5 and leaf.body["evidence"] == [] and leaf.body["evidence_tree"] == {"count": count, "root": root}
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:

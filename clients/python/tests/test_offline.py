@@ -59,6 +59,52 @@ def test_the_replayed_role_table_is_the_documented_role_matrix() -> None:
         assert replayed == roles or (kind == "tier.apply" and roles == set(header)), kind
 
 
+def test_the_replayed_body_schemas_have_the_published_schemas_fields_and_required_fields() -> None:
+    import json
+
+    from evidence_ledger.acceptance import BODIES, Omittable
+
+    for kind, schema in BODIES.items():
+        published = json.loads((REPO / "docs/schemas/events" / f"{kind}.json").read_text())
+        assert set(schema) == set(published["properties"]), kind
+        assert {k for k, sub in schema.items() if not isinstance(sub, Omittable)} == set(published["required"]), kind
+
+
+def test_a_recommendation_cites_exactly_its_projections_evidence_by_tree_or_by_list() -> None:
+    from evidence_ledger.client import _check_cited_evidence
+    from evidence_ledger.errors import VerificationError
+    from evidence_ledger.merkle import EMPTY_ROOT, evidence_tree
+
+    pairs = [(5, "aa" * 32), (17, "bb" * 32), (40, "cc" * 32)]
+    count, root = evidence_tree(pairs)
+
+    def by_tree(c: object = count, r: object = root, **more: object) -> dict[str, object]:
+        return {"evidence": [], "evidence_tree": {"count": c, "root": r, **more}}
+
+    listed: dict[str, object] = {"evidence": [{"index": i, "leaf_hash": h} for i, h in pairs]}
+    _check_cited_evidence(by_tree(), pairs)
+    _check_cited_evidence(listed, pairs)
+    _check_cited_evidence({"evidence": [], "evidence_tree": None, **listed}, pairs)
+    _check_cited_evidence(by_tree(0, EMPTY_ROOT.hex()), [])
+    _check_cited_evidence({"evidence": []}, [])
+    refusals: list[tuple[dict[str, object], list[tuple[int, str]], str]] = [
+        (by_tree(), pairs[:2], "recommendation.evidence_tree"),
+        (by_tree(), [pairs[1], pairs[0], pairs[2]], "recommendation.evidence_tree"),
+        (by_tree(), [*pairs[:2], (40, "cd" * 32)], "recommendation.evidence_tree"),
+        (by_tree(4), pairs, "recommendation.evidence_tree"),
+        (by_tree(3.0), pairs, "recommendation.evidence_tree"),
+        (by_tree(r=root.upper()), pairs, "recommendation.evidence_tree"),
+        (by_tree(depth=2), pairs, "recommendation.evidence_tree"),
+        ({**by_tree(), **listed}, pairs, "recommendation.evidence"),
+        (listed, pairs[:2], "recommendation.evidence"),
+        (listed, [], "recommendation.evidence"),
+    ]
+    for body, evidence, what in refusals:
+        with pytest.raises(VerificationError) as e:
+            _check_cited_evidence(body, evidence)
+        assert e.value.what == what, body
+
+
 def test_problem_documents_map_to_their_group_and_name_the_field() -> None:
     p = problem_from(422, {"code": "breakdown_key_banned", "detail": "no", "field": "event.body.score.breakdown.model_confidence"})
     assert isinstance(p, problems.BreakdownKeyBanned) and isinstance(p, RuleViolation)

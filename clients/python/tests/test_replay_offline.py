@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import pytest
 
-from evidence_ledger import RuleBroken, SigningKey
+from evidence_ledger import RuleBroken, SigningKey, merkle
 from evidence_ledger import events as ev
 from evidence_ledger.acceptance import State, _verifies
 from evidence_ledger.envelope import Envelope, decode_leaf, sign_payload
@@ -333,3 +333,89 @@ def test_a_redaction_must_name_a_committed_field_of_an_earlier_entry_by_its_leaf
     assert (case, "title") in g.state.redactions
     refused(g, redact("title"), "already_redacted")
     g.append(redact("difficulty"))
+
+
+# --- a recommendation cites its evidence by a tree, or (an older entry) by a list ----------
+
+REFS = [{"index": 5, "leaf_hash": "aa" * 32}, {"index": 17, "leaf_hash": "bb" * 32}]
+
+
+@pytest.fixture()
+def gated(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> tuple[Log, SigningKey]:
+    g, _, _ = log
+    ledger = SigningKey.generate("ledger")
+    g.append(ev.PrincipalEnrolled.of(ledger, "ledger@example.org", ["ledger"]).sign(g.op))
+    return g, ledger
+
+
+def recommendation(g: Log, **fields: Any) -> dict[str, Any]:
+    """A `promotion.recommended` body citing `REFS` by their tree, with `fields` replaced
+    (a field given as `...` is left out)."""
+    count, root = merkle.evidence_tree(REFS)
+    body = {
+        "task_class": "tc", "current_tier": "bronze", "recommended_tier": "silver",
+        "evidence": [], "evidence_tree": {"count": count, "root": root},
+        "rationale": [{"rule": "silver.enough_held_out_cases", "holds": True, "detail": "2 >= 1"}],
+        "checkpoint": {"size": g.state.size, "root": "cd" * 32}, "requires_human_approval": True,
+        "request_id": "promotion-requested-1",
+    }
+    body.update(fields)
+    return {k: v for k, v in body.items() if v is not ...}
+
+
+def recommendation_refused(g: Log, ledger: SigningKey, body: dict[str, Any], code: str, field: str) -> None:
+    with pytest.raises(RuleBroken) as e:
+        g.append(sign_payload(ledger, "promotion.recommended", body))
+    assert (e.value.code, e.value.field) == (code, field), e.value
+
+
+def test_a_recommendation_citing_its_evidence_by_a_tree_or_by_a_list_is_accepted(gated: tuple[Log, SigningKey]) -> None:
+    g, ledger = gated
+    first = g.state.size
+    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g)))
+    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, evidence=REFS, evidence_tree=...)))
+    # serde reads a null `Option` as absent.
+    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, evidence=REFS, evidence_tree=None)))
+    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, evidence=[], evidence_tree=...)))
+    assert sorted(g.state.recommendations) == [first, first + 1, first + 2, first + 3]
+
+
+def test_a_recommendation_with_both_a_tree_and_a_list_breaks_the_rules(gated: tuple[Log, SigningKey]) -> None:
+    g, ledger = gated
+    recommendation_refused(g, ledger, recommendation(g, evidence=REFS), "invalid_value", "event.body.evidence")
+    # Checked after the tier, before the root and the checkpoint.
+    recommendation_refused(g, ledger, recommendation(g, evidence=REFS, current_tier="gold"), "tier_mismatch", "event.body.current_tier")
+    recommendation_refused(g, ledger, recommendation(g, evidence=REFS, evidence_tree={"count": 2, "root": "x"}),
+                           "invalid_value", "event.body.evidence")
+
+
+@pytest.mark.parametrize("root", ["AA" * 32, "aa" * 31, "aa" * 33, "sha256:" + "aa" * 32, "gg" * 32, ""])
+def test_a_tree_root_that_is_not_64_lowercase_hex_digits_breaks_the_rules(gated: tuple[Log, SigningKey], root: str) -> None:
+    g, ledger = gated
+    tree = {"count": 2, "root": root}
+    recommendation_refused(g, ledger, recommendation(g, evidence_tree=tree), "invalid_digest", "event.body.evidence_tree.root")
+    # Checked before the checkpoint.
+    unknown = {"size": g.state.size + 5, "root": "cd" * 32}
+    recommendation_refused(g, ledger, recommendation(g, evidence_tree=tree, checkpoint=unknown), "invalid_digest",
+                           "event.body.evidence_tree.root")
+    recommendation_refused(g, ledger, recommendation(g, checkpoint=unknown), "checkpoint_unknown", "event.body.checkpoint")
+
+
+@pytest.mark.parametrize(
+    "fields, code, field",
+    [
+        ({"evidence_tree": {"count": 2, "root": "aa" * 32, "depth": 1}}, "unknown_field", "event.body.evidence_tree.depth"),
+        ({"evidence_tree": {"count": 2}}, "missing_field", "event.body.evidence_tree.root"),
+        ({"evidence_tree": {"count": -1, "root": "aa" * 32}}, "invalid_type", "event.body.evidence_tree.count"),
+        ({"evidence_tree": {"count": 2.5, "root": "aa" * 32}}, "invalid_type", "event.body.evidence_tree.count"),
+        ({"evidence_tree": ["aa" * 32]}, "invalid_type", "event.body.evidence_tree"),
+        ({"evidence_trees": {"count": 2, "root": "aa" * 32}}, "unknown_field", "event.body.evidence_trees"),
+        ({"evidence": ...}, "missing_field", "event.body.evidence"),
+        ({"request_id": ...}, "missing_field", "event.body.request_id"),
+    ],
+)
+def test_the_tree_is_typed_and_every_other_field_still_required(
+    gated: tuple[Log, SigningKey], fields: dict[str, Any], code: str, field: str
+) -> None:
+    g, ledger = gated
+    recommendation_refused(g, ledger, recommendation(g, **fields), code, field)

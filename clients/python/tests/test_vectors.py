@@ -102,6 +102,25 @@ def test_canonical_json_floats_and_objects_match_the_vectors() -> None:
         assert canonical.encode(o["object"]).decode() == o["canonical"]
 
 
+EVIDENCE_TREES = load("events/testdata/event_vectors.json")["evidence_trees"]
+
+
+def test_the_evidence_tree_vectors_cover_the_empty_tree_one_leaf_and_an_unbalanced_tree() -> None:
+    assert {t["count"] for t in EVIDENCE_TREES} >= {0, 1, 3, 13}
+    empty = next(t for t in EVIDENCE_TREES if t["count"] == 0)
+    assert empty["root"] == merkle.EMPTY_ROOT.hex()
+
+
+@pytest.mark.parametrize("t", EVIDENCE_TREES, ids=lambda t: f"{t['count']} refs")
+def test_each_evidence_tree_vector_has_its_leaves_count_and_root(t: dict[str, Any]) -> None:
+    leaves = [merkle.evidence_tree_leaf(r["index"], r["leaf_hash"]) for r in t["refs"]]
+    assert [leaf.decode() for leaf in leaves] == t["leaves"]
+    assert merkle.root_of([merkle.leaf_hash(leaf) for leaf in leaves]).hex() == t["root"]
+    assert len(t["refs"]) == t["count"]
+    assert merkle.evidence_tree(t["refs"]) == (t["count"], t["root"])
+    assert merkle.evidence_tree([(r["index"], r["leaf_hash"]) for r in t["refs"]]) == (t["count"], t["root"])
+
+
 def test_dsse_vector_signs_and_verifies_byte_for_byte() -> None:
     d = load("events/testdata/event_vectors.json")["dsse"]
     key = SigningKey("vector", bytes.fromhex(d["seed_hex"]))

@@ -110,6 +110,14 @@ class Sensitive:
         self.clear = clear
 
 
+class Omittable:
+    """An optional field (`Option<T>` with `#[serde(default)]`): absent, `null`, or a
+    value of type `inner`."""
+
+    def __init__(self, inner: Schema) -> None:
+        self.inner = inner
+
+
 TEXT = Sensitive(S)
 DISPOSITION = Sensitive(DISPOSITIONS)
 DRAFT: Schema = {"case_id": S, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT, "curation_class": S,
@@ -152,8 +160,8 @@ BODIES: Mapping[str, Schema] = {
     "promotion.requested": {"task_class": S},
     "promotion.recommended": {
         "task_class": S, "current_tier": TIERS, "recommended_tier": TIERS,
-        "evidence": [{"index": U64, "leaf_hash": S}], "rationale": [{"rule": S, "holds": B, "detail": S}],
-        "checkpoint": CHECKPOINT, "requires_human_approval": B, "request_id": S,
+        "evidence": [{"index": U64, "leaf_hash": S}], "evidence_tree": Omittable({"count": U64, "root": S}),
+        "rationale": [{"rule": S, "holds": B, "detail": S}], "checkpoint": CHECKPOINT, "requires_human_approval": B, "request_id": S,
     },
     "tier.apply": {"task_class": S, "to": TIERS},
     "promotion.apply_blocked": {"task_class": S, "requested_tier": TIERS, "requested_by": S, "request_id": S, "code": S},
@@ -168,7 +176,10 @@ BODIES: Mapping[str, Schema] = {
 
 def _typed(v: Any, schema: Schema, path: str) -> None:
     """Raises `_Refused` unless `v` has the type `schema` describes (serde's view of it)."""
-    if isinstance(schema, Sensitive):
+    if isinstance(schema, Omittable):
+        if v is not None:
+            _typed(v, schema.inner, path)
+    elif isinstance(schema, Sensitive):
         if isinstance(v, dict):
             if not is_commitment(v):
                 raise _no("invalid_type", path, 'must be a commitment {"_sd": digest} or the value')
@@ -181,9 +192,10 @@ def _typed(v: Any, schema: Schema, path: str) -> None:
             if k not in schema:
                 raise _no("unknown_field", f"{path}.{k}", "unknown field")
         for k, sub in schema.items():
-            if k not in v:
+            if k in v:
+                _typed(v[k], sub, f"{path}.{k}")
+            elif not isinstance(sub, Omittable):
                 raise _no("missing_field", f"{path}.{k}", "missing")
-            _typed(v[k], sub, f"{path}.{k}")
     elif isinstance(schema, list):
         if not isinstance(v, list):
             raise _no("invalid_type", path, "must be a list")
@@ -694,6 +706,13 @@ class State:
             raise _no("requires_human_approval", _body("requires_human_approval"), "must be true: the ledger recommends, humans promote")
         if b["current_tier"] != tc["tier"]:
             raise _no("tier_mismatch", _body("current_tier"), "differs from the task class's tier")
+        tree = b.get("evidence_tree")
+        if tree is not None:
+            if b["evidence"]:
+                raise _no("invalid_value", _body("evidence"), "must be empty when the evidence is cited by evidence_tree")
+            root = tree["root"]
+            if not (len(root) == 64 and all(c in "0123456789abcdef" for c in root)):
+                raise _no("invalid_digest", _body("evidence_tree.root"), "must be 64 lowercase hex digits")
         self._cited(b["checkpoint"], "checkpoint", index, cite)
 
     def _check_tier_apply(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:

@@ -34,7 +34,7 @@ import urllib.parse
 import urllib.request
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence, Union
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from .cosign import Policy, WitnessedCheckpoint
 from .disclose import check_disclosed
@@ -52,7 +52,7 @@ from .errors import (
     VerificationError,
     problem_from,
 )
-from .merkle import leaf_hash, verify_inclusion
+from .merkle import evidence_tree, leaf_hash, verify_inclusion
 from .note import Checkpoint, KeyLike, VerifierKey, as_verifier, open_checkpoint
 from .trust import TrustedState
 from .verify import (
@@ -510,10 +510,7 @@ class Client:
         if body.get("requires_human_approval") is not True:
             raise VerificationError("recommendation.requires_human_approval", "must be true")
         view = answer.projection.view
-        cited = body.get("evidence")
-        cited_pairs = [(e.get("index"), e.get("leaf_hash")) for e in cited if isinstance(e, dict)] if isinstance(cited, list) else None
-        if cited_pairs != [(e.index, e.leaf_hash) for e in view.evidence]:
-            raise VerificationError("recommendation.evidence", "the recommendation cites other evidence than its projection")
+        _check_cited_evidence(body, [(e.index, e.leaf_hash) for e in view.evidence])
         if body.get("recommended_tier") != view.recommendation.recommended_tier:
             raise VerificationError("recommendation.recommended_tier", "differs from its projection's")
         return answer
@@ -521,6 +518,24 @@ class Client:
     def audit_bundle(self, data: bytes) -> BundleSummary:
         """Verifies bundle bytes against this client's keys (no request)."""
         return verify_bundle(data, self.keys)
+
+
+def _check_cited_evidence(body: Mapping[str, Any], evidence: Sequence[tuple[int, str]]) -> None:
+    """Raises `VerificationError` unless the `promotion.recommended` `body` cites exactly
+    `evidence`, the (index, leaf hash) pairs its projection lists, in order: by
+    `evidence_tree` (count and root of `merkle.evidence_tree`, with `evidence` empty),
+    or, in a body without one, by its `evidence` list."""
+    cited, tree = body.get("evidence"), body.get("evidence_tree")
+    if tree is not None:
+        if cited != []:
+            raise VerificationError("recommendation.evidence", "must be empty when the evidence is cited by evidence_tree")
+        count, root = evidence_tree(evidence)
+        if tree != {"count": count, "root": root} or type(tree["count"]) is not int:
+            raise VerificationError("recommendation.evidence_tree", "the recommendation cites other evidence than its projection")
+        return
+    cited_pairs = [(e.get("index"), e.get("leaf_hash")) for e in cited if isinstance(e, dict)] if isinstance(cited, list) else None
+    if cited_pairs != list(evidence):
+        raise VerificationError("recommendation.evidence", "the recommendation cites other evidence than its projection")
 
 
 def checked_disclosures(e: EntryView, leaf: Optional[bytes] = None) -> EntryView:

@@ -6,15 +6,20 @@ order. Also the BLAKE3 content digest and the SHA-256 hash chain over it.
 A proof binds a leaf hash, an index and a root; it does not always bind
 the tree size, so always verify against a (size, root) taken from one
 signed checkpoint.
+
+`evidence_tree` is the tree a `promotion.recommended` entry cites its
+evidence by (`events::model::EvidenceTree`): the same hashing over the
+canonical JSON of each evidence reference.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Sequence
+from typing import Any, Iterable, Mapping, Sequence, Union
 
 import blake3
 
+from . import canonical
 from .errors import InvalidInput, ProofMismatch
 
 #: The root of the empty tree: SHA-256 of nothing.
@@ -68,6 +73,24 @@ def root_of(leaf_hashes: Sequence[bytes]) -> bytes:
     for h in leaf_hashes:
         f.push(h)
     return f.root()
+
+
+def evidence_tree_leaf(index: int, leaf_hash_hex: str) -> bytes:
+    """The leaf data of one evidence reference: its canonical JSON,
+    `{"index":N,"leaf_hash":"..."}`."""
+    return canonical.encode({"index": index, "leaf_hash": leaf_hash_hex})
+
+
+def evidence_tree(refs: Iterable[Union[tuple[int, str], Mapping[str, Any]]]) -> tuple[int, str]:
+    """The evidence tree of `refs` in their order, as a recommendation states it:
+    (count, hex root). Each reference is an (index, leaf hash) pair or a mapping
+    with `index` and `leaf_hash`; the root is the RFC 6962 root over
+    `evidence_tree_leaf` of each (`SHA-256("")` for none)."""
+    f = Frontier()
+    for r in refs:
+        index, lh = (r["index"], r["leaf_hash"]) if isinstance(r, Mapping) else r
+        f.push(leaf_hash(evidence_tree_leaf(index, lh)))
+    return f.size, f.root().hex()
 
 
 class Frontier:
