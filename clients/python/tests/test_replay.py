@@ -465,6 +465,9 @@ def test_every_projection_of_a_log_with_every_kind_of_event_equals_the_replicas(
     client = Client(server.url, server.vkey)
     rp = replay_projections(client, Replica.open(tmp_path / "r", client.keys))
     assert rp.task_classes == len(client.task_classes()) >= 1
+    # Every recommendation the ledger signed equals the replica's view at its checkpoint and time.
+    kinds = [e.kind for at in range(0, rp.size, 1000) for e in client.entries(at, min(1000, rp.size - at))]
+    assert rp.recommendations == kinds.count("promotion.recommended") >= 1
     v = client.projection(b.name).view.raw
     assert v["tier"] == "silver" and v["pending_proposals"] == 1
     assert v["active_cases_by_curation_class"] == {"held-out": 6, "corpus-derived": 1}

@@ -4,21 +4,27 @@ edges, the exact cost sum, the Ed25519 edge cases the ledger decides with
 
 from __future__ import annotations
 
+import base64
 import copy
+import dataclasses
 import json
 import math
 import random
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import pytest
 
-from evidence_ledger import RuleBroken, SigningKey, merkle
+from evidence_ledger import Client, ForkDetected, Incomplete, RuleBroken, SigningKey, merkle, replay
 from evidence_ledger import events as ev
 from evidence_ledger.acceptance import State, _verifies
 from evidence_ledger.envelope import Envelope, decode_leaf, sign_payload
 from evidence_ledger.fold import ExactSum, Projection, RuleInput, TierRule, recommend, rules_for, rust_display
-from evidence_ledger.replay import first_difference
+from evidence_ledger.note import Checkpoint
+from evidence_ledger.replay import STEP, Replica, first_difference
+from evidence_ledger.stats import Settings
+from evidence_ledger.timefmt import format_micros
+from evidence_ledger.wire import EntryView
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -419,3 +425,251 @@ def test_the_tree_is_typed_and_every_other_field_still_required(
 ) -> None:
     g, ledger = gated
     recommendation_refused(g, ledger, recommendation(g, **fields), code, field)
+
+
+# --- a replica holds each signed recommendation to its own view -------------------------
+
+
+def consistency(m: int, hashes: list[bytes], whole: bool = True) -> list[bytes]:
+    """The RFC 6962 consistency proof from the first `m` of `hashes` to all of them."""
+    n = len(hashes)
+    if m == n:
+        return [] if whole else [merkle.root_of(hashes)]
+    k = 1 << ((n - 1).bit_length() - 1)
+    if m <= k:
+        return consistency(m, hashes[:k], whole) + [merkle.root_of(hashes[k:])]
+    return consistency(m - k, hashes[k:], False) + [merkle.root_of(hashes[:k])]
+
+
+class Served:
+    """The in-memory log served as a server serves it (pages of entries, consistency
+    proofs), counting where each page request starts."""
+
+    def __init__(self, g: Log) -> None:
+        self.g = g
+        self.starts: list[int] = []
+
+    def hashes(self, n: int) -> list[bytes]:
+        return [merkle.leaf_hash(leaf) for leaf in self.g.leaves[:n]]
+
+    def entries(self, start: int, limit: int = 1000) -> list[EntryView]:
+        self.starts.append(start)
+        chain, page = merkle.GENESIS_CHAIN, []
+        for i, leaf in enumerate(self.g.leaves[: start + limit]):
+            chain = merkle.chain_hash(chain, leaf)
+            if i >= start:
+                d = decode_leaf(leaf)
+                page.append(EntryView(i, base64.b64encode(leaf).decode(), merkle.leaf_hash(leaf).hex(), chain.hex(),
+                                      format_micros(d.sequenced_at), d.envelope.id, d.kind, d.envelope.keyid, d.payload))
+        return page
+
+    def consistency_proof(self, first: int, second: int) -> list[bytes]:
+        return consistency(first, self.hashes(second))
+
+    def checkpoint(self) -> Checkpoint:
+        n = len(self.g.leaves)
+        return Checkpoint("offline", n, merkle.root_of(self.hashes(n)), "")
+
+
+def follow(g: Log, replica: Replica, served: Served | None = None) -> Served:
+    served = served or Served(g)
+    replica.follow(cast(Client, served), served.checkpoint())
+    return served
+
+
+def checking(tmp_path: Path, name: str = "r", step: int = STEP) -> Replica:
+    r = Replica(tmp_path / name, [])
+    r.step = step
+    r.check_recommendations_with(Settings())
+    return r
+
+
+def view_at(g: Log, size: int, now: int) -> dict[str, Any]:
+    """The package's own fold of the first `size` entries: the view of `tc` at `now`."""
+    p = Projection()
+    for i, leaf in enumerate(g.leaves[:size]):
+        p.apply(i, leaf)
+    return p.view("tc", now, Settings(), size, p.root())
+
+
+def recommended(g: Log, ledger: SigningKey, *, size: int | None = None, now: int | None = None, listed: bool = False,
+                **fields: Any) -> int:
+    """Appends the `promotion.recommended` the fold gives at `size` (the log's size by
+    default) and `now` (just after the last entry by default), citing its evidence by
+    tree (`listed`: by an `evidence` list, as an older entry does), with `fields`
+    replaced; returns its index."""
+    size = g.state.size if size is None else size
+    now = g.at + 1 if now is None else now
+    v = view_at(g, size, now)
+    refs = [{"index": e["index"], "leaf_hash": e["leaf_hash"]} for e in v["evidence"]]
+    count, root = merkle.evidence_tree(refs)
+    body: dict[str, Any] = {
+        "task_class": "tc", "current_tier": v["tier"], "recommended_tier": v["recommendation"]["recommended_tier"],
+        "evidence": refs if listed else [], "evidence_tree": ... if listed else {"count": count, "root": root},
+        "rationale": v["recommendation"]["rationale"], "checkpoint": {"size": size, "root": v["root"]},
+        "requires_human_approval": True, "request_id": "promotion-requested-1",
+    }
+    body.update(fields)
+    index = g.state.size
+    g.append(sign_payload(ledger, "promotion.recommended", {k: x for k, x in body.items() if x is not ...},
+                          issued_at=format_micros(now)))
+    return index
+
+
+DAY = 24 * 3600 * 1_000_000
+
+
+@pytest.fixture()
+def scored(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft], gated: tuple[Log, SigningKey]) -> tuple[Log, SigningKey, Callable[[float], int]]:
+    """The log with the ledger's key enrolled and case 1 scored 0.9; the third item
+    appends another score of case 1 and returns its index."""
+    g, keys, d = log
+    _, ledger = gated
+
+    def rescore(value: float) -> int:
+        g.append(score(d, value).sign(keys["harness"]))
+        return g.state.size - 1
+
+    rescore(0.9)
+    return g, ledger, rescore
+
+
+def test_honest_recommendations_equal_the_replicas_view_at_their_checkpoint_and_time_and_are_counted(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path
+) -> None:
+    g, ledger, rescore = scored
+    recommended(g, ledger)
+    before = g.state.size
+    newer = rescore(0.3)
+    # Its checkpoint is before the newer score: the view there cites the older one.
+    late = recommended(g, ledger, size=before)
+    assert view_at(g, before, g.at)["evidence"] != view_at(g, late, g.at)["evidence"]
+    # Issued 31 days after the last score: every score is out of its window.
+    recommended(g, ledger, now=g.at + 31 * DAY)
+    assert view_at(g, g.state.size, g.at + 31 * DAY)["evidence"] == []
+    # An older entry lists its evidence: without `evidence_tree`, or with it null.
+    recommended(g, ledger, listed=True)
+    recommended(g, ledger, listed=True, evidence_tree=None)
+    assert view_at(g, g.state.size, g.at)["evidence"][0]["index"] == newer
+    for name, step in (("whole", STEP), ("by-three", 3)):
+        replica = checking(tmp_path, name, step)
+        assert follow(g, replica).starts[0] == 0
+        assert replica.recommendations == 5 and replica.size == g.state.size and replica.root() == g.fold.root()
+        assert replica.fold.to_json() == g.fold.to_json()
+    # Without the agreed settings nothing is checked, as before.
+    plain = Replica(tmp_path / "plain", [])
+    follow(g, plain)
+    assert plain.recommendations is None and plain.fold.to_json() == g.fold.to_json()
+
+
+def forge_tier(g: Log, ledger: SigningKey) -> int:
+    return recommended(g, ledger, recommended_tier="silver")
+
+
+def forge_tree(g: Log, ledger: SigningKey) -> int:
+    count, root = merkle.evidence_tree([])
+    return recommended(g, ledger, evidence_tree={"count": count, "root": root})
+
+
+def forge_tree_root(g: Log, ledger: SigningKey) -> int:
+    return recommended(g, ledger, evidence_tree={"count": 1, "root": "ab" * 32})
+
+
+def forge_list(g: Log, ledger: SigningKey) -> int:
+    return recommended(g, ledger, listed=True, evidence=[{"index": 1, "leaf_hash": merkle.leaf_hash(g.leaves[1]).hex()}])
+
+
+def forge_empty_list(g: Log, ledger: SigningKey) -> int:
+    return recommended(g, ledger, listed=True, evidence=[])
+
+
+def forge_rationale(g: Log, ledger: SigningKey) -> int:
+    why = view_at(g, g.state.size, g.at + 1)["recommendation"]["rationale"]
+    return recommended(g, ledger, rationale=[dict(o, holds=True) for o in why])
+
+
+def forge_past_its_checkpoint(g: Log, ledger: SigningKey) -> int:
+    """The body the log gives at its own index, citing an earlier checkpoint."""
+    size = g.state.size - 1
+    v = view_at(g, g.state.size, g.at + 1)
+    count, root = merkle.evidence_tree(v["evidence"])
+    return recommended(g, ledger, size=size, evidence_tree={"count": count, "root": root})
+
+
+@pytest.mark.parametrize(
+    "forge, part",
+    [
+        (forge_tier, "its recommended tier"),
+        (forge_tree, "its evidence"),
+        (forge_tree_root, "its evidence"),
+        (forge_list, "its evidence"),
+        (forge_empty_list, "its evidence"),
+        (forge_rationale, "its rationale"),
+        (forge_past_its_checkpoint, "its evidence"),
+    ],
+)
+def test_a_signed_recommendation_the_log_does_not_give_fails_naming_its_entry(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path, forge: Callable[[Log, SigningKey], int], part: str
+) -> None:
+    g, ledger, rescore = scored
+    recommended(g, ledger)
+    rescore(0.3)
+    index = forge(g, ledger)
+    size = decode_leaf(g.leaves[index]).body["checkpoint"]["size"]
+    replica = checking(tmp_path)
+    with pytest.raises(Incomplete) as e:
+        follow(g, replica)
+    assert str(e.value) == f"the recommendation at entry {index}: {part}, not what the log up to size {size} gives"
+    assert replica.recommendations == 1
+    # A plain follow does not check it.
+    follow(g, Replica(tmp_path / "plain", []))
+
+
+def test_a_checkpoint_the_fold_is_past_is_folded_afresh_from_the_first_entry(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g, ledger, rescore = scored
+    replica = checking(tmp_path)
+    served = follow(g, replica)
+    held = g.state.size
+    rescore(0.3)
+    # Cites the log the last follow ended before: the fold is past it.
+    recommended(g, ledger, size=held - 1)
+    served.starts.clear()
+    follow(g, replica, served)
+    assert replica.recommendations == 1 and served.starts == [held, 0]
+    assert replica.fold.to_json() == g.fold.to_json()
+    # Within one follow, further back than the fold may lag.
+    monkeypatch.setattr(replay, "LAG", 1)
+    rescore(0.4)
+    rescore(0.5)
+    recommended(g, ledger, size=g.state.size - 2)
+    served.starts.clear()
+    follow(g, replica, served)
+    assert replica.recommendations == 2 and served.starts[1:] == [0]
+    forged = recommended(g, ledger, size=g.state.size - 3, recommended_tier="silver")
+    with pytest.raises(Incomplete, match=f"the recommendation at entry {forged}: its recommended tier"):
+        follow(g, replica, served)
+
+
+def test_entries_served_again_that_are_not_the_replicas_are_a_fork(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path
+) -> None:
+    g, ledger, rescore = scored
+    replica = checking(tmp_path)
+    served = follow(g, replica)
+    rescore(0.3)
+    recommended(g, ledger, size=g.state.size - 2)
+
+    class Lying(Served):
+        def entries(self, start: int, limit: int = 1000) -> list[EntryView]:
+            page = super().entries(start, limit)
+            if start == 0:
+                # The first entry served again holds the second one's leaf, which
+                # folds to the same view (an enrolment): only its hash tells them apart.
+                page[0] = dataclasses.replace(page[0], leaf=page[1].leaf)
+            return page
+
+    with pytest.raises(ForkDetected, match="are not the replica's"):
+        follow(g, replica, Lying(g))
+    assert served.starts == [0]

@@ -122,7 +122,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             rp = replay_projections(client, replica, rules)
             print(
                 f"replay: {rp.task_classes} task classes equal the replica's projections at size {rp.size} "
-                f"({rp.followed} new entries checked and folded into {args.projections}); window {args.window_days} days, "
+                f"({rp.followed} new entries checked and folded into {args.projections}, {rp.recommendations} signed "
+                f"recommendations among them equal to the replica's); window {args.window_days} days, "
                 f"confidence {rules.settings.confidence}, {rules.settings.resamples} resamples, "
                 f"stated times within {args.max_skew_secs} s of this clock"
             )

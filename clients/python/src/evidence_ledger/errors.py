@@ -17,10 +17,12 @@
   answer (`verify.check_state`) fails with `CommitmentMismatch`,
   `StaleCommitment`, `NotCommitted`, `CasesMismatch`, `AbsenceNotProven` or
   `ViewMismatch`, and a replay with `WrongStateRoot` when the ledger
-  committed a state its log does not give; the disclosures served to a
-  reader with a role that do not open the entry's commitments raise
-  `DisclosureMismatch`, and a field answered as redacted that no
-  `field.redacted` entry of the replayed log records raises `Incomplete`.
+  committed a state its log does not give and with `Incomplete` when it
+  signed a projection or a recommendation its log does not give; the
+  disclosures served to a reader with a role that do not open the entry's
+  commitments raise `DisclosureMismatch`, and a field answered as redacted
+  that no `field.redacted` entry of the replayed log records raises
+  `Incomplete`.
 - `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
   after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
@@ -163,7 +165,8 @@ class EvidenceMismatch(VerificationError):
 
 
 class Incomplete(VerificationError):
-    """A projection is not the one the whole log gives, or a field is answered as
+    """A projection is not the one the whole log gives (a projection served, or a
+    `promotion.recommended` entry the ledger signed), or a field is answered as
     redacted to a reader with a role with no `field.redacted` entry in the log that
     records it, so its disclosure is withheld (found by replay)."""
 

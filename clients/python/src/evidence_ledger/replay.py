@@ -29,7 +29,13 @@ time and settings: every key of the JSON as served, floats bit for bit.
 Every `state.committed` entry the replica folds is checked against its own
 fold (`WrongStateRoot`), so a replay also audits the state commitments that
 state answers (`verify.check_state`) rest on; `Gate.verified_state` checks
-a state answer and then the commitment it rests on.
+a state answer and then the commitment it rests on. With the agreed
+settings (`replay_projections`, or `Replica.check_recommendations_with`),
+every `promotion.recommended` entry the replica follows is held to its own
+view at the recommendation's checkpoint and time: the current and
+recommended tiers, the rationale and the evidence (tree or list) must be
+what the log up to that checkpoint gives (`Incomplete`, naming the entry);
+`Replayed.recommendations` counts them.
 
 What it proves: each projection compared is the one the whole log up to its
 signed checkpoint gives, at the agreed settings and a current time, and the
@@ -47,6 +53,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -65,13 +72,15 @@ from .errors import (
     SettingsMismatch,
     StaleCheckpoint,
     VerificationError,
+    WrongStateRoot,
 )
-from .fold import Projection, UnknownTaskClass
+from .fold import Projection, ProjectionError, UnknownTaskClass
 from .fold import first_difference as first_difference
-from .merkle import EMPTY_ROOT, GENESIS_CHAIN, chain_hash, leaf_hash, verify_consistency
+from .merkle import EMPTY_ROOT, GENESIS_CHAIN, Frontier, chain_hash, evidence_tree, leaf_hash, verify_consistency
 from .note import Checkpoint, KeyLike, as_verifier, open_checkpoint
 from .stats import Settings
 from .timefmt import now_micros as clock_micros
+from .timefmt import parse_utc_micros
 from .verify import ReplayRules as ReplayRules
 from .verify import VerifiedState
 from .wire import EntryView, ProjectionResponse, RecommendationResponse
@@ -80,6 +89,10 @@ from .wire import EntryView, ProjectionResponse, RecommendationResponse
 STEP = 10_000
 #: How many entries one page request asks for.
 PAGE = 1000
+#: How many entries the fold may stay behind the replica's head while recommendations
+#: are checked (`Replica.check_recommendations_with`): a recommendation whose checkpoint
+#: is further back is checked on a projection folded afresh from the first entry.
+LAG = 1024
 #: The replica file's name in its directory, its format and version.
 STATE_FILE = "replica.json"
 FORMAT = "evidence-ledger/python-replica"
@@ -114,6 +127,14 @@ class Replica:
         self.step = STEP
         #: Entries fetched and folded since the replica was opened.
         self.followed = 0
+        #: Recommendations `follow` checked since `check_recommendations_with` (None before it).
+        self.recommendations: Optional[int] = None
+        #: The settings recommendations are checked with (None: they are not checked).
+        self._agreed: Optional[Settings] = None
+        #: While recommendations are checked: the entries taken and not yet folded, in
+        #: order, and the tree of every entry taken (read only while some wait).
+        self._unfolded: deque[tuple[int, bytes, Leaf]] = deque()
+        self._tree = Frontier()
 
     @classmethod
     def open(cls, directory: Union[str, Path], keys: Sequence[KeyLike]) -> "Replica":
@@ -157,10 +178,26 @@ class Replica:
 
     @property
     def size(self) -> int:
-        return self.fold.size
+        return self.fold.size + len(self._unfolded)
 
     def root(self) -> bytes:
-        return self.fold.root()
+        return self._tree.root() if self._unfolded else self.fold.root()
+
+    def check_recommendations_with(self, settings: Settings) -> None:
+        """With the settings a server computes its projections with (the agreed ones):
+        from then on, `follow` also holds every `promotion.recommended` entry it takes to
+        the replica's own view of its task class at its checkpoint, at its `issued_at`
+        time and with `settings`, and counts them in `recommendations`
+        (`verifier::replay::Replica::check_recommendations_with`). The current and
+        recommended tiers and the rationale must be the view's, and the evidence the
+        view's (index, leaf hash) references: by `evidence_tree` (`merkle.evidence_tree`,
+        with `evidence` empty) or, in an entry without a tree, as the `evidence` list. A
+        difference raises `Incomplete`, naming the entry and the part. While `follow`
+        runs, the fold stays up to `LAG` entries behind the entries taken; a checkpoint
+        it is already past is folded afresh from the first entry, each one fetched again
+        and proven a prefix of the replica's tree."""
+        self._agreed = settings
+        self.recommendations = 0
 
     def task_classes(self) -> list[str]:
         """The task classes the log registers, up to the replica's size."""
@@ -181,8 +218,10 @@ class Replica:
         committed fields (`client.checked_disclosures`), and `Incomplete` for a field
         answered as redacted that no `field.redacted` entry up to `cp` records: the
         server withholds a disclosure under a redaction the log does not hold (or the
-        redaction was appended after `cp` while this ran: run again). On any failure
-        the replica must not be saved."""
+        redaction was appended after `cp` while this ran: run again). After
+        `check_recommendations_with`, each `promotion.recommended` entry taken must be
+        the replica's own view at its checkpoint and time (`Incomplete` otherwise,
+        naming the entry). On any failure the replica must not be saved."""
         head = self.size
         size, root = cp.size, cp.root
         if size < head:
@@ -204,8 +243,12 @@ class Replica:
                 if not page:
                     raise ForkDetected("entries", f"the server returned no entries at {at} below its checkpoint size {size}")
                 for e in page[: end - at]:
-                    self._take(e, cites)
+                    decoded = self._take(e, cites)
                     claimed.update((e.index, path) for path in e.redacted or [])
+                    if self._agreed is not None:
+                        if decoded.kind == "promotion.recommended":
+                            self._check_recommendation(client, e.index, decoded, self._agreed)
+                        self._fold_to(self.size - LAG)
             step_root = self.root()
             if end < size:
                 try:
@@ -221,13 +264,15 @@ class Replica:
             cites.clear()
             nxt = end
             progress("following the log", nxt - head, size - head)
+        self._fold_to(size)
         self._redactions_recorded(claimed, size)
         self.checkpoint = cp
         self.followed += size - head
         return size - head
 
-    def _take(self, e: EntryView, cites: list[tuple[int, str, str, int]]) -> None:
-        """Checks the served entry `e` as the next one and folds it."""
+    def _take(self, e: EntryView, cites: list[tuple[int, str, str, int]]) -> Leaf:
+        """Checks the served entry `e` as the next one and folds it (while recommendations
+        are checked: keeps it to be folded, `_fold_to`); returns it decoded."""
         index = self.size
         if e.index != index:
             raise ForkDetected("entries", f"the server returned entry {e.index} where {index} was expected")
@@ -256,8 +301,91 @@ class Replica:
 
         self.rules.check(decoded, index, cite)
         self.rules.apply(decoded, index)
-        self.fold.apply(index, leaf, decoded)
+        if self._agreed is None:
+            self.fold.apply(index, leaf, decoded)
+        else:
+            if not self._unfolded:
+                self._tree = Frontier.from_nodes(self.fold.frontier.size, self.fold.frontier.nodes)
+            self._unfolded.append((index, leaf, decoded))
+            self._tree.push(lh)
         self.chain = chain
+        return decoded
+
+    def _fold_to(self, size: int) -> None:
+        """Folds the entries taken and not yet folded, up to `size` entries."""
+        while self._unfolded and self.fold.size < size:
+            index, leaf, decoded = self._unfolded[0]
+            self.fold.apply(index, leaf, decoded)
+            self._unfolded.popleft()
+
+    def _check_recommendation(self, client: Client, index: int, d: Leaf, settings: Settings) -> None:
+        """Holds the `promotion.recommended` entry `d` at `index` to the view of the log up
+        to its checkpoint, at its time, with `settings` (`check_recommendations_with`;
+        `projections::driver::Projector::check_recommendation`). Raises `Incomplete`."""
+        r = d.body
+        size = r["checkpoint"]["size"]
+
+        def differs(what: str) -> Incomplete:
+            return Incomplete(f"the recommendation at entry {index}", f"{what}, not what the log up to size {size} gives")
+
+        if size > index:
+            raise differs(f"its checkpoint {size} is past it")
+        issued = d.payload.get("issued_at")
+        now = parse_utc_micros(issued) if isinstance(issued, str) else None
+        if now is None:
+            raise differs(f"its time `{issued}` does not parse")
+        if self.fold.size <= size:
+            self._fold_to(size)
+            fold = self.fold
+        else:
+            fold = self._fold_afresh(client, size)
+        try:
+            view = fold.view(r["task_class"], now, settings, size, fold.root())
+        except ProjectionError as e:
+            raise differs(str(e)) from None
+        refs = [(int(e["index"]), str(e["leaf_hash"])) for e in view["evidence"]]
+        tree = r.get("evidence_tree")
+        if tree is not None:
+            count, root = evidence_tree(refs)
+            same_evidence = r["evidence"] == [] and tree == {"count": count, "root": root}
+        else:
+            same_evidence = r["evidence"] == [{"index": i, "leaf_hash": lh} for i, lh in refs]
+        if r["current_tier"] != view["tier"]:
+            raise differs("its current tier")
+        if r["recommended_tier"] != view["recommendation"]["recommended_tier"]:
+            raise differs("its recommended tier")
+        if r["rationale"] != view["recommendation"]["rationale"]:
+            raise differs("its rationale")
+        if not same_evidence:
+            raise differs("its evidence")
+        self.recommendations = (self.recommendations or 0) + 1
+
+    def _fold_afresh(self, client: Client, size: int) -> Projection:
+        """A projection of the first `size` entries, fetched again from the server, for a
+        checkpoint the fold is already past. They must be the replica's own: an entry
+        that does not fold, or a tree of them that is not proven a prefix of the
+        replica's (a consistency proof from `size` to the replica's size), is
+        `ForkDetected`."""
+        fresh = Projection()
+        try:
+            while fresh.size < size:
+                at = fresh.size
+                page = client.entries(at, min(size - at, PAGE))
+                if not page:
+                    raise ForkDetected("entries", f"the server returned no entries at {at} below size {size}")
+                for e in page[: size - at]:
+                    if e.index != fresh.size:
+                        raise ForkDetected("entries", f"the server returned entry {e.index} where {fresh.size} was expected")
+                    fresh.apply(e.index, base64.b64decode(e.leaf.encode("ascii"), validate=True))
+        except (binascii.Error, UnicodeEncodeError, ValueError, ProjectionError, WrongStateRoot) as err:
+            raise ForkDetected("entries", f"an entry below {size}, served again, is not the replica's: {err}") from None
+        if size == 0:
+            return fresh
+        try:
+            verify_consistency(size, fresh.root(), self.size, self.root(), client.consistency_proof(size, self.size))
+        except ProofMismatch as err:
+            raise ForkDetected("entries", f"the first {size} entries, served again, are not the replica's: {err.reason}") from None
+        return fresh
 
     def _redactions_recorded(self, claimed: set[tuple[int, str]], size: int) -> None:
         """Once the walk to `size` is over: every field answered as redacted, (entry,
@@ -305,6 +433,8 @@ class Replica:
         where `sha256` is over the body's canonical JSON (sorted keys, no spaces)."""
         if self.checkpoint is None:
             raise ReplicaError("the replica has followed no checkpoint yet")
+        if self._unfolded:
+            raise ReplicaError("the replica's last follow did not finish")
         body = {
             "checkpoint": self.checkpoint.note,
             "chain": self.chain.hex(),
@@ -343,6 +473,9 @@ class Replayed:
     followed: int
     #: Task classes whose served view equals the replica's, bit for bit.
     task_classes: int
+    #: Recommendations among the entries followed that equal the replica's own view
+    #: at their checkpoint and time (`Replica.check_recommendations_with`).
+    recommendations: int
 
 
 def _stated(p: ProjectionResponse, cp: Checkpoint, audited: Optional[Checkpoint], rules: ReplayRules, now: int) -> None:
@@ -401,13 +534,16 @@ def replay_projections(
     evidence, statistics), must be no older than that checkpoint, state the agreed
     settings and a time within the allowed skew; the replica follows each answer's
     checkpoint in order of size (`Replica.follow`, which also holds the disclosures
-    and redactions served to a reader with a role to the log), and its own view must
-    equal the served one. Every task class the log registers must be on the list.
+    and redactions served to a reader with a role to the log, and every
+    `promotion.recommended` entry it takes to its own view at the agreed settings:
+    `Replica.check_recommendations_with`), and its own view must equal the served
+    one. Every task class the log registers must be on the list.
     Raises `SettingsMismatch`, `Incomplete`, `StaleCheckpoint`, `ForkDetected`,
     `LeafMismatch`, `RuleBroken` or any other `VerificationError` of the checks; the
     replica is saved only on success.
     """
     start = replica.size
+    replica.check_recommendations_with(rules.settings)
     audited = _start(client, replica)
     now = rules.now_micros if rules.now_micros is not None else clock_micros()
     answers: list[tuple[Checkpoint, ProjectionResponse]] = []
@@ -426,7 +562,12 @@ def replay_projections(
             raise Incomplete(f"task class `{hidden}`", "registered in the log but left off the list of task classes")
     progress("replaying the log", len(answers), len(answers))
     replica.save()
-    return Replayed(size=replica.size, followed=replica.size - start, task_classes=len(answers))
+    return Replayed(
+        size=replica.size,
+        followed=replica.size - start,
+        task_classes=len(answers),
+        recommendations=replica.recommendations or 0,
+    )
 
 
 def _start(client: Client, replica: Replica) -> Checkpoint:
