@@ -636,6 +636,16 @@ impl EvidenceRef {
     }
 }
 
+/// An optional field that is absent or a value, never `null`: one event,
+/// one byte sequence.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
 /// A recommendation's evidence cited by commitment rather than listed: the
 /// number of evidence references and the RFC 6962 Merkle tree hash (hex)
 /// over them, in the order the projection lists them, each leaf the
@@ -685,7 +695,12 @@ pub struct PromotionRecommended {
     /// The evidence cited by commitment: how the ledger cites it. A
     /// recommendation carries either this (with `evidence` empty) or the
     /// list; an entry appended before the tree existed has only the list.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "EvidenceTree")]
     pub evidence_tree: Option<EvidenceTree>,
     pub rationale: Vec<RuleOutcome>,
     pub checkpoint: CheckpointRef,

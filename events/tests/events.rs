@@ -650,6 +650,37 @@ fn a_recommendation_citing_its_evidence_both_ways_or_by_a_malformed_tree_is_refu
     });
 }
 
+/// `evidence_tree` is absent or a tree, never `null`: one event, one byte
+/// sequence.
+#[test]
+fn a_recommendation_with_a_null_evidence_tree_is_refused() {
+    refused(C::InvalidType, "event.body.evidence_tree", |w| {
+        let head = w.log.ledger().head();
+        let p = w.payload(
+            "ledger",
+            Event::PromotionRecommended(PromotionRecommended {
+                task_class: TASK_CLASS.into(),
+                current_tier: Tier::Bronze,
+                recommended_tier: Tier::Silver,
+                evidence: vec![],
+                evidence_tree: None,
+                rationale: vec![],
+                checkpoint: CheckpointRef {
+                    size: head.size,
+                    root: ledger::hash::to_hex(&head.root),
+                },
+                requires_human_approval: true,
+                request_id: "env-00000001".into(),
+            }),
+        );
+        let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
+        let from = "\"evidence\":[],";
+        assert!(text.contains(from), "{text}");
+        let text = text.replacen(from, "\"evidence\":[],\"evidence_tree\":null,", 1);
+        w.append(&sign_raw("ledger", text.as_bytes()))
+    });
+}
+
 #[test]
 fn self_issued_recommendation_from_a_client_is_refused() {
     refused(C::RoleNotPermitted, "event.kind", |w| {

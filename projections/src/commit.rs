@@ -477,11 +477,43 @@ pub fn view(
     })
 }
 
+/// One case as [`view_with`] reads it: a committed [`CaseRecord`], or a
+/// case of a fold that keeps its failing scores in order.
+pub trait CaseInput {
+    /// The record, whose `failures` [`view_with`] does not read.
+    fn record(&self) -> &CaseRecord;
+    /// The failures of its eligible scores sequenced at or after `start`.
+    fn failures_since(&self, start: i64) -> Failures;
+}
+
+impl CaseInput for CaseRecord {
+    fn record(&self) -> &CaseRecord {
+        self
+    }
+
+    /// Every failing score is looked at: a record read from an answer
+    /// need not list them in order.
+    fn failures_since(&self, start: i64) -> Failures {
+        sum_failures(self.failures.iter().filter(|f| f.sequenced_at >= start))
+    }
+}
+
+/// The failures of `scores`, by severity.
+pub fn sum_failures<'a>(scores: impl Iterator<Item = &'a FailedScore>) -> Failures {
+    let mut failures = Failures::default();
+    for f in scores {
+        failures.block += u64::from(f.block);
+        failures.warn += u64::from(f.warn);
+        failures.info += u64::from(f.info);
+    }
+    failures
+}
+
 /// [`view`], with `boot(xs, seed)` giving the BCa interval of `xs` (the
 /// bootstrap itself, or an answer it gave before for the same bits).
-pub fn view_with(
+pub fn view_with<C: CaseInput>(
     class: &ClassRecord,
-    cases: &[CaseRecord],
+    cases: &[C],
     tree_size: u64,
     now: i64,
     settings: &Settings,
@@ -491,13 +523,13 @@ pub fn view_with(
     let mut by_class: BTreeMap<String, usize> = BTreeMap::new();
     let mut failures = Failures::default();
     let mut latest: Vec<(&CaseRecord, &LatestScore)> = Vec::new();
-    for c in cases.iter().filter(|c| c.active) {
+    for input in cases.iter().filter(|c| c.record().active) {
+        let c = input.record();
         *by_class.entry(c.curation_class.clone()).or_default() += 1;
-        for f in c.failures.iter().filter(|f| f.sequenced_at >= start) {
-            failures.block += u64::from(f.block);
-            failures.warn += u64::from(f.warn);
-            failures.info += u64::from(f.info);
-        }
+        let f = input.failures_since(start);
+        failures.block += f.block;
+        failures.warn += f.warn;
+        failures.info += f.info;
         if let Some(l) = c.latest.as_ref().filter(|l| l.sequenced_at >= start) {
             latest.push((c, l));
         }

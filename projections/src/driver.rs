@@ -188,6 +188,19 @@ impl Projector {
         settings: Settings,
         key: &[u8; 32],
     ) -> Result<(Projector, Resumed), DriverError> {
+        let (mut p, resumed) = Projector::resume(log, settings, key)?;
+        p.catch_up(log)?;
+        Ok((p, resumed))
+    }
+
+    /// [`Projector::open`] without the catch-up: the projector stands at the
+    /// saved checkpoint (or at nothing), so that its caller folds what
+    /// follows as it chooses (a replica checks recommendations on the way).
+    pub fn resume<S: Sequencer>(
+        log: &Ledger<S>,
+        settings: Settings,
+        key: &[u8; 32],
+    ) -> Result<(Projector, Resumed), DriverError> {
         let mut projection = Projection::default();
         let mut resumed = Resumed::Nothing;
         if let Some(saved) = log.get_aux(AUX_KEY)? {
@@ -198,9 +211,7 @@ impl Projector {
                 tracing::info!(
                     "the saved projection checkpoint was sealed under another key; rebuilding it"
                 );
-                let mut p = Projector::empty(settings);
-                p.catch_up(log)?;
-                return Ok((p, Resumed::Nothing));
+                return Ok((Projector::empty(settings), Resumed::Nothing));
             }
             let loaded = opened.map_err(|e| e.to_string()).and_then(|o| {
                 Projection::from_bytes(o.body)
@@ -230,13 +241,12 @@ impl Projector {
                 }
             }
         }
-        let mut p = Projector {
+        let p = Projector {
             projection,
             settings,
             cache: ViewCache::default(),
             answered: Default::default(),
         };
-        p.catch_up(log)?;
         Ok((p, resumed))
     }
 
@@ -302,6 +312,9 @@ impl Projector {
     /// issued and with this projector's settings, must give the same
     /// current tier, recommended tier, rationale and evidence (the tree
     /// over the view's references, or the list an older entry carries).
+    /// That time must lie between the sequencing times of the last entry
+    /// the recommendation rests on and of the recommendation itself
+    /// (`sequenced_at_micros`): it decides where the window starts.
     /// A difference is [`DerivedMismatch::Evidence`], naming the entry and
     /// the part.
     pub fn check_recommendation<S: Sequencer>(
@@ -310,6 +323,7 @@ impl Projector {
         index: u64,
         r: &PromotionRecommended,
         issued_at: &str,
+        sequenced_at_micros: i64,
     ) -> Result<(), DriverError> {
         let size = r.checkpoint.size;
         let differs = |what: String| {
@@ -325,6 +339,19 @@ impl Projector {
         }
         let now = envelope::parse_utc_micros(issued_at)
             .ok_or_else(|| differs(format!("its time `{issued_at}` does not parse")))?;
+        // Its time decides the window: no later than it was itself
+        // sequenced, and no earlier than the last entry it rests on.
+        if now > sequenced_at_micros {
+            return Err(differs(format!(
+                "its time {issued_at} is after it was sequenced"
+            )));
+        }
+        if size > 0 && now < sequenced_at(log, size - 1)? {
+            return Err(differs(format!(
+                "its time {issued_at} is before entry {} it rests on was sequenced",
+                size - 1
+            )));
+        }
         let root = log.root_at(size)?;
         let view = if self.projection.size() <= size {
             self.fold_to(log, size)?;
@@ -445,17 +472,37 @@ impl Projector {
         now: i64,
     ) -> Result<TaskClassView, DriverError> {
         self.catch_up(log)?;
-        let head = log.head();
+        self.view_here(log, task_class, now)
+    }
+
+    /// The view of `task_class` at the size this projector has folded (not
+    /// caught up: a write landing meanwhile does not move it), with the
+    /// log's own root at that size.
+    pub fn view_here<S: Sequencer>(
+        &mut self,
+        log: &Ledger<S>,
+        task_class: &str,
+        now: i64,
+    ) -> Result<TaskClassView, DriverError> {
+        let size = self.projection.size();
+        let root = log.root_at(size)?;
         Ok(self.projection.view_cached(
             &mut self.cache,
             log,
             task_class,
             now,
             &self.settings,
-            head.size,
-            &head.root,
+            size,
+            &root,
         )?)
     }
+}
+
+/// When entry `index` of `log` was sequenced (µs, UTC).
+fn sequenced_at<S: Sequencer>(log: &Ledger<S>, index: u64) -> Result<i64, DriverError> {
+    let entry = log.entry(index)?;
+    let (_, at) = envelope::decode_leaf(&entry.leaf).map_err(DriverError::Rejected)?;
+    Ok(at)
 }
 
 /// A recommendation appended to the log, with the view it was computed from.
@@ -508,6 +555,13 @@ pub fn recommend(
                     None => {
                         let size = r.checkpoint.size;
                         let root = events.ledger().root_at(size)?;
+                        let issued = envelope::parse_utc_micros(&d.payload.issued_at)
+                            .ok_or_else(|| {
+                                DriverError::Mismatch(DerivedMismatch::Evidence {
+                                    task_class: req.task_class.clone(),
+                                    what: format!("the recommendation at entry {index} states no time it was issued"),
+                                })
+                            })?;
                         let past = Projector::rebuild_to(
                             events.ledger(),
                             projector.settings.clone(),
@@ -516,7 +570,7 @@ pub fn recommend(
                         past.projection.view(
                             events.ledger(),
                             &req.task_class,
-                            at,
+                            issued,
                             &past.settings,
                             size,
                             &root,
@@ -547,7 +601,16 @@ pub fn recommend(
             }
         }
     }
-    let view = projector.view_at_head(events.ledger(), &req.task_class, now)?;
+    // The view is stated as of no earlier than the last entry it rests on
+    // (an auditor holds a recommendation's time to that bound, and to the
+    // recommendation's own sequencing time above it).
+    projector.catch_up(events.ledger())?;
+    let size = projector.projection.size();
+    let now = match size {
+        0 => now,
+        _ => now.max(sequenced_at(events.ledger(), size - 1)?),
+    };
+    let view = projector.view_here(events.ledger(), &req.task_class, now)?;
     // Before signing: the same answer from the per-case state rather than
     // the window sums it was answered from, and the held-out statistics
     // recomputed from the cited evidence leaves read back from the log.

@@ -8,7 +8,7 @@
 use events::{decode_leaf, Event};
 
 use crate::fold::{bootstrap_seed, ScoreStats, Settings};
-use crate::stats::bca;
+use crate::stats::bca_recent;
 
 /// Why evidence does not support the statistics stated with it.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -121,8 +121,11 @@ pub fn held_out_from_evidence(
         passed += usize::from(s.score.passed);
         scores.push(s.score.score);
     }
+    // The plain bootstrap: given again when this process drew it for these
+    // very bits before (a server checking the same view twice), never taken
+    // from how the view computed its own.
     Ok(crate::fold::score_stats(&scores, passed, settings, |xs| {
-        bca(
+        bca_recent(
             xs,
             settings.confidence,
             settings.resamples,

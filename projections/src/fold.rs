@@ -378,6 +378,25 @@ impl WindowSums {
     }
 }
 
+/// A case of the fold as [`commit::view_with`] reads it for
+/// [`Projection::recheck`]: its record without its failing scores, and
+/// those scores in log order (so in order of sequencing time).
+struct FoldedCase<'a> {
+    record: CaseRecord,
+    failing: &'a [FailedScore],
+}
+
+impl commit::CaseInput for FoldedCase<'_> {
+    fn record(&self) -> &CaseRecord {
+        &self.record
+    }
+
+    fn failures_since(&self, start: i64) -> Failures {
+        let from = self.failing.partition_point(|f| f.sequenced_at < start);
+        commit::sum_failures(self.failing[from..].iter())
+    }
+}
+
 /// The start of the log range the classes' [`WindowSums`] cover: `lo`, with
 /// the sequencing times of entry `lo` and of entry `lo - 1` when they exist,
 /// so that a view can tell without reading the log whether the window still
@@ -1013,8 +1032,10 @@ impl Projection {
     /// scores, whatever the number of scores in the window. A bootstrap
     /// interval `cache` holds for exactly the same inputs is taken from it
     /// (the bootstrap is a function of its inputs' bits, the seed and the
-    /// settings); the held-out interval a recommendation signs is computed
-    /// afresh from the evidence leaves in any case (`driver::check_evidence`).
+    /// settings), so this does not check the intervals: the held-out
+    /// interval a recommendation signs is recomputed from the evidence
+    /// leaves by `driver::check_evidence`, with the plain bootstrap
+    /// ([`crate::stats::bca_recent`]), never the one the view used.
     pub fn recheck(&self, cache: &ViewCache, view: &TaskClassView) -> Result<(), String> {
         let tc = view.task_class.as_str();
         if self.size != view.tree_size || ledger::hash::to_hex(&self.root()) != view.root {
@@ -1027,11 +1048,20 @@ impl Projection {
             .classes
             .get(tc)
             .ok_or_else(|| format!("task class `{tc}` is not registered"))?;
-        let cases: Vec<CaseRecord> = self
+        // The failing scores are not copied: a case's list is in log order,
+        // so those in the window are a suffix of it.
+        let cases: Vec<FoldedCase> = self
             .cases
             .iter()
             .filter(|(_, c)| c.task_class == tc)
-            .map(|(id, c)| self.case_record(id, c, class))
+            .map(|(id, c)| FoldedCase {
+                record: self.case_record(id, c, class, false),
+                failing: self
+                    .case_numbers
+                    .get(id)
+                    .and_then(|n| class.failing.get(n))
+                    .map_or(&[], Vec::as_slice),
+            })
             .collect();
         // `commit::view` reads neither the cases' root nor their count.
         let record = self.class_record(tc, class, &[], String::new());
@@ -1062,7 +1092,8 @@ impl Projection {
     }
 
     /// Case `id`'s committed record; `class` is the fold of its task class.
-    fn case_record(&self, id: &str, c: &CaseFold, class: &ClassFold) -> CaseRecord {
+    /// Without `failures`, its list of failing scores is left empty.
+    fn case_record(&self, id: &str, c: &CaseFold, class: &ClassFold, failures: bool) -> CaseRecord {
         let n = self.case_numbers.get(id);
         CaseRecord {
             record: "case".to_owned(),
@@ -1078,6 +1109,7 @@ impl Projection {
                 passed: s.passed,
             }),
             failures: n
+                .filter(|_| failures)
                 .and_then(|n| class.failing.get(n))
                 .cloned()
                 .unwrap_or_default(),
@@ -1117,7 +1149,7 @@ impl Projection {
             by_class
                 .entry(c.task_class.as_str())
                 .or_default()
-                .push(self.case_record(id, c, class));
+                .push(self.case_record(id, c, class, true));
         }
         let classes = self
             .classes

@@ -257,6 +257,80 @@ pub fn bca(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<In
     })
 }
 
+/// [`bca`], given again from the last [`Recent::KEPT`] intervals this
+/// function computed in this process when the inputs are the same bits:
+/// the interval is a function of the bits of `x`, `confidence`,
+/// `resamples` and `seed` alone. Only intervals drawn by [`bca`] itself
+/// are kept, never one computed another way ([`bca_reusing`]), so a check
+/// that recomputes an interval this way stays independent of how the
+/// value checked was computed.
+pub fn bca_recent(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<Interval> {
+    let key = (confidence.to_bits(), resamples, seed);
+    if let Some(ci) = RECENT.find(key, x) {
+        return ci;
+    }
+    let ci = bca(x, confidence, resamples, seed);
+    RECENT.keep(key, x, ci);
+    ci
+}
+
+/// The inputs of a bootstrap besides its values: the bits of the
+/// confidence, the resamples and the seed.
+type BootKey = (u64, usize, u64);
+
+/// One remembered bootstrap: its key, the bits of its values, its interval.
+type Remembered = (BootKey, Vec<u64>, Option<Interval>);
+
+/// The answers of the last [`Recent::KEPT`] bootstraps in this process, by
+/// exact input. Looking one up costs a comparison of the values; a
+/// bootstrap of 1,000 values with 2,000 resamples costs two million draws.
+/// What asks the same bootstrap again: the server's check of a view
+/// before it serves or signs it recomputes the held-out interval from the
+/// evidence leaves it reads back ([`crate::evidence`]), and those are the
+/// values the view's own interval was computed from.
+pub struct Recent {
+    held: std::sync::Mutex<Vec<Remembered>>,
+}
+
+impl Recent {
+    /// How many answers are kept.
+    pub const KEPT: usize = 8;
+
+    const fn new() -> Recent {
+        Recent {
+            held: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Vec<Remembered>> {
+        // The list is whole after any panic: entries are pushed and
+        // removed whole.
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn find(&self, key: BootKey, x: &[f64]) -> Option<Option<Interval>> {
+        let held = self.held();
+        held.iter()
+            .rev()
+            .find(|(k, xs, _)| {
+                *k == key && xs.len() == x.len() && xs.iter().zip(x).all(|(a, b)| *a == b.to_bits())
+            })
+            .map(|(_, _, ci)| *ci)
+    }
+
+    fn keep(&self, key: BootKey, x: &[f64], ci: Option<Interval>) {
+        let bits: Vec<u64> = x.iter().map(|v| v.to_bits()).collect();
+        let mut held = self.held();
+        held.retain(|(k, xs, _)| !(*k == key && *xs == bits));
+        if held.len() >= Self::KEPT {
+            held.remove(0);
+        }
+        held.push((key, bits, ci));
+    }
+}
+
+static RECENT: Recent = Recent::new();
+
 /// [`bca`] with its draws kept in `kept`: reused when the same number of
 /// values, resamples and seed come again; made and kept otherwise, when
 /// there is room. The interval is bit for bit [`bca`]'s.
@@ -575,6 +649,28 @@ mod tests {
         assert_eq!(kept.held(), 2 * 300 * 2000);
         assert!(Draws::new(Draws::MAX_VALUES + 1, 1, 0).is_none());
         assert!(Draws::new(0, 1, 0).is_none());
+    }
+
+    #[test]
+    fn recent_bootstraps_are_given_again_only_for_the_same_bits() {
+        let mut g = SplitMix64::new(29);
+        let mut x: Vec<f64> = (0..200)
+            .map(|_| (g.next_u64() % 1001) as f64 / 1e3)
+            .collect();
+        let fresh = bca(&x, 0.95, 500, 3);
+        assert_eq!(bca_recent(&x, 0.95, 500, 3), fresh);
+        assert_eq!(bca_recent(&x, 0.95, 500, 3), fresh, "given again");
+        // Another seed, confidence or value is another bootstrap.
+        assert_eq!(bca_recent(&x, 0.95, 500, 4), bca(&x, 0.95, 500, 4));
+        assert_eq!(bca_recent(&x, 0.9, 500, 3), bca(&x, 0.9, 500, 3));
+        // Values equal as numbers but not as bits are other inputs: +0.0
+        // kept first, then -0.0 asked.
+        x[0] = 0.0;
+        let plus = bca_recent(&x, 0.95, 500, 3);
+        assert_eq!(plus, bca(&x, 0.95, 500, 3));
+        x[0] = -0.0;
+        assert!(RECENT.find((0.95f64.to_bits(), 500, 3), &x).is_none());
+        assert_eq!(bca_recent(&x, 0.95, 500, 3), bca(&x, 0.95, 500, 3));
     }
 
     #[test]

@@ -540,7 +540,7 @@ fn a_class_of_1200_held_out_cases_is_recommended_with_its_evidence_cited_by_tree
         .entry(rec.receipt.appended.index)
         .expect("entry");
     assert!(entry.leaf.len() < 8192, "{} bytes", entry.leaf.len());
-    let (d, _) = events::decode_leaf(&entry.leaf).expect("decode");
+    let (d, at) = events::decode_leaf(&entry.leaf).expect("decode");
     let Event::PromotionRecommended(r) = &d.payload.event else {
         panic!("not a recommendation")
     };
@@ -555,14 +555,34 @@ fn a_class_of_1200_held_out_cases_is_recommended_with_its_evidence_cited_by_tree
     let index = rec.receipt.appended.index;
     let mut replay = Projector::empty(Settings::default());
     replay
-        .check_recommendation(w.log.ledger(), index, r, &d.payload.issued_at)
+        .check_recommendation(w.log.ledger(), index, r, &d.payload.issued_at, at)
         .expect("the recommendation follows from the log");
     let mut other = r.clone();
     other.evidence_tree = Some(EvidenceTree::of(&[]));
     let why = Projector::empty(Settings::default())
-        .check_recommendation(w.log.ledger(), index, &other, &d.payload.issued_at)
+        .check_recommendation(w.log.ledger(), index, &other, &d.payload.issued_at, at)
         .expect_err("other evidence does not follow");
     assert!(why.to_string().contains("its evidence"), "{why}");
+    // Its time decides the window: stated after it was sequenced, or before
+    // the last entry it rests on, it does not follow.
+    let size = r.checkpoint.size;
+    let last = w.log.ledger().entry(size - 1).expect("last entry");
+    let (_, last_at) = events::decode_leaf(&last.leaf).expect("decode");
+    for (issued, what) in [
+        (at + DAY, "after it was sequenced"),
+        (last_at - 1, "before entry"),
+    ] {
+        let why = Projector::empty(Settings::default())
+            .check_recommendation(
+                w.log.ledger(),
+                index,
+                r,
+                &events::envelope::format_micros(issued),
+                at,
+            )
+            .expect_err("a time out of bounds does not follow");
+        assert!(why.to_string().contains(what), "{why}");
+    }
 }
 
 /// The projections scenario (docs/PROJECTIONS.md): three task classes, 150 cases, several runs, one

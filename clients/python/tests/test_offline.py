@@ -84,7 +84,6 @@ def test_a_recommendation_cites_exactly_its_projections_evidence_by_tree_or_by_l
     listed: dict[str, object] = {"evidence": [{"index": i, "leaf_hash": h} for i, h in pairs]}
     _check_cited_evidence(by_tree(), pairs)
     _check_cited_evidence(listed, pairs)
-    _check_cited_evidence({"evidence": [], "evidence_tree": None, **listed}, pairs)
     _check_cited_evidence(by_tree(0, EMPTY_ROOT.hex()), [])
     _check_cited_evidence({"evidence": []}, [])
     refusals: list[tuple[dict[str, object], list[tuple[int, str]], str]] = [
@@ -96,6 +95,9 @@ def test_a_recommendation_cites_exactly_its_projections_evidence_by_tree_or_by_l
         (by_tree(r=root.upper()), pairs, "recommendation.evidence_tree"),
         (by_tree(depth=2), pairs, "recommendation.evidence_tree"),
         ({**by_tree(), **listed}, pairs, "recommendation.evidence"),
+        # A present tree is a tree: `null` is not read as absent (the ledger refuses it).
+        ({"evidence_tree": None, **listed}, pairs, "recommendation.evidence_tree"),
+        ({"evidence": [], "evidence_tree": None}, [], "recommendation.evidence_tree"),
         (listed, pairs[:2], "recommendation.evidence"),
         (listed, [], "recommendation.evidence"),
     ]

@@ -380,10 +380,8 @@ def test_a_recommendation_citing_its_evidence_by_a_tree_or_by_a_list_is_accepted
     first = g.state.size
     g.append(sign_payload(ledger, "promotion.recommended", recommendation(g)))
     g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, evidence=REFS, evidence_tree=...)))
-    # serde reads a null `Option` as absent.
-    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, evidence=REFS, evidence_tree=None)))
     g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, evidence=[], evidence_tree=...)))
-    assert sorted(g.state.recommendations) == [first, first + 1, first + 2, first + 3]
+    assert sorted(g.state.recommendations) == [first, first + 1, first + 2]
 
 
 def test_a_recommendation_with_both_a_tree_and_a_list_breaks_the_rules(gated: tuple[Log, SigningKey]) -> None:
@@ -415,6 +413,9 @@ def test_a_tree_root_that_is_not_64_lowercase_hex_digits_breaks_the_rules(gated:
         ({"evidence_tree": {"count": -1, "root": "aa" * 32}}, "invalid_type", "event.body.evidence_tree.count"),
         ({"evidence_tree": {"count": 2.5, "root": "aa" * 32}}, "invalid_type", "event.body.evidence_tree.count"),
         ({"evidence_tree": ["aa" * 32]}, "invalid_type", "event.body.evidence_tree"),
+        # Absent or a tree, never `null` (the door's serde reads a present value as a tree).
+        ({"evidence_tree": None}, "invalid_type", "event.body.evidence_tree"),
+        ({"evidence": REFS, "evidence_tree": None}, "invalid_type", "event.body.evidence_tree"),
         ({"evidence_trees": {"count": 2, "root": "aa" * 32}}, "unknown_field", "event.body.evidence_trees"),
         ({"evidence": ...}, "missing_field", "event.body.evidence"),
         ({"request_id": ...}, "missing_field", "event.body.request_id"),
@@ -493,13 +494,16 @@ def view_at(g: Log, size: int, now: int) -> dict[str, Any]:
 
 
 def recommended(g: Log, ledger: SigningKey, *, size: int | None = None, now: int | None = None, listed: bool = False,
-                **fields: Any) -> int:
+                sequenced: int | None = None, **fields: Any) -> int:
     """Appends the `promotion.recommended` the fold gives at `size` (the log's size by
     default) and `now` (just after the last entry by default), citing its evidence by
     tree (`listed`: by an `evidence` list, as an older entry does), with `fields`
-    replaced; returns its index."""
+    replaced; returns its index. It is sequenced at `sequenced`, by default as an
+    honest ledger sequences it: no earlier than `now` (which it states no earlier than
+    the last entry it rests on, and which the ledger reads before it appends)."""
     size = g.state.size if size is None else size
     now = g.at + 1 if now is None else now
+    sequenced = max(now, g.at + 1) if sequenced is None else sequenced
     v = view_at(g, size, now)
     refs = [{"index": e["index"], "leaf_hash": e["leaf_hash"]} for e in v["evidence"]]
     count, root = merkle.evidence_tree(refs)
@@ -512,7 +516,7 @@ def recommended(g: Log, ledger: SigningKey, *, size: int | None = None, now: int
     body.update(fields)
     index = g.state.size
     g.append(sign_payload(ledger, "promotion.recommended", {k: x for k, x in body.items() if x is not ...},
-                          issued_at=format_micros(now)))
+                          issued_at=format_micros(now)), sequenced)
     return index
 
 
@@ -544,17 +548,22 @@ def test_honest_recommendations_equal_the_replicas_view_at_their_checkpoint_and_
     # Its checkpoint is before the newer score: the view there cites the older one.
     late = recommended(g, ledger, size=before)
     assert view_at(g, before, g.at)["evidence"] != view_at(g, late, g.at)["evidence"]
-    # Issued 31 days after the last score: every score is out of its window.
-    recommended(g, ledger, now=g.at + 31 * DAY)
-    assert view_at(g, g.state.size, g.at + 31 * DAY)["evidence"] == []
-    # An older entry lists its evidence: without `evidence_tree`, or with it null.
+    # An older entry lists its evidence, without `evidence_tree`.
     recommended(g, ledger, listed=True)
-    recommended(g, ledger, listed=True, evidence_tree=None)
     assert view_at(g, g.state.size, g.at)["evidence"][0]["index"] == newer
+    # Issued (and so sequenced) 31 days after the last score: every score is out of its window.
+    recommended(g, ledger, now=g.at + 31 * DAY)
+    assert view_at(g, g.state.size, g.at)["evidence"] == []
+    # Its time is exactly the sequencing time of the last entry it rests on (the lower
+    # bound), of itself (the upper one), or both.
+    rests_on = g.at
+    recommended(g, ledger, size=g.state.size, now=rests_on, sequenced=rests_on + DAY)
+    recommended(g, ledger, now=g.at + 5, sequenced=g.at + 5)
+    recommended(g, ledger, now=g.at, sequenced=g.at)
     for name, step in (("whole", STEP), ("by-three", 3)):
         replica = checking(tmp_path, name, step)
         assert follow(g, replica).starts[0] == 0
-        assert replica.recommendations == 5 and replica.size == g.state.size and replica.root() == g.fold.root()
+        assert replica.recommendations == 7 and replica.size == g.state.size and replica.root() == g.fold.root()
         assert replica.fold.to_json() == g.fold.to_json()
     # Without the agreed settings nothing is checked, as before.
     plain = Replica(tmp_path / "plain", [])
@@ -623,6 +632,73 @@ def test_a_signed_recommendation_the_log_does_not_give_fails_naming_its_entry(
     assert replica.recommendations == 1
     # A plain follow does not check it.
     follow(g, Replica(tmp_path / "plain", []))
+
+
+@pytest.mark.parametrize("lag", [replay.LAG, 1], ids=["folded-to", "folded-afresh"])
+@pytest.mark.parametrize("back", [0, 2], ids=["at-its-index", "further-back"])
+@pytest.mark.parametrize("bound", ["after", "before"])
+def test_a_recommendation_stating_a_time_out_of_its_bounds_fails_naming_its_entry(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    bound: str, back: int, lag: int,
+) -> None:
+    """Its time decides where the window starts: it must lie between the sequencing
+    times of the last entry it rests on (entry size - 1) and of the recommendation
+    itself. Each forged body is the view the log gives at the time it states, so only
+    the time is out of bounds; with `lag` 1 and a checkpoint further back, the
+    checkpoint is one the fold is past (folded afresh)."""
+    g, ledger, rescore = scored
+    monkeypatch.setattr(replay, "LAG", lag)
+    recommended(g, ledger)
+    for value in (0.3, 0.4, 0.5):
+        rescore(value)
+    size = g.state.size - back
+    rests_on = decode_leaf(g.leaves[size - 1]).sequenced_at
+    # Honest: stated exactly when the last entry it rests on was sequenced, and exactly
+    # when it was itself sequenced.
+    recommended(g, ledger, size=size, now=rests_on)
+    recommended(g, ledger, size=size, now=g.at + 1, sequenced=g.at + 1)
+    if bound == "after":
+        index = recommended(g, ledger, size=size, now=g.at + 2, sequenced=g.at + 1)
+        what = "is after it was sequenced"
+    else:
+        index = recommended(g, ledger, size=size, now=rests_on - 1)
+        what = f"is before entry {size - 1} it rests on was sequenced"
+    issued = decode_leaf(g.leaves[index]).payload["issued_at"]
+    replica = checking(tmp_path)
+    with pytest.raises(Incomplete) as e:
+        follow(g, replica)
+    assert str(e.value) == f"the recommendation at entry {index}: its time {issued} {what}, not what the log up to size {size} gives"
+    assert replica.recommendations == 3
+    # A plain follow does not check it.
+    follow(g, Replica(tmp_path / "plain", []))
+
+
+def test_the_last_entry_a_recommendation_rests_on_is_the_last_one_a_replica_saved(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path
+) -> None:
+    """A recommendation resting on exactly the entries a replica held when it was saved:
+    the lower bound is the sequencing time its saved fold keeps."""
+    g, ledger, rescore = scored
+    replica = checking(tmp_path)
+
+    def saved_and_opened() -> None:
+        replica.fold = Projection.from_json(json.loads(json.dumps(replica.fold.to_json())))
+
+    served = follow(g, replica)
+    saved_and_opened()
+    held = g.state.size
+    rests_on = g.at
+    rescore(0.3)
+    recommended(g, ledger, size=held, now=rests_on)
+    follow(g, replica, served)
+    assert replica.recommendations == 1
+    saved_and_opened()
+    forged = recommended(g, ledger, size=replica.size, now=g.at - 1)
+    issued = decode_leaf(g.leaves[forged]).payload["issued_at"]
+    with pytest.raises(Incomplete) as e:
+        follow(g, replica, served)
+    assert str(e.value) == (f"the recommendation at entry {forged}: its time {issued} is before entry {forged - 1} it rests "
+                            f"on was sequenced, not what the log up to size {forged} gives")
 
 
 def test_a_checkpoint_the_fold_is_past_is_folded_afresh_from_the_first_entry(

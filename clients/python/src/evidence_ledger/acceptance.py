@@ -111,8 +111,9 @@ class Sensitive:
 
 
 class Omittable:
-    """An optional field (`Option<T>` with `#[serde(default)]`): absent, `null`, or a
-    value of type `inner`."""
+    """An optional field (`Option<T>` with `#[serde(default)]` and a present value read
+    as `T`): absent, or a value of type `inner`. A present `null` is refused as `inner`
+    refuses it (one event, one byte sequence)."""
 
     def __init__(self, inner: Schema) -> None:
         self.inner = inner
@@ -177,8 +178,8 @@ BODIES: Mapping[str, Schema] = {
 def _typed(v: Any, schema: Schema, path: str) -> None:
     """Raises `_Refused` unless `v` has the type `schema` describes (serde's view of it)."""
     if isinstance(schema, Omittable):
-        if v is not None:
-            _typed(v, schema.inner, path)
+        # Present: a value of the inner type, never `null` (the caller skips it when absent).
+        _typed(v, schema.inner, path)
     elif isinstance(schema, Sensitive):
         if isinstance(v, dict):
             if not is_commitment(v):

@@ -524,9 +524,12 @@ def _check_cited_evidence(body: Mapping[str, Any], evidence: Sequence[tuple[int,
     """Raises `VerificationError` unless the `promotion.recommended` `body` cites exactly
     `evidence`, the (index, leaf hash) pairs its projection lists, in order: by
     `evidence_tree` (count and root of `merkle.evidence_tree`, with `evidence` empty),
-    or, in a body without one, by its `evidence` list."""
+    or, in a body without one, by its `evidence` list. A present `evidence_tree` is a
+    tree: `null` is not read as absent (the ledger refuses it, `invalid_type`)."""
     cited, tree = body.get("evidence"), body.get("evidence_tree")
-    if tree is not None:
+    if "evidence_tree" in body:
+        if not isinstance(tree, dict):
+            raise VerificationError("recommendation.evidence_tree", "must be an object {count, root} when present (never null)")
         if cited != []:
             raise VerificationError("recommendation.evidence", "must be empty when the evidence is cited by evidence_tree")
         count, root = evidence_tree(evidence)

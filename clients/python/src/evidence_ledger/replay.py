@@ -32,9 +32,11 @@ state answers (`verify.check_state`) rest on; `Gate.verified_state` checks
 a state answer and then the commitment it rests on. With the agreed
 settings (`replay_projections`, or `Replica.check_recommendations_with`),
 every `promotion.recommended` entry the replica follows is held to its own
-view at the recommendation's checkpoint and time: the current and
-recommended tiers, the rationale and the evidence (tree or list) must be
-what the log up to that checkpoint gives (`Incomplete`, naming the entry);
+view at the recommendation's checkpoint and time: that time must lie
+between the sequencing times of the last entry it rests on and of the
+recommendation itself, and the current and recommended tiers, the
+rationale and the evidence (tree or list) must be what the log up to that
+checkpoint gives (`Incomplete`, naming the entry);
 `Replayed.recommendations` counts them.
 
 What it proves: each projection compared is the one the whole log up to its
@@ -188,7 +190,11 @@ class Replica:
         from then on, `follow` also holds every `promotion.recommended` entry it takes to
         the replica's own view of its task class at its checkpoint, at its `issued_at`
         time and with `settings`, and counts them in `recommendations`
-        (`verifier::replay::Replica::check_recommendations_with`). The current and
+        (`verifier::replay::Replica::check_recommendations_with`). Its time decides where
+        the window starts, so it must be no later than the entry's own sequencing time
+        and, for a checkpoint of size n > 0, no earlier than entry n - 1's (the last it
+        rests on: an honest ledger states max(its clock, the request's and that entry's
+        sequencing times)). The current and
         recommended tiers and the rationale must be the view's, and the evidence the
         view's (index, leaf hash) references: by `evidence_tree` (`merkle.evidence_tree`,
         with `evidence` empty) or, in an entry without a tree, as the `evidence` list. A
@@ -220,7 +226,8 @@ class Replica:
         server withholds a disclosure under a redaction the log does not hold (or the
         redaction was appended after `cp` while this ran: run again). After
         `check_recommendations_with`, each `promotion.recommended` entry taken must be
-        the replica's own view at its checkpoint and time (`Incomplete` otherwise,
+        the replica's own view at its checkpoint and time, a time between the sequencing
+        times of the last entry it rests on and of itself (`Incomplete` otherwise,
         naming the entry). On any failure the replica must not be saved."""
         head = self.size
         size, root = cp.size, cp.root
@@ -321,7 +328,11 @@ class Replica:
     def _check_recommendation(self, client: Client, index: int, d: Leaf, settings: Settings) -> None:
         """Holds the `promotion.recommended` entry `d` at `index` to the view of the log up
         to its checkpoint, at its time, with `settings` (`check_recommendations_with`;
-        `projections::driver::Projector::check_recommendation`). Raises `Incomplete`."""
+        `projections::driver::Projector::check_recommendation`). Raises `Incomplete`.
+        Entry size - 1's sequencing time, the lower bound of its time, is the `last_at`
+        of the projection of the first `size` entries the view is computed from: the
+        fold itself (at `size` already, or folded to it from the entries it lags
+        behind), or the one folded afresh."""
         r = d.body
         size = r["checkpoint"]["size"]
 
@@ -334,11 +345,21 @@ class Replica:
         now = parse_utc_micros(issued) if isinstance(issued, str) else None
         if now is None:
             raise differs(f"its time `{issued}` does not parse")
+        # Its time decides the window: no later than it was itself sequenced, and no
+        # earlier than the last entry it rests on (entry size - 1, the last one folded
+        # into the projection of its first `size` entries, whichever way it is folded).
+        if now > d.sequenced_at:
+            raise differs(f"its time {issued} is after it was sequenced")
         if self.fold.size <= size:
             self._fold_to(size)
             fold = self.fold
         else:
             fold = self._fold_afresh(client, size)
+        last = fold.last_at
+        if fold.size != size or (last is None) != (size == 0):
+            raise ReplicaError(f"the fold of {fold.size} entries is not the {size} the recommendation at entry {index} rests on")
+        if last is not None and now < last:
+            raise differs(f"its time {issued} is before entry {size - 1} it rests on was sequenced")
         try:
             view = fold.view(r["task_class"], now, settings, size, fold.root())
         except ProjectionError as e:
