@@ -489,6 +489,7 @@ fn attack_a_signed_recommendation_the_log_does_not_give_fails_the_replay() {
                 recommended_tier: Tier::Silver,
                 evidence: vec![],
                 evidence_tree: Some(EvidenceTree::of(&[])),
+                settings: None,
                 rationale: vec![],
                 checkpoint: CheckpointRef {
                     size: head.size,

@@ -272,6 +272,7 @@ fn an_entry_too_long_for_a_bundle_is_refused_and_nothing_is_appended() {
                 recommended_tier: Tier::Silver,
                 evidence,
                 evidence_tree: None,
+                settings: None,
                 rationale: Vec::new(),
                 checkpoint: CheckpointRef {
                     size: 1,

@@ -636,6 +636,24 @@ impl EvidenceRef {
     }
 }
 
+/// The most bootstrap resamples a recommendation may state
+/// ([`ViewSettings`]): enough for any interval, and a bound on what a
+/// replay of it costs.
+pub const MAX_RESAMPLES: u64 = 100_000;
+
+/// The settings a projection is computed with, as a recommendation states
+/// them (the `settings` of a projection's view).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ViewSettings {
+    /// The trailing window, in seconds (at least 1).
+    pub window_seconds: i64,
+    /// The confidence level of both intervals (strictly between 0 and 1).
+    pub confidence: f64,
+    /// Bootstrap resamples for the BCa interval (1 to [`MAX_RESAMPLES`]).
+    pub resamples: u64,
+}
+
 /// An optional field that is absent or a value, never `null`: one event,
 /// one byte sequence.
 fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
@@ -694,7 +712,7 @@ pub struct PromotionRecommended {
     pub evidence: Vec<EvidenceRef>,
     /// The evidence cited by commitment: how the ledger cites it. A
     /// recommendation carries either this (with `evidence` empty) or the
-    /// list; an entry appended before the tree existed has only the list.
+    /// list; readers accept an entry that carries only the list.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -702,6 +720,16 @@ pub struct PromotionRecommended {
     )]
     #[schemars(with = "EvidenceTree")]
     pub evidence_tree: Option<EvidenceTree>,
+    /// The settings its projection was computed with: how the ledger
+    /// states them. An entry without them was computed with settings it
+    /// does not state.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "ViewSettings")]
+    pub settings: Option<ViewSettings>,
     pub rationale: Vec<RuleOutcome>,
     pub checkpoint: CheckpointRef,
     /// Always true: the ledger recommends, humans promote.

@@ -601,35 +601,42 @@ fn tier_change_without_a_recommendation_is_refused() {
     );
 }
 
-/// A recommendation by the ledger's key, at the head, citing its evidence
-/// as `refs` and `tree`.
+/// A recommendation at the head, citing its evidence as `refs` and `tree`.
+fn recommendation(
+    w: &World,
+    refs: Vec<EvidenceRef>,
+    tree: Option<EvidenceTree>,
+) -> PromotionRecommended {
+    let head = w.log.ledger().head();
+    PromotionRecommended {
+        task_class: TASK_CLASS.into(),
+        current_tier: Tier::Bronze,
+        recommended_tier: Tier::Silver,
+        evidence: refs,
+        evidence_tree: tree,
+        settings: None,
+        rationale: vec![],
+        checkpoint: CheckpointRef {
+            size: head.size,
+            root: ledger::hash::to_hex(&head.root),
+        },
+        requires_human_approval: true,
+        request_id: "env-00000001".into(),
+    }
+}
+
+/// [`recommendation`], signed by the ledger's key.
 fn ledger_recommendation(
     w: &mut World,
     refs: Vec<EvidenceRef>,
     tree: Option<EvidenceTree>,
 ) -> Posted {
-    let head = w.log.ledger().head();
-    w.post(
-        "ledger",
-        Event::PromotionRecommended(PromotionRecommended {
-            task_class: TASK_CLASS.into(),
-            current_tier: Tier::Bronze,
-            recommended_tier: Tier::Silver,
-            evidence: refs,
-            evidence_tree: tree,
-            rationale: vec![],
-            checkpoint: CheckpointRef {
-                size: head.size,
-                root: ledger::hash::to_hex(&head.root),
-            },
-            requires_human_approval: true,
-            request_id: "env-00000001".into(),
-        }),
-    )
+    let r = recommendation(w, refs, tree);
+    w.post("ledger", Event::PromotionRecommended(r))
 }
 
-/// A recommendation cites its evidence either by list (as entries before
-/// the evidence tree did) or by tree, never both: a tree beside a list, or
+/// A recommendation cites its evidence either by list or by tree, never
+/// both: a tree beside a list, or
 /// a tree whose root is not a digest, is refused and nothing is appended.
 #[test]
 fn a_recommendation_citing_its_evidence_both_ways_or_by_a_malformed_tree_is_refused() {
@@ -650,29 +657,62 @@ fn a_recommendation_citing_its_evidence_both_ways_or_by_a_malformed_tree_is_refu
     });
 }
 
+/// The settings a recommendation states must be settings a projection can
+/// be computed with: a window of at least a second, a confidence strictly
+/// between 0 and 1, and from 1 to `MAX_RESAMPLES` resamples.
+#[test]
+fn a_recommendation_stating_settings_no_projection_uses_is_refused() {
+    let stated = |window_seconds, confidence, resamples| {
+        move |w: &mut World| {
+            let r = PromotionRecommended {
+                settings: Some(ViewSettings {
+                    window_seconds,
+                    confidence,
+                    resamples,
+                }),
+                ..recommendation(w, vec![], Some(EvidenceTree::of(&[])))
+            };
+            w.post("ledger", Event::PromotionRecommended(r))
+        }
+    };
+    let mut w = World::new();
+    stated(30 * 24 * 3600, 0.95, 2000)(&mut w).expect("the server's defaults");
+    stated(1, 0.5, MAX_RESAMPLES)(&mut w).expect("the bounds");
+    let field = "event.body.settings.";
+    refused(
+        C::InvalidValue,
+        &format!("{field}window_seconds"),
+        stated(0, 0.95, 2000),
+    );
+    refused(
+        C::InvalidValue,
+        &format!("{field}confidence"),
+        stated(3600, 1.0, 2000),
+    );
+    refused(
+        C::InvalidValue,
+        &format!("{field}confidence"),
+        stated(3600, 0.0, 2000),
+    );
+    refused(
+        C::InvalidValue,
+        &format!("{field}resamples"),
+        stated(3600, 0.95, 0),
+    );
+    refused(
+        C::InvalidValue,
+        &format!("{field}resamples"),
+        stated(3600, 0.95, MAX_RESAMPLES + 1),
+    );
+}
+
 /// `evidence_tree` is absent or a tree, never `null`: one event, one byte
 /// sequence.
 #[test]
 fn a_recommendation_with_a_null_evidence_tree_is_refused() {
     refused(C::InvalidType, "event.body.evidence_tree", |w| {
-        let head = w.log.ledger().head();
-        let p = w.payload(
-            "ledger",
-            Event::PromotionRecommended(PromotionRecommended {
-                task_class: TASK_CLASS.into(),
-                current_tier: Tier::Bronze,
-                recommended_tier: Tier::Silver,
-                evidence: vec![],
-                evidence_tree: None,
-                rationale: vec![],
-                checkpoint: CheckpointRef {
-                    size: head.size,
-                    root: ledger::hash::to_hex(&head.root),
-                },
-                requires_human_approval: true,
-                request_id: "env-00000001".into(),
-            }),
-        );
+        let r = recommendation(w, vec![], None);
+        let p = w.payload("ledger", Event::PromotionRecommended(r));
         let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
         let from = "\"evidence\":[],";
         assert!(text.contains(from), "{text}");
@@ -684,24 +724,11 @@ fn a_recommendation_with_a_null_evidence_tree_is_refused() {
 #[test]
 fn self_issued_recommendation_from_a_client_is_refused() {
     refused(C::RoleNotPermitted, "event.kind", |w| {
-        let head = w.log.ledger().head();
-        w.post(
-            "promotion-gate",
-            Event::PromotionRecommended(PromotionRecommended {
-                task_class: TASK_CLASS.into(),
-                current_tier: Tier::Bronze,
-                recommended_tier: Tier::Gold,
-                evidence: vec![],
-                evidence_tree: None,
-                rationale: vec![],
-                checkpoint: CheckpointRef {
-                    size: head.size,
-                    root: ledger::hash::to_hex(&head.root),
-                },
-                requires_human_approval: true,
-                request_id: "env-00000001".into(),
-            }),
-        )
+        let r = PromotionRecommended {
+            recommended_tier: Tier::Gold,
+            ..recommendation(w, vec![], None)
+        };
+        w.post("promotion-gate", Event::PromotionRecommended(r))
     });
 }
 

@@ -97,6 +97,7 @@ fn sample(kind: Kind, w: &World) -> Event {
             recommended_tier: Tier::Silver,
             evidence: vec![],
             evidence_tree: None,
+            settings: None,
             rationale: vec![],
             checkpoint: cp,
             requires_human_approval: true,

@@ -5,6 +5,7 @@
 use ed25519_dalek::SigningKey;
 use events::model::{
     CheckpointRef, EvidenceRef, EvidenceTree, Payload, PromotionRecommended, StateCommitted,
+    ViewSettings,
 };
 use events::{envelope, Accepted, Event, EventLog, Rejection};
 use ledger::{AppendError, Ledger, Receipt, Sequencer};
@@ -312,7 +313,9 @@ impl Projector {
     /// issued and with this projector's settings, must give the same
     /// current tier, recommended tier, rationale and evidence (the tree
     /// over the view's references, or the list an older entry carries).
-    /// That time must lie between the sequencing times of the last entry
+    /// The view is computed with the settings the recommendation states
+    /// (this projector's, for an entry that states none). That time must
+    /// lie between the sequencing times of the last entry
     /// the recommendation rests on and of the recommendation itself
     /// (`sequenced_at_micros`): it decides where the window starts.
     /// A difference is [`DerivedMismatch::Evidence`], naming the entry and
@@ -352,6 +355,26 @@ impl Projector {
                 size - 1
             )));
         }
+        let settings = match &r.settings {
+            None => self.settings.clone(),
+            Some(s) => {
+                let resamples = usize::try_from(s.resamples)
+                    .ok()
+                    .filter(|n| (1..=events::model::MAX_RESAMPLES as usize).contains(n));
+                match resamples {
+                    Some(resamples)
+                        if s.window_seconds >= 1 && s.confidence > 0.0 && s.confidence < 1.0 =>
+                    {
+                        Settings {
+                            window_seconds: s.window_seconds,
+                            confidence: s.confidence,
+                            resamples,
+                        }
+                    }
+                    _ => return Err(differs("its settings are out of range".into())),
+                }
+            }
+        };
         let root = log.root_at(size)?;
         let view = if self.projection.size() <= size {
             self.fold_to(log, size)?;
@@ -360,14 +383,14 @@ impl Projector {
                 log,
                 &r.task_class,
                 now,
-                &self.settings,
+                &settings,
                 size,
                 &root,
             )
         } else {
-            let past = Projector::rebuild_to(log, self.settings.clone(), size)?;
+            let past = Projector::rebuild_to(log, settings.clone(), size)?;
             past.projection
-                .view(log, &r.task_class, now, &past.settings, size, &root)
+                .view(log, &r.task_class, now, &settings, size, &root)
         }
         .map_err(|e| differs(e.to_string()))?;
         let refs = evidence_refs(&view);
@@ -635,6 +658,11 @@ pub fn recommend(
             recommended_tier: view.recommendation.recommended_tier,
             evidence: Vec::new(),
             evidence_tree: Some(EvidenceTree::of(&evidence_refs(&view))),
+            settings: Some(ViewSettings {
+                window_seconds: view.settings.window_seconds,
+                confidence: view.settings.confidence,
+                resamples: view.settings.resamples as u64,
+            }),
             rationale: view.recommendation.rationale.clone(),
             checkpoint: CheckpointRef {
                 size: view.tree_size,

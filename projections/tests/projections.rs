@@ -585,6 +585,72 @@ fn a_class_of_1200_held_out_cases_is_recommended_with_its_evidence_cited_by_tree
     }
 }
 
+/// A recommendation states the settings its projection was computed with,
+/// and a replay checks it with those, whatever its own; stated otherwise
+/// (or out of range), it does not follow from the log.
+#[test]
+fn a_recommendation_states_its_settings_and_a_replay_checks_it_with_them() {
+    let mut w = World::new();
+    for (c, v) in [("case-1", 0.91), ("case-2", 0.95), ("case-3", 0.99)] {
+        w.post("harness", Event::ScoreRecorded(score(c, v)))
+            .expect("score");
+    }
+    let week = Settings {
+        window_seconds: 7 * 24 * 3600,
+        ..Settings::default()
+    };
+    let mut p = Projector::rebuild(w.log.ledger(), week).expect("projector");
+    let req = request(&mut w, TASK_CLASS);
+    let rec =
+        recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("recommend");
+    let index = rec.receipt.appended.index;
+    let entry = w.log.ledger().entry(index).expect("entry");
+    let (d, at) = events::decode_leaf(&entry.leaf).expect("decode");
+    let Event::PromotionRecommended(r) = &d.payload.event else {
+        panic!("not a recommendation")
+    };
+    assert_eq!(
+        r.settings,
+        Some(ViewSettings {
+            window_seconds: 7 * 24 * 3600,
+            confidence: 0.95,
+            resamples: 2000,
+        })
+    );
+    let check = |r: &PromotionRecommended| {
+        Projector::empty(Settings::default()).check_recommendation(
+            w.log.ledger(),
+            index,
+            r,
+            &d.payload.issued_at,
+            at,
+        )
+    };
+    check(r).expect("checked with the settings it states");
+    let mut other = r.clone();
+    other.settings = Some(ViewSettings {
+        window_seconds: 7 * 24 * 3600,
+        confidence: 0.5,
+        resamples: 2000,
+    });
+    let why = check(&other).expect_err("another confidence gives another lower bound");
+    assert!(
+        why.to_string()
+            .contains(&format!("the recommendation at entry {index}: its")),
+        "{why}"
+    );
+    other.settings = Some(ViewSettings {
+        window_seconds: 3600,
+        confidence: 0.95,
+        resamples: events::model::MAX_RESAMPLES + 1,
+    });
+    let why = check(&other).expect_err("out of range");
+    assert!(
+        why.to_string().contains("its settings are out of range"),
+        "{why}"
+    );
+}
+
 /// The projections scenario (docs/PROJECTIONS.md): three task classes, 150 cases, several runs, one
 /// poisoned attempt and one shared-kernel run, with the exact recommendation
 /// for each class.

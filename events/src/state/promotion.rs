@@ -53,6 +53,29 @@ impl State {
                 "differs from the task class's tier",
             );
         }
+        if let Some(s) = &e.settings {
+            if s.window_seconds < 1 {
+                return reject(
+                    C::InvalidValue,
+                    body("settings.window_seconds"),
+                    "must be at least 1",
+                );
+            }
+            if !(s.confidence > 0.0 && s.confidence < 1.0) {
+                return reject(
+                    C::InvalidValue,
+                    body("settings.confidence"),
+                    "must be strictly between 0 and 1",
+                );
+            }
+            if !(1..=crate::model::MAX_RESAMPLES).contains(&s.resamples) {
+                return reject(
+                    C::InvalidValue,
+                    body("settings.resamples"),
+                    format!("must be from 1 to {}", crate::model::MAX_RESAMPLES),
+                );
+            }
+        }
         if let Some(tree) = &e.evidence_tree {
             if !e.evidence.is_empty() {
                 return reject(
@@ -61,8 +84,7 @@ impl State {
                     "must be empty when the evidence is cited by evidence_tree",
                 );
             }
-            let hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
-            if tree.root.len() != 64 || !tree.root.bytes().all(hex) {
+            if !hex_digest(&tree.root) {
                 return reject(
                     C::InvalidDigest,
                     body("evidence_tree.root"),
@@ -162,8 +184,7 @@ impl State {
             );
         }
         self.checkpoint(&e.checkpoint, "checkpoint", log)?;
-        let hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
-        if e.state_root.len() != 64 || !e.state_root.bytes().all(hex) {
+        if !hex_digest(&e.state_root) {
             return reject(
                 C::InvalidDigest,
                 body("state_root"),
@@ -191,4 +212,10 @@ impl State {
             t.tier = e.to;
         }
     }
+}
+
+/// Whether `s` is 64 lowercase hex digits (a SHA-256 digest as the log
+/// writes one).
+fn hex_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
