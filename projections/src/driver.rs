@@ -312,14 +312,14 @@ impl Projector {
     /// its view of the class there, at the time the recommendation was
     /// issued and with this projector's settings, must give the same
     /// current tier, recommended tier, rationale and evidence (the tree
-    /// over the view's references, or the list an older entry carries).
+    /// over the view's references, or the list of an entry without a tree).
     /// The view is computed with the settings the recommendation states
     /// (this projector's, for an entry that states none). That time must
     /// lie between the sequencing times of the last entry
     /// the recommendation rests on and of the recommendation itself
     /// (`sequenced_at_micros`): it decides where the window starts.
     /// A difference is [`DerivedMismatch::Evidence`], naming the entry and
-    /// the part.
+    /// the part. Returns the view.
     pub fn check_recommendation<S: Sequencer>(
         &mut self,
         log: &Ledger<S>,
@@ -327,7 +327,7 @@ impl Projector {
         r: &PromotionRecommended,
         issued_at: &str,
         sequenced_at_micros: i64,
-    ) -> Result<(), DriverError> {
+    ) -> Result<TaskClassView, DriverError> {
         let size = r.checkpoint.size;
         let differs = |what: String| {
             DriverError::Mismatch(DerivedMismatch::Evidence {
@@ -410,7 +410,7 @@ impl Projector {
         if !same_evidence {
             return Err(differs("its evidence".into()));
         }
-        Ok(())
+        Ok(view)
     }
 
     /// Checks this projector (resumed from a saved checkpoint) against
@@ -574,31 +574,15 @@ pub fn recommend(
                 let view = match kept {
                     Some((_, view)) => view.clone(),
                     // Not among the newest: folded again up to its
-                    // checkpoint, which takes time in proportion to it.
-                    None => {
-                        let size = r.checkpoint.size;
-                        let root = events.ledger().root_at(size)?;
-                        let issued = envelope::parse_utc_micros(&d.payload.issued_at)
-                            .ok_or_else(|| {
-                                DriverError::Mismatch(DerivedMismatch::Evidence {
-                                    task_class: req.task_class.clone(),
-                                    what: format!("the recommendation at entry {index} states no time it was issued"),
-                                })
-                            })?;
-                        let past = Projector::rebuild_to(
-                            events.ledger(),
-                            projector.settings.clone(),
-                            size,
-                        )?;
-                        past.projection.view(
-                            events.ledger(),
-                            &req.task_class,
-                            issued,
-                            &past.settings,
-                            size,
-                            &root,
-                        )?
-                    }
+                    // checkpoint, which takes time in proportion to it,
+                    // with the settings it states, and checked against it.
+                    None => Projector::empty(projector.settings.clone()).check_recommendation(
+                        events.ledger(),
+                        index,
+                        r,
+                        &d.payload.issued_at,
+                        at,
+                    )?,
                 };
                 let evidence = check_evidence(events.ledger(), &view)?;
                 let head = events.ledger().head();
