@@ -107,6 +107,97 @@ def test_a_recommendation_cites_exactly_its_projections_evidence_by_tree_or_by_l
         assert e.value.what == what, body
 
 
+def test_a_recommendation_states_the_projection_it_comes_with() -> None:
+    """`Client.recommend`'s check of the entry read back against the projection served
+    with it: every part of the body the view gives, and the settings when stated."""
+    import copy
+    from typing import Any, Callable
+
+    from evidence_ledger.client import _check_recommendation_body
+    from evidence_ledger.errors import VerificationError
+    from evidence_ledger.merkle import evidence_tree
+    from evidence_ledger.wire import parse_view
+
+    rationale = [
+        {"rule": "silver.enough_held_out_cases", "holds": True, "detail": "2 active held-out cases; silver needs at least 1"},
+        {"rule": "silver.lower_bound_meets_threshold", "holds": False, "detail": "lower 95% bound 0.4000; silver needs at least 0.5"},
+    ]
+    served: dict[str, Any] = {
+        "task_class": "tc", "tree_size": 9, "root": "ee" * 32, "now_micros": 5, "window_start_micros": 0,
+        "settings": {"window_seconds": 2592000, "confidence": 0.95, "resamples": 2000}, "tier": "bronze",
+        "held_out": {"cases": 2, "mean": 0.5, "mean_ci": None, "passed": 1, "pass_rate": 0.5, "pass_rate_ci": None},
+        "all_cases": {"cases": 2, "mean": 0.5, "mean_ci": None, "passed": 1, "pass_rate": 0.5, "pass_rate_ci": None},
+        "evidence": [{"index": 1, "leaf_hash": "aa" * 32, "case_id": "c1", "score": 0.25},
+                     {"index": 2, "leaf_hash": "bb" * 32, "case_id": "c2", "score": 0.75}],
+        "recommendation": {"current_tier": "bronze", "recommended_tier": "bronze", "rationale": rationale,
+                           "requires_human_approval": True},
+    }
+    view = parse_view(served)
+    count, root = evidence_tree([(1, "aa" * 32), (2, "bb" * 32)])
+    honest: dict[str, Any] = {
+        "task_class": "tc", "current_tier": "bronze", "recommended_tier": "bronze", "evidence": [],
+        "evidence_tree": {"count": count, "root": root},
+        "settings": {"window_seconds": 2592000, "confidence": 0.95, "resamples": 2000},
+        "rationale": copy.deepcopy(rationale), "checkpoint": {"size": 9, "root": "ee" * 32},
+        "requires_human_approval": True, "request_id": "promotion-requested-1",
+    }
+
+    def body(f: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+        b = copy.deepcopy(honest)
+        f(b)
+        return b
+
+    _check_recommendation_body(honest, view)
+    # An entry that states no settings.
+    _check_recommendation_body(body(lambda b: b.pop("settings")), view)
+    refusals: list[tuple[Callable[[dict[str, Any]], object], str]] = [
+        (lambda b: b.update(task_class="other"), "recommendation.task_class"),
+        (lambda b: b["checkpoint"].update(size=8), "recommendation.checkpoint"),
+        (lambda b: b["checkpoint"].update(size=9.0), "recommendation.checkpoint"),
+        (lambda b: b["checkpoint"].update(root="ef" * 32), "recommendation.checkpoint"),
+        (lambda b: b["checkpoint"].update(root=("ee" * 32).upper()), "recommendation.checkpoint"),
+        (lambda b: b["checkpoint"].update(depth=1), "recommendation.checkpoint"),
+        (lambda b: b["checkpoint"].pop("root"), "recommendation.checkpoint"),
+        (lambda b: b.pop("checkpoint"), "recommendation.checkpoint"),
+        # Present settings are settings: `null` is not read as absent (the ledger refuses it).
+        (lambda b: b.update(settings=None), "recommendation.settings"),
+        (lambda b: b.update(settings=[2592000, 0.95, 2000]), "recommendation.settings"),
+        (lambda b: b["settings"].update(window_seconds=7 * 24 * 3600), "recommendation.settings"),
+        (lambda b: b["settings"].update(window_seconds=2592000.0), "recommendation.settings"),
+        (lambda b: b["settings"].update(confidence=0.9), "recommendation.settings"),
+        (lambda b: b["settings"].update(confidence="0.95"), "recommendation.settings"),
+        (lambda b: b["settings"].update(resamples=1999), "recommendation.settings"),
+        (lambda b: b["settings"].update(resamples=2000.0), "recommendation.settings"),
+        (lambda b: b["settings"].update(seed=7), "recommendation.settings"),
+        (lambda b: b["settings"].pop("resamples"), "recommendation.settings"),
+        (lambda b: b.update(current_tier="silver"), "recommendation.current_tier"),
+        (lambda b: b.pop("current_tier"), "recommendation.current_tier"),
+        (lambda b: b.update(recommended_tier="silver"), "recommendation.recommended_tier"),
+        (lambda b: b["rationale"].reverse(), "recommendation.rationale"),
+        (lambda b: b["rationale"].pop(), "recommendation.rationale"),
+        (lambda b: b["rationale"].append(rationale[0]), "recommendation.rationale"),
+        (lambda b: b["rationale"][1].update(holds=True), "recommendation.rationale"),
+        (lambda b: b["rationale"][0].update(holds=1), "recommendation.rationale"),
+        (lambda b: b["rationale"][1].update(detail="lower 95% bound 0.4001; silver needs at least 0.5"), "recommendation.rationale"),
+        (lambda b: b["rationale"][0].update(rule="gold.enough_held_out_cases"), "recommendation.rationale"),
+        (lambda b: b["rationale"][0].update(weight=1), "recommendation.rationale"),
+        (lambda b: b["rationale"][0].pop("detail"), "recommendation.rationale"),
+        (lambda b: b.update(rationale=None), "recommendation.rationale"),
+        (lambda b: b["evidence_tree"].update(count=1), "recommendation.evidence_tree"),
+        (lambda b: (b.pop("evidence_tree"), b["evidence"].append({"index": 1, "leaf_hash": "aa" * 32})), "recommendation.evidence"),
+    ]
+    for f, what in refusals:
+        with pytest.raises(VerificationError) as e:
+            _check_recommendation_body(body(f), view)
+        assert e.value.what == what, body(f)
+    # A view whose tier and recommendation disagree is not the one any body states.
+    for torn in ({**served, "tier": "silver"},
+                 {**served, "recommendation": {**served["recommendation"], "current_tier": "silver"}}):
+        with pytest.raises(VerificationError) as e:
+            _check_recommendation_body(honest, parse_view(torn))
+        assert e.value.what == "recommendation.current_tier"
+
+
 def test_problem_documents_map_to_their_group_and_name_the_field() -> None:
     p = problem_from(422, {"code": "breakdown_key_banned", "detail": "no", "field": "event.body.score.breakdown.model_confidence"})
     assert isinstance(p, problems.BreakdownKeyBanned) and isinstance(p, RuleViolation)

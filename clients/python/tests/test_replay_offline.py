@@ -428,6 +428,85 @@ def test_the_tree_is_typed_and_every_other_field_still_required(
     recommendation_refused(g, ledger, recommendation(g, **fields), code, field)
 
 
+# --- a recommendation states the settings its projection was computed with ----------------
+
+STATED = {"window_seconds": 30 * 24 * 3600, "confidence": 0.95, "resamples": 2000}
+
+
+def stated(**fields: Any) -> dict[str, Any]:
+    """`STATED` with `fields` replaced (a field given as `...` is left out)."""
+    return {k: v for k, v in {**STATED, **fields}.items() if v is not ...}
+
+
+def test_a_recommendation_stating_settings_a_projection_can_use_is_accepted(gated: tuple[Log, SigningKey]) -> None:
+    g, ledger = gated
+    first = g.state.size
+    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, settings=stated())))
+    # The bounds; an entry that states none.
+    g.append(sign_payload(ledger, "promotion.recommended",
+                          recommendation(g, settings=stated(window_seconds=1, confidence=0.5, resamples=100_000))))
+    g.append(sign_payload(ledger, "promotion.recommended",
+                          recommendation(g, settings=stated(confidence=math.nextafter(1.0, 0.0), resamples=1))))
+    g.append(sign_payload(ledger, "promotion.recommended", recommendation(g, settings=...)))
+    assert sorted(g.state.recommendations) == [first, first + 1, first + 2, first + 3]
+
+
+@pytest.mark.parametrize(
+    "settings, field",
+    [
+        (stated(window_seconds=0), "window_seconds"),
+        (stated(window_seconds=-(2**53 - 1)), "window_seconds"),
+        (stated(confidence=1.0), "confidence"),
+        (stated(confidence=0.0), "confidence"),
+        (stated(confidence=-0.5), "confidence"),
+        (stated(confidence=math.nextafter(0.0, -1.0)), "confidence"),
+        # An integer is a number (serde reads it as an f64), out of range here.
+        (stated(confidence=1), "confidence"),
+        (stated(resamples=0), "resamples"),
+        (stated(resamples=100_001), "resamples"),
+        (stated(resamples=2**53 - 1), "resamples"),
+        # Checked in order: the window, the confidence, the resamples.
+        (stated(window_seconds=0, confidence=1.0, resamples=0), "window_seconds"),
+        (stated(confidence=1.0, resamples=0), "confidence"),
+    ],
+)
+def test_a_recommendation_stating_settings_no_projection_uses_breaks_the_rules(
+    gated: tuple[Log, SigningKey], settings: dict[str, Any], field: str
+) -> None:
+    g, ledger = gated
+    recommendation_refused(g, ledger, recommendation(g, settings=settings), "invalid_value", f"event.body.settings.{field}")
+    # Checked after the tier, before the evidence and the checkpoint.
+    recommendation_refused(g, ledger, recommendation(g, settings=settings, current_tier="gold"), "tier_mismatch",
+                           "event.body.current_tier")
+    unknown = {"size": g.state.size + 5, "root": "cd" * 32}
+    recommendation_refused(g, ledger, recommendation(g, settings=settings, evidence=REFS, evidence_tree={"count": 2, "root": "x"},
+                                                     checkpoint=unknown), "invalid_value", f"event.body.settings.{field}")
+
+
+@pytest.mark.parametrize(
+    "settings, code, field",
+    [
+        # Absent or settings, never `null`.
+        (None, "invalid_type", "event.body.settings"),
+        ([30, 0.95, 2000], "invalid_type", "event.body.settings"),
+        (stated(window_seconds=1.5), "invalid_type", "event.body.settings.window_seconds"),
+        (stated(window_seconds=2592000.0), "invalid_type", "event.body.settings.window_seconds"),
+        (stated(window_seconds="2592000"), "invalid_type", "event.body.settings.window_seconds"),
+        (stated(confidence="0.95"), "invalid_type", "event.body.settings.confidence"),
+        (stated(confidence=True), "invalid_type", "event.body.settings.confidence"),
+        (stated(confidence=None), "invalid_type", "event.body.settings.confidence"),
+        (stated(resamples=2000.0), "invalid_type", "event.body.settings.resamples"),
+        (stated(resamples=True), "invalid_type", "event.body.settings.resamples"),
+        (stated(resamples=...), "missing_field", "event.body.settings.resamples"),
+        (stated(window_seconds=...), "missing_field", "event.body.settings.window_seconds"),
+        (stated(seed=7), "unknown_field", "event.body.settings.seed"),
+    ],
+)
+def test_the_settings_are_typed(gated: tuple[Log, SigningKey], settings: Any, code: str, field: str) -> None:
+    g, ledger = gated
+    recommendation_refused(g, ledger, recommendation(g, settings=settings), code, field)
+
+
 # --- a replica holds each signed recommendation to its own view -------------------------
 
 
@@ -485,31 +564,33 @@ def checking(tmp_path: Path, name: str = "r", step: int = STEP) -> Replica:
     return r
 
 
-def view_at(g: Log, size: int, now: int) -> dict[str, Any]:
+def view_at(g: Log, size: int, now: int, settings: Settings = Settings()) -> dict[str, Any]:
     """The package's own fold of the first `size` entries: the view of `tc` at `now`."""
     p = Projection()
     for i, leaf in enumerate(g.leaves[:size]):
         p.apply(i, leaf)
-    return p.view("tc", now, Settings(), size, p.root())
+    return p.view("tc", now, settings, size, p.root())
 
 
 def recommended(g: Log, ledger: SigningKey, *, size: int | None = None, now: int | None = None, listed: bool = False,
-                sequenced: int | None = None, **fields: Any) -> int:
+                sequenced: int | None = None, computed_with: Settings | None = None, **fields: Any) -> int:
     """Appends the `promotion.recommended` the fold gives at `size` (the log's size by
-    default) and `now` (just after the last entry by default), citing its evidence by
-    tree (`listed`: by an `evidence` list, as an older entry does), with `fields`
-    replaced; returns its index. It is sequenced at `sequenced`, by default as an
-    honest ledger sequences it: no earlier than `now` (which it states no earlier than
-    the last entry it rests on, and which the ledger reads before it appends)."""
+    default) and `now` (just after the last entry by default), with `computed_with`
+    (stated as `settings`; by default the agreed ones, unstated), citing its evidence by tree
+    (`listed`: by an `evidence` list, as an older entry does), with `fields` replaced;
+    returns its index. It is sequenced at `sequenced`, by default as an honest ledger
+    sequences it: no earlier than `now` (which it states no earlier than the last entry
+    it rests on, and which the ledger reads before it appends)."""
     size = g.state.size if size is None else size
     now = g.at + 1 if now is None else now
     sequenced = max(now, g.at + 1) if sequenced is None else sequenced
-    v = view_at(g, size, now)
+    v = view_at(g, size, now, computed_with or Settings())
     refs = [{"index": e["index"], "leaf_hash": e["leaf_hash"]} for e in v["evidence"]]
     count, root = merkle.evidence_tree(refs)
     body: dict[str, Any] = {
         "task_class": "tc", "current_tier": v["tier"], "recommended_tier": v["recommendation"]["recommended_tier"],
         "evidence": refs if listed else [], "evidence_tree": ... if listed else {"count": count, "root": root},
+        "settings": ... if computed_with is None else dataclasses.asdict(computed_with),
         "rationale": v["recommendation"]["rationale"], "checkpoint": {"size": size, "root": v["root"]},
         "requires_human_approval": True, "request_id": "promotion-requested-1",
     }
@@ -632,6 +713,97 @@ def test_a_signed_recommendation_the_log_does_not_give_fails_naming_its_entry(
     assert replica.recommendations == 1
     # A plain follow does not check it.
     follow(g, Replica(tmp_path / "plain", []))
+
+
+WEEK = Settings(window_seconds=7 * 24 * 3600)
+
+
+def test_a_recommendation_is_checked_with_the_settings_it_states_whatever_the_agreed_ones(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path
+) -> None:
+    g, ledger, rescore = scored
+    # Issued eight days after the score: a week's window holds none (bronze), the agreed
+    # 30 days hold it (silver).
+    later = g.at + 8 * DAY
+    tiers = [view_at(g, g.state.size, later, s)["recommendation"]["recommended_tier"] for s in (WEEK, Settings())]
+    assert tiers == ["bronze", "silver"]
+    recommended(g, ledger, now=later, computed_with=WEEK)
+    recommended(g, ledger, computed_with=Settings())
+    rescore(0.3)
+    recommended(g, ledger, computed_with=Settings(window_seconds=1, confidence=0.5, resamples=100_000))
+    recommended(g, ledger, size=g.state.size - 1, computed_with=Settings(confidence=0.8, resamples=1))
+    # An entry that states none is checked with the agreed settings.
+    recommended(g, ledger)
+    for name, lag in (("folded-to", replay.LAG), ("folded-afresh", 1)):
+        replica = checking(tmp_path, name)
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(replay, "LAG", lag)
+            follow(g, replica)
+        assert replica.recommendations == 5
+
+
+def forge_stated_week(g: Log, ledger: SigningKey) -> int:
+    """Computed with the agreed settings, stating a week's window."""
+    return recommended(g, ledger, now=g.at + 8 * DAY, settings=dataclasses.asdict(WEEK))
+
+
+def forge_stated_agreed(g: Log, ledger: SigningKey) -> int:
+    """Computed with a week's window, stating the agreed settings."""
+    return recommended(g, ledger, now=g.at + 8 * DAY, computed_with=WEEK, settings=dataclasses.asdict(Settings()))
+
+
+def forge_stated_none(g: Log, ledger: SigningKey) -> int:
+    """Computed with a week's window, stating no settings (the agreed ones apply)."""
+    return recommended(g, ledger, now=g.at + 8 * DAY, computed_with=WEEK, settings=...)
+
+
+@pytest.mark.parametrize("forge", [forge_stated_week, forge_stated_agreed, forge_stated_none])
+def test_a_recommendation_not_computed_with_the_settings_it_states_fails_naming_its_entry(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path, forge: Callable[[Log, SigningKey], int]
+) -> None:
+    g, ledger, _ = scored
+    index = forge(g, ledger)
+    replica = checking(tmp_path)
+    with pytest.raises(Incomplete) as e:
+        follow(g, replica)
+    # A week's window holds no score: bronze; the agreed 30 days hold it: silver.
+    assert str(e.value) == f"the recommendation at entry {index}: its recommended tier, not what the log up to size {index} gives"
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["in-time", "late"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        stated(window_seconds=0),
+        stated(confidence=1.0),
+        stated(confidence=0.0),
+        stated(resamples=0),
+        stated(resamples=100_001),
+    ],
+)
+def test_a_recommendation_stating_settings_out_of_range_fails_the_replay_even_past_a_door_that_lets_it_in(
+    scored: tuple[Log, SigningKey, Callable[[float], int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    settings: dict[str, Any], late: bool,
+) -> None:
+    """The rules refuse such an entry first (above); with a door that does not check the
+    settings, the replay's own check fails it, after its time bounds (`late`: stated
+    after it was sequenced) and before its view (it also recommends a tier the view
+    does not give)."""
+    g, ledger, _ = scored
+    check = State._check_promotion_recommended
+
+    def no_settings_checked(self: State, b: dict[str, Any], at: int, index: int, cite: Any) -> None:
+        check(self, {k: v for k, v in b.items() if k != "settings"}, at, index, cite)
+
+    monkeypatch.setattr(State, "_check_promotion_recommended", no_settings_checked)
+    size = g.state.size
+    now = g.at + 2 if late else None
+    index = recommended(g, ledger, now=now, sequenced=g.at + 1, settings=settings, recommended_tier="gold")
+    issued = decode_leaf(g.leaves[index]).payload["issued_at"]
+    what = f"its time {issued} is after it was sequenced" if late else "its settings are out of range"
+    with pytest.raises(Incomplete) as e:
+        follow(g, checking(tmp_path))
+    assert str(e.value) == f"the recommendation at entry {index}: {what}, not what the log up to size {size} gives"
 
 
 @pytest.mark.parametrize("lag", [replay.LAG, 1], ids=["folded-to", "folded-afresh"])

@@ -96,10 +96,12 @@ MAY_APPEND: Mapping[str, frozenset[str]] = {
 
 # --- the bodies' schema (events/src/model.rs: every struct refuses unknown fields) ---
 
-S, U32, U64, F64, B = "str", "u32", "u64", "f64", "bool"
+S, U32, U64, I64, F64, B = "str", "u32", "u64", "i64", "f64", "bool"
 Schema = Any
 COSIG: Schema = {"key_id": S, "signature": S}
 CHECKPOINT: Schema = {"size": U64, "root": S}
+#: The most bootstrap resamples a recommendation may state (`events::model::MAX_RESAMPLES`).
+MAX_RESAMPLES = 100_000
 
 
 class Sensitive:
@@ -162,6 +164,7 @@ BODIES: Mapping[str, Schema] = {
     "promotion.recommended": {
         "task_class": S, "current_tier": TIERS, "recommended_tier": TIERS,
         "evidence": [{"index": U64, "leaf_hash": S}], "evidence_tree": Omittable({"count": U64, "root": S}),
+        "settings": Omittable({"window_seconds": I64, "confidence": F64, "resamples": U64}),
         "rationale": [{"rule": S, "holds": B, "detail": S}], "checkpoint": CHECKPOINT, "requires_human_approval": B, "request_id": S,
     },
     "tier.apply": {"task_class": S, "to": TIERS},
@@ -219,10 +222,10 @@ def _typed(v: Any, schema: Schema, path: str) -> None:
     elif schema == B:
         if not isinstance(v, bool):
             raise _no("invalid_type", path, "must be a boolean")
-    elif schema in (U32, U64):
-        top = 2**32 - 1 if schema == U32 else 2**64 - 1
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= top:
-            raise _no("invalid_type", path, f"must be an integer in 0..={top}")
+    elif schema in (U32, U64, I64):
+        low, top = (-(2**63), 2**63 - 1) if schema == I64 else (0, 2**32 - 1 if schema == U32 else 2**64 - 1)
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= top:
+            raise _no("invalid_type", path, f"must be an integer in {low}..={top}")
     elif schema == F64:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise _no("invalid_type", path, "must be a number")
@@ -707,6 +710,14 @@ class State:
             raise _no("requires_human_approval", _body("requires_human_approval"), "must be true: the ledger recommends, humans promote")
         if b["current_tier"] != tc["tier"]:
             raise _no("tier_mismatch", _body("current_tier"), "differs from the task class's tier")
+        settings = b.get("settings")
+        if settings is not None:
+            if settings["window_seconds"] < 1:
+                raise _no("invalid_value", _body("settings.window_seconds"), "must be at least 1")
+            if not 0 < settings["confidence"] < 1:
+                raise _no("invalid_value", _body("settings.confidence"), "must be strictly between 0 and 1")
+            if not 1 <= settings["resamples"] <= MAX_RESAMPLES:
+                raise _no("invalid_value", _body("settings.resamples"), f"must be from 1 to {MAX_RESAMPLES}")
         tree = b.get("evidence_tree")
         if tree is not None:
             if b["evidence"]:

@@ -72,6 +72,7 @@ from .wire import (
     ProjectionResponse,
     RecommendationResponse,
     TaskClassSummary,
+    TaskClassView,
     WriteReceipt,
     parse_batch,
     parse_consistency,
@@ -479,7 +480,9 @@ class Client:
         """Posts a signed `promotion.requested`; returns the ledger's recommendation once
         checked: the receipt of the `promotion.recommended` entry, that entry read back,
         proven and signed by the ledger's key for this request, and the projection it
-        was computed from (evidence and statistics). Advisory: only humans promote."""
+        was computed from (evidence and statistics), which the entry must state
+        (`_check_recommendation_body`: task class, checkpoint, settings, current and
+        recommended tiers, rationale and evidence). Advisory: only humans promote."""
         if request.kind != "promotion.requested":
             raise LedgerError(f"a recommendation is asked with promotion.requested, not {request.kind}")
         answer = parse_recommendation(self._json("POST", "/v1/recommendations", request.write_body()))
@@ -509,15 +512,59 @@ class Client:
             raise VerificationError("recommendation.request_id", "the recommendation answers another request")
         if body.get("requires_human_approval") is not True:
             raise VerificationError("recommendation.requires_human_approval", "must be true")
-        view = answer.projection.view
-        _check_cited_evidence(body, [(e.index, e.leaf_hash) for e in view.evidence])
-        if body.get("recommended_tier") != view.recommendation.recommended_tier:
-            raise VerificationError("recommendation.recommended_tier", "differs from its projection's")
+        _check_recommendation_body(body, answer.projection.view)
         return answer
 
     def audit_bundle(self, data: bytes) -> BundleSummary:
         """Verifies bundle bytes against this client's keys (no request)."""
         return verify_bundle(data, self.keys)
+
+
+def _check_recommendation_body(body: Mapping[str, Any], view: TaskClassView) -> None:
+    """Raises `VerificationError` (`recommendation.<field>`) unless the
+    `promotion.recommended` `body` states the projection `view` it was computed from:
+    the same task class; `checkpoint` `{size, root}` the view's tree size and root;
+    `settings`, when present, an object (never `null`) stating the view's window,
+    confidence and resamples (an entry without it states none); `current_tier` the
+    view's current tier (`tier` and `recommendation.current_tier`); the recommended
+    tier; `rationale` the view's outcomes `{rule, holds, detail}` in order; and the
+    view's evidence (`_check_cited_evidence`)."""
+    if body.get("task_class") != view.task_class:
+        raise VerificationError("recommendation.task_class", "differs from its projection's")
+    cp = body.get("checkpoint")
+    if not (
+        isinstance(cp, dict) and set(cp) == {"size", "root"} and type(cp["size"]) is int
+        and cp["size"] == view.tree_size and cp["root"] == view.root
+    ):
+        raise VerificationError("recommendation.checkpoint", "differs from its projection's tree size and root")
+    if "settings" in body:
+        stated = body["settings"]
+        if not isinstance(stated, dict):
+            raise VerificationError(
+                "recommendation.settings", "must be an object {window_seconds, confidence, resamples} when present (never null)"
+            )
+        want = view.settings
+        confidence = stated.get("confidence")
+        if not (
+            set(stated) == {"window_seconds", "confidence", "resamples"}
+            and type(stated["window_seconds"]) is int and stated["window_seconds"] == want.window_seconds
+            and type(confidence) in (int, float) and confidence == want.confidence
+            and type(stated["resamples"]) is int and stated["resamples"] == want.resamples
+        ):
+            raise VerificationError("recommendation.settings", "differs from its projection's settings")
+    current = body.get("current_tier")
+    if current != view.recommendation.current_tier or current != view.tier:
+        raise VerificationError("recommendation.current_tier", "differs from its projection's")
+    if body.get("recommended_tier") != view.recommendation.recommended_tier:
+        raise VerificationError("recommendation.recommended_tier", "differs from its projection's")
+    given = body.get("rationale")
+    want_rationale = [{"rule": o.rule, "holds": o.holds, "detail": o.detail} for o in view.recommendation.rationale]
+    if not (
+        isinstance(given, list) and len(given) == len(want_rationale)
+        and all(isinstance(g, dict) and g == w and type(g["holds"]) is bool for g, w in zip(given, want_rationale))
+    ):
+        raise VerificationError("recommendation.rationale", "differs from its projection's")
+    _check_cited_evidence(body, [(e.index, e.leaf_hash) for e in view.evidence])
 
 
 def _check_cited_evidence(body: Mapping[str, Any], evidence: Sequence[tuple[int, str]]) -> None:

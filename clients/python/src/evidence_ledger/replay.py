@@ -24,19 +24,25 @@ time and settings: every key of the JSON as served, floats bit for bit.
   from the replayed one (`verifier::replay::first_difference`).
 - `replay_projections`: the audit of every listed task class
   (`ledger audit --projections DIR`); `Gate`: one task class's verified
-  projection, or a recommendation, for a promotion gate.
+  projection, or a recommendation, for a promotion gate. `Gate` does not
+  hold the `promotion.recommended` entries among those it follows to the
+  replica's view (below); `replay_projections` and `audit --projections`
+  do.
 
 Every `state.committed` entry the replica folds is checked against its own
 fold (`WrongStateRoot`), so a replay also audits the state commitments that
 state answers (`verify.check_state`) rest on; `Gate.verified_state` checks
 a state answer and then the commitment it rests on. With the agreed
-settings (`replay_projections`, or `Replica.check_recommendations_with`),
-every `promotion.recommended` entry the replica follows is held to its own
-view at the recommendation's checkpoint and time: that time must lie
-between the sequencing times of the last entry it rests on and of the
-recommendation itself, and the current and recommended tiers, the
-rationale and the evidence (tree or list) must be what the log up to that
-checkpoint gives (`Incomplete`, naming the entry);
+settings (`replay_projections`, or `Replica.check_recommendations_with`;
+not `Gate`), every `promotion.recommended` entry the replica follows is
+held to its own view at the recommendation's checkpoint and time, computed
+with the settings the recommendation states (the agreed ones for an entry
+that states none): that time must lie between the sequencing times of the
+last entry it rests on and of the recommendation itself, the settings it
+states must be in range (a window of at least 1 s, a confidence strictly
+between 0 and 1, 1 to 100,000 resamples), and the current and recommended
+tiers, the rationale and the evidence (tree or list) must be what the log
+up to that checkpoint gives (`Incomplete`, naming the entry);
 `Replayed.recommendations` counts them.
 
 What it proves: each projection compared is the one the whole log up to its
@@ -60,7 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
-from .acceptance import State
+from .acceptance import MAX_RESAMPLES, State
 from .client import Client
 from .envelope import Envelope, Leaf, decode_leaf
 from .errors import (
@@ -189,8 +195,11 @@ class Replica:
         """With the settings a server computes its projections with (the agreed ones):
         from then on, `follow` also holds every `promotion.recommended` entry it takes to
         the replica's own view of its task class at its checkpoint, at its `issued_at`
-        time and with `settings`, and counts them in `recommendations`
-        (`verifier::replay::Replica::check_recommendations_with`). Its time decides where
+        time and with the settings it states (`settings` for an entry that states
+        none), and counts them in `recommendations`
+        (`verifier::replay::Replica::check_recommendations_with`). Stated settings out
+        of range (a window under 1 s, a confidence not strictly between 0 and 1,
+        resamples not from 1 to `MAX_RESAMPLES`) fail the check. Its time decides where
         the window starts, so it must be no later than the entry's own sequencing time
         and, for a checkpoint of size n > 0, no earlier than entry n - 1's (the last it
         rests on: an honest ledger states max(its clock, the request's and that entry's
@@ -327,7 +336,8 @@ class Replica:
 
     def _check_recommendation(self, client: Client, index: int, d: Leaf, settings: Settings) -> None:
         """Holds the `promotion.recommended` entry `d` at `index` to the view of the log up
-        to its checkpoint, at its time, with `settings` (`check_recommendations_with`;
+        to its checkpoint, at its time, with the settings it states, or `settings` for an
+        entry that states none (`check_recommendations_with`;
         `projections::driver::Projector::check_recommendation`). Raises `Incomplete`.
         Entry size - 1's sequencing time, the lower bound of its time, is the `last_at`
         of the projection of the first `size` entries the view is computed from: the
@@ -360,6 +370,12 @@ class Replica:
             raise ReplicaError(f"the fold of {fold.size} entries is not the {size} the recommendation at entry {index} rests on")
         if last is not None and now < last:
             raise differs(f"its time {issued} is before entry {size - 1} it rests on was sequenced")
+        stated = r.get("settings")
+        if stated is not None:
+            window, confidence, resamples = stated["window_seconds"], stated["confidence"], stated["resamples"]
+            if not (window >= 1 and 0 < confidence < 1 and 1 <= resamples <= MAX_RESAMPLES):
+                raise differs("its settings are out of range")
+            settings = Settings(window, float(confidence), resamples)
         try:
             view = fold.view(r["task_class"], now, settings, size, fold.root())
         except ProjectionError as e:
@@ -515,13 +531,13 @@ def _stated(p: ProjectionResponse, cp: Checkpoint, audited: Optional[Checkpoint]
         )
 
 
-def _compare(client: Client, replica: Replica, p: ProjectionResponse, cp: Checkpoint, *, after_last: bool = True) -> None:
+def _compare(client: Client, replica: Replica, p: ProjectionResponse, cp: Checkpoint) -> None:
     """Follows `cp` (the answer's signed checkpoint) and requires the served view to be the
-    replica's; with `after_last`, its stated time must not be before its last entry."""
+    replica's, at a stated time no earlier than its last entry was sequenced."""
     tc = p.view.task_class
     replica.follow(client, cp)
     last = replica.last_sequenced_at
-    if after_last and last is not None and p.view.now_micros < last:
+    if last is not None and p.view.now_micros < last:
         raise Incomplete(
             f"projection `{tc}`",
             f"stated time {p.view.now_micros} µs is before its last entry was sequenced ({last} µs)",
@@ -556,7 +572,8 @@ def replay_projections(
     settings and a time within the allowed skew; the replica follows each answer's
     checkpoint in order of size (`Replica.follow`, which also holds the disclosures
     and redactions served to a reader with a role to the log, and every
-    `promotion.recommended` entry it takes to its own view at the agreed settings:
+    `promotion.recommended` entry it takes to its own view at the settings the entry
+    states, or the agreed ones for an entry that states none:
     `Replica.check_recommendations_with`), and its own view must equal the served
     one. Every task class the log registers must be on the list.
     Raises `SettingsMismatch`, `Incomplete`, `StaleCheckpoint`, `ForkDetected`,
@@ -632,6 +649,11 @@ class Gate:
     Each call brings the replica to the server's latest checkpoint, requires the
     answer to state the agreed settings and a current time, to pass the evidence
     check, and to equal the replica's own view bit for bit; then saves the replica.
+    It does not hold the `promotion.recommended` entries among those the replica
+    follows to the replica's own view (`Replica.check_recommendations_with`):
+    `replay_projections` and `audit --projections` do. `recommend` checks the one
+    recommendation it is answered with as `Client.recommend` does, and its
+    projection against the replica.
     """
 
     def __init__(self, client: Client, directory: Union[str, Path], rules: ReplayRules = ReplayRules()) -> None:
@@ -676,9 +698,9 @@ class Gate:
         p = answer.projection
         cp = _checkpoint_of(p, self.client.keys)
         _stated(p, cp, audited, self.rules, self._now())
-        # The ledger reads its clock when the request arrives, before it sequences the
-        # request, so this view's time is just before its last entry (the request):
-        # the time is held to the allowed skew only.
-        _compare(self.client, self.replica, p, cp, after_last=False)
+        # The ledger states the view's time as the latest of its clock, the request's
+        # sequencing time and that of the last entry at the view's checkpoint, so it is
+        # no earlier than the last entry the replica follows to.
+        _compare(self.client, self.replica, p, cp)
         self.replica.save()
         return answer
