@@ -11,10 +11,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=$(realpath "${LEDGER_BIN:-target/debug/ledger}")
 work=$(mktemp -d)
+# Stops process $1 and waits for it to exit (a server still shutting down
+# writes into the directories removed next): SIGTERM, then SIGKILL after 10 s.
+stop() {
+    kill "$1" 2>/dev/null || return 0
+    for _ in $(seq 100); do
+        kill -0 "$1" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -9 "$1" 2>/dev/null || true
+}
 cleanup() {
-    [[ -n "${server:-}" ]] && kill "$server" 2>/dev/null || true
-    [[ -n "${watcher:-}" ]] && kill "$watcher" 2>/dev/null || true
-    [[ -f "$work/nginx.pid" ]] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+    [[ -n "${server:-}" ]] && stop "$server"
+    [[ -n "${watcher:-}" ]] && stop "$watcher"
+    [[ -f "$work/nginx.pid" ]] && stop "$(cat "$work/nginx.pid")"
     rm -rf "$work" "${tiles:-}"
 }
 trap cleanup EXIT
