@@ -706,6 +706,21 @@ fn a_recommendation_stating_settings_no_projection_uses_is_refused() {
     );
 }
 
+/// An integer out of its type's range is `invalid_value` (another type is
+/// `invalid_type`): the Python package's rules say the same.
+#[test]
+fn an_evidence_count_below_zero_is_an_invalid_value() {
+    refused(C::InvalidValue, "event.body.evidence_tree.count", |w| {
+        let r = recommendation(w, vec![], Some(EvidenceTree::of(&[])));
+        let p = w.payload("ledger", Event::PromotionRecommended(r));
+        let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
+        let from = "\"count\":0";
+        assert!(text.contains(from), "{text}");
+        let text = text.replacen(from, "\"count\":-1", 1);
+        w.append(&sign_raw("ledger", text.as_bytes()))
+    });
+}
+
 /// `evidence_tree` is absent or a tree, never `null`: one event, one byte
 /// sequence.
 #[test]

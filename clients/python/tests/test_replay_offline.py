@@ -410,7 +410,7 @@ def test_a_tree_root_that_is_not_64_lowercase_hex_digits_breaks_the_rules(gated:
     [
         ({"evidence_tree": {"count": 2, "root": "aa" * 32, "depth": 1}}, "unknown_field", "event.body.evidence_tree.depth"),
         ({"evidence_tree": {"count": 2}}, "missing_field", "event.body.evidence_tree.root"),
-        ({"evidence_tree": {"count": -1, "root": "aa" * 32}}, "invalid_type", "event.body.evidence_tree.count"),
+        ({"evidence_tree": {"count": -1, "root": "aa" * 32}}, "invalid_value", "event.body.evidence_tree.count"),
         ({"evidence_tree": {"count": 2.5, "root": "aa" * 32}}, "invalid_type", "event.body.evidence_tree.count"),
         ({"evidence_tree": ["aa" * 32]}, "invalid_type", "event.body.evidence_tree"),
         # Absent or a tree, never `null` (the door's serde reads a present value as a tree).

@@ -224,8 +224,11 @@ def _typed(v: Any, schema: Schema, path: str) -> None:
             raise _no("invalid_type", path, "must be a boolean")
     elif schema in (U32, U64, I64):
         low, top = (-(2**63), 2**63 - 1) if schema == I64 else (0, 2**32 - 1 if schema == U32 else 2**64 - 1)
-        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= top:
+        # serde: another type is `invalid type`, an integer out of range `invalid value`.
+        if isinstance(v, bool) or not isinstance(v, int):
             raise _no("invalid_type", path, f"must be an integer in {low}..={top}")
+        if not low <= v <= top:
+            raise _no("invalid_value", path, f"must be an integer in {low}..={top}")
     elif schema == F64:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise _no("invalid_type", path, "must be a number")
