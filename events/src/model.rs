@@ -654,6 +654,23 @@ pub struct ViewSettings {
     pub resamples: u64,
 }
 
+impl ViewSettings {
+    /// The first field out of its range, with the rule it breaks; `None`
+    /// for settings a projection can be computed with.
+    pub fn out_of_range(&self) -> Option<(&'static str, String)> {
+        if self.window_seconds < 1 {
+            return Some(("window_seconds", "must be at least 1".into()));
+        }
+        if !(self.confidence > 0.0 && self.confidence < 1.0) {
+            return Some(("confidence", "must be strictly between 0 and 1".into()));
+        }
+        if !(1..=MAX_RESAMPLES).contains(&self.resamples) {
+            return Some(("resamples", format!("must be from 1 to {MAX_RESAMPLES}")));
+        }
+        None
+    }
+}
+
 /// An optional field that is absent or a value, never `null`: one event,
 /// one byte sequence.
 fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>

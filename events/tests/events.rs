@@ -625,6 +625,20 @@ fn recommendation(
     }
 }
 
+/// `r` as the ledger's key would sign it, with `from` in its payload
+/// replaced by `to` before signing.
+fn hand_written_recommendation(
+    w: &mut World,
+    r: PromotionRecommended,
+    from: &str,
+    to: &str,
+) -> Posted {
+    let p = w.payload("ledger", Event::PromotionRecommended(r));
+    let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
+    assert!(text.contains(from), "{text}");
+    w.append(&sign_raw("ledger", text.replacen(from, to, 1).as_bytes()))
+}
+
 /// [`recommendation`], signed by the ledger's key.
 fn ledger_recommendation(
     w: &mut World,
@@ -712,12 +726,7 @@ fn a_recommendation_stating_settings_no_projection_uses_is_refused() {
 fn an_evidence_count_below_zero_is_an_invalid_value() {
     refused(C::InvalidValue, "event.body.evidence_tree.count", |w| {
         let r = recommendation(w, vec![], Some(EvidenceTree::of(&[])));
-        let p = w.payload("ledger", Event::PromotionRecommended(r));
-        let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
-        let from = "\"count\":0";
-        assert!(text.contains(from), "{text}");
-        let text = text.replacen(from, "\"count\":-1", 1);
-        w.append(&sign_raw("ledger", text.as_bytes()))
+        hand_written_recommendation(w, r, "\"count\":0", "\"count\":-1")
     });
 }
 
@@ -727,12 +736,11 @@ fn an_evidence_count_below_zero_is_an_invalid_value() {
 fn a_recommendation_with_a_null_evidence_tree_is_refused() {
     refused(C::InvalidType, "event.body.evidence_tree", |w| {
         let r = recommendation(w, vec![], None);
-        let p = w.payload("ledger", Event::PromotionRecommended(r));
-        let text = String::from_utf8(events::envelope::payload_bytes(&p)).expect("utf8");
-        let from = "\"evidence\":[],";
-        assert!(text.contains(from), "{text}");
-        let text = text.replacen(from, "\"evidence\":[],\"evidence_tree\":null,", 1);
-        w.append(&sign_raw("ledger", text.as_bytes()))
+        let (from, to) = (
+            "\"evidence\":[],",
+            "\"evidence\":[],\"evidence_tree\":null,",
+        );
+        hand_written_recommendation(w, r, from, to)
     });
 }
 

@@ -357,23 +357,14 @@ impl Projector {
         }
         let settings = match &r.settings {
             None => self.settings.clone(),
-            Some(s) => {
-                let resamples = usize::try_from(s.resamples)
-                    .ok()
-                    .filter(|n| (1..=events::model::MAX_RESAMPLES as usize).contains(n));
-                match resamples {
-                    Some(resamples)
-                        if s.window_seconds >= 1 && s.confidence > 0.0 && s.confidence < 1.0 =>
-                    {
-                        Settings {
-                            window_seconds: s.window_seconds,
-                            confidence: s.confidence,
-                            resamples,
-                        }
-                    }
-                    _ => return Err(differs("its settings are out of range".into())),
-                }
-            }
+            Some(s) => match (s.out_of_range(), usize::try_from(s.resamples)) {
+                (None, Ok(resamples)) => Settings {
+                    window_seconds: s.window_seconds,
+                    confidence: s.confidence,
+                    resamples,
+                },
+                _ => return Err(differs("its settings are out of range".into())),
+            },
         };
         let root = log.root_at(size)?;
         let view = if self.projection.size() <= size {

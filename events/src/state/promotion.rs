@@ -53,28 +53,8 @@ impl State {
                 "differs from the task class's tier",
             );
         }
-        if let Some(s) = &e.settings {
-            if s.window_seconds < 1 {
-                return reject(
-                    C::InvalidValue,
-                    body("settings.window_seconds"),
-                    "must be at least 1",
-                );
-            }
-            if !(s.confidence > 0.0 && s.confidence < 1.0) {
-                return reject(
-                    C::InvalidValue,
-                    body("settings.confidence"),
-                    "must be strictly between 0 and 1",
-                );
-            }
-            if !(1..=crate::model::MAX_RESAMPLES).contains(&s.resamples) {
-                return reject(
-                    C::InvalidValue,
-                    body("settings.resamples"),
-                    format!("must be from 1 to {}", crate::model::MAX_RESAMPLES),
-                );
-            }
+        if let Some((field, rule)) = e.settings.as_ref().and_then(|s| s.out_of_range()) {
+            return reject(C::InvalidValue, body(&format!("settings.{field}")), rule);
         }
         if let Some(tree) = &e.evidence_tree {
             if !e.evidence.is_empty() {
