@@ -70,6 +70,10 @@ pub struct ServeConfig {
     pub tiles_dir: Option<PathBuf>,
     /// Sync `tiles_dir` every this many seconds. Env: LEDGER_TILES_SYNC_SECS.
     pub tiles_sync_secs: u64,
+    /// Keep the tiles and entry bundles `GET /tile/...` served, up to this
+    /// many MiB, to serve them again without reading the log (a tile never
+    /// changes); 0 keeps none. Env: LEDGER_TILE_CACHE_MB.
+    pub tile_cache_mb: u64,
     /// A C2SP tlog-policy file naming witnesses (with their add-checkpoint
     /// URLs) and the quorum: checkpoints are submitted to them, and
     /// `/checkpoint` serves the newest one a quorum cosigned.
@@ -119,6 +123,7 @@ impl Default for ServeConfig {
             rekor_retry_secs: 600,
             tiles_dir: None,
             tiles_sync_secs: 5,
+            tile_cache_mb: 64,
             witness_policy: None,
             witness_interval_secs: 5,
             verify_tail_secs: 30,

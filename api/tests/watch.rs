@@ -1,6 +1,7 @@
 //! `ledger watch` follows a log through its C2SP tiles: a growing log
 //! passes step after step; a fork signed with the real key, a tampered
-//! entry bundle, an anchor the log does not extend, a checkpoint without
+//! entry bundle (alone, or with its leaf hash rewritten in its tile), an
+//! anchor the log does not extend, a checkpoint without
 //! its witness quorum and an older checkpoint are each caught.
 
 mod common;
@@ -12,6 +13,7 @@ use axum::extract::Path as UrlPath;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use common::{run_ledger, seed, TestServer};
+use ledger::tiles::decode_bundle;
 use ledger::{Config, Ledger, Raw};
 
 /// Serves the files of `dir` over HTTP, as any static server would.
@@ -149,6 +151,22 @@ fn a_growing_log_is_followed_and_every_divergence_is_caught() {
     let (code, out) = watch(&url, &key, &fresh, &[]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("does not hash to its leaf hash"), "{out}");
+
+    // The same entry, with its leaf hash in the tile of leaf hashes
+    // rewritten to match: that tile no longer hashes to its parent.
+    let leaves = decode_bundle(&bad).expect("bundle").len();
+    let leaf = decode_bundle(&bad).expect("bundle")[leaves - 1].to_vec();
+    let tile = served.path().join("tile/0/001");
+    let clean_tile = std::fs::read(&tile).expect("tile");
+    let mut bad_tile = clean_tile.clone();
+    let at = (leaves - 1) * 32;
+    bad_tile[at..at + 32].copy_from_slice(&ledger::leaf_hash(&leaf).0);
+    std::fs::write(&tile, &bad_tile).expect("write");
+    let (code, out) = watch(&url, &key, &work.path().join("fresh2.checkpoint"), &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("the tiles do not match the signed tree"), "{out}");
+    assert!(!out.contains("does not hash to its leaf hash"), "{out}");
+    std::fs::write(&tile, &clean_tile).expect("write");
     std::fs::write(&bundle, &clean).expect("write");
 
     // A fork: another history of the same origin, signed with the real key

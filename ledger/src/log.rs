@@ -23,7 +23,7 @@ mod view;
 
 pub use view::LogView;
 
-pub(crate) use reads::checked_entry;
+pub(crate) use reads::{checked_entries, checked_entry};
 
 use committer::commit_loop;
 pub use opening::LookupsState;

@@ -209,7 +209,7 @@ pub struct Store {
 /// them above the leaves at 100k entries, level 7 and above at 10M.
 #[derive(Debug)]
 pub(crate) struct UpperHashes {
-    kept: std::sync::RwLock<(u8, std::collections::HashMap<u64, [u8; 32]>)>,
+    kept: std::sync::RwLock<(u8, rustc_hash::FxHashMap<u64, [u8; 32]>)>,
 }
 
 /// The most hashes [`UpperHashes`] keeps (about 12 MB).
@@ -218,7 +218,7 @@ const UPPER_CAP: usize = 1 << 18;
 impl UpperHashes {
     fn new() -> Self {
         UpperHashes {
-            kept: std::sync::RwLock::new((1, std::collections::HashMap::new())),
+            kept: std::sync::RwLock::new((1, rustc_hash::FxHashMap::default())),
         }
     }
 
@@ -226,6 +226,23 @@ impl UpperHashes {
     /// should be kept once read (`Err(true)`).
     fn get(&self, index: u64, level: u8) -> Result<[u8; 32], bool> {
         let kept = self.kept.read().unwrap_or_else(|p| p.into_inner());
+        Self::lookup(&kept, index, level)
+    }
+
+    /// [`UpperHashes::get`] for each of `indexes`, under one lock.
+    fn get_many(&self, indexes: &[u64]) -> Vec<Result<[u8; 32], bool>> {
+        let kept = self.kept.read().unwrap_or_else(|p| p.into_inner());
+        indexes
+            .iter()
+            .map(|&i| Self::lookup(&kept, i, crate::merkle::split_stored_hash_index(i).0))
+            .collect()
+    }
+
+    fn lookup(
+        kept: &(u8, rustc_hash::FxHashMap<u64, [u8; 32]>),
+        index: u64,
+        level: u8,
+    ) -> Result<[u8; 32], bool> {
         if level == 0 || level < kept.0 {
             return Err(false);
         }
@@ -233,18 +250,25 @@ impl UpperHashes {
     }
 
     fn keep(&self, index: u64, level: u8, hash: [u8; 32]) {
+        self.keep_many(&[(index, level, hash)]);
+    }
+
+    /// Keeps each `(index, level, hash)`, under one lock.
+    fn keep_many(&self, hashes: &[(u64, u8, [u8; 32])]) {
         let mut kept = self.kept.write().unwrap_or_else(|p| p.into_inner());
-        if level < kept.0 {
-            return;
-        }
-        if kept.1.len() >= UPPER_CAP {
-            kept.1.clear();
-            kept.0 = kept.0.saturating_add(1);
+        for &(index, level, hash) in hashes {
             if level < kept.0 {
-                return;
+                continue;
             }
+            if kept.1.len() >= UPPER_CAP {
+                kept.1.clear();
+                kept.0 = kept.0.saturating_add(1);
+                if level < kept.0 {
+                    continue;
+                }
+            }
+            kept.1.insert(index, hash);
         }
-        kept.1.insert(index, hash);
     }
 }
 
@@ -1029,20 +1053,75 @@ impl Snapshot {
     /// Reads the stored hashes at `indexes`; a missing one is
     /// [`CorruptionKind::MissingEntry`] naming the leaf that wrote it.
     pub fn hashes_at(&self, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
+        if let Some(run) = self.hashes_in_run(indexes)? {
+            return Ok(run);
+        }
+        let mut keep = Vec::new();
+        let read = indexes
+            .iter()
+            .zip(self.upper.get_many(indexes))
+            .map(|(&i, kept)| {
+                let worth_keeping = match kept {
+                    Ok(h) => return Ok(Hash(h)),
+                    Err(k) => k,
+                };
+                let h = self
+                    .hashes
+                    .get(i)
+                    .map_err(storage)?
+                    .map(|v| v.value())
+                    .ok_or_else(|| missing_hash(i))?;
+                if worth_keeping {
+                    keep.push((i, crate::merkle::split_stored_hash_index(i).0, h));
+                }
+                Ok(Hash(h))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        if !keep.is_empty() {
+            self.upper.keep_many(&keep);
+        }
+        Ok(read)
+    }
+}
+
+impl Snapshot {
+    /// The hashes at `indexes` read as one range of the table, when they
+    /// are many and lie close together (a tile of leaf hashes: 256 leaves
+    /// span 511 stored hashes): one walk down the tree instead of one per
+    /// hash. `None` when a range would read much more than was asked.
+    fn hashes_in_run(&self, indexes: &[u64]) -> Result<Option<Vec<Hash>>, Error> {
+        const MIN_RUN: usize = 16;
+        if indexes.len() < MIN_RUN {
+            return Ok(None);
+        }
+        let (Some(&lo), Some(&hi)) = (indexes.iter().min(), indexes.iter().max()) else {
+            return Ok(None);
+        };
+        let span = hi - lo + 1;
+        if span > 4 * indexes.len() as u64 {
+            return Ok(None);
+        }
+        let mut window: Vec<Option<[u8; 32]>> = vec![None; span as usize];
+        for kv in self.hashes.range(lo..=hi).map_err(storage)? {
+            let (k, v) = kv.map_err(storage)?;
+            window[(k.value() - lo) as usize] = Some(v.value());
+        }
         indexes
             .iter()
-            .map(|&i| {
-                self.hash(i)?.ok_or_else(|| {
-                    Corruption::new(
-                        crate::merkle::last_leaf_of_stored(i),
-                        CorruptionKind::MissingEntry,
-                        format!("stored hash {i} missing"),
-                    )
-                    .into()
-                })
-            })
-            .collect()
+            .map(|&i| window[(i - lo) as usize].map(Hash).ok_or_else(|| missing_hash(i)))
+            .collect::<Result<Vec<_>, Error>>()
+            .map(Some)
     }
+}
+
+/// A stored hash below the head that is not there.
+fn missing_hash(i: u64) -> Error {
+    Corruption::new(
+        crate::merkle::last_leaf_of_stored(i),
+        CorruptionKind::MissingEntry,
+        format!("stored hash {i} missing"),
+    )
+    .into()
 }
 
 /// Stored records in index order ([`Snapshot::records_from`]).

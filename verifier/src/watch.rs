@@ -21,7 +21,7 @@ use anchors::{Anchor, Policy, VerifiedCheckpoint};
 use ledger::merkle::{stored_hash_index, verify_consistency};
 use ledger::tiles::{decode_bundle, TilePath, WIDTH};
 use ledger::Hash;
-use tlog_tiles::{HashReader as _, Tile, TileHashReader, TileReader};
+use tlog_tiles::{HashReader as _, Tile, TileReader};
 
 use crate::Client;
 
@@ -60,7 +60,7 @@ pub enum WatchError {
 }
 
 /// Fetches C2SP tiles from a log; every tile fetched is kept for the
-/// step (a `TileHashReader` authenticates it each time it is used). A tile
+/// step (an [`AuthenticatedTiles`] authenticates it each time it is used). A tile
 /// that cannot be fetched is told apart from one that does not match: the
 /// first is an error of the step, the second a divergence.
 pub struct TileFetcher<'a> {
@@ -161,6 +161,122 @@ impl TileReader for TileFetcher<'_> {
     fn save_tiles(&self, _tiles: &[Tile], _data: &[Vec<u8>]) {}
 }
 
+/// Stored hashes of the tree `(size, root)`, read from tiles that are each
+/// authenticated before a hash in them is used: the tiles on the tree's
+/// right edge by recomputing `root` from them, every other tile by its
+/// subtree hash against its parent's, up to a tile of the right edge.
+///
+/// `tlog_tiles::TileHashReader` (0.2.0), like the Go code it ports, checks
+/// tiles against their parents only from position `stx.len()` of its list,
+/// which counts the right edge's hashes, not its tiles: the first few tiles
+/// read for the indexes asked were never checked, so a server could rewrite
+/// an entry and its leaf hash together and pass
+/// (`a_growing_log_is_followed_and_every_divergence_is_caught`, the case of
+/// a rewritten tile of leaf hashes).
+pub struct AuthenticatedTiles<'a> {
+    size: u64,
+    root: Hash,
+    tiles: &'a TileFetcher<'a>,
+}
+
+impl<'a> AuthenticatedTiles<'a> {
+    pub fn new(size: u64, root: Hash, tiles: &'a TileFetcher<'a>) -> Self {
+        AuthenticatedTiles { size, root, tiles }
+    }
+
+    /// The tile holding stored hash `index`, as wide as the tree allows.
+    fn tile_of(&self, index: u64) -> Result<Tile, tlog_tiles::Error> {
+        Tile::from_index(ledger::tiles::HEIGHT, index)
+            .parent(0, self.size)
+            .ok_or(tlog_tiles::Error::IndexesNotInTree)
+    }
+}
+
+impl tlog_tiles::HashReader for AuthenticatedTiles<'_> {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        use tlog_tiles::Error as E;
+        if self.size == 0 || indexes.iter().any(|&x| x >= stored_hash_index(0, self.size)) {
+            return Err(E::IndexesNotInTree);
+        }
+        // The right edge: the hashes of the perfect subtrees the tree is
+        // made of, left to right, and the tiles that hold them.
+        let edge = tlog_tiles::sub_tree_index(0, self.size, Vec::new());
+        let edge_tiles = edge
+            .iter()
+            .map(|&x| self.tile_of(x))
+            .collect::<Result<Vec<_>, E>>()?;
+        let mut wanted: Vec<Tile> = Vec::new();
+        let mut add = |t: Tile, wanted: &mut Vec<Tile>| {
+            if !wanted.contains(&t) {
+                wanted.push(t);
+            }
+        };
+        for &t in &edge_tiles {
+            add(t, &mut wanted);
+        }
+        // Each tile asked for, and its parents up to a tile of the edge.
+        let mut checks: Vec<Tile> = Vec::new();
+        for &x in indexes {
+            let mut t = self.tile_of(x)?;
+            while !edge_tiles.contains(&t) {
+                if t.width() != 1 << t.height() {
+                    // Only a full tile has a parent to be checked against.
+                    return Err(E::BadMath);
+                }
+                add(t, &mut wanted);
+                if !checks.contains(&t) {
+                    checks.push(t);
+                }
+                t = t.parent(1, self.size).ok_or(E::BadMath)?;
+            }
+        }
+        let data = self.tiles.read_tiles(&wanted)?;
+        if data.len() != wanted.len()
+            || wanted
+                .iter()
+                .zip(&data)
+                .any(|(t, d)| d.len() != t.width() as usize * 32)
+        {
+            return Err(E::InconsistentTile);
+        }
+        let data_of = |t: &Tile| -> Result<&[u8], E> {
+            let i = wanted.iter().position(|w| w == t).ok_or(E::BadMath)?;
+            Ok(data[i].as_slice())
+        };
+        // The edge's tiles against the signed root.
+        let mut root: Option<Hash> = None;
+        for (x, t) in edge.iter().zip(&edge_tiles).rev() {
+            let h = t.hash_at_index(data_of(t)?, *x)?;
+            root = Some(match root {
+                None => h,
+                Some(right) => tlog_tiles::node_hash(h, right),
+            });
+        }
+        if root != Some(self.root) {
+            return Err(E::InconsistentTile);
+        }
+        // Every other tile used against its parent (which is checked in
+        // turn, up to the edge).
+        for t in &checks {
+            let p = t.parent(1, self.size).ok_or(E::BadMath)?;
+            let h = p.hash_at_index(
+                data_of(&p)?,
+                stored_hash_index(p.level() * p.height(), t.level_index()),
+            )?;
+            if h != Tile::subtree_hash(data_of(t)?) {
+                return Err(E::InconsistentTile);
+            }
+        }
+        indexes
+            .iter()
+            .map(|&x| {
+                let t = self.tile_of(x)?;
+                t.hash_at_index(data_of(&t)?, x)
+            })
+            .collect()
+    }
+}
+
 /// A failed read of authenticated hashes: an error of the step when a tile
 /// could not be fetched, a divergence when what was served does not match
 /// the signed root.
@@ -186,7 +302,7 @@ impl anchors::LogAccess for TiledLog<'_> {
         self.cp.root
     }
     fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String> {
-        let r = TileHashReader::new(self.cp.size, self.cp.root, self.tiles);
+        let r = AuthenticatedTiles::new(self.cp.size, self.cp.root, self.tiles);
         tlog_tiles::prove_tree(new, old, &r).map_err(|e| {
             // Remembered for the caller, which tells the two apart.
             let why = self.tiles.take_unavailable();
@@ -311,64 +427,192 @@ pub fn step(
     })
 }
 
+/// Entry bundles fetched ahead of the one being checked, on this many
+/// connections: a bundle's round trip, not the check, is what a watcher
+/// that fetches one at a time waits on.
+const PREFETCH_CONNECTIONS: usize = 4;
+/// The most bundles fetched and not yet checked (bounds the memory a walk
+/// of a long log takes).
+const PREFETCH_AHEAD: u64 = 16;
+
+/// One bundle and the leaf-hash tile beside it, as fetched (not yet
+/// authenticated), with how many requests that took.
+struct Fetched {
+    bundle: anyhow::Result<(String, Vec<u8>)>,
+    leaf_tile: anyhow::Result<Vec<u8>>,
+    requests: u64,
+}
+
+/// Bundle `n` (of `width` entries) and its tile of leaf hashes: the
+/// partial ones, or, where a log has replaced them by full ones, those.
+fn fetch_bundle(client: &Client, n: u64, width: u32) -> Fetched {
+    let mut requests = 0;
+    let mut get = |kind: &str, partial: Option<TilePath>, full: Option<TilePath>, limit| {
+        let partial = partial.ok_or_else(|| anyhow::anyhow!("{kind} {n} of width {width}"))?;
+        let path = partial.to_string();
+        requests += 1;
+        if let Some(b) = fetch_body(client, &path, limit)? {
+            return Ok((path, b));
+        }
+        if width < WIDTH {
+            let full = full.ok_or_else(|| anyhow::anyhow!("{kind} {n}"))?.to_string();
+            requests += 1;
+            if let Some(mut b) = fetch_body(client, &full, limit)? {
+                if kind == "tile" {
+                    b.truncate(width as usize * 32);
+                }
+                return Ok((path, b));
+            }
+            anyhow::bail!("GET /{path}: not found (nor {full})");
+        }
+        anyhow::bail!("GET /{path}: not found")
+    };
+    let bundle = get(
+        "bundle",
+        TilePath::entries(n, width),
+        TilePath::entries(n, WIDTH),
+        MAX_BUNDLE,
+    );
+    let leaf_tile = get(
+        "tile",
+        TilePath::hashes(0, n, width),
+        TilePath::hashes(0, n, WIDTH),
+        MAX_TILE,
+    )
+    .map(|(_, b)| b);
+    Fetched {
+        bundle,
+        leaf_tile,
+        requests,
+    }
+}
+
+/// The body at a C2SP path, at most `limit` bytes; `None` for a 404.
+fn fetch_body(client: &Client, path: &str, limit: u64) -> anyhow::Result<Option<Vec<u8>>> {
+    let r = client.get_limited(&format!("/{path}"), limit)?;
+    match r.status {
+        200 => Ok(Some(r.body)),
+        404 => Ok(None),
+        s => anyhow::bail!("GET /{path}: status {s}"),
+    }
+}
+
 /// Checks the entries `from..cp.size` in their bundles against the leaf
-/// hashes of tiles authenticated by `cp`'s root.
+/// hashes of tiles authenticated by `cp`'s root. Bundles and their tiles
+/// of leaf hashes are fetched ahead on a few connections and checked in
+/// order; a leaf-hash tile is authenticated (through its parents, up to
+/// the signed root) before any hash in it is used, and dropped once its
+/// bundle is checked, so the memory a walk takes does not grow with the log.
 fn check_entries(
     tiles: &TileFetcher<'_>,
     cp: &VerifiedCheckpoint,
     from: u64,
 ) -> Result<u64, WatchError> {
-    let reader = TileHashReader::new(cp.size, cp.root, tiles);
+    let reader = AuthenticatedTiles::new(cp.size, cp.root, tiles);
     let w = u64::from(WIDTH);
-    let mut n = from / w;
-    while n * w < cp.size {
-        let start = n * w;
-        let width = (cp.size - start).min(w) as u32;
-        let path = TilePath::entries(n, width)
-            .ok_or_else(|| anyhow::anyhow!("bundle {n} of width {width}"))?
-            .to_string();
-        // A partial bundle may have been replaced by its full one.
-        let body = match tiles.fetch(&path, MAX_BUNDLE)? {
-            Some(b) => b,
-            None if width < WIDTH => {
-                let full = TilePath::entries(n, WIDTH)
-                    .ok_or_else(|| anyhow::anyhow!("bundle {n}"))?
-                    .to_string();
-                tiles
-                    .fetch(&full, MAX_BUNDLE)?
-                    .ok_or_else(|| anyhow::anyhow!("GET /{path}: not found (nor {full})"))?
-            }
-            None => return Err(anyhow::anyhow!("GET /{path}: not found").into()),
-        };
-        let mut leaves = decode_bundle(&body)
-            .ok_or_else(|| Divergence::BadTiles(format!("{path} is malformed")))?;
-        if leaves.len() == WIDTH as usize && width < WIDTH {
-            leaves.truncate(width as usize);
+    let first = from / w;
+    let end = cp.size.div_ceil(w);
+    let width_of = |n: u64| (cp.size - n * w).min(w) as u32;
+    let client = tiles.client;
+    std::thread::scope(|scope| -> Result<(), WatchError> {
+        let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<u64>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<(u64, Fetched)>();
+        for _ in 0..PREFETCH_CONNECTIONS {
+            let (jobs, done) = (jobs_rx.clone(), done_tx.clone());
+            scope.spawn(move || {
+                for n in jobs {
+                    if done.send((n, fetch_bundle(client, n, width_of(n)))).is_err() {
+                        return;
+                    }
+                }
+            });
         }
-        if leaves.len() != width as usize {
+        drop(done_tx);
+        let mut queued = first;
+        let queue_to = |limit: u64, queued: &mut u64| {
+            while *queued < limit.min(end) {
+                // The workers outlive this loop: a send cannot fail.
+                let _ = jobs_tx.send(*queued);
+                *queued += 1;
+            }
+        };
+        queue_to(first + PREFETCH_AHEAD, &mut queued);
+        let mut ready = std::collections::BTreeMap::new();
+        for n in first..end {
+            let fetched = loop {
+                if let Some(f) = ready.remove(&n) {
+                    break f;
+                }
+                let (k, f) = done_rx
+                    .recv()
+                    .map_err(|_| anyhow::anyhow!("the bundle fetchers stopped"))?;
+                ready.insert(k, f);
+            };
+            queue_to(n + 1 + PREFETCH_AHEAD, &mut queued);
+            check_bundle(tiles, &reader, n, width_of(n), from, fetched)?;
+        }
+        Ok(())
+    })?;
+    Ok(cp.size - from)
+}
+
+/// Checks bundle `n` (of `width` entries, from entry `from` on) against its
+/// tile of leaf hashes, authenticated by `reader` before it is used.
+fn check_bundle(
+    tiles: &TileFetcher<'_>,
+    reader: &AuthenticatedTiles<'_>,
+    n: u64,
+    width: u32,
+    from: u64,
+    fetched: Fetched,
+) -> Result<(), WatchError> {
+    *tiles.fetched.borrow_mut() += fetched.requests;
+    let (path, body) = fetched.bundle?;
+    let start = n * u64::from(WIDTH);
+    let mut leaves = decode_bundle(&body)
+        .ok_or_else(|| Divergence::BadTiles(format!("{path} is malformed")))?;
+    if leaves.len() == WIDTH as usize && width < WIDTH {
+        leaves.truncate(width as usize);
+    }
+    if leaves.len() != width as usize {
+        return Err(Divergence::BadTiles(format!(
+            "{path} holds {} entries, not {width}",
+            leaves.len()
+        ))
+        .into());
+    }
+    // The tile of leaf hashes, as fetched, stands in the fetcher's cache for
+    // the one the reader asks for; the reader authenticates it against its
+    // parents and the signed root as it would a tile it fetched itself.
+    let leaf_tile = Tile::new(ledger::tiles::HEIGHT, 0, n, width, false);
+    match fetched.leaf_tile {
+        Ok(data) if data.len() == width as usize * 32 => {
+            tiles.cache.borrow_mut().insert(leaf_tile, data);
+        }
+        Ok(_) => {
             return Err(Divergence::BadTiles(format!(
-                "{path} holds {} entries, not {width}",
-                leaves.len()
+                "the tile of leaf hashes beside {path} is not {width} hashes"
+            ))
+            .into())
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let first = start.max(from);
+    let indexes: Vec<u64> = (first..start + u64::from(width))
+        .map(|i| stored_hash_index(0, i))
+        .collect();
+    let hashes = reader.read_hashes(&indexes);
+    tiles.cache.borrow_mut().remove(&leaf_tile);
+    let hashes =
+        hashes.map_err(|e| tile_failure(tiles, &e, &format!("the leaf hashes of {path}")))?;
+    for (k, h) in hashes.iter().enumerate() {
+        let i = first + k as u64;
+        if ledger::leaf_hash(leaves[(i - start) as usize]) != *h {
+            return Err(Divergence::BadTiles(format!(
+                "entry {i} in {path} does not hash to its leaf hash"
             ))
             .into());
         }
-        let first = start.max(from);
-        let indexes: Vec<u64> = (first..start + u64::from(width))
-            .map(|i| stored_hash_index(0, i))
-            .collect();
-        let hashes = reader
-            .read_hashes(&indexes)
-            .map_err(|e| tile_failure(tiles, &e, &format!("the leaf hashes of {path}")))?;
-        for (k, h) in hashes.iter().enumerate() {
-            let i = first + k as u64;
-            if ledger::leaf_hash(leaves[(i - start) as usize]) != *h {
-                return Err(Divergence::BadTiles(format!(
-                    "entry {i} in {path} does not hash to its leaf hash"
-                ))
-                .into());
-            }
-        }
-        n += 1;
     }
-    Ok(cp.size - from)
+    Ok(())
 }

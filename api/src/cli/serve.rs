@@ -67,6 +67,10 @@ pub struct ServeArgs {
     tiles_dir: Option<PathBuf>,
     #[arg(long, env = "LEDGER_TILES_SYNC_SECS")]
     tiles_sync_secs: Option<u64>,
+    /// Keep up to this many MiB of the tiles served, to serve them again without
+    /// reading the log; 0 keeps none.
+    #[arg(long, env = "LEDGER_TILE_CACHE_MB")]
+    tile_cache_mb: Option<u64>,
     /// A C2SP tlog-policy file: the witnesses (with URLs) to submit checkpoints to, and the quorum.
     #[arg(long, env = "LEDGER_WITNESS_POLICY")]
     witness_policy: Option<PathBuf>,
@@ -121,6 +125,7 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         rekor_retry_secs: a.rekor_retry_secs.unwrap_or(file.rekor_retry_secs),
         tiles_dir: a.tiles_dir.or(file.tiles_dir),
         tiles_sync_secs: a.tiles_sync_secs.unwrap_or(file.tiles_sync_secs),
+        tile_cache_mb: a.tile_cache_mb.unwrap_or(file.tile_cache_mb),
         witness_policy: a.witness_policy.or(file.witness_policy),
         witness_interval_secs: a
             .witness_interval_secs

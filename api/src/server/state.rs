@@ -112,6 +112,9 @@ pub struct AppState {
     /// Whether the start walked the whole log (no verified head to resume
     /// from); if not, the background check walks it.
     pub(crate) walked_all: std::sync::atomic::AtomicBool,
+    /// The tiles and entry bundles served, kept to serve again
+    /// (`tile_cache_mb`).
+    pub(crate) tile_cache: crate::server::routes::tiles::TileCache,
 }
 
 pub type Shared = Arc<AppState>;
@@ -252,6 +255,8 @@ impl AppState {
         let witnessed = policy.as_ref().and_then(|p| {
             crate::server::witnessing::load_witnessed(events.ledger(), p, log_key.verifier_key())
         });
+        let tile_cache =
+            crate::server::routes::tiles::TileCache::new(config.tile_cache_mb.saturating_mul(1 << 20));
         Ok(AppState {
             events,
             projector: Mutex::new(projector),
@@ -282,6 +287,7 @@ impl AppState {
             verified: Mutex::new(None),
             walking: Mutex::new(()),
             walked_all: std::sync::atomic::AtomicBool::new(false),
+            tile_cache,
         })
     }
 

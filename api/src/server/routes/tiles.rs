@@ -5,13 +5,16 @@
 //! Anyone may fetch them from a browser (`Access-Control-Allow-Origin: *`);
 //! a configured read token still applies.
 
+use std::sync::Arc;
+
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use ledger::tiles::{Kind, TilePath, IMMUTABLE};
 
 use crate::error::ApiError;
-use crate::server::state::Shared;
+use crate::server::state::{AppState, Shared};
+use bytes::Bytes;
 use verifier::wire::Problem;
 
 /// `GET /tile/{path}`: a C2SP tlog-tiles tile (`tile/<L>/<N>[.p/<W>]`) or
@@ -30,19 +33,24 @@ pub async fn get_tile(
     state.refuse_if_failed()?;
     let path = format!("tile/{rest}");
     let t = TilePath::parse(&path).map_err(|e| ApiError::param("path", e.to_string()))?;
-    let bytes = match state.events.ledger().tile(&t) {
-        Ok(b) => b,
-        // A leaf appended before leaves were limited to what a bundle
-        // holds (docs/UPGRADES.md): this bundle cannot exist.
-        Err(ledger::Error::EntryTooLarge { len, max }) => {
-            return Err(ApiError::NotFound(format!(
-                "{t} cannot be served: it holds an entry of {len} bytes, more than the {max} an entry bundle holds"
-            )))
-        }
-        Err(e) => return Err(e.into()),
-    };
     let gzip = t.kind == Kind::Entries && accepts_gzip(&headers);
-    let body = if gzip { gzip_bytes(&bytes)? } else { bytes };
+    let body = match state.tile_cache.get(&t, gzip) {
+        Some(b) => b,
+        None => {
+            // A hash tile is read in about as long as a thread hand-off
+            // takes; an entry bundle (256 entries, maybe gzipped) is not.
+            let body = if t.kind == Kind::Entries {
+                let st = Arc::clone(&state);
+                tokio::task::spawn_blocking(move || tile_body(&st, &t, gzip))
+                    .await
+                    .map_err(|e| ApiError::Internal(e.to_string()))??
+            } else {
+                tile_body(&state, &t, gzip)?
+            };
+            state.tile_cache.put(&t, gzip, body.clone());
+            body
+        }
+    };
     let mut resp = (
         [
             (header::CONTENT_TYPE, "application/octet-stream"),
@@ -60,6 +68,67 @@ pub async fn get_tile(
         }
     }
     Ok(resp)
+}
+
+/// The bytes of tile `t` as served: read from the log (checked reads), and
+/// gzipped when `gzip`.
+fn tile_body(state: &AppState, t: &TilePath, gzip: bool) -> Result<Bytes, ApiError> {
+    let bytes = match state.events.ledger().tile(t) {
+        Ok(b) => b,
+        // A leaf appended before leaves were limited to what a bundle
+        // holds (docs/UPGRADES.md): this bundle cannot exist.
+        Err(ledger::Error::EntryTooLarge { len, max }) => {
+            return Err(ApiError::NotFound(format!(
+                "{t} cannot be served: it holds an entry of {len} bytes, more than the {max} an entry bundle holds"
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(Bytes::from(if gzip { gzip_bytes(&bytes)? } else { bytes }))
+}
+
+/// The tiles and entry bundles served, kept by their path (and whether
+/// gzipped) up to a number of bytes, least recently used first out. A tile
+/// path names bytes that never change (a partial tile names its width), so
+/// a kept one is always the one the log would give; a tile the tree does
+/// not hold yet is an error, never kept.
+pub(crate) struct TileCache {
+    kept: Option<quick_cache::sync::Cache<(TilePath, bool), Bytes, ByLength>>,
+}
+
+#[derive(Clone)]
+pub(crate) struct ByLength;
+
+impl quick_cache::Weighter<(TilePath, bool), Bytes> for ByLength {
+    fn weight(&self, _key: &(TilePath, bool), body: &Bytes) -> u64 {
+        body.len() as u64
+    }
+}
+
+impl TileCache {
+    /// Keeps up to `bytes` of bodies; 0 keeps none.
+    pub(crate) fn new(bytes: u64) -> TileCache {
+        let hash_tile = 32 * u64::from(ledger::tiles::WIDTH);
+        TileCache {
+            kept: (bytes > 0).then(|| {
+                quick_cache::sync::Cache::with_weighter(
+                    (bytes / hash_tile).max(1) as usize,
+                    bytes,
+                    ByLength,
+                )
+            }),
+        }
+    }
+
+    fn get(&self, t: &TilePath, gzip: bool) -> Option<Bytes> {
+        self.kept.as_ref()?.get(&(*t, gzip))
+    }
+
+    fn put(&self, t: &TilePath, gzip: bool, body: Bytes) {
+        if let Some(k) = &self.kept {
+            k.insert((*t, gzip), body);
+        }
+    }
 }
 
 /// Whether the client's `Accept-Encoding` accepts gzip (by name or `*`,
