@@ -196,6 +196,19 @@ fn every_route_answers_and_every_proof_verifies() {
         check_projection(&proj, &s.vkey).expect("bundle verifies"),
         3
     );
+    // The numbers alone: the same view at the same signed checkpoint,
+    // without the evidence entries and their proofs.
+    let numbers: verifier::wire::ViewResponse = c
+        .get_json(&format!("/v1/task-classes/{TASK_CLASS}/view"))
+        .expect("view");
+    assert_eq!(
+        serde_json::to_value(&numbers.view).expect("json"),
+        serde_json::to_value(&proj.view).expect("json")
+    );
+    assert_eq!((numbers.tree_size, &numbers.root), (proj.tree_size, &proj.root));
+    let (cp, _) = anchors::open_checkpoint_any(numbers.checkpoint.as_bytes(), &[s.vkey.clone()])
+        .expect("the view's checkpoint is signed");
+    assert_eq!((cp.size, ledger::hash::to_hex(&cp.root)), (proj.tree_size, proj.root.clone()));
     let req = p.envelope(
         "promotion-gate",
         Event::PromotionRequested(PromotionRequested {
@@ -256,6 +269,11 @@ fn every_api_error_code_is_a_problem_document() {
     );
     problem(
         &c.get("/v1/task-classes/no-such-class").expect("r"),
+        404,
+        "not_found",
+    );
+    problem(
+        &c.get("/v1/task-classes/no-such-class/view").expect("r"),
         404,
         "not_found",
     );

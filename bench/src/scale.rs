@@ -104,6 +104,9 @@ pub struct SizeReport {
     pub projection_scores: u64,
     pub projection_p50_us: u64,
     pub projection_p99_us: u64,
+    /// `GET /v1/task-classes/{name}/view`: the numbers alone.
+    pub numbers_p50_us: u64,
+    pub numbers_p99_us: u64,
     /// `POST /v1/recommendations` through HTTP: the statistics recomputed
     /// and a `promotion.recommended` appended and acknowledged.
     pub recommendation_p50_us: u64,
@@ -127,7 +130,7 @@ impl SizeReport {
             format!("{lo:.0}–{hi:.0}")
         };
         format!(
-            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; CPU per proof: the server {:.0} µs, the clients {:.0} µs\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; CPU per proof: the server {:.0} µs, the clients {:.0} µs; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the view alone in process: p50 {} µs, p99 {} µs\n  POST /v1/recommendations: p50 {} µs, p99 {} µs (HTTP, the statistics recomputed and the recommendation appended, durable)",
+            "entries {}\n  build: {:.1} s ({:.0} events/s, bulk, in process)\n  startup to /healthz: median {:.0} ms (min–max {} ms, {} starts)\n  startup to /readyz: median {:.0} ms (min–max {} ms)\n  RSS: peak {:.0} MB, after load {:.0} MB\n  inclusion proof: p50 {} µs, p99 {} µs\n  consistency proof: p50 {} µs, p99 {} µs\n  proofs: {:.0}/s through HTTP; CPU per proof: the server {:.0} µs, the clients {:.0} µs\n  the same again (warm cache): inclusion p99 {} µs, consistency p99 {} µs, {:.0}/s; CPU per proof: the server {:.0} µs, the clients {:.0} µs; {} proofs verified in all\n  full verify: {:.1} s ({:.0} entries/s)\n  disk: {} bytes = {:.0} B/entry; raw events {:.0} B/entry; allowance raw×1.3+100 = {:.0} B/entry ({})\n  projection over {} scores: p50 {} µs, p99 {} µs (HTTP, with every evidence entry and its proof); the numbers alone: p50 {} µs, p99 {} µs (HTTP); the view alone in process: p50 {} µs, p99 {} µs\n  POST /v1/recommendations: p50 {} µs, p99 {} µs (HTTP, the statistics recomputed and the recommendation appended, durable)",
             self.entries,
             self.build_seconds,
             self.build_events_per_s,
@@ -165,6 +168,8 @@ impl SizeReport {
             self.projection_scores,
             self.projection_p50_us,
             self.projection_p99_us,
+            self.numbers_p50_us,
+            self.numbers_p99_us,
             self.view_p50_us,
             self.view_p99_us,
             self.recommendation_p50_us,
@@ -714,6 +719,40 @@ fn projection_load(
     Ok((scores, lat))
 }
 
+/// The numbers alone (`GET /v1/task-classes/{name}/view`), each after one
+/// new score, as [`projection_load`] does; the checkpoint of each answer
+/// is checked, the numbers cannot be.
+fn numbers_load(
+    base: &str,
+    vkey: &str,
+    p: &Prepared,
+    side: &mut Sidecar,
+    first: u64,
+    n: usize,
+) -> anyhow::Result<Vec<u64>> {
+    let client = Client::new(base, None);
+    let mut lat = Vec::with_capacity(n);
+    let keys = [vkey.to_owned()];
+    for k in 0..n as u64 {
+        let (env, _) = p.event(0, first + k, 0);
+        let r = client.post_json("/v1/events", &env)?;
+        if r.status != 201 {
+            bail!("score refused ({}): {}", r.status, r.text());
+        }
+        side.raw_event_bytes += env.len() as u64;
+        side.appended += 1;
+        let t = Instant::now();
+        let r = client.get(&format!("/v1/task-classes/{}/view", p.task_class))?;
+        lat.push(t.elapsed().as_micros() as u64);
+        if r.status != 200 {
+            bail!("numbers failed ({}): {}", r.status, r.text());
+        }
+        let v: verifier::wire::ViewResponse = r.json()?;
+        anchors::open_checkpoint_any(v.checkpoint.as_bytes(), &keys)?;
+    }
+    Ok(lat)
+}
+
 /// `POST /v1/recommendations` timed `n` times, each a new
 /// `promotion.requested` by a gate the bench enrols once (a refusal as
 /// already enrolled is fine): the ledger recomputes the held-out
@@ -879,6 +918,19 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         rep.projection_scores = scores;
         rep.projection_p50_us = pct(&mut lat, 0.5);
         rep.projection_p99_us = pct(&mut lat, 0.99);
+        let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
+        let first = reserve(&cfg.dir, &mut side, cfg.projection_requests)?;
+        let mut lat = numbers_load(
+            &server.base,
+            &vkey,
+            &p,
+            &mut side,
+            first,
+            cfg.projection_requests,
+        )?;
+        write_sidecar(&cfg.dir, &side)?;
+        rep.numbers_p50_us = pct(&mut lat, 0.5);
+        rep.numbers_p99_us = pct(&mut lat, 0.99);
         let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
         let first = reserve(&cfg.dir, &mut side, cfg.projection_requests + 1)?;
         let mut lat = recommendation_load(&server.base, &p, first, cfg.projection_requests)?;

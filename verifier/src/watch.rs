@@ -206,7 +206,7 @@ impl tlog_tiles::HashReader for AuthenticatedTiles<'_> {
             .map(|&x| self.tile_of(x))
             .collect::<Result<Vec<_>, E>>()?;
         let mut wanted: Vec<Tile> = Vec::new();
-        let mut add = |t: Tile, wanted: &mut Vec<Tile>| {
+        let add = |t: Tile, wanted: &mut Vec<Tile>| {
             if !wanted.contains(&t) {
                 wanted.push(t);
             }

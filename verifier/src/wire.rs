@@ -188,6 +188,23 @@ pub struct ProjectionResponse {
     pub evidence: Vec<EvidenceProof>,
 }
 
+/// A projection's numbers alone, at a signed checkpoint: no evidence
+/// entries and no proofs, so nothing in it can be checked against the log
+/// by its reader. For display; a decision rests on [`ProjectionResponse`],
+/// the committed state, or a replay (docs/API.md).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ViewResponse {
+    /// The signed checkpoint of the tree the view was folded from.
+    pub checkpoint: String,
+    pub tree_size: u64,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
+    pub root: String,
+    /// The projection (docs/PROJECTIONS.md), its evidence cited by index
+    /// and leaf hash but not included.
+    #[schema(value_type = Object)]
+    pub view: projections::TaskClassView,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RecommendationResponse {
     /// The appended promotion.recommended entry.

@@ -42,6 +42,7 @@ pub fn all() -> OpenApiRouter<Shared> {
         .routes(routes!(proofs::get_key))
         .routes(routes!(task_classes::get_task_classes))
         .routes(routes!(task_classes::get_task_class))
+        .routes(routes!(task_classes::get_task_class_view))
         .routes(routes!(task_classes::get_bundle))
         .routes(routes!(task_classes::get_state))
         .routes(routes!(operations::healthz))

@@ -17,6 +17,7 @@ use crate::error::ApiError;
 use crate::server::state::{AppState, Shared};
 use verifier::wire::{
     CommitmentProof, EvidenceProof, Problem, ProjectionResponse, StateResponse, TaskClassSummary,
+    ViewResponse,
 };
 
 /// `GET /v1/task-classes`: registered task classes and their tiers.
@@ -93,6 +94,36 @@ pub async fn get_task_class(
             p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
         };
         projection_response(&st, view)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(Json(resp))
+}
+
+/// `GET /v1/task-classes/{name}/view`: the projection's numbers alone, at
+/// a signed checkpoint, without evidence entries or proofs (for display:
+/// its reader cannot check them against the log).
+#[utoipa::path(get, path = "/v1/task-classes/{name}/view", tag = "projections", params(("name" = String, Path, description = "Task class")),
+    responses((status = 200, body = ViewResponse, description = "The view, unchecked by its reader: for display, not for decisions"), (status = 404, body = Problem, content_type = "application/problem+json"), (status = 503, body = Problem, content_type = "application/problem+json", description = "Log verifying or failed verification: no numbers")))]
+pub async fn get_task_class_view(
+    State(state): State<Shared>,
+    name: Result<Path<String>, PathRejection>,
+) -> Result<Json<ViewResponse>, ApiError> {
+    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
+    state.require_verified()?;
+    let st = Arc::clone(&state);
+    let resp = tokio::task::spawn_blocking(move || -> Result<ViewResponse, ApiError> {
+        let view = {
+            let mut p = st.projector();
+            p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
+        };
+        let root = parse_hash("root", &view.root)?;
+        Ok(ViewResponse {
+            checkpoint: st.checkpoint(view.tree_size, &root)?,
+            tree_size: view.tree_size,
+            root: view.root.clone(),
+            view,
+        })
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
