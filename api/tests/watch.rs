@@ -164,7 +164,10 @@ fn a_growing_log_is_followed_and_every_divergence_is_caught() {
     std::fs::write(&tile, &bad_tile).expect("write");
     let (code, out) = watch(&url, &key, &work.path().join("fresh2.checkpoint"), &[]);
     assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("the tiles do not match the signed tree"), "{out}");
+    assert!(
+        out.contains("the tiles do not match the signed tree"),
+        "{out}"
+    );
     assert!(!out.contains("does not hash to its leaf hash"), "{out}");
     std::fs::write(&tile, &clean_tile).expect("write");
     std::fs::write(&bundle, &clean).expect("write");

@@ -48,6 +48,10 @@ pub struct ScaleConfig {
     pub cases: usize,
     /// The `ledger` binary to serve with.
     pub ledger_bin: PathBuf,
+    /// Before the timed loads, wait until the server's background checks
+    /// are done (its CPU idle), so that they do not share the cores with
+    /// the load (minutes at 10M entries).
+    pub quiet: bool,
 }
 
 /// What the directory holds, kept beside it so a later run can grow it.
@@ -527,6 +531,20 @@ impl Server {
         ))
     }
 
+    /// Waits until the server has used less than 2% of a core over two
+    /// seconds (its background checks done), for at most 20 minutes.
+    fn wait_quiet(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20 * 60);
+        while Instant::now() < deadline {
+            let before = self.cpu_seconds();
+            std::thread::sleep(Duration::from_secs(2));
+            if self.cpu_seconds() - before < 0.04 {
+                return Ok(());
+            }
+        }
+        bail!("the server was still busy after 20 minutes")
+    }
+
     /// CPU time the server process has used.
     fn cpu_seconds(&self) -> f64 {
         crate::cpu_seconds(self.child.id())
@@ -878,6 +896,9 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         rep.startup_readyz_ms.push(readyz);
         if k + 1 < cfg.repeats.max(1) {
             continue;
+        }
+        if cfg.quiet {
+            server.wait_quiet()?;
         }
         let mut cold = measured_proof_load(&server, &vkey, cfg)?;
         rep.server_cpu_us_per_proof = cold.server_cpu_us;

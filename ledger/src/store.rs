@@ -1108,7 +1108,11 @@ impl Snapshot {
         }
         indexes
             .iter()
-            .map(|&i| window[(i - lo) as usize].map(Hash).ok_or_else(|| missing_hash(i)))
+            .map(|&i| {
+                window[(i - lo) as usize]
+                    .map(Hash)
+                    .ok_or_else(|| missing_hash(i))
+            })
             .collect::<Result<Vec<_>, Error>>()
             .map(Some)
     }

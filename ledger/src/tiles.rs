@@ -308,10 +308,14 @@ pub fn encode_bundle<'a>(leaves: impl IntoIterator<Item = &'a [u8]>) -> Result<V
 }
 
 /// Splits an entry bundle into its leaves; `None` when a length runs past
-/// the end.
+/// the end, or when it holds more than the [`WIDTH`] entries a bundle can
+/// (so that a hostile body of empty entries cannot make a huge list).
 pub fn decode_bundle(mut bytes: &[u8]) -> Option<Vec<&[u8]>> {
     let mut leaves = Vec::new();
     while !bytes.is_empty() {
+        if leaves.len() == WIDTH as usize {
+            return None;
+        }
         let (len, rest) = bytes.split_first_chunk::<2>()?;
         let len = usize::from(u16::from_be_bytes(*len));
         if rest.len() < len {
@@ -501,6 +505,9 @@ mod tests {
         assert_eq!(back, leaves.iter().map(Vec::as_slice).collect::<Vec<_>>());
         assert!(decode_bundle(&[0, 5, 1]).is_none());
         assert!(decode_bundle(&[0]).is_none());
+        // 256 empty entries are a bundle; 257 are not.
+        assert_eq!(decode_bundle(&[0; 512]).map(|l| l.len()), Some(256));
+        assert!(decode_bundle(&[0; 514]).is_none());
         let long = vec![0u8; MAX_ENTRY_BYTES + 1];
         assert!(matches!(
             encode_bundle([long.as_slice()]),

@@ -173,14 +173,14 @@ impl TileReader for TileFetcher<'_> {
 /// an entry and its leaf hash together and pass
 /// (`a_growing_log_is_followed_and_every_divergence_is_caught`, the case of
 /// a rewritten tile of leaf hashes).
-pub struct AuthenticatedTiles<'a> {
+pub struct AuthenticatedTiles<'a, R: TileReader> {
     size: u64,
     root: Hash,
-    tiles: &'a TileFetcher<'a>,
+    tiles: &'a R,
 }
 
-impl<'a> AuthenticatedTiles<'a> {
-    pub fn new(size: u64, root: Hash, tiles: &'a TileFetcher<'a>) -> Self {
+impl<'a, R: TileReader> AuthenticatedTiles<'a, R> {
+    pub fn new(size: u64, root: Hash, tiles: &'a R) -> Self {
         AuthenticatedTiles { size, root, tiles }
     }
 
@@ -192,10 +192,14 @@ impl<'a> AuthenticatedTiles<'a> {
     }
 }
 
-impl tlog_tiles::HashReader for AuthenticatedTiles<'_> {
+impl<R: TileReader> tlog_tiles::HashReader for AuthenticatedTiles<'_, R> {
     fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
         use tlog_tiles::Error as E;
-        if self.size == 0 || indexes.iter().any(|&x| x >= stored_hash_index(0, self.size)) {
+        if self.size == 0
+            || indexes
+                .iter()
+                .any(|&x| x >= stored_hash_index(0, self.size))
+        {
             return Err(E::IndexesNotInTree);
         }
         // The right edge: the hashes of the perfect subtrees the tree is
@@ -431,9 +435,10 @@ pub fn step(
 /// connections: a bundle's round trip, not the check, is what a watcher
 /// that fetches one at a time waits on.
 const PREFETCH_CONNECTIONS: usize = 4;
-/// The most bundles fetched and not yet checked (bounds the memory a walk
-/// of a long log takes).
-const PREFETCH_AHEAD: u64 = 16;
+/// The most bundles fetched and not yet checked: bounds the memory a walk
+/// takes (at most this many bundles of [`MAX_BUNDLE`] bytes from a hostile
+/// server; a few MB from an honest one).
+const PREFETCH_AHEAD: u64 = 8;
 
 /// One bundle and the leaf-hash tile beside it, as fetched (not yet
 /// authenticated), with how many requests that took.
@@ -450,18 +455,26 @@ fn fetch_bundle(client: &Client, n: u64, width: u32) -> Fetched {
     let mut get = |kind: &str, partial: Option<TilePath>, full: Option<TilePath>, limit| {
         let partial = partial.ok_or_else(|| anyhow::anyhow!("{kind} {n} of width {width}"))?;
         let path = partial.to_string();
+        // A full tile or bundle where a partial one was asked for holds it
+        // first: the rest is not in the signed tree, and is cut off (here
+        // for a tile, by the check for a bundle).
+        let cut = |mut b: Vec<u8>| {
+            if kind == "tile" {
+                b.truncate(width as usize * 32);
+            }
+            b
+        };
         requests += 1;
         if let Some(b) = fetch_body(client, &path, limit)? {
-            return Ok((path, b));
+            return Ok((path, cut(b)));
         }
         if width < WIDTH {
-            let full = full.ok_or_else(|| anyhow::anyhow!("{kind} {n}"))?.to_string();
+            let full = full
+                .ok_or_else(|| anyhow::anyhow!("{kind} {n}"))?
+                .to_string();
             requests += 1;
-            if let Some(mut b) = fetch_body(client, &full, limit)? {
-                if kind == "tile" {
-                    b.truncate(width as usize * 32);
-                }
-                return Ok((path, b));
+            if let Some(b) = fetch_body(client, &full, limit)? {
+                return Ok((path, cut(b)));
             }
             anyhow::bail!("GET /{path}: not found (nor {full})");
         }
@@ -502,26 +515,47 @@ fn fetch_body(client: &Client, path: &str, limit: u64) -> anyhow::Result<Option<
 /// of leaf hashes are fetched ahead on a few connections and checked in
 /// order; a leaf-hash tile is authenticated (through its parents, up to
 /// the signed root) before any hash in it is used, and dropped once its
-/// bundle is checked, so the memory a walk takes does not grow with the log.
+/// bundle is checked: what a walk keeps grows with the log only by the
+/// tiles above the leaves (about an eighth of a byte per entry).
 fn check_entries(
     tiles: &TileFetcher<'_>,
     cp: &VerifiedCheckpoint,
     from: u64,
 ) -> Result<u64, WatchError> {
+    if from >= cp.size {
+        return Ok(0);
+    }
     let reader = AuthenticatedTiles::new(cp.size, cp.root, tiles);
     let w = u64::from(WIDTH);
     let first = from / w;
     let end = cp.size.div_ceil(w);
     let width_of = |n: u64| (cp.size - n * w).min(w) as u32;
     let client = tiles.client;
-    std::thread::scope(|scope| -> Result<(), WatchError> {
+    // Set once the walk ends (done or diverged): the fetchers take no
+    // further bundle, so a divergence is reported without waiting for them.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = &stop;
+    let result = std::thread::scope(|scope| -> Result<(), WatchError> {
         let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded::<u64>();
         let (done_tx, done_rx) = crossbeam_channel::unbounded::<(u64, Fetched)>();
         for _ in 0..PREFETCH_CONNECTIONS {
             let (jobs, done) = (jobs_rx.clone(), done_tx.clone());
             scope.spawn(move || {
                 for n in jobs {
-                    if done.send((n, fetch_bundle(client, n, width_of(n)))).is_err() {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        return;
+                    }
+                    // A panic in one fetch is that bundle's error, not a
+                    // walk that waits for it for ever.
+                    let fetched = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        fetch_bundle(client, n, width_of(n))
+                    }))
+                    .unwrap_or_else(|_| Fetched {
+                        bundle: Err(anyhow::anyhow!("fetching bundle {n} panicked")),
+                        leaf_tile: Err(anyhow::anyhow!("fetching bundle {n} panicked")),
+                        requests: 0,
+                    });
+                    if done.send((n, fetched)).is_err() {
                         return;
                     }
                 }
@@ -549,28 +583,31 @@ fn check_entries(
                 ready.insert(k, f);
             };
             queue_to(n + 1 + PREFETCH_AHEAD, &mut queued);
-            check_bundle(tiles, &reader, n, width_of(n), from, fetched)?;
+            if let Err(e) = check_bundle(tiles, &reader, n, width_of(n), fetched) {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                return Err(e);
+            }
         }
         Ok(())
-    })?;
+    });
+    result?;
     Ok(cp.size - from)
 }
 
-/// Checks bundle `n` (of `width` entries, from entry `from` on) against its
-/// tile of leaf hashes, authenticated by `reader` before it is used.
+/// Checks bundle `n` (of `width` entries) against its tile of leaf hashes,
+/// authenticated by `reader` before it is used.
 fn check_bundle(
     tiles: &TileFetcher<'_>,
-    reader: &AuthenticatedTiles<'_>,
+    reader: &AuthenticatedTiles<'_, TileFetcher<'_>>,
     n: u64,
     width: u32,
-    from: u64,
     fetched: Fetched,
 ) -> Result<(), WatchError> {
     *tiles.fetched.borrow_mut() += fetched.requests;
     let (path, body) = fetched.bundle?;
     let start = n * u64::from(WIDTH);
-    let mut leaves = decode_bundle(&body)
-        .ok_or_else(|| Divergence::BadTiles(format!("{path} is malformed")))?;
+    let mut leaves =
+        decode_bundle(&body).ok_or_else(|| Divergence::BadTiles(format!("{path} is malformed")))?;
     if leaves.len() == WIDTH as usize && width < WIDTH {
         leaves.truncate(width as usize);
     }
@@ -597,7 +634,9 @@ fn check_bundle(
         }
         Err(e) => return Err(e.into()),
     }
-    let first = start.max(from);
+    // Every entry of the bundle, those before `from` too: their hashes are
+    // in the same tile, and a server that changed them is caught.
+    let first = start;
     let indexes: Vec<u64> = (first..start + u64::from(width))
         .map(|i| stored_hash_index(0, i))
         .collect();
@@ -615,4 +654,103 @@ fn check_bundle(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Serves the hash tiles it holds, as a static copy of a log's would.
+    struct Served(HashMap<Tile, Vec<u8>>);
+
+    impl TileReader for Served {
+        fn height(&self) -> u8 {
+            ledger::tiles::HEIGHT
+        }
+        fn read_tiles(&self, tiles: &[Tile]) -> Result<Vec<Vec<u8>>, tlog_tiles::Error> {
+            tiles
+                .iter()
+                .map(|t| self.0.get(t).cloned().ok_or(tlog_tiles::Error::InvalidTile))
+                .collect()
+        }
+        fn save_tiles(&self, _tiles: &[Tile], _data: &[Vec<u8>]) {}
+    }
+
+    /// Every hash tile of a log of `size` entries, from the log itself.
+    fn log_of(size: u64) -> (tempfile::TempDir, ledger::Ledger<ledger::Raw>, Served) {
+        let dir = tempfile::tempdir().expect("dir");
+        let log = ledger::Ledger::open(dir.path(), ledger::Config::default()).expect("open");
+        for i in 0..size {
+            log.append(format!("entry {i}").into_bytes())
+                .expect("append");
+        }
+        let mut tiles = HashMap::new();
+        for level in 0u8..3 {
+            let count = size >> (8 * u32::from(level));
+            for n in 0..count.div_ceil(u64::from(WIDTH)) {
+                let w = (count - n * u64::from(WIDTH)).min(u64::from(WIDTH)) as u32;
+                let path = TilePath::hashes(level, n, w).expect("path");
+                let data = log.tile(&path).expect("tile");
+                tiles.insert(Tile::new(ledger::tiles::HEIGHT, level, n, w, false), data);
+            }
+        }
+        (dir, log, Served(tiles))
+    }
+
+    #[test]
+    fn every_tile_a_leaf_hash_is_read_through_is_authenticated_at_every_size() {
+        for size in [1u64, 2, 255, 256, 257, 511, 512, 700, 1000] {
+            let (_dir, log, served) = log_of(size);
+            let root = log.head().root;
+            let leaves: Vec<u64> = (0..size).map(|i| stored_hash_index(0, i)).collect();
+            let honest = AuthenticatedTiles::new(size, root, &served)
+                .read_hashes(&leaves)
+                .expect("the honest tiles are read");
+            for (i, h) in honest.iter().enumerate() {
+                assert_eq!(*h, log.leaf_hash(i as u64).expect("leaf"), "size {size}");
+            }
+            // One hash changed, first or last of each tile in turn: every
+            // read through that tile fails, whether the tile is on the
+            // right edge (the root no longer follows) or not (its parent
+            // no longer does).
+            for (tile, data) in &served.0 {
+                for at in [0, data.len() / 32 - 1] {
+                    let mut bad = served.0.clone();
+                    if let Some(d) = bad.get_mut(tile) {
+                        d[at * 32] ^= 1;
+                    }
+                    let got =
+                        AuthenticatedTiles::new(size, root, &Served(bad)).read_hashes(&leaves);
+                    assert!(
+                        matches!(got, Err(tlog_tiles::Error::InconsistentTile)),
+                        "size {size}: tile {tile:?} changed at hash {at} was used: {got:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_crates_own_reader_misses_a_changed_tile_that_this_one_catches() {
+        // Size 700: the right edge is 6 hashes in 2 tiles, so the crate's
+        // reader checks parents from position 6 of a list of 3 tiles.
+        let (_dir, log, served) = log_of(700);
+        let root = log.head().root;
+        let leaves: Vec<u64> = (256..512).map(|i| stored_hash_index(0, i)).collect();
+        let mut bad = served.0.clone();
+        if let Some(d) = bad.get_mut(&Tile::new(ledger::tiles::HEIGHT, 0, 1, WIDTH, false)) {
+            d[0] ^= 1;
+        }
+        let bad = Served(bad);
+        assert!(
+            tlog_tiles::TileHashReader::new(700, root, &bad)
+                .read_hashes(&leaves)
+                .is_ok(),
+            "the crate's reader now checks this tile: AuthenticatedTiles may no longer be needed"
+        );
+        assert!(matches!(
+            AuthenticatedTiles::new(700, root, &bad).read_hashes(&leaves),
+            Err(tlog_tiles::Error::InconsistentTile)
+        ));
+    }
 }

@@ -255,8 +255,9 @@ impl AppState {
         let witnessed = policy.as_ref().and_then(|p| {
             crate::server::witnessing::load_witnessed(events.ledger(), p, log_key.verifier_key())
         });
-        let tile_cache =
-            crate::server::routes::tiles::TileCache::new(config.tile_cache_mb.saturating_mul(1 << 20));
+        let tile_cache = crate::server::routes::tiles::TileCache::new(
+            config.tile_cache_mb.saturating_mul(1 << 20),
+        );
         Ok(AppState {
             events,
             projector: Mutex::new(projector),

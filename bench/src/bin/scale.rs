@@ -53,6 +53,10 @@ struct Args {
     /// to /healthz, to the event state caught up and to /readyz reported.
     #[arg(long, value_delimiter = ',')]
     recovery_tails: Vec<u64>,
+    /// Wait until the server's background checks are done (its CPU idle)
+    /// before the timed loads.
+    #[arg(long)]
+    quiet_server: bool,
     /// The entries before the snapshot in a recovery run.
     #[arg(long, default_value_t = 100_000)]
     recovery_base: u64,
@@ -79,6 +83,7 @@ fn main() -> anyhow::Result<()> {
                 projection_requests: a.projection_requests,
                 cases: a.cases,
                 ledger_bin: ledger_bin.clone(),
+                quiet: a.quiet_server,
             };
             let rep = bench::scale::recovery(&cfg, a.recovery_base, tail)?;
             println!("{}", rep.summary());
@@ -96,6 +101,7 @@ fn main() -> anyhow::Result<()> {
         projection_requests: a.projection_requests,
         cases: a.cases,
         ledger_bin,
+        quiet: a.quiet_server,
     };
     let reports = bench::scale::run(&cfg, &mut std::io::stdout())?;
     eprintln!("{}", serde_json::to_string_pretty(&reports)?);
