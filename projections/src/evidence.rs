@@ -56,6 +56,71 @@ pub struct Cited<'a> {
     pub score: Option<f64>,
 }
 
+/// What the statistics read from a score leaf.
+#[derive(Clone)]
+struct ScoreRead {
+    task_class: String,
+    case_id: String,
+    score: f64,
+    passed: bool,
+    /// When it was sequenced (µs, UTC).
+    at: i64,
+}
+
+/// The score read from `leaf`: `None` when it is another kind of event,
+/// the rejection's text when it does not decode.
+fn read_score(leaf: &[u8]) -> Result<Option<ScoreRead>, String> {
+    let (d, at) = decode_leaf(leaf).map_err(|r| r.to_string())?;
+    Ok(match d.payload.event {
+        Event::ScoreRecorded(s) => Some(ScoreRead {
+            task_class: s.task_class,
+            case_id: s.case_id,
+            score: s.score.score,
+            passed: s.score.passed,
+            at,
+        }),
+        _ => None,
+    })
+}
+
+type ReadResult = Result<Option<ScoreRead>, String>;
+
+/// [`read_score`]'s answers by the BLAKE3 hash of the leaf's bytes, for the
+/// check a server runs on every projection it serves: the same few hundred
+/// leaves, decoded again at each request, were a third of its time. The
+/// answer is a function of the bytes alone, and the key names the bytes
+/// (BLAKE3 is collision resistant), so a kept answer is the one decoding
+/// would give. Bounded: emptied when it holds [`Decoded::KEPT`].
+struct Decoded {
+    held: std::sync::Mutex<std::collections::HashMap<[u8; 32], ReadResult>>,
+}
+
+impl Decoded {
+    const KEPT: usize = 16_384;
+
+    fn score_of(&self, leaf: &[u8]) -> ReadResult {
+        let key = *blake3::hash(leaf).as_bytes();
+        if let Some(r) = self.lock().get(&key) {
+            return r.clone();
+        }
+        let r = read_score(leaf);
+        let mut held = self.lock();
+        if held.len() >= Self::KEPT {
+            held.clear();
+        }
+        held.insert(key, r.clone());
+        r
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<[u8; 32], ReadResult>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+static DECODED: std::sync::LazyLock<Decoded> = std::sync::LazyLock::new(|| Decoded {
+    held: std::sync::Mutex::new(std::collections::HashMap::new()),
+});
+
 /// Options of [`held_out_from_evidence`].
 pub struct Window {
     /// Scores sequenced before this time (µs, UTC) are outside the window.
@@ -80,13 +145,17 @@ pub fn held_out_from_evidence(
         if !seen.insert(c.index) {
             return Err(EvidenceError::Repeated { index: c.index });
         }
-        let (d, at) = decode_leaf(c.leaf).map_err(|r| EvidenceError::Undecodable {
-            index: c.index,
-            reason: r.to_string(),
-        })?;
-        let Event::ScoreRecorded(s) = d.payload.event else {
-            return Err(EvidenceError::NotAScore { index: c.index });
+        let s = match DECODED.score_of(c.leaf) {
+            Ok(Some(s)) => s,
+            Ok(None) => return Err(EvidenceError::NotAScore { index: c.index }),
+            Err(reason) => {
+                return Err(EvidenceError::Undecodable {
+                    index: c.index,
+                    reason,
+                })
+            }
         };
+        let at = s.at;
         if s.task_class != task_class {
             return Err(EvidenceError::OtherTaskClass {
                 index: c.index,
@@ -107,19 +176,19 @@ pub fn held_out_from_evidence(
             }
         }
         if let Some(stated) = c.score {
-            if stated.to_bits() != s.score.score.to_bits() {
+            if stated.to_bits() != s.score.to_bits() {
                 return Err(EvidenceError::OtherScore {
                     index: c.index,
                     stated,
-                    found: s.score.score,
+                    found: s.score,
                 });
             }
         }
         if !cases.insert(s.case_id.clone()) {
             return Err(EvidenceError::CaseTwice { case: s.case_id });
         }
-        passed += usize::from(s.score.passed);
-        scores.push(s.score.score);
+        passed += usize::from(s.passed);
+        scores.push(s.score);
     }
     // The plain bootstrap: given again when this process drew it for these
     // very bits before (a server checking the same view twice), never taken
@@ -188,4 +257,26 @@ pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), E
         },
     )?;
     check_stated(&view.held_out, &recomputed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_reading_is_the_one_decoding_gives_and_other_bytes_are_decoded_afresh() {
+        let memo = Decoded {
+            held: std::sync::Mutex::new(std::collections::HashMap::new()),
+        };
+        let bad = b"not a logged record".to_vec();
+        let first = memo.score_of(&bad).err();
+        assert!(first.is_some());
+        assert_eq!(memo.score_of(&bad).err(), first);
+        assert_eq!(read_score(&bad).err(), first);
+        // One byte more is another key, decoded on its own.
+        let mut other = bad.clone();
+        other.push(b'!');
+        assert_eq!(memo.score_of(&other).err(), read_score(&other).err());
+        assert_eq!(memo.lock().len(), 2);
+    }
 }
