@@ -701,22 +701,23 @@ fn reserve(dir: &Path, side: &mut Sidecar, n: usize) -> anyhow::Result<u64> {
     Ok(first)
 }
 
-/// Projection reads, each after one new score (so each answer folds new
-/// evidence in).
-fn projection_load(
+/// `GET path` after each new score of `events` (so each answer folds new
+/// evidence in), the request alone timed; `check` checks each answer. The
+/// latencies are returned.
+fn after_each_score(
     base: &str,
     vkey: &str,
     p: &Prepared,
     side: &mut Sidecar,
-    first: u64,
-    n: usize,
-) -> anyhow::Result<(u64, Vec<u64>)> {
+    events: std::ops::Range<u64>,
+    path: &str,
+    mut check: impl FnMut(&verifier::client::Reply) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<u64>> {
     let client = Client::new(base, None);
-    let mut lat = Vec::with_capacity(n);
-    let mut scores = 0;
+    let mut lat = Vec::with_capacity(events.clone().count());
     let mut checker = verifier::check::ReceiptChecker::new(vkey);
-    for k in 0..n as u64 {
-        let (env, _) = p.event(0, first + k, 0);
+    for i in events {
+        let (env, _) = p.event(0, i, 0);
         let r = client.post_json("/v1/events", &env)?;
         if r.status != 201 {
             bail!("score refused ({}): {}", r.status, r.text());
@@ -725,21 +726,40 @@ fn projection_load(
         side.raw_event_bytes += env.len() as u64;
         side.appended += 1;
         let t = Instant::now();
-        let r = client.get(&format!("/v1/task-classes/{}", p.task_class))?;
+        let r = client.get(path)?;
         lat.push(t.elapsed().as_micros() as u64);
         if r.status != 200 {
-            bail!("projection failed ({}): {}", r.status, r.text());
+            bail!("GET {path} failed ({}): {}", r.status, r.text());
         }
+        check(&r)?;
+    }
+    Ok(lat)
+}
+
+/// Projection reads with every evidence entry and its proof, each checked
+/// ([`after_each_score`]); also the scores in the window of the last.
+fn projection_load(
+    base: &str,
+    vkey: &str,
+    p: &Prepared,
+    side: &mut Sidecar,
+    first: u64,
+    n: usize,
+) -> anyhow::Result<(u64, Vec<u64>)> {
+    let path = format!("/v1/task-classes/{}", p.task_class);
+    let mut scores = 0;
+    let lat = after_each_score(base, vkey, p, side, first..first + n as u64, &path, |r| {
         let v: verifier::wire::ProjectionResponse = r.json()?;
         verifier::check::check_projection(&v, vkey)?;
         scores = v.view.scores_in_window as u64;
-    }
+        Ok(())
+    })?;
     Ok((scores, lat))
 }
 
 /// The numbers alone (`GET /v1/task-classes/{name}/view`), each after one
-/// new score, as [`projection_load`] does; the checkpoint of each answer
-/// is checked, the numbers cannot be.
+/// new score ([`after_each_score`]); the checkpoint of each answer is
+/// checked, the numbers cannot be.
 fn numbers_load(
     base: &str,
     vkey: &str,
@@ -748,27 +768,13 @@ fn numbers_load(
     first: u64,
     n: usize,
 ) -> anyhow::Result<Vec<u64>> {
-    let client = Client::new(base, None);
-    let mut lat = Vec::with_capacity(n);
+    let path = format!("/v1/task-classes/{}/view", p.task_class);
     let keys = [vkey.to_owned()];
-    for k in 0..n as u64 {
-        let (env, _) = p.event(0, first + k, 0);
-        let r = client.post_json("/v1/events", &env)?;
-        if r.status != 201 {
-            bail!("score refused ({}): {}", r.status, r.text());
-        }
-        side.raw_event_bytes += env.len() as u64;
-        side.appended += 1;
-        let t = Instant::now();
-        let r = client.get(&format!("/v1/task-classes/{}/view", p.task_class))?;
-        lat.push(t.elapsed().as_micros() as u64);
-        if r.status != 200 {
-            bail!("numbers failed ({}): {}", r.status, r.text());
-        }
+    after_each_score(base, vkey, p, side, first..first + n as u64, &path, |r| {
         let v: verifier::wire::ViewResponse = r.json()?;
         anchors::open_checkpoint_any(v.checkpoint.as_bytes(), &keys)?;
-    }
-    Ok(lat)
+        Ok(())
+    })
 }
 
 /// `POST /v1/recommendations` timed `n` times, each a new
@@ -926,29 +932,13 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
 
         let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
         let p = prepared(&cfg.dir, &side)?;
-        let first = reserve(&cfg.dir, &mut side, cfg.projection_requests)?;
-        let (scores, mut lat) = projection_load(
-            &server.base,
-            &vkey,
-            &p,
-            &mut side,
-            first,
-            cfg.projection_requests,
-        )?;
-        write_sidecar(&cfg.dir, &side)?;
+        let n = cfg.projection_requests;
+        let first = reserve(&cfg.dir, &mut side, 2 * n)?;
+        let (scores, mut lat) = projection_load(&server.base, &vkey, &p, &mut side, first, n)?;
         rep.projection_scores = scores;
         rep.projection_p50_us = pct(&mut lat, 0.5);
         rep.projection_p99_us = pct(&mut lat, 0.99);
-        let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
-        let first = reserve(&cfg.dir, &mut side, cfg.projection_requests)?;
-        let mut lat = numbers_load(
-            &server.base,
-            &vkey,
-            &p,
-            &mut side,
-            first,
-            cfg.projection_requests,
-        )?;
+        let mut lat = numbers_load(&server.base, &vkey, &p, &mut side, first + n as u64, n)?;
         write_sidecar(&cfg.dir, &side)?;
         rep.numbers_p50_us = pct(&mut lat, 0.5);
         rep.numbers_p99_us = pct(&mut lat, 0.99);

@@ -328,14 +328,47 @@ fn root_in(r: &Reader<'_>, size: u64, head: &Head) -> Result<Hash, Error> {
 }
 
 pub(crate) fn checked_entry(snap: &Snapshot, index: u64) -> Result<Entry, Error> {
-    let stored = snap.entry(index)?.ok_or_else(|| {
-        Corruption::new(
-            index,
-            CorruptionKind::MissingEntry,
-            "entry below head is absent",
-        )
-    })?;
+    let stored = snap.entry(index)?.ok_or_else(|| missing_entry(index))?;
     let expected = snap.hashes_at(&[stored_hash_index(0, index)])?[0];
+    checked(index, stored, expected)
+}
+
+/// Entries `start..end` of `snap`, each checked as [`checked_entry`] checks
+/// one, read in one pass: each bundle decoded once, and the leaf hashes
+/// read as one run of the hash table rather than one lookup each.
+pub(crate) fn checked_entries(snap: &Snapshot, start: u64, end: u64) -> Result<Vec<Entry>, Error> {
+    if start >= end {
+        return Ok(Vec::new());
+    }
+    let wanted: Vec<u64> = (start..end).map(|i| stored_hash_index(0, i)).collect();
+    let expected = snap.hashes_at(&wanted)?;
+    let mut records = snap.records_from(start)?;
+    (start..end)
+        .zip(expected)
+        .map(|(index, expected)| {
+            let (at, rec) = records.next().ok_or_else(|| missing_entry(index))??;
+            if at != index {
+                return Err(missing_entry(index));
+            }
+            let stored = crate::store::StoredEntry::decode(index, &rec)?;
+            checked(index, stored, expected)
+        })
+        .collect()
+}
+
+/// Entry `index` below the head is not in the store.
+fn missing_entry(index: u64) -> Error {
+    Corruption::new(
+        index,
+        CorruptionKind::MissingEntry,
+        "entry below head is absent",
+    )
+    .into()
+}
+
+/// `stored` as entry `index`, once its bytes hash to `expected`, its stored
+/// leaf hash.
+fn checked(index: u64, stored: crate::store::StoredEntry, expected: Hash) -> Result<Entry, Error> {
     let got = leaf_hash(&stored.leaf);
     if got != expected {
         return Err(Corruption::new(
@@ -351,48 +384,4 @@ pub(crate) fn checked_entry(snap: &Snapshot, index: u64) -> Result<Entry, Error>
         leaf_hash: got,
         chain_hash: stored.chain,
     })
-}
-
-/// Entries `start..end` of `snap`, each checked as [`checked_entry`] checks
-/// one, read in one pass: each bundle decoded once, and the leaf hashes
-/// read as one run of the hash table rather than one lookup each.
-pub(crate) fn checked_entries(snap: &Snapshot, start: u64, end: u64) -> Result<Vec<Entry>, Error> {
-    if start >= end {
-        return Ok(Vec::new());
-    }
-    let wanted: Vec<u64> = (start..end).map(|i| stored_hash_index(0, i)).collect();
-    let expected = snap.hashes_at(&wanted)?;
-    let mut records = snap.records_from(start)?;
-    let mut out = Vec::with_capacity(wanted.len());
-    for (index, expected) in (start..end).zip(expected) {
-        let missing = || -> Error {
-            Corruption::new(
-                index,
-                CorruptionKind::MissingEntry,
-                "entry below head is absent",
-            )
-            .into()
-        };
-        let (at, rec) = records.next().ok_or_else(missing)??;
-        if at != index {
-            return Err(missing());
-        }
-        let stored = crate::store::StoredEntry::decode(index, &rec)?;
-        let got = leaf_hash(&stored.leaf);
-        if got != expected {
-            return Err(Corruption::new(
-                index,
-                CorruptionKind::Leaf,
-                "entry bytes do not match the stored leaf hash",
-            )
-            .into());
-        }
-        out.push(Entry {
-            index,
-            leaf: stored.leaf,
-            leaf_hash: got,
-            chain_hash: stored.chain,
-        });
-    }
-    Ok(out)
 }

@@ -78,6 +78,12 @@ pub(crate) fn checked_projection_response(
     })
 }
 
+/// The view of task class `name` at the head, at the server's time.
+fn view_now(state: &AppState, name: &str) -> Result<projections::TaskClassView, ApiError> {
+    let mut p = state.projector();
+    Ok(p.view_at_head(state.events.ledger(), name, state.clock.now_micros())?)
+}
+
 /// `GET /v1/task-classes/{name}`: the projection with its proof bundle.
 #[utoipa::path(get, path = "/v1/task-classes/{name}", tag = "projections", params(("name" = String, Path, description = "Task class")),
     responses((status = 200, body = ProjectionResponse), (status = 404, body = Problem, content_type = "application/problem+json"), (status = 503, body = Problem, content_type = "application/problem+json", description = "Log verifying or failed verification: no numbers")))]
@@ -89,11 +95,7 @@ pub async fn get_task_class(
     state.require_verified()?;
     let st = Arc::clone(&state);
     let resp = tokio::task::spawn_blocking(move || -> Result<ProjectionResponse, ApiError> {
-        let view = {
-            let mut p = st.projector();
-            p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
-        };
-        projection_response(&st, view)
+        projection_response(&st, view_now(&st, &name)?)
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
@@ -113,10 +115,7 @@ pub async fn get_task_class_view(
     state.require_verified()?;
     let st = Arc::clone(&state);
     let resp = tokio::task::spawn_blocking(move || -> Result<ViewResponse, ApiError> {
-        let view = {
-            let mut p = st.projector();
-            p.view_at_head(st.events.ledger(), &name, st.clock.now_micros())?
-        };
+        let view = view_now(&st, &name)?;
         let root = parse_hash("root", &view.root)?;
         Ok(ViewResponse {
             checkpoint: st.checkpoint(view.tree_size, &root)?,
