@@ -88,10 +88,12 @@ fn tile_body(state: &AppState, t: &TilePath, gzip: bool) -> Result<Bytes, ApiErr
 }
 
 /// The tiles and entry bundles served, kept by their path (and whether
-/// gzipped) up to a number of bytes, least recently used first out. A tile
-/// path names bytes that never change (a partial tile names its width), so
-/// a kept one is always the one the log would give; a tile the tree does
-/// not hold yet is an error, never kept.
+/// gzipped) up to a number of bytes; quick_cache chooses what to evict
+/// (S3-FIFO: what was read once goes first). A tile path names bytes that
+/// never change (a partial tile names its width), so a kept body is the one
+/// the log's checked read gave; a tile the tree does not hold yet is an
+/// error, never kept, and nothing kept is served once the log fails a
+/// check (`refuse_if_failed` comes first).
 pub(crate) struct TileCache {
     kept: Option<quick_cache::sync::Cache<(TilePath, bool), Bytes, ByLength>>,
 }
@@ -106,19 +108,31 @@ impl quick_cache::Weighter<(TilePath, bool), Bytes> for ByLength {
 }
 
 impl TileCache {
-    /// Keeps up to `bytes` of bodies; 0 keeps none.
+    /// Keeps up to `bytes` of bodies; 0 keeps none. The cache is split in
+    /// [`TileCache::SHARDS`] parts (not one per core: on a large host a
+    /// part would be smaller than an entry bundle), and a body larger than
+    /// a part is served but not kept.
     pub(crate) fn new(bytes: u64) -> TileCache {
         let hash_tile = 32 * u64::from(ledger::tiles::WIDTH);
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity((bytes / hash_tile).max(1) as usize)
+            .weight_capacity(bytes)
+            .shards(Self::SHARDS)
+            .build();
         TileCache {
-            kept: (bytes > 0).then(|| {
-                quick_cache::sync::Cache::with_weighter(
-                    (bytes / hash_tile).max(1) as usize,
-                    bytes,
+            kept: match options {
+                Ok(o) if bytes > 0 => Some(quick_cache::sync::Cache::with_options(
+                    o,
                     ByLength,
-                )
-            }),
+                    Default::default(),
+                    Default::default(),
+                )),
+                _ => None,
+            },
         }
     }
+
+    const SHARDS: usize = 4;
 
     fn get(&self, t: &TilePath, gzip: bool) -> Option<Bytes> {
         self.kept.as_ref()?.get(&(*t, gzip))
@@ -170,6 +184,25 @@ mod tests {
             HeaderValue::from_str(v).expect("header"),
         );
         m
+    }
+
+    #[test]
+    fn the_tile_cache_keeps_hash_tiles_and_entry_bundles_by_path_and_encoding() {
+        let cache = TileCache::new(64 << 20);
+        let tile = TilePath::hashes(0, 7, 256).expect("tile");
+        let bundle = TilePath::entries(7, 256).expect("bundle");
+        cache.put(&tile, false, Bytes::from(vec![1u8; 8192]));
+        // An entry bundle at 10M entries: about 436 KB.
+        cache.put(&bundle, true, Bytes::from(vec![2u8; 436_032]));
+        assert_eq!(cache.get(&tile, false).map(|b| b.len()), Some(8192));
+        assert_eq!(cache.get(&bundle, true).map(|b| b.len()), Some(436_032));
+        assert!(cache.get(&bundle, false).is_none(), "gzipped is not plain");
+        assert!(cache
+            .get(&TilePath::hashes(0, 7, 255).expect("tile"), false)
+            .is_none());
+        let none = TileCache::new(0);
+        none.put(&tile, false, Bytes::from(vec![1u8; 8192]));
+        assert!(none.get(&tile, false).is_none());
     }
 
     #[test]
