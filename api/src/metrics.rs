@@ -137,6 +137,8 @@ pub struct Metrics {
     /// Tree size of the tiles directory's checkpoint (`tiles_dir`).
     pub tiles_synced_size: Gauge,
     tiles_failures: Counter,
+    tile_cache_hits: Counter,
+    tile_cache_misses: Counter,
     /// Tree size of the newest checkpoint a witness quorum cosigned.
     pub witnessed_size: Gauge,
     witness_failures: Counter,
@@ -316,6 +318,17 @@ impl Metrics {
             "Walks of the log after the start (its tail, or the whole log again) that failed: numbers, proofs and writes are then withheld",
             verify_failures.clone(),
         );
+        let (tile_cache_hits, tile_cache_misses) = (Counter::default(), Counter::default());
+        registry.register(
+            "tile_cache_hits",
+            "GET /tile/... answers served from the tile cache (tile_cache_mb)",
+            tile_cache_hits.clone(),
+        );
+        registry.register(
+            "tile_cache_misses",
+            "GET /tile/... answers read from the log (not in the tile cache)",
+            tile_cache_misses.clone(),
+        );
         let (tiles_synced_size, tiles_failures) = (Gauge::default(), Counter::default());
         registry.register(
             "tiles_synced_size",
@@ -387,6 +400,8 @@ impl Metrics {
             verify_failures,
             tiles_synced_size,
             tiles_failures,
+            tile_cache_hits,
+            tile_cache_misses,
             witnessed_size,
             witness_failures,
             requests,
@@ -428,6 +443,15 @@ impl Metrics {
     /// A walk of the log after the start failed.
     pub fn count_verify_failure(&self) {
         self.verify_failures.inc();
+    }
+
+    /// A tile answered from the tile cache (`hit`) or read from the log.
+    pub fn count_tile_read(&self, hit: bool) {
+        if hit {
+            self.tile_cache_hits.inc();
+        } else {
+            self.tile_cache_misses.inc();
+        }
     }
 
     /// An anchor check failed, or an anchor could not be published.

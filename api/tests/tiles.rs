@@ -181,6 +181,40 @@ fn the_static_directory_is_byte_identical_to_the_api_and_an_independent_reader_a
 }
 
 #[test]
+fn a_tile_served_again_comes_from_the_cache_with_the_same_bytes_and_is_counted() {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    seed(&s, &c);
+    s.wait_verified();
+    let (hits, misses) = (
+        common::metric(&c, "ledger_tile_cache_hits_total"),
+        common::metric(&c, "ledger_tile_cache_misses_total"),
+    );
+    let (first, _, a) = get(&s, "/tile/0/000.p/5", "");
+    let (again, _, b) = get(&s, "/tile/0/000.p/5", "");
+    assert_eq!((first, again), (200, 200));
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 5 * 32);
+    assert_eq!(
+        common::metric(&c, "ledger_tile_cache_misses_total"),
+        misses + 1.0
+    );
+    assert_eq!(
+        common::metric(&c, "ledger_tile_cache_hits_total"),
+        hits + 1.0
+    );
+    // Gzipped and plain bundles are kept apart.
+    let (_, h, _) = get(&s, "/tile/entries/000.p/5", "Accept-Encoding: gzip\r\n");
+    assert_eq!(header(&h, "content-encoding"), Some("gzip"));
+    let (_, h, plain) = get(&s, "/tile/entries/000.p/5", "");
+    assert_eq!(header(&h, "content-encoding"), None);
+    assert_eq!(
+        ledger::tiles::decode_bundle(&plain).map(|l| l.len()),
+        Some(5)
+    );
+}
+
+#[test]
 fn tiles_outside_the_tree_are_not_found_and_malformed_paths_are_refused() {
     let s = grown(0);
     let size = s.state.events.ledger().head().size;

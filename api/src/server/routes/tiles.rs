@@ -34,7 +34,9 @@ pub async fn get_tile(
     let path = format!("tile/{rest}");
     let t = TilePath::parse(&path).map_err(|e| ApiError::param("path", e.to_string()))?;
     let gzip = t.kind == Kind::Entries && accepts_gzip(&headers);
-    let body = match state.tile_cache.get(&t, gzip) {
+    let kept = state.tile_cache.get(&t, gzip);
+    state.metrics.count_tile_read(kept.is_some());
+    let body = match kept {
         Some(b) => b,
         None => {
             // A hash tile is read in about as long as a thread hand-off
