@@ -90,38 +90,18 @@ impl<'a> TileFetcher<'a> {
         *self.fetched.borrow()
     }
 
-    /// The body at a C2SP path (`tile/...`), at most `limit` bytes; `None`
-    /// for a 404.
-    fn fetch(&self, path: &str, limit: u64) -> anyhow::Result<Option<Vec<u8>>> {
-        *self.fetched.borrow_mut() += 1;
-        let r = self.client.get_limited(&format!("/{path}"), limit)?;
-        match r.status {
-            200 => Ok(Some(r.body)),
-            404 => Ok(None),
-            s => anyhow::bail!("GET /{path}: status {s}"),
-        }
-    }
-
-    /// A hash tile's `width` hashes: the partial tile, or, when a log has
-    /// replaced it by its full tile (C2SP allows deleting partial tiles
-    /// then), the first `width` hashes of the full one.
+    /// A hash tile's `width` hashes ([`fetch_partial_or_full`]).
     fn hash_tile(&self, level: u8, index: u64, width: u32) -> anyhow::Result<Vec<u8>> {
-        let path = TilePath::hashes(level, index, width)
-            .ok_or_else(|| anyhow::anyhow!("no tile {level}/{index} of width {width}"))?
-            .to_string();
-        if let Some(b) = self.fetch(&path, MAX_TILE)? {
-            return Ok(b);
-        }
-        if width < WIDTH {
-            let full = TilePath::hashes(level, index, WIDTH)
-                .ok_or_else(|| anyhow::anyhow!("no full tile {level}/{index}"))?
-                .to_string();
-            if let Some(mut b) = self.fetch(&full, MAX_TILE)? {
-                b.truncate(width as usize * 32);
-                return Ok(b);
-            }
-        }
-        anyhow::bail!("GET /{path}: not found")
+        let mut requests = 0;
+        let got = fetch_partial_or_full(
+            self.client,
+            TilePath::hashes(level, index, width),
+            TilePath::hashes(level, index, WIDTH),
+            MAX_TILE,
+            &mut requests,
+        );
+        *self.fetched.borrow_mut() += requests;
+        got.map(|(_, b)| b)
     }
 
     /// Why the last read failed, when it was an error of the fetch.
@@ -452,45 +432,19 @@ struct Fetched {
 /// partial ones, or, where a log has replaced them by full ones, those.
 fn fetch_bundle(client: &Client, n: u64, width: u32) -> Fetched {
     let mut requests = 0;
-    let mut get = |kind: &str, partial: Option<TilePath>, full: Option<TilePath>, limit| {
-        let partial = partial.ok_or_else(|| anyhow::anyhow!("{kind} {n} of width {width}"))?;
-        let path = partial.to_string();
-        // A full tile or bundle where a partial one was asked for holds it
-        // first: the rest is not in the signed tree, and is cut off (here
-        // for a tile, by the check for a bundle).
-        let cut = |mut b: Vec<u8>| {
-            if kind == "tile" {
-                b.truncate(width as usize * 32);
-            }
-            b
-        };
-        requests += 1;
-        if let Some(b) = fetch_body(client, &path, limit)? {
-            return Ok((path, cut(b)));
-        }
-        if width < WIDTH {
-            let full = full
-                .ok_or_else(|| anyhow::anyhow!("{kind} {n}"))?
-                .to_string();
-            requests += 1;
-            if let Some(b) = fetch_body(client, &full, limit)? {
-                return Ok((path, cut(b)));
-            }
-            anyhow::bail!("GET /{path}: not found (nor {full})");
-        }
-        anyhow::bail!("GET /{path}: not found")
-    };
-    let bundle = get(
-        "bundle",
+    let bundle = fetch_partial_or_full(
+        client,
         TilePath::entries(n, width),
         TilePath::entries(n, WIDTH),
         MAX_BUNDLE,
+        &mut requests,
     );
-    let leaf_tile = get(
-        "tile",
+    let leaf_tile = fetch_partial_or_full(
+        client,
         TilePath::hashes(0, n, width),
         TilePath::hashes(0, n, WIDTH),
         MAX_TILE,
+        &mut requests,
     )
     .map(|(_, b)| b);
     Fetched {
@@ -498,6 +452,44 @@ fn fetch_bundle(client: &Client, n: u64, width: u32) -> Fetched {
         leaf_tile,
         requests,
     }
+}
+
+/// The body of tile or bundle `partial` with the partial path, or, when a
+/// log has replaced it by `full` (C2SP allows deleting partial tiles then),
+/// the full one's: a hash tile cut to the partial width, a bundle whole
+/// (its check cuts it). Returns the partial path with the body, and counts
+/// the requests made in `requests`.
+fn fetch_partial_or_full(
+    client: &Client,
+    partial: Option<TilePath>,
+    full: Option<TilePath>,
+    limit: u64,
+    requests: &mut u64,
+) -> anyhow::Result<(String, Vec<u8>)> {
+    let partial = partial.ok_or_else(|| anyhow::anyhow!("no such tile or bundle"))?;
+    let path = partial.to_string();
+    // What lies past the partial width is not in the signed tree.
+    let cut = |mut b: Vec<u8>| {
+        if matches!(partial.kind, ledger::tiles::Kind::Hashes { .. }) {
+            b.truncate(partial.width as usize * 32);
+        }
+        b
+    };
+    *requests += 1;
+    if let Some(b) = fetch_body(client, &path, limit)? {
+        return Ok((path, cut(b)));
+    }
+    if partial.width < WIDTH {
+        let full = full
+            .ok_or_else(|| anyhow::anyhow!("no full tile for {path}"))?
+            .to_string();
+        *requests += 1;
+        if let Some(b) = fetch_body(client, &full, limit)? {
+            return Ok((path, cut(b)));
+        }
+        anyhow::bail!("GET /{path}: not found (nor {full})");
+    }
+    anyhow::bail!("GET /{path}: not found")
 }
 
 /// The body at a C2SP path, at most `limit` bytes; `None` for a 404.

@@ -78,10 +78,25 @@ pub(crate) fn checked_projection_response(
     })
 }
 
-/// The view of task class `name` at the head, at the server's time.
-fn view_now(state: &AppState, name: &str) -> Result<projections::TaskClassView, ApiError> {
-    let mut p = state.projector();
-    Ok(p.view_at_head(state.events.ledger(), name, state.clock.now_micros())?)
+/// `answer` made, on a blocking thread, from the view of task class `name`
+/// at the head and the server's time, once the log has verified.
+async fn answer_from_view<T: Send + 'static>(
+    state: Shared,
+    name: Result<Path<String>, PathRejection>,
+    answer: impl FnOnce(&AppState, projections::TaskClassView) -> Result<T, ApiError> + Send + 'static,
+) -> Result<Json<T>, ApiError> {
+    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
+    state.require_verified()?;
+    let resp = tokio::task::spawn_blocking(move || {
+        let view = {
+            let mut p = state.projector();
+            p.view_at_head(state.events.ledger(), &name, state.clock.now_micros())?
+        };
+        answer(&state, view)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(Json(resp))
 }
 
 /// `GET /v1/task-classes/{name}`: the projection with its proof bundle.
@@ -91,15 +106,7 @@ pub async fn get_task_class(
     State(state): State<Shared>,
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ProjectionResponse>, ApiError> {
-    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
-    state.require_verified()?;
-    let st = Arc::clone(&state);
-    let resp = tokio::task::spawn_blocking(move || -> Result<ProjectionResponse, ApiError> {
-        projection_response(&st, view_now(&st, &name)?)
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok(Json(resp))
+    answer_from_view(state, name, projection_response).await
 }
 
 /// `GET /v1/task-classes/{name}/view`: the projection's numbers alone, at
@@ -111,11 +118,7 @@ pub async fn get_task_class_view(
     State(state): State<Shared>,
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Json<ViewResponse>, ApiError> {
-    let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
-    state.require_verified()?;
-    let st = Arc::clone(&state);
-    let resp = tokio::task::spawn_blocking(move || -> Result<ViewResponse, ApiError> {
-        let view = view_now(&st, &name)?;
+    answer_from_view(state, name, |st, view| {
         let root = parse_hash("root", &view.root)?;
         Ok(ViewResponse {
             checkpoint: st.checkpoint(view.tree_size, &root)?,
@@ -125,8 +128,6 @@ pub async fn get_task_class_view(
         })
     })
     .await
-    .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok(Json(resp))
 }
 
 /// `GET /v1/task-classes/{name}/bundle`: an offline proof bundle of the
