@@ -14,7 +14,7 @@ use events::{Clock as _, SystemClock};
 use verifier::check::{check_projection, check_receipt};
 use verifier::client::Client;
 use verifier::client::Reply;
-use verifier::post::{post_one, sign_event};
+use verifier::post::{post_one, sign_event_bound};
 use verifier::wire::WriteReceipt;
 use verifier::wire::{ProjectionResponse, RecommendationResponse};
 
@@ -26,6 +26,8 @@ pub struct Poster<'a> {
     pub client: &'a Client,
     pub vkey: String,
     keys: BTreeMap<String, SigningKey>,
+    /// The handle each case name was given, with its disclosure.
+    handles: BTreeMap<String, events::disclose::Bound>,
     next: u64,
     pub receipts_checked: usize,
 }
@@ -44,6 +46,7 @@ impl<'a> Poster<'a> {
             client,
             vkey,
             keys,
+            handles: BTreeMap::new(),
             next: 0,
             receipts_checked: 0,
         }
@@ -59,7 +62,25 @@ impl<'a> Poster<'a> {
     pub fn envelope(&mut self, signer: &str, event: Event) -> Vec<u8> {
         self.next += 1;
         let key = self.key(signer);
-        sign_event(&key, &format!("demo-{:06}", self.next), event)
+        let bound: Vec<events::disclose::Bound> = self.handles.values().cloned().collect();
+        let bound = events::disclose::handle_field(&event)
+            .and_then(|h| bound.into_iter().find(|b| b.handle == h.handle))
+            .into_iter()
+            .collect::<Vec<_>>();
+        sign_event_bound(&key, &format!("demo-{:06}", self.next), event, &bound)
+    }
+
+    /// The handle of case `name`: given here, with a random salt, the first
+    /// time it is asked for.
+    pub fn case_handle(&mut self, name: &str) -> anyhow::Result<String> {
+        if let Some(b) = self.handles.get(name) {
+            return Ok(b.handle.clone());
+        }
+        let b = events::disclose::bind("case_name", name)
+            .map_err(|e| anyhow::anyhow!("no randomness for a salt: {e}"))?;
+        let handle = b.handle.clone();
+        self.handles.insert(name.to_owned(), b);
+        Ok(handle)
     }
 
     /// Posts as `signer` (a name given to [`Poster::new`] or derived) and
@@ -88,6 +109,7 @@ impl<'a> Poster<'a> {
             Event::PrincipalEnrolled(PrincipalEnrolled {
                 public_key: public_key_b64(&k.verifying_key()),
                 identity: format!("{name}@bench.example"),
+                identity_name: None,
                 roles: vec![role],
             }),
         )?;
@@ -130,7 +152,9 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
             let case_id = format!("{tc}-{i:03}");
             let added_at = format_micros(SystemClock.now_micros());
             let (a, b) = (p.key("curator-ada"), p.key("curator-grace"));
-            let mut case = sample.case_added(tc, &case_id, "held-out", &added_at, (&a, &b));
+            let handle = p.case_handle(&case_id)?;
+            let mut case =
+                sample.case_added_as(tc, &handle, &case_id, "held-out", &added_at, (&a, &b));
             case.difficulty = ["easy", "medium", "hard"][i % 3].into();
             p.post("curator-ada", Event::CaseAdded(case))?;
         }
@@ -147,13 +171,15 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
             let v = (base + jitter).clamp(0.0, 1.0);
             let mut breakdown = BTreeMap::new();
             breakdown.insert("correctness".to_owned(), v);
+            let name = format!("{tc}-{i:03}");
+            let handle = p.case_handle(&name)?;
             p.post(
                 "harness",
                 Event::ScoreRecorded(score(
                     &sample,
                     tc,
                     &run_id,
-                    &format!("{tc}-{i:03}"),
+                    (&name, handle),
                     v,
                     breakdown,
                 )),
@@ -168,11 +194,12 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
         "harness",
         Event::RunStarted(sample.run(tc, "flaky-run-2", Isolation::Microvm)),
     )?;
+    let handle = p.case_handle("flaky-test-quarantine-000")?;
     let mut poisoned = score(
         &sample,
         tc,
         "flaky-run-2",
-        "flaky-test-quarantine-000",
+        ("flaky-test-quarantine-000", handle),
         1.0,
         BTreeMap::new(),
     );
@@ -185,13 +212,14 @@ pub fn load_bench(client: &Client, operator: SigningKey, vkey: &str) -> anyhow::
     );
     let mut bd = BTreeMap::new();
     bd.insert("llm_confidence".to_owned(), 0.99);
+    let handle = p.case_handle("flaky-test-quarantine-001")?;
     let r = p.post_refused(
         "harness",
         Event::ScoreRecorded(score(
             &sample,
             tc,
             "flaky-run-2",
-            "flaky-test-quarantine-001",
+            ("flaky-test-quarantine-001", handle),
             1.0,
             bd,
         )),
@@ -247,12 +275,13 @@ fn score(
     sample: &Sample,
     tc: &str,
     run_id: &str,
-    case: &str,
+    (case, handle): (&str, String),
     v: f64,
     breakdown: BTreeMap<String, f64>,
 ) -> ScoreRecorded {
     let now = format_micros(SystemClock.now_micros());
     let mut s = sample.score(tc, run_id, case, v, &now);
+    s.case_id = handle;
     s.score.passed = v >= 0.6;
     s.score.breakdown = breakdown;
     s.operator_fingerprint = "SHA256:demo-operator".into();

@@ -205,7 +205,10 @@ impl Prepared {
             issued_at: format_micros(now_micros()),
             event,
         };
-        events::envelope::sign_write(key, payload)
+        // The sample's handles: a case or an identity named first gets
+        // the handle the sample gives it, so a score can name it.
+        let bound = events::sample::bindings_for(&payload.event);
+        events::envelope::sign_write_bound(key, payload, &bound)
     }
 
     /// The signed set-up, in order: enrol a harness and two curators,
@@ -226,6 +229,7 @@ impl Prepared {
             let e = Event::PrincipalEnrolled(PrincipalEnrolled {
                 public_key: events::envelope::public_key_b64(&key.verifying_key()),
                 identity: format!("{name}-{}@bench.example", self.nonce),
+                identity_name: None,
                 roles: vec![role],
             });
             out.push(self.sign(&self.operator, next_id(), e));
@@ -252,6 +256,7 @@ impl Prepared {
         let e = Event::PrincipalEnrolled(PrincipalEnrolled {
             public_key: events::envelope::public_key_b64(&gate.verifying_key()),
             identity: format!("gate-{}@bench.example", self.nonce),
+            identity_name: None,
             roles: vec![Role::PromotionGate],
         });
         self.sign(&self.operator, format!("load-{}-gate", self.nonce), e)

@@ -23,7 +23,9 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 
 use crate::canonical::{self, Value};
-use crate::model::{Commitment, Disposition, Event, Payload, Sensitive, SCHEMA_CLEAR};
+use crate::model::{
+    Commitment, Disposition, Event, Payload, Sensitive, SCHEMA_CLEAR, SCHEMA_HANDLES,
+};
 use crate::reject::{RejectCode, Rejection};
 
 /// The fewest and most random bytes a salt may have.
@@ -37,6 +39,8 @@ const WRITE_SALT_BYTES: usize = 32;
 pub enum Rule {
     /// Free text (docs/EVENTS.md *text*).
     Text,
+    /// An identifier (docs/EVENTS.md *identifier*).
+    Ident,
     /// `positive|negative|ambiguous`.
     Disposition,
 }
@@ -98,21 +102,34 @@ fn disposition(s: &str) -> Option<Disposition> {
 /// schema 2 commits. `$r` is `&` or `&mut`.
 macro_rules! sensitive_fields {
     ($event:expr, $slot:ty, $($r:tt)+) => {{
+        // A schema-3 companion (the value behind a handle) comes last,
+        // when the event holds one: the parts of schema-2 entries keep
+        // their places.
         let v: Vec<(&'static str, Rule, $slot)> = match $event {
+            Event::PrincipalEnrolled(e) => ($($r)+ e.identity_name).into_iter().map(|n| ("identity_name", Rule::Text, n as $slot)).collect::<Vec<_>>(),
+            Event::CapabilityMinted(e) => ($($r)+ e.workflow_name).into_iter().map(|n| ("workflow_name", Rule::Ident, n as $slot)).collect::<Vec<_>>(),
             Event::PrincipalRevoked(e) => vec![("reason", Rule::Text, $($r)+ e.reason)],
-            Event::CaseAdded(e) => vec![
-                ("title", Rule::Text, $($r)+ e.title),
-                ("disposition", Rule::Disposition, $($r)+ e.disposition),
-                ("difficulty", Rule::Text, $($r)+ e.difficulty),
-                ("provenance.source_ref", Rule::Text, $($r)+ e.provenance.source_ref),
-            ],
+            Event::CaseAdded(e) => {
+                let mut v: Vec<(&'static str, Rule, $slot)> = vec![
+                    ("title", Rule::Text, $($r)+ e.title),
+                    ("disposition", Rule::Disposition, $($r)+ e.disposition),
+                    ("difficulty", Rule::Text, $($r)+ e.difficulty),
+                    ("provenance.source_ref", Rule::Text, $($r)+ e.provenance.source_ref),
+                ];
+                v.extend(($($r)+ e.case_name).into_iter().map(|n| ("case_name", Rule::Ident, n as $slot)));
+                v
+            }
             Event::CaseRetired(e) => vec![("reason", Rule::Text, $($r)+ e.reason)],
-            Event::CaseProposed(e) => vec![
-                ("draft.title", Rule::Text, $($r)+ e.draft.title),
-                ("draft.disposition", Rule::Disposition, $($r)+ e.draft.disposition),
-                ("draft.difficulty", Rule::Text, $($r)+ e.draft.difficulty),
-                ("production_ref", Rule::Text, $($r)+ e.production_ref),
-            ],
+            Event::CaseProposed(e) => {
+                let mut v: Vec<(&'static str, Rule, $slot)> = vec![
+                    ("draft.title", Rule::Text, $($r)+ e.draft.title),
+                    ("draft.disposition", Rule::Disposition, $($r)+ e.draft.disposition),
+                    ("draft.difficulty", Rule::Text, $($r)+ e.draft.difficulty),
+                    ("production_ref", Rule::Text, $($r)+ e.production_ref),
+                ];
+                v.extend(($($r)+ e.draft.case_name).into_iter().map(|n| ("draft.case_name", Rule::Ident, n as $slot)));
+                v
+            }
             Event::ProposalRejected(e) => vec![("reason", Rule::Text, $($r)+ e.reason)],
             Event::ScoreRecorded(e) => vec![(
                 "operator_fingerprint",
@@ -153,17 +170,21 @@ pub fn committed_paths(kind: crate::model::Kind) -> &'static [&'static str] {
     match kind {
         PrincipalRevoked | CaseRetired | ProposalRejected | RagRecordQuarantined
         | FieldRedacted => &["reason"],
+        PrincipalEnrolled => &["identity_name"],
+        CapabilityMinted => &["workflow_name"],
         CaseAdded => &[
             "title",
             "disposition",
             "difficulty",
             "provenance.source_ref",
+            "case_name",
         ],
         CaseProposed => &[
             "draft.title",
             "draft.disposition",
             "draft.difficulty",
             "production_ref",
+            "draft.case_name",
         ],
         ScoreRecorded => &["operator_fingerprint"],
         _ => &[],
@@ -178,8 +199,107 @@ fn reject<T>(
     Err(Rejection::new(code, field, msg))
 }
 
+/// What a schema-3 handle names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HandleClass {
+    /// A case id (`case.added`, a `case.proposed` draft).
+    Case,
+    /// A principal's identity (`principal.enrolled`).
+    Identity,
+    /// A RAG workflow id (`rag.capability.minted`).
+    Workflow,
+}
+
+impl HandleClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandleClass::Case => "case",
+            HandleClass::Identity => "identity",
+            HandleClass::Workflow => "workflow",
+        }
+    }
+}
+
+/// An identifier that names a sensitive value where the value is first
+/// named: in schema 3 a handle, with the value committed beside it.
+#[derive(Debug, Clone, Copy)]
+pub struct HandleField<'a> {
+    pub class: HandleClass,
+    /// The identifier's path in the body (`case_id`, `draft.case_id`).
+    pub handle_path: &'static str,
+    /// The identifier: the value in clear (schema 1 and 2), its handle
+    /// (schema 3).
+    pub handle: &'a str,
+    /// The companion's path in the body (`case_name`, `draft.case_name`).
+    pub name_path: &'static str,
+    /// The companion: the commitment to the value (schema 3 only).
+    pub name: Option<&'a Sensitive<String>>,
+}
+
+impl HandleField<'_> {
+    /// The handle is the digest of the commitment beside it: the event
+    /// gives the value its handle.
+    pub fn derived(&self) -> bool {
+        self.name.and_then(|n| n.committed()) == Some(self.handle)
+    }
+}
+
+/// The identifier of `event` that names a sensitive value where that value
+/// is first named, if it has one.
+pub fn handle_field(event: &Event) -> Option<HandleField<'_>> {
+    let (class, handle_path, handle, name_path, name) = match event {
+        Event::CaseAdded(e) => (
+            HandleClass::Case,
+            "case_id",
+            &e.case_id,
+            "case_name",
+            &e.case_name,
+        ),
+        Event::CaseProposed(e) => (
+            HandleClass::Case,
+            "draft.case_id",
+            &e.draft.case_id,
+            "draft.case_name",
+            &e.draft.case_name,
+        ),
+        Event::PrincipalEnrolled(e) => (
+            HandleClass::Identity,
+            "identity",
+            &e.identity,
+            "identity_name",
+            &e.identity_name,
+        ),
+        Event::CapabilityMinted(e) => (
+            HandleClass::Workflow,
+            "workflow_id",
+            &e.workflow_id,
+            "workflow_name",
+            &e.workflow_name,
+        ),
+        _ => return None,
+    };
+    Some(HandleField {
+        class,
+        handle_path,
+        handle,
+        name_path,
+        name: name.as_ref(),
+    })
+}
+
+/// Whether `path` is a schema-3 companion: the value behind a handle.
+pub fn handle_field_path(path: &str) -> bool {
+    matches!(
+        path,
+        "case_name" | "draft.case_name" | "identity_name" | "workflow_name"
+    )
+}
+
 /// Schema 1 holds every sensitive value in clear; schema 2 holds a
-/// commitment in each sensitive field and nothing else committed.
+/// commitment in each sensitive field and nothing else committed; schema 3
+/// also holds, beside each identifier that names a sensitive value where
+/// that value is first named, the commitment to the value
+/// ([`handle_field`]), and schemas 1 and 2 hold no such companion.
 pub fn check_form(payload: &Payload) -> Result<(), Rejection> {
     let clear_schema = payload.schema == SCHEMA_CLEAR;
     for (path, _, slot) in fields(&payload.event) {
@@ -204,6 +324,32 @@ pub fn check_form(payload: &Payload) -> Result<(), Rejection> {
                     RejectCode::InvalidValue,
                     format!("{field}._sd"),
                     "must be the base64url (no padding) of a 32-byte SHA-256 digest",
+                )
+            }
+            _ => {}
+        }
+    }
+    if let Some(h) = handle_field(&payload.event) {
+        let field = format!("event.body.{}", h.name_path);
+        match (payload.schema >= SCHEMA_HANDLES, h.name.is_some()) {
+            (false, true) => {
+                return reject(
+                    RejectCode::UnknownField,
+                    field,
+                    format!(
+                        "schema 3 adds this field; schema {} does not have it",
+                        payload.schema
+                    ),
+                )
+            }
+            (true, false) => {
+                return reject(
+                    RejectCode::MissingField,
+                    field,
+                    format!(
+                        "schema 3 commits here the value `{}` is the handle of (docs/PRIVACY.md, \"Handles\")",
+                        h.handle_path
+                    ),
                 )
             }
             _ => {}
@@ -350,6 +496,7 @@ fn check_value(rule: Rule, v: &Value, field: &str) -> Result<(), Rejection> {
     };
     match rule {
         Rule::Text => crate::state::check_text(s, field),
+        Rule::Ident => crate::state::check_ident(s, field),
         Rule::Disposition if disposition(s).is_some() => Ok(()),
         Rule::Disposition => reject(
             RejectCode::InvalidValue,
@@ -407,23 +554,122 @@ pub fn check_disclosed(event: &Event, disclosures: &[String]) -> Result<Vec<Disc
     Ok(out)
 }
 
+/// A value given a handle before the event that names it is built (a
+/// case's handle goes into the statement its curators co-sign): the handle
+/// and the disclosure behind it, with a fresh random salt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// The handle: the digest of [`Bound::disclosure`].
+    pub handle: String,
+    pub disclosure: String,
+}
+
+/// Gives `value`, for the companion field at `path` (`case_name`,
+/// `draft.case_name`, `identity_name`, `workflow_name`), a handle.
+pub fn bind(path: &str, value: &str) -> Result<Bound, getrandom::Error> {
+    let mut salt = [0u8; WRITE_SALT_BYTES];
+    getrandom::fill(&mut salt)?;
+    Ok(bind_with_salt(&salt, path, value))
+}
+
+/// [`bind`] with a given salt (tests and samples that must be repeatable).
+pub fn bind_with_salt(salt: &[u8], path: &str, value: &str) -> Bound {
+    let disclosure = disclosure(salt, path, &Value::Str(value.to_owned()));
+    Bound {
+        handle: digest(&disclosure),
+        disclosure,
+    }
+}
+
 /// Commits every sensitive value `payload` holds in clear, with fresh
-/// random salts, and sets its schema to 2: what a client does before it
-/// signs. Returns the disclosures to send beside the envelope.
+/// random salts, and sets a schema-1 payload's schema to the one this
+/// build writes (a schema-2 payload stays schema 2): what a client does
+/// before it signs. Returns the disclosures to send beside the
+/// envelope.
+///
+/// A schema-3 companion ([`handle_field`]) in clear whose identifier holds
+/// the same value is a value named here first: the identifier becomes the
+/// new commitment's digest, its handle. A companion already committed is
+/// opened by the disclosure of `bound` whose digest it holds (a value
+/// given its handle by [`bind`] before the event was built).
 pub fn commit(payload: &mut Payload) -> Result<Vec<String>, getrandom::Error> {
+    commit_with(payload, &[])
+}
+
+/// [`commit`], with the disclosures of values already bound: a field
+/// committed already is opened by the one whose digest it holds, and a
+/// field in clear is committed with the one that discloses its path and
+/// value, when `bound` has it.
+pub fn commit_with(payload: &mut Payload, bound: &[Bound]) -> Result<Vec<String>, getrandom::Error> {
+    if payload.schema < crate::model::SCHEMA_COMMITTED {
+        payload.schema = crate::model::SCHEMA_VERSION;
+    }
+    if payload.schema >= SCHEMA_HANDLES {
+        fill_companion(&mut payload.event);
+    }
+    let derive = handle_field(&payload.event)
+        .filter(|h| h.name.and_then(|n| n.clear()).map(String::as_str) == Some(h.handle))
+        .is_some();
     let mut out = Vec::new();
+    let mut handle = None;
     for (path, _, slot) in fields_mut(&mut payload.event) {
+        if let Some(d) = slot.digest() {
+            if let Some(b) = bound.iter().find(|b| b.handle == d) {
+                out.push(b.disclosure.clone());
+            }
+            continue;
+        }
         let Some(value) = slot.clear_json() else {
             continue;
         };
-        let mut salt = [0u8; WRITE_SALT_BYTES];
-        getrandom::fill(&mut salt)?;
-        let d = disclosure(&salt, path, &value);
-        slot.set_committed(Commitment { sd: digest(&d) });
+        let given = bound.iter().find(|b| {
+            parse(&b.disclosure, "").is_ok_and(|o| o.path == path && o.value == value)
+        });
+        let d = match given {
+            Some(b) => b.disclosure.clone(),
+            None => {
+                let mut salt = [0u8; WRITE_SALT_BYTES];
+                getrandom::fill(&mut salt)?;
+                disclosure(&salt, path, &value)
+            }
+        };
+        let sd = digest(&d);
+        if derive && handle_field_path(path) {
+            handle = Some(sd.clone());
+        }
+        slot.set_committed(Commitment { sd });
         out.push(d);
     }
-    payload.schema = crate::model::SCHEMA_VERSION;
+    if let Some(h) = handle {
+        set_handle(&mut payload.event, h);
+    }
     Ok(out)
+}
+
+/// A companion left out is the identifier's value in clear: the value is
+/// named here first, under the identifier.
+fn fill_companion(event: &mut Event) {
+    let (id, name) = match event {
+        Event::CaseAdded(e) => (&e.case_id, &mut e.case_name),
+        Event::CaseProposed(e) => (&e.draft.case_id, &mut e.draft.case_name),
+        Event::PrincipalEnrolled(e) => (&e.identity, &mut e.identity_name),
+        Event::CapabilityMinted(e) => (&e.workflow_id, &mut e.workflow_name),
+        _ => return,
+    };
+    if name.is_none() {
+        *name = Some(Sensitive::Clear(id.clone()));
+    }
+}
+
+/// Sets the identifier [`handle_field`] names.
+fn set_handle(event: &mut Event, handle: String) {
+    match event {
+        Event::CaseAdded(e) => e.case_id = handle,
+        Event::CaseProposed(e) => e.draft.case_id = handle,
+        Event::PrincipalEnrolled(e) => e.identity = handle,
+        Event::CapabilityMinted(e) => e.workflow_id = handle,
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -159,12 +159,22 @@ pub fn write_body(envelope: &[u8], disclosures: &[String]) -> Vec<u8> {
     out
 }
 
-/// Commits `payload`'s sensitive values when its schema is 2
+/// Commits `payload`'s sensitive values when its schema is 2 or later
 /// ([`crate::disclose::commit`]), signs it with `key`, and returns the body
 /// to post ([`write_body`]). A schema-1 payload is signed as it is.
-pub fn sign_write(key: &SigningKey, mut payload: Payload) -> Vec<u8> {
-    let disclosures = if payload.schema == SCHEMA_VERSION {
-        crate::disclose::commit(&mut payload).unwrap_or_default()
+pub fn sign_write(key: &SigningKey, payload: Payload) -> Vec<u8> {
+    sign_write_bound(key, payload, &[])
+}
+
+/// [`sign_write`], with the disclosures of values given their handles
+/// before the event was built ([`crate::disclose::bind`]).
+pub fn sign_write_bound(
+    key: &SigningKey,
+    mut payload: Payload,
+    bound: &[crate::disclose::Bound],
+) -> Vec<u8> {
+    let disclosures = if payload.schema != crate::model::SCHEMA_CLEAR {
+        crate::disclose::commit_with(&mut payload, bound).unwrap_or_default()
     } else {
         Vec::new()
     };
@@ -478,16 +488,16 @@ pub fn decode_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
     Ok(payload)
 }
 
-/// `payload`, if its schema is one this ledger reads (1 or 2) and its
+/// `payload`, if its schema is one this ledger reads (1 to 3) and its
 /// sensitive fields are in the form that schema says
 /// ([`crate::disclose::check_form`]).
 fn supported(payload: Payload) -> Result<Payload, Rejection> {
-    if payload.schema != SCHEMA_VERSION && payload.schema != crate::model::SCHEMA_CLEAR {
+    if !(crate::model::SCHEMA_CLEAR..=SCHEMA_VERSION).contains(&payload.schema) {
         return reject(
             RejectCode::UnsupportedSchema,
             "schema",
             format!(
-                "schema {} is not supported; this ledger accepts 1 and {SCHEMA_VERSION}",
+                "schema {} is not supported; this ledger accepts 1 to {SCHEMA_VERSION}",
                 payload.schema
             ),
         );

@@ -1,7 +1,9 @@
 //! # events: signed domain events on the log
 //!
 //! The catalogue ([`model`]), canonical bytes ([`canonical`]), DSSE
-//! envelopes and leaf records ([`envelope`]), strict Ed25519 verification
+//! envelopes and leaf records ([`envelope`]), sensitive values as
+//! commitments ([`disclose`]) and the door's index of handles
+//! ([`handles`]), strict Ed25519 verification
 //! ([`ed25519`]), refusals and their codes ([`reject`]), the rules, one
 //! module per aggregate ([`state`]), their place in the committer
 //! ([`sequencer`]), and the sample bench the demo, tests and benchmarks
@@ -12,6 +14,7 @@ pub mod canonical;
 pub mod disclose;
 pub mod ed25519;
 pub mod envelope;
+pub mod handles;
 pub mod model;
 pub mod reject;
 pub mod sample;

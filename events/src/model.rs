@@ -15,12 +15,22 @@ pub fn payload_schema() -> schemars::Schema {
     schemars::schema_for!(Payload)
 }
 
-/// The schema version this build writes. A log accepts schema 1 until its
-/// first schema-2 entry, and only schema 2 from then on (docs/PRIVACY.md).
-pub const SCHEMA_VERSION: u32 = 2;
+/// The schema version this build writes. A log accepts a schema until its
+/// first entry of a later one, and from that entry on only that schema or
+/// later (docs/PRIVACY.md).
+pub const SCHEMA_VERSION: u32 = SCHEMA_HANDLES;
 
 /// The first schema: every field in clear.
 pub const SCHEMA_CLEAR: u32 = 1;
+
+/// Schema 2: sensitive fields hold commitments; identifiers are in clear.
+pub const SCHEMA_COMMITTED: u32 = 2;
+
+/// Schema 3: as schema 2, and the identifiers that name a sensitive value
+/// (case ids, identities, workflow ids) are handles: the value is committed
+/// in a companion field where it is first named, and every event names it
+/// by the handle (docs/PRIVACY.md, "Handles").
+pub const SCHEMA_HANDLES: u32 = 3;
 
 /// A sensitive field (docs/EVENTS.md, "What each field reveals"): its value
 /// in clear (schema 1), or, from schema 2 on, a commitment to it, the
@@ -83,8 +93,8 @@ impl From<Disposition> for Sensitive<Disposition> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Payload {
-    /// Schema version: 1 (every field in clear) or 2 (sensitive fields
-    /// committed).
+    /// Schema version: 1 (every field in clear), 2 (sensitive fields
+    /// committed) or 3 (also identifiers as handles).
     pub schema: u32,
     /// The envelope id: unique per event. Re-posting the same envelope is
     /// idempotent; reusing the id for other content is refused.
@@ -352,7 +362,12 @@ pub struct CheckpointRef {
 pub struct PrincipalEnrolled {
     /// Base64 of the 32-byte Ed25519 public key.
     pub public_key: String,
+    /// The identity (schema 1 and 2), or its handle (schema 3).
     pub identity: String,
+    /// Schema 3: the commitment to the identity (an e-mail address, say)
+    /// whose handle `identity` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_name: Option<Sensitive<String>>,
     pub roles: Vec<Role>,
 }
 
@@ -430,7 +445,12 @@ pub struct Provenance {
 #[serde(deny_unknown_fields)]
 pub struct CaseAdded {
     pub task_class: String,
+    /// The case id (schema 1 and 2), or its handle (schema 3).
     pub case_id: String,
+    /// Schema 3: the commitment to the case's name (an advisory id, say)
+    /// whose handle `case_id` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case_name: Option<Sensitive<String>>,
     pub title: Sensitive<String>,
     pub disposition: Sensitive<Disposition>,
     pub difficulty: Sensitive<String>,
@@ -453,7 +473,12 @@ pub struct CaseRetired {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CaseDraft {
+    /// The case id (schema 1 and 2), or its handle (schema 3).
     pub case_id: String,
+    /// Schema 3: the commitment to the case's name (an advisory id, say)
+    /// whose handle `case_id` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case_name: Option<Sensitive<String>>,
     pub title: Sensitive<String>,
     pub disposition: Sensitive<Disposition>,
     pub difficulty: Sensitive<String>,
@@ -586,7 +611,12 @@ pub struct ScoreRecorded {
 #[serde(deny_unknown_fields)]
 pub struct CapabilityMinted {
     pub capability_id: String,
+    /// The workflow's id (schema 1 and 2), or its handle (schema 3).
     pub workflow_id: String,
+    /// Schema 3: the commitment to the workflow id whose handle
+    /// `workflow_id` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_name: Option<Sensitive<String>>,
     pub validated_at: String,
     /// The ledger checkpoint the capability was minted at.
     pub minted_at: CheckpointRef,

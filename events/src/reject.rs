@@ -53,7 +53,7 @@ codes! {
     UnknownEventKind = "unknown_event_kind",
     /// The payload's schema version is not supported.
     UnsupportedSchema = "unsupported_schema",
-    /// The log holds schema-2 entries, and from its first one on accepts only schema 2 (docs/PRIVACY.md).
+    /// The log holds entries of a later schema, and from its first one on accepts only that schema or later (docs/PRIVACY.md).
     SchemaSuperseded = "schema_superseded",
     /// A schema-2 payload holds a sensitive field's value in clear instead of a commitment.
     SensitiveValueInClear = "sensitive_value_in_clear",
@@ -67,6 +67,12 @@ codes! {
     DisclosureUnused = "disclosure_unused",
     /// A disclosure names another field than the one whose commitment it opens.
     DisclosureFieldMismatch = "disclosure_field_mismatch",
+    /// A schema-3 handle (case id, identity, workflow id) is neither the digest of the commitment beside it nor a handle an earlier event gave (docs/PRIVACY.md, "Handles").
+    HandleNotDerived = "handle_not_derived",
+    /// A schema-3 event names an earlier handle for another value than the one that handle was given for, or for a value the ledger can no longer read.
+    HandleValueMismatch = "handle_value_mismatch",
+    /// A schema-3 event gives a new handle to a value that already has one: name that handle instead.
+    HandleValueBound = "handle_value_bound",
     /// A redaction names an entry the log does not hold, or gives another leaf hash than the entry's.
     RedactionTargetMismatch = "redaction_target_mismatch",
     /// A redaction names a field the entry does not hold as a commitment.

@@ -17,6 +17,34 @@ pub fn digest(label: &str) -> String {
     format!("blake3:{}", blake3::hash(label.as_bytes()).to_hex())
 }
 
+/// The handle a sample gives `value` named first in the companion field at
+/// `path` (`case_name`, `draft.case_name`, `identity_name`,
+/// `workflow_name`), with its disclosure: a salt derived from the path and
+/// the value, so the same sample value always has the same handle. Real
+/// clients salt at random ([`crate::disclose::bind`]).
+pub fn binding(path: &str, value: &str) -> crate::disclose::Bound {
+    let salt = blake3::hash(format!("evidence-ledger sample salt\n{path}\n{value}").as_bytes());
+    crate::disclose::bind_with_salt(salt.as_bytes(), path, value)
+}
+
+/// The sample's binding of the value `event` names first (its companion in
+/// clear, or, left out, its identifier's value), for
+/// [`crate::envelope::sign_write_bound`]: empty for other events.
+pub fn bindings_for(event: &Event) -> Vec<crate::disclose::Bound> {
+    crate::disclose::handle_field(event)
+        .map(|h| {
+            let value = h.name.and_then(|n| n.clear()).map_or(h.handle, String::as_str);
+            binding(h.name_path, value)
+        })
+        .into_iter()
+        .collect()
+}
+
+/// The handle a sample gives case `name` ([`binding`] in `case_name`).
+pub fn case_handle(name: &str) -> String {
+    binding("case_name", name).handle
+}
+
 /// The digest a sample gives the cassette of case `case_id`.
 pub fn cassette_digest(case_id: &str) -> String {
     digest(&format!("cassette {case_id}"))
@@ -78,21 +106,45 @@ impl Sample {
     }
 
     /// Case `case_id` of `task_class` in `curation_class`, added at
-    /// `added_at` (RFC 3339) and co-signed by two curators. Its digest is
-    /// [`digest`] of its id, its cassette's [`cassette_digest`].
+    /// `added_at` (RFC 3339) and co-signed by two curators. It holds the
+    /// name `case_id` in clear beside its handle [`case_handle`] (committing
+    /// it with [`binding`]'s salt gives that handle). Its digest is
+    /// [`digest`] of its name, its cassette's [`cassette_digest`].
     pub fn case_added(
         &self,
         task_class: &str,
         case_id: &str,
         curation_class: &str,
         added_at: &str,
+        curators: (&SigningKey, &SigningKey),
+    ) -> CaseAdded {
+        self.case_added_as(
+            task_class,
+            &case_handle(case_id),
+            case_id,
+            curation_class,
+            added_at,
+            curators,
+        )
+    }
+
+    /// [`Sample::case_added`] under the handle `handle` (a client's, with
+    /// its own salt: [`crate::disclose::bind`]).
+    pub fn case_added_as(
+        &self,
+        task_class: &str,
+        handle: &str,
+        case_id: &str,
+        curation_class: &str,
+        added_at: &str,
         (added_by, reviewed_by): (&SigningKey, &SigningKey),
     ) -> CaseAdded {
         let case_digest = digest(case_id);
-        let st = case_provenance_statement(case_id, added_at, &case_digest);
+        let st = case_provenance_statement(handle, added_at, &case_digest);
         CaseAdded {
             task_class: task_class.into(),
-            case_id: case_id.into(),
+            case_id: handle.into(),
+            case_name: Some(case_id.into()),
             title: format!("{task_class} case {case_id}").into(),
             disposition: Disposition::Positive.into(),
             difficulty: "medium".into(),
@@ -121,9 +173,10 @@ impl Sample {
         }
     }
 
-    /// Score `value` of case `case_id` in run `run_id`, passed at 0.5 or
-    /// more, with `correctness` equal to the score, started and finished at
-    /// `at` (RFC 3339). The case and cassette digests are those
+    /// Score `value` of case `case_id` (named by its handle,
+    /// [`case_handle`]) in run `run_id`, passed at 0.5 or more, with
+    /// `correctness` equal to the score, started and finished at `at` (RFC
+    /// 3339). The case and cassette digests are those
     /// [`Sample::case_added`] gives the case.
     pub fn score(
         &self,
@@ -136,7 +189,7 @@ impl Sample {
         ScoreRecorded {
             run_id: run_id.into(),
             task_class: task_class.into(),
-            case_id: case_id.into(),
+            case_id: case_handle(case_id),
             case_digest: digest(case_id),
             rubric_digest: self.rubric.clone(),
             cassette_digest: cassette_digest(case_id),

@@ -282,6 +282,8 @@ pub struct EventSequencer {
     loading: bool,
     /// Ids sequenced since the last commit: not in the key index yet.
     pending: HashMap<String, Found>,
+    /// Which value each schema-3 handle stands for ([`crate::handles`]).
+    handles: crate::handles::HandleValues,
 }
 
 /// The key index names an entry by its envelope id and payload digest.
@@ -474,6 +476,12 @@ impl Sequencer for EventSequencer {
         if let Err(r) = self.state.check(&d, at, log) {
             return Sequenced::Reject(r);
         }
+        if let Err(r) =
+            self.handles
+                .admit(&d.payload.event, d.payload.schema, &disclosures, &self.state, next)
+        {
+            return Sequenced::Reject(r);
+        }
         self.state.apply(&d, next, at);
         if let Event::PrincipalEnrolled(e) = &d.payload.event {
             if let Some(k) = parse_public_key(&e.public_key) {
@@ -490,9 +498,14 @@ impl Sequencer for EventSequencer {
             },
         );
         let shred = match &d.payload.event {
-            Event::FieldRedacted(e) => redacted_part(log, e.entry, &e.field)
-                .map(|part| vec![(e.entry, part)])
-                .unwrap_or_default(),
+            Event::FieldRedacted(e) => {
+                if crate::disclose::handle_field_path(&e.field) {
+                    self.handles.redacted(e.entry);
+                }
+                redacted_part(log, e.entry, &e.field)
+                    .map(|part| vec![(e.entry, part)])
+                    .unwrap_or_default()
+            }
             _ => Vec::new(),
         };
         Sequenced::Append {
@@ -506,6 +519,7 @@ impl Sequencer for EventSequencer {
 
     fn committed(&mut self) {
         self.pending.clear();
+        self.handles.committed();
     }
 
     const KEYED: bool = true;
@@ -518,6 +532,7 @@ impl Sequencer for EventSequencer {
 
     fn failed(&mut self, log: &LogView<'_>) {
         self.pending.clear();
+        self.handles.failed();
         if self.loading {
             return;
         }
@@ -656,6 +671,7 @@ impl EventLog {
                 broken: false,
                 loading: true,
                 pending: HashMap::new(),
+                handles: Default::default(),
             })
         })?;
         Ok(EventLog {
@@ -715,8 +731,12 @@ impl EventLog {
             Ok((state, resumed, refused)) => {
                 let size = state.size;
                 self.keys.reset(&state);
+                let handles = crate::handles::HandleValues::load(&state, |origin| {
+                    self.companion_disclosed(origin)
+                });
                 self.ledger.inspect_mut(|s| {
                     s.state = state;
+                    s.handles = handles;
                     s.loading = false;
                 });
                 let from = resumed.map(|(size, _)| size);
@@ -746,6 +766,32 @@ impl EventLog {
         }
         self.catching_up.store(false, SeqCst);
         Ok(())
+    }
+
+    /// The value entry `origin`'s schema-3 companion discloses, from the
+    /// disclosures kept beside it: `None` when redacted, not kept here, or
+    /// unreadable (logged).
+    fn companion_disclosed(&self, origin: u64) -> Option<String> {
+        let read = || -> Result<Option<String>, Error> {
+            let entry = self.ledger.entry(origin)?;
+            let Ok((d, _)) = crate::envelope::decode_logged_leaf(&entry.leaf) else {
+                return Ok(None);
+            };
+            let parts: Vec<String> = self
+                .ledger
+                .private_parts(origin)?
+                .into_iter()
+                .map(|p| match p {
+                    ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
+                    _ => String::new(),
+                })
+                .collect();
+            Ok(crate::handles::companion_value(&d.payload.event, &parts))
+        };
+        read().unwrap_or_else(|e| {
+            tracing::warn!(entry = origin, error = %e, "cannot read the value behind a handle");
+            None
+        })
     }
 
     /// Checks the signature of every entry [`EventLog::load_state`] replayed
@@ -1138,8 +1184,10 @@ impl EventLog {
     }
 }
 
-/// The two envelopes that start a log: the operator enrolling its own key,
-/// then enrolling the ledger's key with the `ledger` role.
+/// The two writes that start a log: the operator enrolling its own key,
+/// then enrolling the ledger's key with the `ledger` role. Each is an
+/// envelope with the disclosure of the identity it commits to
+/// ([`crate::envelope::sign_write`]).
 pub fn genesis_envelopes(
     operator: &SigningKey,
     operator_identity: &str,
@@ -1155,22 +1203,23 @@ pub fn genesis_envelopes(
         event: Event::PrincipalEnrolled(PrincipalEnrolled {
             public_key: public_key_b64(key),
             identity: identity.to_owned(),
+            identity_name: None,
             roles,
         }),
     };
     [
-        sign_envelope(
+        crate::envelope::sign_write(
             operator,
-            &enrol(
+            enrol(
                 "genesis-operator",
                 &operator.verifying_key(),
                 operator_identity,
                 vec![Role::Operator],
             ),
         ),
-        sign_envelope(
+        crate::envelope::sign_write(
             operator,
-            &enrol(
+            enrol(
                 "genesis-ledger-key",
                 ledger_key,
                 "evidence-ledger",

@@ -25,7 +25,8 @@ fn committed_case(w: &mut World, id: &str) -> (Payload, Vec<String>) {
     // `payload` committed already: commit the clear event again to get
     // disclosures this test holds.
     p.event = Event::CaseAdded(c);
-    let d = disclose::commit(&mut p).expect("randomness");
+    let bound = events::sample::bindings_for(&p.event);
+    let d = disclose::commit_with(&mut p, &bound).expect("randomness");
     (p, d)
 }
 
@@ -81,7 +82,8 @@ fn a_committed_case_is_appended_and_its_leaf_holds_no_value() {
             "title",
             "disposition",
             "difficulty",
-            "provenance.source_ref"
+            "provenance.source_ref",
+            "case_name"
         ]
     );
 }
@@ -149,7 +151,7 @@ fn attack_an_extra_disclosure_is_refused() {
         &Value::Str("smuggled".into()),
     ));
     let r = expect_code(post(&mut w, &p, &d), C::DisclosureUnused);
-    assert_eq!(r.field, "disclosures[4]");
+    assert_eq!(r.field, "disclosures[5]");
 }
 
 #[test]
@@ -282,6 +284,7 @@ fn a_schema_1_log_switches_at_its_first_schema_2_entry() {
         Event::PrincipalEnrolled(PrincipalEnrolled {
             public_key: events::envelope::public_key_b64(&key("operator").verifying_key()),
             identity: "operator".into(),
+            identity_name: None,
             roles: vec![Role::Operator],
         }),
     ))
@@ -291,6 +294,7 @@ fn a_schema_1_log_switches_at_its_first_schema_2_entry() {
         Event::PrincipalEnrolled(PrincipalEnrolled {
             public_key: events::envelope::public_key_b64(&key(name).verifying_key()),
             identity: format!("{name}@example.org"),
+            identity_name: None,
             roles: vec![role],
         })
     };
@@ -471,10 +475,11 @@ fn a_redaction_by_two_maintainers_destroys_that_fields_disclosure_only() {
     w.post("maintainer-a", Event::FieldRedacted(r))
         .expect("redacted");
     let p = parts(&w, at);
-    assert_eq!(p.len(), 4);
+    assert_eq!(p.len(), 5);
     assert_eq!(p[3], ledger::private::Part::Shredded);
     assert!(p[..3]
         .iter()
+        .chain(&p[4..])
         .all(|p| matches!(p, ledger::private::Part::Open(_))));
     assert!(w
         .log

@@ -211,14 +211,14 @@ fn duplicate_key_is_refused() {
 #[test]
 fn integer_that_loses_precision_is_refused() {
     refused(C::IntegerPrecision, "", |w| {
-        hand_written(w, "\"schema\":2", "\"schema\":9007199254740993")
+        hand_written(w, "\"schema\":3", "\"schema\":9007199254740993")
     });
 }
 
 #[test]
 fn non_canonical_payload_is_refused() {
     refused(C::NonCanonicalPayload, "payload", |w| {
-        hand_written(w, "\"schema\":2", "\"schema\": 2")
+        hand_written(w, "\"schema\":3", "\"schema\": 3")
     });
 }
 
@@ -340,6 +340,7 @@ fn proposal(id: &str, case_id: &str) -> Event {
         task_class: TASK_CLASS.into(),
         draft: CaseDraft {
             case_id: case_id.into(),
+            case_name: None,
             title: "incident-derived case".into(),
             disposition: Disposition::Negative.into(),
             difficulty: "hard".into(),
@@ -356,10 +357,9 @@ fn pending_proposal_is_never_scored() {
     refused(C::CasePending, "event.body.case_id", |w| {
         w.post("reconciler", proposal("prop-1", "case-incident-1"))
             .expect("proposal");
-        w.post(
-            "harness",
-            Event::ScoreRecorded(score("case-incident-1", 0.9)),
-        )
+        let mut s = score("case-incident-1", 0.9);
+        s.case_id = draft_handle("case-incident-1");
+        w.post("harness", Event::ScoreRecorded(s))
     });
 }
 
@@ -370,7 +370,7 @@ fn approved_proposal_becomes_an_active_case() {
         .expect("proposal");
     let added_at = format_micros(T0);
     let st = case_provenance_statement(
-        "case-incident-1",
+        &draft_handle("case-incident-1"),
         &added_at,
         &case_digest("case-incident-1"),
     );
@@ -384,11 +384,10 @@ fn approved_proposal_becomes_an_active_case() {
         }),
     )
     .expect("approval");
-    w.post(
-        "harness",
-        Event::ScoreRecorded(score("case-incident-1", 0.9)),
-    )
-    .expect("score now accepted");
+    let mut s = score("case-incident-1", 0.9);
+    s.case_id = draft_handle("case-incident-1");
+    w.post("harness", Event::ScoreRecorded(s))
+        .expect("score now accepted");
 }
 
 #[test]
@@ -407,6 +406,7 @@ fn mint(w: &mut World, id: &str, workflow: &str, ttl_micros: i64) -> Posted {
         Event::CapabilityMinted(CapabilityMinted {
             capability_id: id.into(),
             workflow_id: workflow.into(),
+            workflow_name: None,
             validated_at: format_micros(T0),
             minted_at: CheckpointRef {
                 size: head.size,
@@ -422,7 +422,7 @@ fn write_example(w: &mut World, cap: &str, workflow: &str) -> Posted {
         "rag-writer",
         Event::RagExampleWritten(RagExampleWritten {
             capability_id: cap.into(),
-            workflow_id: workflow.into(),
+            workflow_id: handle("workflow_name", workflow),
             example_digest: case_digest("solved example"),
         }),
     )
@@ -473,6 +473,7 @@ fn capability_minted_at_a_fake_checkpoint_is_refused() {
             Event::CapabilityMinted(CapabilityMinted {
                 capability_id: "cap-x".into(),
                 workflow_id: "wf-1".into(),
+                workflow_name: None,
                 validated_at: format_micros(T0),
                 minted_at: CheckpointRef {
                     size: 3,
@@ -492,6 +493,7 @@ fn capability_minted_by_a_non_gate_is_refused() {
             Event::CapabilityMinted(CapabilityMinted {
                 capability_id: "cap-self".into(),
                 workflow_id: "wf-1".into(),
+                workflow_name: None,
                 validated_at: format_micros(T0),
                 minted_at: CheckpointRef {
                     size: 1,
@@ -761,6 +763,7 @@ fn second_self_enrolment_is_refused() {
         let p = events::model::PrincipalEnrolled {
             public_key: events::envelope::public_key_b64(&key("usurper").verifying_key()),
             identity: "usurper".into(),
+            identity_name: None,
             roles: vec![Role::Operator],
         };
         w.post("usurper", Event::PrincipalEnrolled(p))
@@ -785,13 +788,14 @@ fn empty_log_accepts_only_the_operator_genesis() {
     let env = testkit::world::sign_raw(
         "harness",
         &events::envelope::payload_bytes(&events::Payload {
-            schema: SCHEMA_VERSION,
+            schema: SCHEMA_COMMITTED,
             id: "first-event".into(),
             signer: events::key_id(&key("harness").verifying_key()),
             issued_at: format_micros(T0),
             event: Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
                 public_key: events::envelope::public_key_b64(&key("harness").verifying_key()),
                 identity: "harness".into(),
+                identity_name: None,
                 roles: vec![Role::Harness],
             }),
         }),
@@ -938,6 +942,7 @@ fn a_key_enrolled_in_a_batch_cannot_sign_later_in_that_batch() {
         Event::PrincipalEnrolled(PrincipalEnrolled {
             public_key: events::envelope::public_key_b64(&key("newcomer").verifying_key()),
             identity: "newcomer@example.org".into(),
+            identity_name: None,
             roles: vec![Role::Harness],
         }),
     );

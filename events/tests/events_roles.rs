@@ -18,6 +18,7 @@ fn sample(kind: Kind, w: &World) -> Event {
         Kind::PrincipalEnrolled => Event::PrincipalEnrolled(PrincipalEnrolled {
             public_key: events::envelope::public_key_b64(&key("newcomer").verifying_key()),
             identity: "newcomer".into(),
+            identity_name: None,
             roles: vec![Role::Harness],
         }),
         Kind::PrincipalRevoked => Event::PrincipalRevoked(PrincipalRevoked {
@@ -36,6 +37,7 @@ fn sample(kind: Kind, w: &World) -> Event {
             task_class: TASK_CLASS.into(),
             draft: CaseDraft {
                 case_id: "case-p".into(),
+                case_name: None,
                 title: "t".into(),
                 disposition: Disposition::Ambiguous.into(),
                 difficulty: "easy".into(),
@@ -75,6 +77,7 @@ fn sample(kind: Kind, w: &World) -> Event {
         Kind::CapabilityMinted => Event::CapabilityMinted(CapabilityMinted {
             capability_id: "cap".into(),
             workflow_id: "wf".into(),
+            workflow_name: None,
             validated_at: format_micros(T0),
             minted_at: cp,
             expires_at: format_micros(T0 + 1_000_000_000),
@@ -333,6 +336,7 @@ fn perform(w: &mut World, op: &Op) {
                 task_class: TASK_CLASS.into(),
                 draft: CaseDraft {
                     case_id: format!("icase-{i}"),
+                    case_name: None,
                     title: "from an incident".into(),
                     disposition: Disposition::Negative.into(),
                     difficulty: "hard".into(),
@@ -364,6 +368,7 @@ fn perform(w: &mut World, op: &Op) {
                 Event::CapabilityMinted(CapabilityMinted {
                     capability_id: format!("cap-{c}"),
                     workflow_id: format!("wf-{wf}"),
+                    workflow_name: None,
                     validated_at: format_micros(T0),
                     minted_at: CheckpointRef {
                         size: head.size,

@@ -204,6 +204,7 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
                 &testkit::world::key("harness").verifying_key(),
             ),
             identity: "harness".into(),
+            identity_name: None,
             roles: vec![events::Role::Harness],
         }),
     };

@@ -77,6 +77,7 @@ fn retired_cases_stop_counting_and_pending_proposals_never_count() {
             task_class: TASK_CLASS.into(),
             draft: CaseDraft {
                 case_id: "case-pending".into(),
+                case_name: None,
                 title: "pending".into(),
                 disposition: Disposition::Negative.into(),
                 difficulty: "hard".into(),

@@ -129,12 +129,13 @@ impl World {
             Event::PrincipalEnrolled(PrincipalEnrolled {
                 public_key: public_key_b64(&key(name).verifying_key()),
                 identity: format!("{name}@example.org"),
+                identity_name: None,
                 roles: roles.to_vec(),
             }),
         )
     }
 
-    /// A schema-2 payload of `event` by `signer`, its sensitive values
+    /// A payload of `event` by `signer` in the schema this build writes, its sensitive values
     /// committed ([`World::commit`]).
     pub fn payload(&mut self, signer: &str, event: Event) -> Payload {
         self.next_id += 1;
@@ -150,9 +151,12 @@ impl World {
     }
 
     /// Commits the sensitive values `p` holds in clear, remembering their
-    /// disclosures for [`World::append`].
+    /// disclosures for [`World::append`]. A value named first gets the
+    /// handle the sample gives it ([`events::sample::binding`]), so a test
+    /// can name it again by [`events::sample::case_handle`].
     pub fn commit(&mut self, p: &mut Payload) {
-        for d in events::disclose::commit(p).expect("randomness") {
+        let bound = events::sample::bindings_for(&p.event);
+        for d in events::disclose::commit_with(p, &bound).expect("randomness") {
             self.disclosures.insert(events::disclose::digest(&d), d);
         }
     }
@@ -234,10 +238,12 @@ impl World {
         c
     }
 
+    /// Case `id` (its name) retired, co-signed by curators a and b.
     pub fn retire(&self, id: &str) -> CaseRetired {
-        let st = case_retire_statement(id, &case_digest(id));
+        let handle = events::sample::case_handle(id);
+        let st = case_retire_statement(&handle, &case_digest(id));
         CaseRetired {
-            case_id: id.into(),
+            case_id: handle,
             reason: "superseded".into(),
             retired_by: cosign(&key("curator-a"), &st),
             reviewed_by: cosign(&key("curator-b"), &st),
@@ -259,7 +265,18 @@ pub fn run(id: &str, isolation: Isolation) -> RunStarted {
     sample().run(TASK_CLASS, id, isolation)
 }
 
-/// A valid score for `case` in `run-1`.
+/// The handle a world gives `value` named first in the companion field
+/// `path` ([`events::sample::binding`]).
+pub fn handle(path: &str, value: &str) -> String {
+    events::sample::binding(path, value).handle
+}
+
+/// The handle a world gives the case a proposal drafts as `name`.
+pub fn draft_handle(name: &str) -> String {
+    handle("draft.case_name", name)
+}
+
+/// A valid score for `case` (its name) in `run-1`.
 pub fn score(case: &str, value: f64) -> ScoreRecorded {
     let mut s = sample().score(TASK_CLASS, "run-1", case, value, &format_micros(T0));
     s.finished_at = format_micros(T0 + 31_500_000);

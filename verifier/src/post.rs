@@ -19,10 +19,21 @@ use crate::CheckError;
 
 /// Signs `event` with `key` as a new envelope: a fresh id (`prefix`, then
 /// 128 random bits as 32 hex digits) issued now, its sensitive values
-/// committed (schema 2). Returns the body to post: the envelope, with the
-/// disclosures of its committed values when it has any
-/// ([`events::envelope::sign_write`]).
+/// committed, in the schema this build writes. Returns the body to post:
+/// the envelope, with the disclosures of its committed values when it has
+/// any ([`events::envelope::sign_write`]).
 pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
+    sign_event_bound(key, prefix, event, &[])
+}
+
+/// [`sign_event`], with the disclosures of values given their handles
+/// before the event was built ([`events::disclose::bind`]).
+pub fn sign_event_bound(
+    key: &SigningKey,
+    prefix: &str,
+    event: Event,
+    bound: &[events::disclose::Bound],
+) -> Vec<u8> {
     let payload = Payload {
         schema: SCHEMA_VERSION,
         id: format!("{prefix}-{}", hex::encode(rand::random::<[u8; 16]>())),
@@ -30,7 +41,7 @@ pub fn sign_event(key: &SigningKey, prefix: &str, event: Event) -> Vec<u8> {
         issued_at: format_micros(SystemClock.now_micros()),
         event,
     };
-    events::envelope::sign_write(key, payload)
+    events::envelope::sign_write_bound(key, payload, bound)
 }
 
 /// How posts are retried when the server answers 503 (it is starting, or

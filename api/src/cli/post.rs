@@ -223,6 +223,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
         events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
             public_key: a.public_key,
             identity: a.identity,
+            identity_name: None,
             roles,
         }),
     )

@@ -85,9 +85,24 @@ pub struct State {
     /// written before schema 2 existed lack it: no log had one then.
     #[serde(default)]
     pub commitments_from: Option<u64>,
+    /// The index of the log's first schema-3 entry, from which identifiers
+    /// that name sensitive values are handles. Absent from the snapshots
+    /// of logs that have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handles_from: Option<u64>,
+    /// Every handle a schema-3 event gave, by class and handle
+    /// (`case/…`, `identity/…`, `workflow/…`): the entry that gave it,
+    /// whose kept disclosure holds its value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub handles: BTreeMap<String, u64>,
     /// Every redacted field: (entry index, field path).
     #[serde(default)]
     pub redactions: std::collections::BTreeSet<(u64, String)>,
+}
+
+/// The key of a handle in [`State::handles`].
+fn handle_key(class: crate::disclose::HandleClass, handle: &str) -> String {
+    format!("{}/{handle}", class.as_str())
 }
 
 /// Why a replay stopped.
@@ -104,6 +119,11 @@ fn body(f: &str) -> String {
 }
 
 fn ident(s: &str, field: &str) -> Result<(), Rejection> {
+    check_ident(s, &body(field))
+}
+
+/// The *identifier* rule, for the field named `field` in full.
+pub(crate) fn check_ident(s: &str, field: &str) -> Result<(), Rejection> {
     let ok = !s.is_empty()
         && s.len() <= 128
         && s.bytes()
@@ -113,7 +133,7 @@ fn ident(s: &str, field: &str) -> Result<(), Rejection> {
     } else {
         reject(
             C::InvalidIdentifier,
-            body(field),
+            field,
             "must be 1–128 characters from [A-Za-z0-9._:/@+-]",
         )
     }
@@ -256,13 +276,20 @@ impl State {
     /// `at` (µs, UTC) given this state.
     pub fn check(&self, d: &Decoded, at: i64, log: &dyn Checkpoints) -> Result<(), Rejection> {
         let p = &d.payload;
-        if let (Some(from), crate::model::SCHEMA_CLEAR) = (self.commitments_from, p.schema) {
+        if p.schema < self.schema() {
+            let (from, what) = match self.handles_from {
+                Some(from) => (from, "identifiers that name sensitive values only as handles"),
+                None => (
+                    self.commitments_from.unwrap_or_default(),
+                    "sensitive values only as commitments",
+                ),
+            };
             return reject(
                 C::SchemaSuperseded,
                 "schema",
                 format!(
-                    "this log holds sensitive values only as commitments from entry {from} on: sign schema {} (docs/PRIVACY.md)",
-                    crate::model::SCHEMA_VERSION
+                    "this log holds {what} from entry {from} on: sign schema {} (docs/PRIVACY.md)",
+                    self.schema()
                 ),
             );
         }
@@ -281,6 +308,7 @@ impl State {
             );
         }
         self.check_signer(d)?;
+        self.check_handle(p)?;
         let preverified = &d.preverified;
         match &p.event {
             Event::PrincipalEnrolled(e) => self.check_principal_enrolled(e),
@@ -318,6 +346,14 @@ impl State {
         self.size = index + 1;
         if p.schema != crate::model::SCHEMA_CLEAR && self.commitments_from.is_none() {
             self.commitments_from = Some(index);
+        }
+        if p.schema >= crate::model::SCHEMA_HANDLES {
+            if self.handles_from.is_none() {
+                self.handles_from = Some(index);
+            }
+            if let Some(h) = crate::disclose::handle_field(&p.event).filter(|h| h.derived()) {
+                self.handles.insert(handle_key(h.class, h.handle), index);
+            }
         }
         self.last_sequenced_at = self.last_sequenced_at.max(at);
         match &p.event {
@@ -381,12 +417,60 @@ impl State {
     /// hashed into the log. Envelope ids are not part of it: they are in the
     /// log's key index, written with each entry.
     /// The schema this log accepts now, and the ledger writes its own
-    /// events in: 1 until its first schema-2 entry, 2 from then on.
+    /// events in: 1 until its first schema-2 entry, 2 from then on until
+    /// its first schema-3 entry, 3 from then on.
     pub fn schema(&self) -> u32 {
-        match self.commitments_from {
-            Some(_) => crate::model::SCHEMA_VERSION,
-            None => crate::model::SCHEMA_CLEAR,
+        match (self.handles_from, self.commitments_from) {
+            (Some(_), _) => crate::model::SCHEMA_HANDLES,
+            (None, Some(_)) => crate::model::SCHEMA_COMMITTED,
+            (None, None) => crate::model::SCHEMA_CLEAR,
         }
+    }
+
+    /// The entry that gave `handle` of `class`, when a schema-3 event did.
+    pub fn handle_origin(&self, class: crate::disclose::HandleClass, handle: &str) -> Option<u64> {
+        self.handles.get(&handle_key(class, handle)).copied()
+    }
+
+    /// `handle` is an identifier of `class` this log already holds: given
+    /// by a schema-3 event, or a value in clear from before the log's
+    /// switch to schema 3.
+    pub fn handle_known(&self, class: crate::disclose::HandleClass, handle: &str) -> bool {
+        use crate::disclose::HandleClass::*;
+        self.handle_origin(class, handle).is_some()
+            || match class {
+                Case => {
+                    self.cases.contains_key(handle)
+                        || self.proposals.values().any(|p| p.draft.case_id == handle)
+                }
+                Identity => self.principals.values().any(|p| p.identity == handle),
+                Workflow => self.capabilities.values().any(|c| c.workflow_id == handle),
+            }
+    }
+
+    /// From schema 3: the identifier that names a sensitive value where it
+    /// is first named is the digest of the commitment beside it (a value
+    /// named here first) or a handle this log already holds for its class
+    /// (the same value again: the ledger checks at the door that it is).
+    fn check_handle(&self, p: &crate::model::Payload) -> Result<(), Rejection> {
+        let Some(h) = crate::disclose::handle_field(&p.event) else {
+            return Ok(());
+        };
+        if p.schema < crate::model::SCHEMA_HANDLES
+            || h.derived()
+            || self.handle_known(h.class, h.handle)
+        {
+            return Ok(());
+        }
+        reject(
+            C::HandleNotDerived,
+            body(h.handle_path),
+            format!(
+                "must be the digest `{}._sd` beside it, or the handle an earlier event gave the same {} (docs/PRIVACY.md, \"Handles\")",
+                h.name_path,
+                h.class.as_str()
+            ),
+        )
     }
 
     pub fn encode_snapshot(&self) -> Vec<u8> {

@@ -1,0 +1,237 @@
+//! The values behind schema-3 handles, as the door knows them
+//! (docs/PRIVACY.md, "Handles").
+//!
+//! From schema 3 on, a case id, an identity or a workflow id is a handle
+//! where its value is first named: the digest of the commitment to the
+//! value beside it. Anyone can check from the log that a handle is such a
+//! digest or one an earlier event gave ([`crate::State`]). What the log
+//! cannot show to a reader without the values is that one value has one
+//! handle: the ledger checks it here, at the door, where it holds the
+//! disclosures. It refuses
+//!
+//! - a new handle for a value that already has one
+//!   ([`RejectCode::HandleValueBound`]): two handles for one case would
+//!   count it twice, two for one person would let them co-sign as two;
+//! - an earlier handle named beside another value, or beside a value it can
+//!   no longer read ([`RejectCode::HandleValueMismatch`]).
+//!
+//! The index holds BLAKE3 hashes of the values, never the values, and only
+//! in memory: it is rebuilt from the kept disclosures when the state is
+//! loaded ([`HandleValues::load`]). A value whose disclosure was redacted
+//! drops out of it: a later event may give that value a new handle, and
+//! no event can name the old handle again.
+
+use std::collections::HashMap;
+
+use crate::disclose::{handle_field, parse, part_of, HandleClass};
+use crate::model::{Event, SCHEMA_HANDLES};
+use crate::reject::{RejectCode, Rejection};
+use crate::state::State;
+
+type ValueHash = [u8; 32];
+
+fn value_hash(class: HandleClass, value: &str) -> ValueHash {
+    let mut h = blake3::Hasher::new();
+    h.update(class.as_str().as_bytes());
+    h.update(&[0]);
+    h.update(value.as_bytes());
+    *h.finalize().as_bytes()
+}
+
+/// A handle the door accepted: recorded when its batch commits.
+#[derive(Debug, Clone)]
+struct Binding {
+    class: HandleClass,
+    handle: String,
+    /// The entry that gave it; `None` for a value in clear from before the
+    /// switch to schema 3 (its handle is the value).
+    origin: Option<u64>,
+    value: ValueHash,
+}
+
+/// Which handle each value has, and which value each handle, by class.
+#[derive(Debug, Default)]
+pub struct HandleValues {
+    by_handle: HashMap<(HandleClass, String), (Option<u64>, ValueHash)>,
+    by_value: HashMap<(HandleClass, ValueHash), String>,
+    /// Accepted in the batch being sequenced, not yet committed.
+    pending: Vec<Binding>,
+}
+
+/// The value `event`'s companion discloses, from the disclosures kept with
+/// it (in [`crate::disclose::fields`] order).
+pub fn companion_value(event: &Event, disclosures: &[String]) -> Option<String> {
+    let h = handle_field(event)?;
+    let part = part_of(event, h.name_path)?;
+    match parse(disclosures.get(part)?, "").ok()?.value {
+        crate::canonical::Value::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+impl HandleValues {
+    /// The index for `state`: every identifier in clear from before the
+    /// log's switch to schema 3 (its own handle), and every handle a
+    /// schema-3 event gave, with the value `disclosed` reads from the
+    /// entry that gave it (`None` when redacted or not kept here).
+    pub fn load(state: &State, mut disclosed: impl FnMut(u64) -> Option<String>) -> HandleValues {
+        let mut v = HandleValues::default();
+        for (key, &origin) in &state.handles {
+            let class = match key.split_once('/') {
+                Some(("case", _)) => HandleClass::Case,
+                Some(("identity", _)) => HandleClass::Identity,
+                Some(("workflow", _)) => HandleClass::Workflow,
+                _ => continue,
+            };
+            let handle = &key[class.as_str().len() + 1..];
+            if let Some(value) = disclosed(origin) {
+                v.bind(class, handle, Some(origin), value_hash(class, &value));
+            }
+        }
+        let clear = |class, id: &String| state.handle_origin(class, id).is_none();
+        let mut in_clear: Vec<(HandleClass, &String)> = Vec::new();
+        in_clear.extend(
+            state
+                .cases
+                .keys()
+                .chain(state.proposals.values().map(|p| &p.draft.case_id))
+                .map(|id| (HandleClass::Case, id)),
+        );
+        in_clear.extend(state.principals.values().map(|p| (HandleClass::Identity, &p.identity)));
+        in_clear.extend(
+            state
+                .capabilities
+                .values()
+                .map(|c| (HandleClass::Workflow, &c.workflow_id)),
+        );
+        for (class, id) in in_clear {
+            if clear(class, id) {
+                v.bind(class, id, None, value_hash(class, id));
+            }
+        }
+        v
+    }
+
+    fn bind(&mut self, class: HandleClass, handle: &str, origin: Option<u64>, vh: ValueHash) {
+        self.by_value
+            .entry((class, vh))
+            .or_insert_with(|| handle.to_owned());
+        self.by_handle
+            .entry((class, handle.to_owned()))
+            .or_insert((origin, vh));
+    }
+
+    fn handle_of(&self, class: HandleClass, vh: &ValueHash) -> Option<&str> {
+        self.pending
+            .iter()
+            .find(|b| b.class == class && b.value == *vh)
+            .map(|b| b.handle.as_str())
+            .or_else(|| self.by_value.get(&(class, *vh)).map(String::as_str))
+    }
+
+    fn value_of(&self, class: HandleClass, handle: &str) -> Option<ValueHash> {
+        self.pending
+            .iter()
+            .find(|b| b.class == class && b.handle == handle)
+            .map(|b| b.value)
+            .or_else(|| {
+                self.by_handle
+                    .get(&(class, handle.to_owned()))
+                    .map(|(_, vh)| *vh)
+            })
+    }
+
+    /// Checks the handle of a schema-3 event whose state rules passed
+    /// (`state` is the state it was checked against), with the disclosures
+    /// opened at the door, and records a new one as pending; appended at
+    /// `index` if accepted.
+    pub fn admit(
+        &mut self,
+        event: &Event,
+        schema: u32,
+        disclosures: &[String],
+        state: &State,
+        index: u64,
+    ) -> Result<(), Rejection> {
+        let Some(h) = handle_field(event).filter(|_| schema >= SCHEMA_HANDLES) else {
+            return Ok(());
+        };
+        let class = h.class.as_str();
+        let name_field = format!("event.body.{}", h.name_path);
+        let handle_field = format!("event.body.{}", h.handle_path);
+        let Some(value) = companion_value(event, disclosures) else {
+            return Err(Rejection::new(
+                RejectCode::DisclosureMissing,
+                name_field,
+                "no disclosure opens this field",
+            ));
+        };
+        let vh = value_hash(h.class, &value);
+        if h.derived() {
+            match self.handle_of(h.class, &vh) {
+                Some(existing) if existing == h.handle => Ok(()),
+                Some(existing) => Err(Rejection::new(
+                    RejectCode::HandleValueBound,
+                    handle_field,
+                    format!(
+                        "this {class} already has the handle `{existing}`: name that handle here, with the value committed beside it"
+                    ),
+                )),
+                None => {
+                    self.pending.push(Binding {
+                        class: h.class,
+                        handle: h.handle.to_owned(),
+                        origin: Some(index),
+                        value: vh,
+                    });
+                    Ok(())
+                }
+            }
+        } else {
+            match self.value_of(h.class, h.handle) {
+                Some(known) if known == vh => Ok(()),
+                Some(_) => Err(Rejection::new(
+                    RejectCode::HandleValueMismatch,
+                    handle_field,
+                    format!("this is the handle of another {class} than the value committed in `{}`", h.name_path),
+                )),
+                None => Err(Rejection::new(
+                    RejectCode::HandleValueMismatch,
+                    handle_field,
+                    match state.handle_origin(h.class, h.handle) {
+                        Some(origin) => format!(
+                            "the {class} this handle was given for at entry {origin} is redacted or not kept here, so it cannot be named again"
+                        ),
+                        None => format!("no {class} has this handle"),
+                    },
+                )),
+            }
+        }
+    }
+
+    /// The batch committed: its handles are the log's.
+    pub fn committed(&mut self) {
+        for b in std::mem::take(&mut self.pending) {
+            self.bind(b.class, &b.handle, b.origin, b.value);
+        }
+    }
+
+    /// The batch failed: nothing it accepted is the log's.
+    pub fn failed(&mut self) {
+        self.pending.clear();
+    }
+
+    /// The value of the handle entry `origin` gave was redacted: forget it.
+    pub fn redacted(&mut self, origin: u64) {
+        let gone: Vec<(HandleClass, String, ValueHash)> = self
+            .by_handle
+            .iter()
+            .filter(|(_, (o, _))| *o == Some(origin))
+            .map(|((c, h), (_, vh))| (*c, h.clone(), *vh))
+            .collect();
+        for (c, h, vh) in gone {
+            self.by_handle.remove(&(c, h));
+            self.by_value.remove(&(c, vh));
+        }
+    }
+}
