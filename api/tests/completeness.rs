@@ -111,7 +111,10 @@ fn lie_about(upstream: &Client, lie: Lie, mut p: ProjectionResponse) -> Projecti
     match lie {
         Lie::None => {}
         Lie::OmittedScore => {
-            let kept = cited.into_iter().filter(|c| c.3 != "case-1").collect();
+            let kept = cited
+                .into_iter()
+                .filter(|c| c.3 != events::sample::case_handle("case-1"))
+                .collect();
             restate(&mut p, kept);
         }
         Lie::OlderScore => {
@@ -121,7 +124,9 @@ fn lie_about(upstream: &Client, lie: Lie, mut p: ProjectionResponse) -> Projecti
                     let e: verifier::wire::EntryView = upstream
                         .get_json(&format!("/v1/entries/{i}"))
                         .expect("entry");
-                    e.kind == "score.recorded" && e.payload["event"]["body"]["case_id"] == "case-1"
+                    e.kind == "score.recorded"
+                        && e.payload["event"]["body"]["case_id"]
+                            == events::sample::case_handle("case-1").as_str()
                 })
                 .expect("an older score of case-1");
             let e: verifier::wire::EntryView = upstream
@@ -136,7 +141,7 @@ fn lie_about(upstream: &Client, lie: Lie, mut p: ProjectionResponse) -> Projecti
             let swapped = cited
                 .into_iter()
                 .map(|c| {
-                    if c.3 == "case-1" {
+                    if c.3 == events::sample::case_handle("case-1") {
                         (
                             older,
                             B64.decode(&e.leaf).expect("leaf"),
@@ -245,12 +250,15 @@ fn world() -> TestServer {
         Event::TaskClassRegistered(testkit::world::task_class("another-class")),
     )
     .expect("a second task class");
-    let st = case_retire_statement("case-3", &testkit::world::case_digest("case-3"));
+    let st = case_retire_statement(
+        &events::sample::case_handle("case-3"),
+        &testkit::world::case_digest("case-3"),
+    );
     let (a, b) = (p.key("curator-a"), p.key("curator-b"));
     p.post(
         "curator-a",
         Event::CaseRetired(CaseRetired {
-            case_id: "case-3".into(),
+            case_id: events::sample::case_handle("case-3"),
             reason: "superseded".into(),
             retired_by: events::cosign(&a, &st),
             reviewed_by: events::cosign(&b, &st),
@@ -568,13 +576,14 @@ fn state_of(base: &str, task_class: &str) -> verifier::wire::StateResponse {
         .expect("state")
 }
 
+/// The record of the case named `id` (found by its handle).
 fn case_mut<'a>(
     r: &'a mut verifier::wire::StateResponse,
     id: &str,
 ) -> &'a mut projections::commit::CaseRecord {
     r.cases
         .iter_mut()
-        .find(|c| c.case_id == id)
+        .find(|c| c.case_id == events::sample::case_handle(id))
         .expect("case record")
 }
 
@@ -600,7 +609,7 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
     assert_eq!(
         view.evidence
             .iter()
-            .find(|e| e.case_id == "case-1")
+            .find(|e| e.case_id == events::sample::case_handle("case-1"))
             .map(|e| e.score),
         Some(0.10),
         "the newest score of case-1"
@@ -613,7 +622,10 @@ fn every_omission_is_caught_by_the_committed_state_alone() {
     let lies: Vec<(&str, Box<StateLie>)> = vec![
         (
             "omitted case",
-            Box::new(|r| r.cases.retain(|c| c.case_id != "case-1")),
+            Box::new(|r| {
+                r.cases
+                    .retain(|c| c.case_id != events::sample::case_handle("case-1"))
+            }),
         ),
         (
             "older score in place of the latest",

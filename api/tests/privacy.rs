@@ -385,7 +385,11 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
         .decode(&e.leaf)
         .expect("leaf");
     let disclosures = e.disclosures.expect("the others");
-    assert_eq!(disclosures.len(), 3);
+    assert_eq!(
+        disclosures.len(),
+        4,
+        "the other three fields and the case's name"
+    );
     verifier::entries::check_disclosures(target, &leaf, &disclosures).expect("the rest open");
     // Every earlier checkpoint is consistent with the new one, and every
     // entry still hashes into it.

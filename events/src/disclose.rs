@@ -600,7 +600,10 @@ pub fn commit(payload: &mut Payload) -> Result<Vec<String>, getrandom::Error> {
 /// committed already is opened by the one whose digest it holds, and a
 /// field in clear is committed with the one that discloses its path and
 /// value, when `bound` has it.
-pub fn commit_with(payload: &mut Payload, bound: &[Bound]) -> Result<Vec<String>, getrandom::Error> {
+pub fn commit_with(
+    payload: &mut Payload,
+    bound: &[Bound],
+) -> Result<Vec<String>, getrandom::Error> {
     if payload.schema < crate::model::SCHEMA_COMMITTED {
         payload.schema = crate::model::SCHEMA_VERSION;
     }
@@ -622,9 +625,9 @@ pub fn commit_with(payload: &mut Payload, bound: &[Bound]) -> Result<Vec<String>
         let Some(value) = slot.clear_json() else {
             continue;
         };
-        let given = bound.iter().find(|b| {
-            parse(&b.disclosure, "").is_ok_and(|o| o.path == path && o.value == value)
-        });
+        let given = bound
+            .iter()
+            .find(|b| parse(&b.disclosure, "").is_ok_and(|o| o.path == path && o.value == value));
         let d = match given {
             Some(b) => b.disclosure.clone(),
             None => {

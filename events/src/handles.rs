@@ -97,7 +97,12 @@ impl HandleValues {
                 .chain(state.proposals.values().map(|p| &p.draft.case_id))
                 .map(|id| (HandleClass::Case, id)),
         );
-        in_clear.extend(state.principals.values().map(|p| (HandleClass::Identity, &p.identity)));
+        in_clear.extend(
+            state
+                .principals
+                .values()
+                .map(|p| (HandleClass::Identity, &p.identity)),
+        );
         in_clear.extend(
             state
                 .capabilities

@@ -33,7 +33,10 @@ pub fn binding(path: &str, value: &str) -> crate::disclose::Bound {
 pub fn bindings_for(event: &Event) -> Vec<crate::disclose::Bound> {
     crate::disclose::handle_field(event)
         .map(|h| {
-            let value = h.name.and_then(|n| n.clear()).map_or(h.handle, String::as_str);
+            let value = h
+                .name
+                .and_then(|n| n.clear())
+                .map_or(h.handle, String::as_str);
             binding(h.name_path, value)
         })
         .into_iter()

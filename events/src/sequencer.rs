@@ -476,10 +476,13 @@ impl Sequencer for EventSequencer {
         if let Err(r) = self.state.check(&d, at, log) {
             return Sequenced::Reject(r);
         }
-        if let Err(r) =
-            self.handles
-                .admit(&d.payload.event, d.payload.schema, &disclosures, &self.state, next)
-        {
+        if let Err(r) = self.handles.admit(
+            &d.payload.event,
+            d.payload.schema,
+            &disclosures,
+            &self.state,
+            next,
+        ) {
             return Sequenced::Reject(r);
         }
         self.state.apply(&d, next, at);

@@ -63,7 +63,7 @@ fn sample(kind: Kind, w: &World) -> Event {
         }),
         Kind::RubricInvoked => Event::RubricInvoked(RubricInvoked {
             run_id: "run-1".into(),
-            case_id: "case-1".into(),
+            case_id: events::sample::case_handle("case-1"),
             invocation_id: "inv-1".into(),
         }),
         Kind::RubricCompleted => Event::RubricCompleted(RubricCompleted {

@@ -208,7 +208,7 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
             roles: vec![events::Role::Harness],
         }),
     };
-    let env = events::sign_envelope(&testkit::world::key("operator"), &payload);
+    let env = events::envelope::sign_write(&testkit::world::key("operator"), payload.clone());
     mode.store(SYNC_THEN_FAIL, Ordering::SeqCst);
     match log.append(&env) {
         Err(AppendError::Ledger(_)) => {}

@@ -9,6 +9,12 @@ receipt it prints was checked: the checkpoint signature against the key you
 gave, the inclusion proof, and that the proven leaf is the envelope posted.
 It writes the keys of the principals it enrols to --keys-dir, for
 reconciler.py and gate.py, and the task class name to keys/task_class.
+
+Events are signed in payload schema 3 (docs/PRIVACY.md): sensitive values
+are committed, and a case is named by its handle, the digest of the
+commitment to its name. The curators co-sign that handle, so each case is
+given its handle before they sign (`CaseDraft.bind`), and every score names
+the handle, never the name.
 """
 
 import argparse
@@ -55,12 +61,14 @@ def main() -> None:
     ).sign(operator))
     cases = []
     for i in range(6):
-        case = ev.CaseDraft(f"{name}-case-{i}", f"case {i}", "positive", "medium", "held-out",
-                            digest(f"case {i}"), digest(f"cassette {i}"))
+        # The case's name (an advisory id, say) is committed; its handle names it.
+        case, bound = ev.CaseDraft(f"{name}-case-{i}", f"case {i}", "positive", "medium", "held-out",
+                                   digest(f"case {i}"), digest(f"cassette {i}")).bind()
         client.post(ev.CaseAdded.cosigned(name, case, source="curated", source_ref="bench/v1",
                                           added_at="2026-11-20T00:00:00Z",
-                                          added_by=k["curator-a"], reviewed_by=k["curator-b"]).sign(k["curator-a"]))
+                                          added_by=k["curator-a"], reviewed_by=k["curator-b"]).sign(k["curator-a"], bound=[bound]))
         cases.append(case)
+    print(f"case {cases[0].case_name} is named by its handle {cases[0].case_id}")
     run = f"{name}-run-1"
     client.post(ev.RunStarted(run, name, "harness 1.0", rubric, digest("image")).sign(k["harness"]))
     print(f"registered {name} with {len(cases)} held-out cases co-signed by two curators; run {run} started")

@@ -4,7 +4,9 @@
     python3 examples/python/reconciler.py --server http://127.0.0.1:7878 --key "$(cat verifier.key)" --keys-dir keys
 
 Uses the keys harness.py wrote. The proposal stays pending, and is never
-scored, until two curators approve it.
+scored, until two curators approve it. It names the case first, so it gives
+the case its handle (payload schema 3, docs/PRIVACY.md): the case id is
+committed, and the approval and every score name the handle.
 """
 
 import argparse
@@ -30,12 +32,14 @@ def main() -> None:
     draft = ev.CaseDraft(f"{name}-{incident}", f"regression from {incident}", "negative", "hard",
                          "corpus-derived", "blake3:" + hashlib.sha256(incident.encode()).hexdigest(),
                          "blake3:" + hashlib.sha256(b"cassette " + incident.encode()).hexdigest())
-    r = client.post(ev.CaseProposed(f"proposal-{incident}", name, draft, f"outcome-ledger {incident}").sign(me))
-    print(f"proposed {draft.case_id}: entry {r.index}, pending until two curators approve it")
+    proposal = ev.CaseProposed(f"proposal-{incident}", name, draft, f"outcome-ledger {incident}").sign(me)
+    r = client.post(proposal)
+    print(f"proposed {draft.case_id} as {proposal.handle}: entry {r.index}, pending until two curators approve it")
+    sneaky, bound = draft.bind()
     try:
-        client.post(ev.CaseAdded.cosigned(name, draft, source="curated", source_ref="sneaky",
+        client.post(ev.CaseAdded.cosigned(name, sneaky, source="curated", source_ref="sneaky",
                                           added_at="2026-11-20T00:00:00Z", added_by=me,
-                                          reviewed_by=SigningKey.generate("nobody")).sign(me))
+                                          reviewed_by=SigningKey.generate("nobody")).sign(me, bound=[bound]))
         raise SystemExit("a reconciler added a case")
     except problems.RoleNotPermitted as e:
         print(f"a reconciler cannot add a case: {e.code}")

@@ -3,6 +3,7 @@
 
 use events::envelope::tier_change_statement;
 use events::model::*;
+use events::sample::case_handle;
 use events::{cosign, Clock as _, RejectCode as C};
 use projections::driver::{recommend, Projector};
 use projections::{Projection, ProjectionError, Settings};
@@ -94,7 +95,10 @@ fn retired_cases_stop_counting_and_pending_proposals_never_count() {
     assert_eq!(v.active_cases_by_curation_class.get("held-out"), Some(&2));
     assert_eq!(v.pending_proposals, 1);
     assert_eq!(v.held_out.cases, 2);
-    assert!(v.evidence.iter().all(|e| e.case_id != "case-2"));
+    assert!(v
+        .evidence
+        .iter()
+        .all(|e| e.case_id != case_handle("case-2")));
 }
 
 #[test]
@@ -315,7 +319,7 @@ fn projection_checkpoint_survives_a_restart_and_catches_up_from_its_size() {
     assert!(v
         .evidence
         .iter()
-        .any(|e| e.case_id == "case-3" && e.score == 0.77));
+        .any(|e| e.case_id == case_handle("case-3") && e.score == 0.77));
 }
 
 /// Reopens the world's log as a start does (the directory is kept with it).
@@ -797,7 +801,7 @@ fn scenario_three_task_classes_150_cases() {
     assert!(bv
         .evidence
         .iter()
-        .all(|e| e.score < 1.0 || e.case_id != "beta-dependency-bumps-case-000"));
+        .all(|e| e.score < 1.0 || e.case_id != case_handle("beta-dependency-bumps-case-000")));
     // gamma: only 20 of 40 cases have microvm scores; the shared-kernel run does not fill the gap.
     assert_eq!(gamma, Tier::Bronze, "{:#?}", gv.recommendation.rationale);
     assert_eq!(gv.held_out.cases, 20);
@@ -1042,7 +1046,7 @@ fn attack_a_view_the_per_case_state_does_not_give_is_never_signed() {
         .into_iter()
         .find(|e| {
             events::decode_leaf(&e.leaf).is_ok_and(|(d, _)| {
-                matches!(&d.payload.event, Event::ScoreRecorded(s) if s.case_id == "case-2" && s.score.score == 0.6)
+                matches!(&d.payload.event, Event::ScoreRecorded(s) if s.case_id == case_handle("case-2") && s.score.score == 0.6)
             })
         })
         .expect("case-2's first score");
@@ -1050,7 +1054,7 @@ fn attack_a_view_the_per_case_state_does_not_give_is_never_signed() {
     let e = v
         .evidence
         .iter_mut()
-        .find(|e| e.case_id == "case-2")
+        .find(|e| e.case_id == case_handle("case-2"))
         .expect("case-2 cited");
     e.index = older.index;
     e.leaf_hash = ledger::hash::to_hex(&older.leaf_hash);
@@ -1091,12 +1095,17 @@ fn attack_a_view_showing_a_score_its_evidence_leaf_does_not_hold_is_never_signed
     let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
     let mut v = view(&w, &mut p, TASK_CLASS);
     check_evidence(w.log.ledger(), &v).expect("an honest view follows from its evidence");
-    v.evidence[0].score = 0.95;
+    let at = v
+        .evidence
+        .iter()
+        .position(|e| e.score == 0.4)
+        .expect("case-1's score");
+    v.evidence[at].score = 0.95;
     match check_evidence(w.log.ledger(), &v) {
         Err(DriverError::Mismatch(DerivedMismatch::Evidence { what, .. })) => assert!(
             what.contains(&format!(
                 "evidence {} scored 0.4; the view says 0.95",
-                v.evidence[0].index
+                v.evidence[at].index
             )),
             "{what}"
         ),

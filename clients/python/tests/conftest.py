@@ -127,6 +127,16 @@ def reader_server(tmp_path_factory: pytest.TempPathFactory, auditor_token: str) 
     s.stop()
 
 
+#: The name of each case a `Bench` added, by its handle: what the log and every answer
+#: name it by in schema 3 (docs/PRIVACY.md, "Handles").
+CASE_NAMES: dict[str, str] = {}
+
+
+def case_named(handle: str, suffix: str) -> bool:
+    """Whether the case of `handle` was added by a `Bench` under a name ending in `suffix`."""
+    return CASE_NAMES.get(handle, "").endswith(suffix)
+
+
 def digest(tag: str) -> str:
     return "blake3:" + hashlib.sha256(tag.encode()).hexdigest()
 
@@ -178,14 +188,17 @@ class Bench:
         return ev.CaseDraft(case_id, f"case {case_id}", "positive", "medium", "held-out", digest(case_id), digest(case_id + "-cassette"))
 
     def add_case(self, case_id: str) -> ev.CaseDraft:
-        d = self.draft(case_id)
+        """Adds case `case_id` (its name) under a new handle; returns its draft, whose
+        `case_id` is the handle (what scores name) and `case_name` the name."""
+        d, bound = self.draft(case_id).bind()
         self.client.post(
             ev.CaseAdded.cosigned(
                 self.name, d, source="curated", source_ref="bench/curated", added_at="2026-11-20T00:00:00Z",
                 added_by=self.curators[0], reviewed_by=self.curators[1],
-            ).sign(self.curators[0])
+            ).sign(self.curators[0], bound=[bound])
         )
         self.cases.append(d)
+        CASE_NAMES[d.case_id] = case_id
         return d
 
     def score(self, case: ev.CaseDraft, value: float, passed: bool = True, failures: tuple[tuple[str, str], ...] = ()) -> ev.ScoreRecorded:

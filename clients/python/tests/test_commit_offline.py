@@ -234,9 +234,9 @@ class World:
                 self.runs[c].append(run)
 
     def add_case(self, c: str, case_id: str, curation: str = "held-out") -> None:
-        d = ev.CaseDraft(case_id, case_id, "positive", "medium", curation, digest(case_id), digest(case_id + "-cassette"))
+        d, bound = ev.CaseDraft(case_id, case_id, "positive", "medium", curation, digest(case_id), digest(case_id + "-cassette")).bind()
         self.log.append(ev.CaseAdded.cosigned(c, d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
-                                              added_by=self.cur_a, reviewed_by=self.cur_b).sign(self.cur_a))
+                                              added_by=self.cur_a, reviewed_by=self.cur_b).sign(self.cur_a, bound=[bound]))
         self.cases[c].append(d)
 
     def active(self, c: str) -> list[ev.CaseDraft]:
@@ -265,13 +265,13 @@ class World:
         elif r < 0.76:
             self.proposed += 1
             n = self.proposed
-            d = ev.CaseDraft(f"{c}-p{n}", "p", "negative", "hard", rng.choice(["held-out", "corpus-derived"]), digest(f"p{n}"),
-                             digest(f"p{n}-cassette"))
-            g.append(ev.CaseProposed(f"prop-{n}", c, d, "outcome-ledger").sign(self.rec), gap)
+            d, bound = ev.CaseDraft(f"{c}-p{n}", "p", "negative", "hard", rng.choice(["held-out", "corpus-derived"]), digest(f"p{n}"),
+                                    digest(f"p{n}-cassette")).bind("draft.case_name")
+            g.append(ev.CaseProposed(f"prop-{n}", c, d, "outcome-ledger").sign(self.rec, bound=[bound]), gap)
             self.proposals.append((c, d))
         elif r < 0.86 and self.proposals:
             pc, d = self.proposals.pop(rng.randrange(len(self.proposals)))
-            pid = f"prop-{d.case_id.rsplit('-p', 1)[1]}"
+            pid = f"prop-{(d.case_name or '').rsplit('-p', 1)[1]}"
             if rng.random() < 0.7:
                 g.append(ev.ProposalApproved.cosigned(pid, d, "2026-11-21T00:00:00Z", added_by=self.cur_a,
                                                       reviewed_by=self.cur_b).sign(self.cur_a), gap)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import Bench, LedgerServer, digest
@@ -75,14 +77,19 @@ def test_an_unknown_signer_and_a_wrong_role_are_refused(server: LedgerServer) ->
 
 def test_a_reconciler_proposes_a_pending_case_that_cannot_be_scored_until_approved(server: LedgerServer) -> None:
     b = Bench(server, "reconciler-flow", cases=1)
-    draft = b.draft("reconciler-flow-incident-1")
-    b.client.post(ev.CaseProposed("prop-1-reconciler-flow", b.name, draft, "incident INC-1234").sign(b.reconciler))
+    # The proposal gives the case its handle where it names the case first; the
+    # approval's statement and the scores name that handle (`Envelope.handle`).
+    proposed = ev.CaseProposed("prop-1-reconciler-flow", b.name, b.draft("reconciler-flow-incident-1"), "incident INC-1234").sign(b.reconciler)
+    b.client.post(proposed)
+    assert proposed.handle is not None and proposed.body["draft"]["case_name"]["_sd"] == proposed.handle
+    draft = replace(b.draft("reconciler-flow-incident-1"), case_id=proposed.handle)
     with pytest.raises(problems.CasePending):
         b.client.post(b.score(draft, 0.9).sign(b.harness))
+    sneaky, bound = b.draft("sneaky").bind()
     with pytest.raises(problems.RoleNotPermitted):
         b.client.post(
-            ev.CaseAdded.cosigned(b.name, b.draft("sneaky"), source="curated", source_ref="r", added_at="2026-11-20T00:00:00Z",
-                                  added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.reconciler)
+            ev.CaseAdded.cosigned(b.name, sneaky, source="curated", source_ref="r", added_at="2026-11-20T00:00:00Z",
+                                  added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.reconciler, bound=[bound])
         )
     b.client.post(
         ev.ProposalApproved.cosigned("prop-1-reconciler-flow", draft, "2026-11-21T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[1])

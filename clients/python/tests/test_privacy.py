@@ -1,8 +1,9 @@
 """Sensitive values as commitments against a real server (docs/PRIVACY.md): the package
-posts schema 2 with its disclosures; a reader without a role sees commitments only; the
-auditor listed in the server's readers file receives every disclosure, and each one
-checks against the leaf; the door refuses what breaks the schema-2 rules, each with its
-typed exception."""
+posts schema 3 with its disclosures (case ids, identities and workflow ids as handles,
+the value committed where it is first named); a reader without a role sees commitments
+only; the auditor listed in the server's readers file receives every disclosure, and
+each one checks against the leaf; the door refuses what breaks the schema-2 and schema-3
+rules, each with its typed exception."""
 
 from __future__ import annotations
 
@@ -46,19 +47,31 @@ def posted(reader_server: LedgerServer) -> list[Posted]:
     post(ev.CaseProposed(f"{b.name}-prop-0", b.name, draft, "outcome-ledger INC-4411"), b.reconciler)
     post(ev.ProposalRejected(f"{b.name}-prop-0", "not reproducible"), b.curators[1])
     gate = SigningKey.generate(f"{b.name}-rag-gate")
-    c.post(ev.PrincipalEnrolled.of(gate, f"{gate.name}@example.org", ["gate"]).sign(op))
+    post(ev.PrincipalEnrolled.of(gate, f"{gate.name}@example.org", ["gate"]), op)
     cp = c.checkpoint()
-    c.post(ev.CapabilityMinted(f"{b.name}-cap", "wf-1", "2026-11-21T00:00:00Z", ev.CheckpointRef(cp.size, cp.root_hex),
-                               "2099-01-01T00:00:00Z").sign(gate))
+    post(ev.CapabilityMinted(f"{b.name}-cap", f"{b.name}-wf", "2026-11-21T00:00:00Z", ev.CheckpointRef(cp.size, cp.root_hex),
+                             "2099-01-01T00:00:00Z"), gate)
     post(ev.RagRecordQuarantined(f"{b.name}-cap", "poisoned example"), gate)
     post(ev.PrincipalRevoked(gate.key_id, "rotated"), op)
-    post(ev.CaseAdded.cosigned(b.name, b.draft(f"{b.name}-late"), source="curated", source_ref="GHSA-2024-0001 \"axios\" é",
-                               added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]), b.curators[0])
+    # A case whose curators co-sign its handle: bound before the statement is made.
+    late, bound = b.draft(f"{b.name}-late").bind()
+    added = ev.CaseAdded.cosigned(b.name, late, source="curated", source_ref="GHSA-2024-0001 \"axios\" é",
+                                  added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1])
+    env = added.sign(b.curators[0], bound=[bound])
+    out.append(Posted(c.post(env), env, added))
     return out
 
 
 def clear_values(p: Posted) -> list[tuple[str, Any]]:
+    """The value of each committed field of the event as built: a schema-3 companion left
+    out is the identifier's value (the package moved it there when it signed)."""
     body = p.event.body()
+    h = disclose.handle_field(p.event.kind, body)
+    if h is not None and h.name is None:
+        body = json.loads(json.dumps(body))
+        parts = h.spec.name_path.split(".")
+        parent = body if len(parts) == 1 else body[parts[0]]
+        parent[parts[-1]] = h.handle
     out = []
     for path in disclose.committed_paths(p.event.kind):
         v: Any = body
@@ -68,11 +81,25 @@ def clear_values(p: Posted) -> list[tuple[str, Any]]:
     return out
 
 
-def test_the_package_posts_schema_2_with_a_disclosure_for_each_committed_field(posted: list[Posted]) -> None:
+def test_the_package_posts_schema_3_with_a_disclosure_for_each_committed_field(posted: list[Posted]) -> None:
     assert {p.event.kind for p in posted} == set(disclose.COMMITTED) - {"field.redacted"}  # below, on its own
     for p in posted:
-        assert json.loads(p.envelope.payload)["schema"] == 2
+        assert json.loads(p.envelope.payload)["schema"] == 3
         assert len(p.envelope.disclosures) == len(disclose.committed_paths(p.event.kind)) >= 1
+
+
+def test_each_value_named_first_is_committed_beside_its_handle(posted: list[Posted]) -> None:
+    """Where a case id, an identity or a workflow id is named first, the signed body holds
+    the value's commitment in the companion and its digest, the handle, in the identifier;
+    the disclosure of the companion (the last one) opens to the value."""
+    named = [p for p in posted if disclose.handle_field(p.event.kind, p.event.body()) is not None]
+    assert {p.event.kind for p in named} == set(disclose.HANDLE_FIELDS)
+    for p in named:
+        h = disclose.handle_field(p.event.kind, p.envelope.body)
+        assert h is not None and h.derived and p.envelope.handle == h.handle
+        assert h.handle == disclose.digest(p.envelope.disclosures[-1])
+        assert disclose.parse(p.envelope.disclosures[-1]) == clear_values(p)[-1]
+        assert clear_values(p)[-1][0] == h.spec.name_path
 
 
 def test_a_reader_without_a_role_sees_commitments_only(reader_server: LedgerServer, posted: list[Posted]) -> None:
@@ -81,7 +108,7 @@ def test_a_reader_without_a_role_sees_commitments_only(reader_server: LedgerServ
             e = client.entry(p.receipt.index)
             assert e.disclosures is None and e.redacted is None and e.disclosed is None
             leaf = decode_leaf(base64.b64decode(e.leaf))
-            assert leaf.payload["schema"] == 2
+            assert leaf.payload["schema"] == 3
             assert [(path, sd) for path, sd in disclose.commitments(e.kind, leaf.body)] == \
                 [(path, disclose.digest(d)) for (path, _), d in zip(clear_values(p), p.envelope.disclosures)]
             for _, value in clear_values(p):
@@ -113,7 +140,10 @@ def test_a_replay_by_the_auditor_checks_every_disclosure_and_agrees_with_every_p
     for name, client in (("auditor", reader_server.client(token=auditor_token)), ("public", reader_server.client())):
         r = replay_projections(client, Replica.open(tmp_path / name, client.keys))
         assert r.task_classes >= 1 and r.size == client.checkpoint().size
-        assert Replica.open(tmp_path / name, client.keys).rules.commitments_from == 0
+        rules = Replica.open(tmp_path / name, client.keys).rules
+        assert rules.commitments_from == 0 and rules.handles_from == 0 and rules.schema() == 3
+        genesis = decode_leaf(base64.b64decode(client.entry(0).leaf))
+        assert rules.handle_origin("identity", genesis.body["identity"]) == 0
 
 
 # --- the door (events::disclose::open; docs/PRIVACY.md, "Writing") -----------------------
@@ -129,10 +159,17 @@ def retire(b: Bench, reason: str = "superseded") -> Envelope:
     return ev.CaseRetired.cosigned(c.case_id, c.case_digest, reason, retired_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0])
 
 
-def test_a_schema_1_write_to_a_log_in_schema_2_is_refused(door: Bench) -> None:
+def test_a_schema_1_write_to_a_log_in_schema_3_is_refused(door: Bench) -> None:
     with pytest.raises(problems.SchemaSuperseded) as e:
         door.client.post(ev.RunFinished(door.run_id).sign(door.harness, schema=1))
     assert e.value.status == 422 and e.value.field == "schema"
+
+
+def test_a_schema_2_write_to_a_log_in_schema_3_is_refused(door: Bench) -> None:
+    """`ledger init` writes genesis in schema 3: the log switched at entry 0."""
+    with pytest.raises(problems.SchemaSuperseded) as e:
+        door.client.post(ev.RunFinished(door.run_id).sign(door.harness, schema=2))
+    assert e.value.status == 422 and e.value.field == "schema" and "from entry 0 on" in e.value.detail
 
 
 def test_a_write_without_its_disclosures_is_refused(door: Bench) -> None:
@@ -187,8 +224,9 @@ def test_a_redacted_field_is_listed_as_redacted_and_the_rest_still_opens(
     reader_server: LedgerServer, auditor_token: str, tmp_path: Path
 ) -> None:
     b = Bench(reader_server, "redact", cases=0)
-    env = ev.CaseAdded.cosigned(b.name, b.draft(f"{b.name}-pasted"), source="curated", source_ref="a customer's name",
-                                added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0])
+    case, bound = b.draft(f"{b.name}-pasted").bind()
+    env = ev.CaseAdded.cosigned(b.name, case, source="curated", source_ref="a customer's name",
+                                added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0], bound=[bound])
     r = b.client.post(env)
     m = b.maintainers
 
@@ -198,10 +236,11 @@ def test_a_redacted_field_is_listed_as_redacted_and_the_rest_still_opens(
     redaction = b.client.post(redact("provenance.source_ref"))
     auditor = reader_server.client(token=auditor_token)
     e = auditor.entry(r.index)
-    assert e.redacted == ["provenance.source_ref"] and e.disclosures is not None and len(e.disclosures) == 3
+    assert e.redacted == ["provenance.source_ref"] and e.disclosures is not None and len(e.disclosures) == 4
     assert e.disclosed is not None
     assert {o.path: o.value for o in e.disclosed} == {
-        "title": f"case {b.name}-pasted", "disposition": "positive", "difficulty": "medium", "provenance.source_ref": None}
+        "title": f"case {b.name}-pasted", "disposition": "positive", "difficulty": "medium", "provenance.source_ref": None,
+        "case_name": f"{b.name}-pasted"}
     # The redaction's own reason is committed, and opens for the auditor.
     d = auditor.entry(redaction.index).disclosed
     assert d is not None and [(o.path, o.value) for o in d] == [("reason", "pasted by mistake")]
@@ -227,8 +266,10 @@ def test_a_walk_after_a_real_redaction_passes_and_one_to_a_checkpoint_before_it_
     no `field.redacted` entry below it for that answer (`Incomplete`, asking to run
     again); a walk to the checkpoint after it passes, as does a full replay."""
     b = Bench(reader_server, "walk-redact", cases=0)
-    r = b.client.post(ev.CaseAdded.cosigned(b.name, b.draft(f"{b.name}-pasted"), source="curated", source_ref="a customer's name",
-                                            added_at="2026-11-20T00:00:00Z", added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0]))
+    case, bound = b.draft(f"{b.name}-pasted").bind()
+    r = b.client.post(ev.CaseAdded.cosigned(b.name, case, source="curated", source_ref="a customer's name",
+                                            added_at="2026-11-20T00:00:00Z", added_by=b.curators[0],
+                                            reviewed_by=b.curators[1]).sign(b.curators[0], bound=[bound]))
     auditor = reader_server.client(token=auditor_token)
     before = auditor.checkpoint()
     m = b.maintainers

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
-from conftest import Bench, LedgerServer, digest
+from conftest import Bench, LedgerServer, case_named, digest
 from evidence_ledger import (
     Client,
     ForkDetected,
@@ -127,7 +127,7 @@ def cited_of(p: dict[str, Any]) -> list[tuple[int, bytes, list[str], str, float]
 
 def omitted_score(px: Proxy, p: dict[str, Any]) -> None:
     """The latest (lower) score of case 1 left out of the evidence."""
-    restate(p, [c for c in cited_of(p) if not c[3].endswith("-case-1")])
+    restate(p, [c for c in cited_of(p) if not case_named(c[3], "-case-1")])
 
 
 def older_score(px: Proxy, p: dict[str, Any]) -> None:
@@ -135,11 +135,11 @@ def older_score(px: Proxy, p: dict[str, Any]) -> None:
     size = p["tree_size"]
     older = next(
         e for e in px.get(f"/v1/entries?start=0&limit={size}")["entries"]
-        if e["kind"] == "score.recorded" and e["payload"]["event"]["body"]["case_id"].endswith("-case-1")
+        if e["kind"] == "score.recorded" and case_named(e["payload"]["event"]["body"]["case_id"], "-case-1")
     )
     proof = px.get(f"/v1/proofs/inclusion?index={older['index']}&tree_size={size}")["proof"]
     score = older["payload"]["event"]["body"]["score"]["score"]
-    restate(p, [(older["index"], base64.b64decode(older["leaf"]), proof, c[3], score) if c[3].endswith("-case-1") else c
+    restate(p, [(older["index"], base64.b64decode(older["leaf"]), proof, c[3], score) if case_named(c[3], "-case-1") else c
                 for c in cited_of(p)])
 
 
@@ -428,9 +428,11 @@ def test_every_projection_of_a_log_with_every_kind_of_event_equals_the_replicas(
     sk = f"{b.name}-run-sk"
     c.post(ev.RunStarted(sk, b.name, "harness 1.0", b.rubric, digest("image"), "shared_kernel").sign(b.harness))
     c.post_many([replace(b.score(x, 0.2, failures=(("build_broken", "block"),)), run_id=sk).sign(b.harness) for x in b.cases[:2]])
-    drafts = [replace(b.draft(f"{b.name}-p{i}"), curation_class="corpus-derived") for i in range(3)]
-    for i, d in enumerate(drafts):
-        c.post(ev.CaseProposed(f"{b.name}-prop-{i}", b.name, d, f"outcome-ledger INC-{i}").sign(b.reconciler))
+    drafts = []
+    for i in range(3):
+        d, bound = replace(b.draft(f"{b.name}-p{i}"), curation_class="corpus-derived").bind("draft.case_name")
+        c.post(ev.CaseProposed(f"{b.name}-prop-{i}", b.name, d, f"outcome-ledger INC-{i}").sign(b.reconciler, bound=[bound]))
+        drafts.append(d)
     c.post(ev.ProposalApproved.cosigned(f"{b.name}-prop-1", drafts[1], "2026-11-21T00:00:00Z",
                                         added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[1]))
     c.post(ev.ProposalRejected(f"{b.name}-prop-2", "not reproducible").sign(b.curators[0]))
@@ -455,9 +457,15 @@ def test_every_projection_of_a_log_with_every_kind_of_event_equals_the_replicas(
         c.post(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", [role]).sign(op))
     cp = c.checkpoint()
     ref = ev.CheckpointRef(cp.size, cp.root_hex)
-    for i in range(2):
-        c.post(ev.CapabilityMinted(f"{b.name}-cap-{i}", "wf-1", "2026-11-21T00:00:00Z", ref, "2099-01-01T00:00:00Z").sign(gate))
-    c.post(ev.RagExampleWritten(f"{b.name}-cap-0", "wf-1", digest("example")).sign(writer))
+    # The first capability gives the workflow its handle; the second names it beside the
+    # workflow id again; the example names it.
+    wf = f"{b.name}-wf"
+    first = ev.CapabilityMinted(f"{b.name}-cap-0", wf, "2026-11-21T00:00:00Z", ref, "2099-01-01T00:00:00Z").sign(gate)
+    c.post(first)
+    assert first.handle is not None and first.handle != wf
+    c.post(ev.CapabilityMinted(f"{b.name}-cap-1", first.handle, "2026-11-21T00:00:00Z", ref, "2099-01-01T00:00:00Z",
+                               workflow_name=wf).sign(gate))
+    c.post(ev.RagExampleWritten(f"{b.name}-cap-0", first.handle, digest("example")).sign(writer))
     c.post(ev.RagRecordQuarantined(f"{b.name}-cap-1", "poisoned").sign(gate))
     c.post(ev.AnchorPublished(ref, "file:///anchors/test").sign(op))
     c.post(ev.PrincipalRevoked(writer.key_id, "rotated").sign(op))

@@ -8,14 +8,15 @@ import base64
 import copy
 import dataclasses
 import json
+from dataclasses import replace
 import math
 import random
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, Callable, Optional, cast
 
 import pytest
 
-from evidence_ledger import Client, ForkDetected, Incomplete, RuleBroken, SigningKey, merkle, replay
+from evidence_ledger import Client, ForkDetected, Incomplete, RuleBroken, SigningKey, disclose, merkle, replay
 from evidence_ledger import events as ev
 from evidence_ledger.acceptance import State, _verifies
 from evidence_ledger.envelope import Envelope, decode_leaf, sign_payload
@@ -154,7 +155,7 @@ def test_signatures_are_decided_as_verify_strict_decides_them() -> None:
 class Log:
     """A log built in memory: entries checked and folded as the replica does."""
 
-    def __init__(self, schema: int = 2) -> None:
+    def __init__(self, schema: int = 3) -> None:
         self.state = State()
         self.fold = Projection()
         self.at = 1_790_000_000_000_000
@@ -188,9 +189,9 @@ def log() -> tuple[Log, dict[str, SigningKey], ev.CaseDraft]:
     g.append(ev.TaskClassRegistered(task_class="tc", silver=ev.TierRule(1, 0.5), gold=ev.TierRule(2, 0.9),
                                     failure_modes=[ev.FailureMode("build_broken", "block", "does not build")],
                                     breakdown_keys=["correctness"], rubric_digest=digest("rubric")).sign(g.op))
-    d = ev.CaseDraft("case-1", "case 1", "positive", "medium", "held-out", digest("case-1"), digest("cassette-1"))
+    d, bound = ev.CaseDraft("case-1", "case 1", "positive", "medium", "held-out", digest("case-1"), digest("cassette-1")).bind()
     g.append(ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
-                                   added_by=keys["cur-a"], reviewed_by=keys["cur-b"]).sign(keys["cur-a"]))
+                                   added_by=keys["cur-a"], reviewed_by=keys["cur-b"]).sign(keys["cur-a"], bound=[bound]))
     g.append(ev.RunStarted("run-1", "tc", "h 1", digest("rubric"), digest("image")).sign(keys["harness"]))
     return g, keys, d
 
@@ -222,20 +223,23 @@ def test_a_score_signed_by_a_curator_breaks_the_rules(log: tuple[Log, dict[str, 
 def test_a_case_co_signed_by_two_keys_of_one_curator_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
     g, keys, _ = log
     second = SigningKey.generate("cur-a-2")
-    g.append(ev.PrincipalEnrolled.of(second, "cur-a@example.org", ["curator"]).sign(g.op))
-    d = ev.CaseDraft("case-2", "case 2", "positive", "medium", "held-out", digest("case-2"), digest("cassette-2"))
+    # Another key of the same person names the handle their identity has (the door
+    # refuses a new handle for it: `handle_value_bound`), beside the identity again.
+    handle = g.state.principals[keys["cur-a"].key_id]["identity"]
+    g.append(ev.PrincipalEnrolled(second.public_key_b64, handle, ["curator"], identity_name="cur-a@example.org").sign(g.op))
+    d, bound = ev.CaseDraft("case-2", "case 2", "positive", "medium", "held-out", digest("case-2"), digest("cassette-2")).bind()
     env = ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
-                                added_by=keys["cur-a"], reviewed_by=second).sign(keys["cur-a"])
+                                added_by=keys["cur-a"], reviewed_by=second).sign(keys["cur-a"], bound=[bound])
     refused(g, env, "cosigners_not_distinct")
 
 
 def test_a_case_whose_co_signature_is_over_another_digest_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
     g, keys, _ = log
-    d = ev.CaseDraft("case-3", "case 3", "positive", "medium", "held-out", digest("case-3"), digest("cassette-3"))
+    d, bound = ev.CaseDraft("case-3", "case 3", "positive", "medium", "held-out", digest("case-3"), digest("cassette-3")).bind()
     body = ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
                                  added_by=keys["cur-a"], reviewed_by=keys["cur-b"]).body()
     body["case_digest"] = digest("swapped")
-    refused(g, sign_payload(keys["cur-a"], "case.added", body), "cosignature_invalid")
+    refused(g, sign_payload(keys["cur-a"], "case.added", body, bound=[bound]), "cosignature_invalid")
 
 
 def test_a_score_of_a_retired_case_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
@@ -309,9 +313,71 @@ def test_the_first_schema_2_entry_switches_the_log_and_a_schema_1_entry_after_it
 
 
 def test_a_log_in_schema_2_from_its_first_entry_refuses_schema_1() -> None:
-    g = Log()
-    assert g.state.commitments_from == 0
+    g = Log(schema=2)
+    assert g.state.commitments_from == 0 and g.state.handles_from is None and g.state.schema() == 2
     refused(g, ev.PrincipalRevoked(g.op.key_id, "rotated").sign(g.op, schema=1), "schema_superseded")
+
+
+def test_a_log_in_schema_3_from_its_first_entry_refuses_schemas_1_and_2() -> None:
+    """As `ledger init` writes a log now: genesis in schema 3, its identity a handle."""
+    g = Log()
+    assert g.state.commitments_from == 0 and g.state.handles_from == 0 and g.state.schema() == 3
+    assert g.state.handles == {f"identity/{g.state.principals[g.op.key_id]['identity']}": 0}
+    for schema in (1, 2):
+        with pytest.raises(RuleBroken) as e:
+            g.append(ev.PrincipalRevoked(g.op.key_id, "rotated").sign(g.op, schema=schema))
+        assert (e.value.code, e.value.field) == ("schema_superseded", "schema")
+        assert "from entry 0 on: sign schema 3" in e.value.reason
+
+
+def test_the_first_schema_3_entry_switches_the_log_and_a_schema_2_entry_after_it_breaks_the_rules() -> None:
+    """A log in schema 2 keeps its identifiers in clear; its first schema-3 entry switches
+    it, and from then on a schema-2 entry is one no honest ledger appends. The ids in
+    clear from before the switch stay valid handles of their own values: a schema-3
+    entry names such a case by its id, and a key enrolled again names its identity."""
+    g = Log(schema=2)
+    cur = (SigningKey.generate("cur-a"), SigningKey.generate("cur-b"))
+    for k in cur:
+        g.append(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", ["curator"]).sign(g.op, schema=2))
+    g.append(ev.TaskClassRegistered(task_class="tc", silver=ev.TierRule(1, 0.5), gold=ev.TierRule(2, 0.9), failure_modes=[],
+                                    breakdown_keys=[], rubric_digest=digest("rubric")).sign(g.op, schema=2))
+
+    def case(n: int, schema: int) -> Envelope:
+        d = ev.CaseDraft(f"case-{n}", f"case {n}", "negative", "hard", "held-out", digest(f"case-{n}"), digest(f"cassette-{n}"))
+        bound: list[Any] = []
+        if schema == 3:
+            d, b = d.bind()
+            bound.append(b)
+        return ev.CaseAdded.cosigned("tc", d, source="curated", source_ref=f"bench/{n}", added_at="2026-11-20T00:00:00Z",
+                                     added_by=cur[0], reviewed_by=cur[1]).sign(cur[0], schema=schema, bound=bound)
+
+    g.append(case(1, 2))
+    assert g.state.handles_from is None and "case-1" in g.state.cases
+    switch = g.state.size
+    handled = case(2, 3)
+    g.append(handled)
+    assert g.state.handles_from == switch and g.state.schema() == 3
+    assert handled.handle is not None and g.state.handle_origin("case", handled.handle) == switch
+    assert g.state.handles == {f"case/{handled.handle}": switch}
+    refused(g, case(3, 2), "schema_superseded")
+    # Values in clear from before the switch name themselves.
+    retired = ev.CaseRetired.cosigned("case-1", digest("case-1"), "superseded", retired_by=cur[0], reviewed_by=cur[1])
+    g.append(retired.sign(cur[0]))
+    # Another key of a person enrolled in clear: the identifier is the identity (its own
+    # handle), the companion its commitment, made first (`bind`) since a companion in
+    # clear equal to its identifier is a value named first, given a fresh handle.
+    again = SigningKey.generate("cur-a-2")
+    fresh = ev.PrincipalEnrolled(again.public_key_b64, "cur-a@example.org", ["curator"], identity_name="cur-a@example.org")
+    assert fresh.sign(g.op).handle != "cur-a@example.org"
+    b = disclose.bind("identity_name", "cur-a@example.org")
+    body = dict(fresh.body(), identity_name={"_sd": b.handle})
+    env = sign_payload(g.op, "principal.enrolled", body, bound=[b])
+    assert env.handle == "cur-a@example.org" and env.disclosures == (b.disclosure,)
+    g.append(env)
+    assert g.state.handles == {f"case/{handled.handle}": switch}  # named again: no new handle
+    # The switch and the handles are part of the state a replica saves.
+    saved = State.from_json(json.loads(json.dumps(g.state.to_json())))
+    assert (saved.handles_from, saved.handles, saved.schema()) == (switch, g.state.handles, 3)
 
 
 def test_a_redaction_must_name_a_committed_field_of_an_earlier_entry_by_its_leaf_hash_once(
@@ -339,6 +405,134 @@ def test_a_redaction_must_name_a_committed_field_of_an_earlier_entry_by_its_leaf
     assert (case, "title") in g.state.redactions
     refused(g, redact("title"), "already_redacted")
     g.append(redact("difficulty"))
+
+
+# --- handles (schema 3; docs/PRIVACY.md, "Handles"): `handle_not_derived` ----------------
+#
+# Where a case id, identity or workflow id is named first, the identifier must be the
+# digest of the commitment beside it or a handle the log already holds for that class.
+# Each attack below commits the value beside the identifier as an honest client does
+# (`bind`, so the identifier is kept as given) and signs everything else correctly.
+
+
+def case_under(g: Log, keys: dict[str, SigningKey], handle: str, name: str, *extra: disclose.Bound) -> Envelope:
+    """A case named `name`, committed beside the identifier `handle`, its provenance
+    co-signed over `handle` by both curators."""
+    b = disclose.bind("case_name", name)
+    d = ev.CaseDraft(handle, f"case {name}", "positive", "medium", "held-out", digest(name), digest(f"cassette {name}"), case_name=name)
+    event = ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
+                                  added_by=keys["cur-a"], reviewed_by=keys["cur-b"])
+    return event.sign(keys["cur-a"], bound=[b, *extra])
+
+
+def not_derived(g: Log, env: Envelope, field: str) -> None:
+    with pytest.raises(RuleBroken) as e:
+        g.append(env)
+    assert (e.value.code, e.value.field) == ("handle_not_derived", f"event.body.{field}"), e.value
+
+
+def test_a_case_named_first_by_its_own_handle_is_accepted(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    """The control: the identifier is the digest of the commitment beside it."""
+    g, keys, _ = log
+    d, bound = ev.CaseDraft("GHSA-2026-0001", "t", "positive", "medium", "held-out", digest("a"), digest("b")).bind()
+    ok = ev.CaseAdded.cosigned("tc", d, source="curated", source_ref="bench", added_at="2026-11-20T00:00:00Z",
+                               added_by=keys["cur-a"], reviewed_by=keys["cur-b"]).sign(keys["cur-a"], bound=[bound])
+    g.append(ok)
+    assert g.state.handle_origin("case", d.case_id) == g.state.size - 1 and g.state.handle_known("case", d.case_id)
+
+
+def test_attack_a_case_named_by_a_handle_no_event_gave_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, _ = log
+    stranger = disclose.bind("case_name", "GHSA-2026-0002").handle  # the digest of another disclosure
+    not_derived(g, case_under(g, keys, stranger, "GHSA-2026-0002"), "case_id")
+
+
+def test_attack_a_case_id_in_clear_beside_its_commitment_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    """The name in the identifier, as schema 2 wrote it: in schema 3 that names no
+    handle the log holds (the log has no such id in clear from before its switch)."""
+    g, keys, _ = log
+    not_derived(g, case_under(g, keys, "GHSA-2026-0003", "GHSA-2026-0003x"), "case_id")
+
+
+def test_attack_a_case_named_by_another_fields_commitment_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    """A digest beside it, but the title's, not the companion's."""
+    g, keys, _ = log
+    title = disclose.bind("title", "case GHSA-2026-0004")
+    env = case_under(g, keys, title.handle, "GHSA-2026-0004", title)
+    assert env.body["title"] == {"_sd": title.handle}
+    not_derived(g, env, "case_id")
+
+
+def test_attack_a_case_named_by_a_handle_of_another_class_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    """A handle the log holds, but an identity's: handles are known by class."""
+    g, keys, _ = log
+    identity = g.state.principals[keys["cur-a"].key_id]["identity"]
+    assert g.state.handle_known("identity", identity) and not g.state.handle_known("case", identity)
+    not_derived(g, case_under(g, keys, identity, "GHSA-2026-0005"), "case_id")
+
+
+def test_attack_a_proposal_drafting_a_handle_no_event_gave_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, keys, _ = log
+    rec = SigningKey.generate("reconciler")
+    g.append(ev.PrincipalEnrolled.of(rec, "reconciler@example.org", ["reconciler"]).sign(g.op))
+    b = disclose.bind("draft.case_name", "INC-7")
+    stranger = disclose.bind("draft.case_name", "INC-7").handle
+    d = ev.CaseDraft(stranger, "t", "negative", "hard", "corpus-derived", digest("p"), digest("q"), case_name="INC-7")
+    not_derived(g, ev.CaseProposed("prop-7", "tc", d, "outcome-ledger INC-7").sign(rec, bound=[b]), "draft.case_id")
+
+
+def test_attack_a_key_enrolled_under_an_identity_handle_no_event_gave_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, _, _ = log
+    k = SigningKey.generate("mallory")
+    b = disclose.bind("identity_name", "mallory@example.org")
+    stranger = disclose.bind("identity_name", "cur-a@example.org").handle
+    env = ev.PrincipalEnrolled(k.public_key_b64, stranger, ["curator"], identity_name="mallory@example.org").sign(g.op, bound=[b])
+    not_derived(g, env, "identity")
+
+
+def test_attack_a_capability_minted_for_a_workflow_handle_no_event_gave_breaks_the_rules(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    g, _, _ = log
+    gate = SigningKey.generate("gate")
+    g.append(ev.PrincipalEnrolled.of(gate, "gate@example.org", ["gate"]).sign(g.op))
+    b = disclose.bind("workflow_name", "wf-1")
+    stranger = disclose.bind("workflow_name", "wf-1").handle
+    cap = ev.CapabilityMinted("cap-1", stranger, format_micros(g.at), ev.CheckpointRef(g.state.size, g.fold.root().hex()),
+                              "2099-01-01T00:00:00Z", workflow_name="wf-1")
+    not_derived(g, cap.sign(gate, bound=[b]), "workflow_id")
+
+
+def test_the_same_value_named_first_again_carries_the_handle_it_has(log: tuple[Log, dict[str, SigningKey], ev.CaseDraft]) -> None:
+    """A case proposed again after its proposal was rejected names the handle the first
+    proposal gave it, beside a fresh commitment to its name; a workflow's second
+    capability names the first one's handle; the example written names it too. None
+    gives a new handle."""
+    g, keys, _ = log
+    rec, gate, writer = SigningKey.generate("reconciler"), SigningKey.generate("gate"), SigningKey.generate("writer")
+    for k, role in ((rec, "reconciler"), (gate, "gate"), (writer, "rag-writer")):
+        g.append(ev.PrincipalEnrolled.of(k, f"{k.name}@example.org", [role]).sign(g.op))
+    d = ev.CaseDraft("INC-8", "t", "negative", "hard", "corpus-derived", digest("p"), digest("q"))
+    first = ev.CaseProposed("prop-8", "tc", d, "outcome-ledger INC-8").sign(rec)
+    g.append(first)
+    assert first.handle is not None and g.state.handle_origin("case", first.handle) == g.state.size - 1
+    g.append(ev.ProposalRejected("prop-8", "not reproducible").sign(keys["cur-a"]))
+    again = ev.CaseProposed("prop-8b", "tc", replace(d, case_id=first.handle, case_name="INC-8"), "outcome-ledger INC-8").sign(rec)
+    assert again.handle == first.handle and again.body["draft"]["case_name"] != first.body["draft"]["case_name"]
+    handles = dict(g.state.handles)
+    g.append(again)
+    assert g.state.handles == handles
+
+    def mint(cap: str, workflow: str, name: Optional[str] = None) -> Envelope:
+        ref = ev.CheckpointRef(g.state.size, g.fold.root().hex())
+        return ev.CapabilityMinted(cap, workflow, format_micros(g.at), ref, "2099-01-01T00:00:00Z", workflow_name=name).sign(gate)
+
+    one = mint("cap-1", "wf-1")
+    g.append(one)
+    assert one.handle is not None
+    g.append(mint("cap-2", one.handle, "wf-1"))
+    g.append(ev.RagExampleWritten("cap-2", one.handle, digest("example")).sign(writer))
+    with pytest.raises(RuleBroken) as e:
+        g.append(ev.RagExampleWritten("cap-1", "wf-1", digest("example")).sign(writer))
+    assert e.value.code == "capability_workflow_mismatch"  # later events name the handle, never the value
 
 
 # --- a recommendation cites its evidence by a tree, or (an older entry) by a list ----------

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 
-from conftest import Bench, LedgerServer, digest
+from conftest import Bench, LedgerServer, case_named, digest
 from evidence_ledger import (
     AbsenceNotProven,
     CasesMismatch,
@@ -230,7 +230,7 @@ def test_an_unregistered_class_is_proven_absent_before_between_and_after_the_cla
 
 
 def case_index(p: dict[str, Any], suffix: str) -> int:
-    return next(i for i, c in enumerate(p["cases"]) if c["case_id"].endswith(suffix))
+    return next(i for i, c in enumerate(p["cases"]) if case_named(c["case_id"], suffix))
 
 
 def restate(p: dict[str, Any]) -> None:

@@ -311,14 +311,15 @@ class Serving(Client):
 
 @pytest.fixture(scope="module")
 def disclosed(reader_server: LedgerServer, auditor_token: str) -> tuple[Client, int, int]:
-    """The auditor's client and two case.added entries, each with four committed fields."""
+    """The auditor's client and two case.added entries, each with five committed fields
+    (the last, `case_name`, the value behind the case's handle)."""
     b = Bench(reader_server, "tamper-disclose", cases=0)
     receipts = []
     for i in range(2):
-        d = b.draft(f"{b.name}-case-{i}")
+        d, bound = b.draft(f"{b.name}-case-{i}").bind()
         receipts.append(b.client.post(ev.CaseAdded.cosigned(
             b.name, d, source="curated", source_ref=f"bench/{i}", added_at="2026-11-20T00:00:00Z",
-            added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0])))
+            added_by=b.curators[0], reviewed_by=b.curators[1]).sign(b.curators[0], bound=[bound])))
     auditor = reader_server.client(token=auditor_token)
     e = auditor.entry(receipts[0].index)
     assert e.disclosed is not None and [o.path for o in e.disclosed if o.value is not None] == list(disclose.COMMITTED["case.added"])
@@ -388,7 +389,7 @@ def test_a_disclosure_served_twice_is_refused(disclosed: tuple[Client, int, int]
 
     with pytest.raises(DisclosureMismatch, match="opens `difficulty` twice") as e:
         Serving(auditor, index, edit).entry(index)
-    assert e.value.disclosure == 4
+    assert e.value.disclosure == 5  # after the five the entry commits to
 
 
 def test_a_field_said_redacted_while_disclosed_is_refused(disclosed: tuple[Client, int, int]) -> None:

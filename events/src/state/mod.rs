@@ -278,7 +278,10 @@ impl State {
         let p = &d.payload;
         if p.schema < self.schema() {
             let (from, what) = match self.handles_from {
-                Some(from) => (from, "identifiers that name sensitive values only as handles"),
+                Some(from) => (
+                    from,
+                    "identifiers that name sensitive values only as handles",
+                ),
                 None => (
                     self.commitments_from.unwrap_or_default(),
                     "sensitive values only as commitments",

@@ -3,10 +3,11 @@
 The pieces, by user:
 
 - the harness and reconcilers: `SigningKey`, the event classes of
-  `evidence_ledger.events` (`ScoreRecorded(...).sign(key)`, schema 2: the
+  `evidence_ledger.events` (`ScoreRecorded(...).sign(key)`, schema 3: the
   sensitive values committed, their disclosures posted beside the
-  envelope), and `Client.post` / `Client.post_many`, which return only
-  checked receipts;
+  envelope, and case ids, identities and workflow ids named by handles,
+  `CaseDraft.bind` / `disclose.bind`), and `Client.post` /
+  `Client.post_many`, which return only checked receipts;
 - readers with a role (docs/PRIVACY.md): `Client(..., token=...)` with a
   token in the server's readers file; `Client.entry` checks the
   disclosures served against the leaf (`evidence_ledger.disclose`);

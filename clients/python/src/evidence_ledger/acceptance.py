@@ -28,12 +28,23 @@ is checked, with these differences (docs/PROJECTIONS.md says why):
   (the ledger compares that leaf hash first: `redaction_target_mismatch`);
   `State` keeps the leaf hash of the entries that hold commitments only.
 
-Sensitive fields (docs/PRIVACY.md): a schema-2 entry holds each as a
+Sensitive fields (docs/PRIVACY.md): a schema-2 or schema-3 entry holds each as a
 commitment `{"_sd": digest}`, whose form `envelope.decode_leaf` checked
 (`disclose.check_form`); its value was checked at the door, when its
 disclosure was opened, so the rules check a sensitive value only when it is
 in clear. The first schema-2 entry switches the log: a schema-1 entry after
 it is refused (`schema_superseded`).
+
+Handles (docs/PRIVACY.md, "Handles"): a schema-3 entry that names a case id,
+identity or workflow id first holds beside the identifier its companion,
+the value committed, and the identifier must be that commitment's digest
+or a handle the log already holds for that class (one a schema-3 entry
+gave, or a value in clear from before the switch): `handle_not_derived`
+otherwise. The first schema-3 entry switches the log again: a schema-1 or
+schema-2 entry after it is refused (`schema_superseded`). That one value
+has one handle is checked by the ledger at its door, where it holds the
+values (`handle_value_bound`, `handle_value_mismatch`); the rules here,
+which read the leaves only, do not check it.
 
 `tier.apply` is never appended by an honest ledger: one in the log breaks
 the rules.
@@ -51,7 +62,7 @@ import nacl.exceptions
 import nacl.signing
 
 from . import merkle
-from .disclose import SCHEMA_CLEAR, commitments, is_commitment
+from .disclose import SCHEMA_CLEAR, SCHEMA_COMMITTED, SCHEMA_HANDLES, commitments, handle_field, is_commitment
 from .envelope import Leaf
 from .errors import InvalidInput, RuleBroken
 from .note import b64decode_strict
@@ -121,12 +132,20 @@ class Omittable:
         self.inner = inner
 
 
+class Nullable(Omittable):
+    """An optional field as serde reads a plain `Option<T>` with `#[serde(default)]`:
+    absent, `null` (read as absent), or a value of type `inner`. The schema-3
+    companions are of this type (`events::model`)."""
+
+
 TEXT = Sensitive(S)
 DISPOSITION = Sensitive(DISPOSITIONS)
-DRAFT: Schema = {"case_id": S, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT, "curation_class": S,
-                 "case_digest": S, "cassette_digest": S}
+#: A schema-3 companion: the value behind a handle (`Option<Sensitive<String>>`).
+COMPANION = Nullable(Sensitive(S))
+DRAFT: Schema = {"case_id": S, "case_name": COMPANION, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT,
+                 "curation_class": S, "case_digest": S, "cassette_digest": S}
 BODIES: Mapping[str, Schema] = {
-    "principal.enrolled": {"public_key": S, "identity": S, "roles": [ROLES]},
+    "principal.enrolled": {"public_key": S, "identity": S, "identity_name": COMPANION, "roles": [ROLES]},
     "principal.revoked": {"key_id": S, "reason": TEXT},
     "task_class.registered": {
         "task_class": S,
@@ -136,7 +155,7 @@ BODIES: Mapping[str, Schema] = {
     },
     "rubric.updated": {"task_class": S, "rubric_digest": S},
     "case.added": {
-        "task_class": S, "case_id": S, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT, "curation_class": S,
+        "task_class": S, "case_id": S, "case_name": COMPANION, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT, "curation_class": S,
         "provenance": {"source": SOURCES, "source_ref": TEXT, "added_at": S, "added_by": COSIG, "reviewed_by": COSIG},
         "case_digest": S, "cassette_digest": S,
     },
@@ -157,7 +176,7 @@ BODIES: Mapping[str, Schema] = {
                   "cost_usd": F64, "duration_seconds": F64},
         "started_at": S, "finished_at": S, "operator_fingerprint": TEXT,
     },
-    "rag.capability.minted": {"capability_id": S, "workflow_id": S, "validated_at": S, "minted_at": CHECKPOINT, "expires_at": S},
+    "rag.capability.minted": {"capability_id": S, "workflow_id": S, "workflow_name": COMPANION, "validated_at": S, "minted_at": CHECKPOINT, "expires_at": S},
     "rag.example.written": {"capability_id": S, "workflow_id": S, "example_digest": S},
     "rag.record.quarantined": {"capability_id": S, "reason": TEXT},
     "promotion.requested": {"task_class": S},
@@ -180,7 +199,11 @@ BODIES: Mapping[str, Schema] = {
 
 def _typed(v: Any, schema: Schema, path: str) -> None:
     """Raises `_Refused` unless `v` has the type `schema` describes (serde's view of it)."""
-    if isinstance(schema, Omittable):
+    if isinstance(schema, Nullable):
+        # Present: `null` (read as absent) or a value of the inner type.
+        if v is not None:
+            _typed(v, schema.inner, path)
+    elif isinstance(schema, Omittable):
         # Present: a value of the inner type, never `null` (the caller skips it when absent).
         _typed(v, schema.inner, path)
     elif isinstance(schema, Sensitive):
@@ -354,9 +377,15 @@ class State:
     ids: set[str] = field(default_factory=set)
     size: int = 0
     last_sequenced_at: Optional[int] = None
-    #: The first schema-2 entry (None while the log holds only schema 1): from it on,
-    #: the log accepts only schema 2.
+    #: The first schema-2 (or later) entry (None while the log holds only schema 1):
+    #: from it on, the log accepts no schema 1.
     commitments_from: Optional[int] = None
+    #: The first schema-3 entry (None while the log holds none): from it on, the log
+    #: accepts only schema 3, and case ids, identities and workflow ids are handles.
+    handles_from: Optional[int] = None
+    #: Every handle a schema-3 entry gave, by class and handle (`case/…`, `identity/…`,
+    #: `workflow/…`): the entry that gave it (`State::handles` in Rust).
+    handles: dict[str, int] = field(default_factory=dict)
     #: index -> [leaf hash (hex), [committed field paths]], for each entry holding commitments.
     committed: dict[int, list[Any]] = field(default_factory=dict)
     #: Every redacted field: (entry index, field path).
@@ -408,6 +437,48 @@ class State:
         if identities[0][0] == identities[1][0] or identities[0][1] == identities[1][1]:
             raise _no("cosigners_not_distinct", _body(pair[1][1]),
                       "the two co-signers must be different principals with different identities")
+
+    # --- schemas and handles --------------------------------------------------------
+
+    def schema(self) -> int:
+        """The schema this log accepts now: 1 until its first schema-2 entry, 2 from then
+        on until its first schema-3 entry, 3 from then on (`State::schema`)."""
+        if self.handles_from is not None:
+            return SCHEMA_HANDLES
+        return SCHEMA_CLEAR if self.commitments_from is None else SCHEMA_COMMITTED
+
+    def handle_origin(self, class_: str, handle: str) -> Optional[int]:
+        """The entry that gave `handle` of `class_` (`case`, `identity`, `workflow`), when a
+        schema-3 entry did."""
+        return self.handles.get(f"{class_}/{handle}")
+
+    def handle_known(self, class_: str, handle: str) -> bool:
+        """`handle` is an identifier of `class_` this log already holds: given by a
+        schema-3 entry, or a value in clear from before the log's switch to schema 3."""
+        if self.handle_origin(class_, handle) is not None:
+            return True
+        if class_ == "case":
+            return handle in self.cases or any(p["draft"]["case_id"] == handle for p in self.proposals.values())
+        if class_ == "identity":
+            return any(p["identity"] == handle for p in self.principals.values())
+        if class_ == "workflow":
+            return any(c["workflow_id"] == handle for c in self.capabilities.values())
+        return False
+
+    def _check_handle(self, leaf: Leaf) -> None:
+        """From schema 3: the identifier that names a sensitive value where it is first
+        named is the digest of the commitment beside it (a value named here first) or a
+        handle this log already holds for its class (the same value again: the ledger
+        checks at its door that it is)."""
+        h = handle_field(leaf.kind, leaf.body)
+        if h is None or leaf.payload["schema"] < SCHEMA_HANDLES or h.derived or self.handle_known(h.class_, h.handle):
+            return
+        raise _no(
+            "handle_not_derived",
+            _body(h.spec.handle_path),
+            f"must be the digest `{h.spec.name_path}._sd` beside it, or the handle an earlier event gave the same "
+            f'{h.class_} (docs/PRIVACY.md, "Handles")',
+        )
 
     # --- lookups ------------------------------------------------------------------
 
@@ -474,10 +545,13 @@ class State:
         if schema is None:
             raise _no("unknown_event_kind", "event.kind", f"`{kind}` is not an event kind")
         _typed(b, schema, "event.body")
-        if self.commitments_from is not None and p["schema"] == SCHEMA_CLEAR:
+        if p["schema"] < self.schema():
+            if self.handles_from is not None:
+                since, what = self.handles_from, "identifiers that name sensitive values only as handles"
+            else:
+                since, what = self.commitments_from or 0, "sensitive values only as commitments"
             raise _no("schema_superseded", "schema",
-                      f"this log holds sensitive values only as commitments from entry {self.commitments_from} on: "
-                      "sign schema 2 (docs/PRIVACY.md)")
+                      f"this log holds {what} from entry {since} on: sign schema {self.schema()} (docs/PRIVACY.md)")
         eid = p["id"]
         if len(eid) < 8 or not (len(eid) <= 128 and all(c.isascii() and (c.isalnum() or c in "._:/@+-") for c in eid)):
             raise _no("invalid_identifier", "id", "the envelope id must be 8–128 characters from [A-Za-z0-9._:/@+-]")
@@ -486,6 +560,7 @@ class State:
         self._check_signer(leaf)
         if eid in self.ids:
             raise _no("envelope_id_reused", "id", "an envelope id appears twice in the log")
+        self._check_handle(leaf)
         getattr(self, "_check_" + kind.replace(".", "_"))(b, leaf.sequenced_at, index, cite)
 
     def _check_principal_enrolled(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
@@ -786,6 +861,12 @@ class State:
         self.size = index + 1
         if leaf.payload["schema"] != SCHEMA_CLEAR and self.commitments_from is None:
             self.commitments_from = index
+        if leaf.payload["schema"] >= SCHEMA_HANDLES:
+            if self.handles_from is None:
+                self.handles_from = index
+            h = handle_field(leaf.kind, leaf.body)
+            if h is not None and h.derived:
+                self.handles[f"{h.class_}/{h.handle}"] = index
         at = leaf.sequenced_at
         self.last_sequenced_at = at if self.last_sequenced_at is None else max(self.last_sequenced_at, at)
         self.ids.add(leaf.payload["id"])
@@ -853,6 +934,8 @@ class State:
             "recommendations": {str(k): v for k, v in sorted(self.recommendations.items())},
             "ids": sorted(self.ids), "size": self.size, "last_sequenced_at": self.last_sequenced_at,
             "commitments_from": self.commitments_from,
+            "handles_from": self.handles_from,
+            "handles": dict(sorted(self.handles.items())),
             "committed": {str(k): v for k, v in sorted(self.committed.items())},
             "redactions": sorted([e, f] for e, f in self.redactions),
         }
@@ -866,6 +949,8 @@ class State:
             recommendations={int(k): list(r) for k, r in v["recommendations"].items()},
             ids=set(v["ids"]), size=int(v["size"]), last_sequenced_at=v["last_sequenced_at"],
             commitments_from=v.get("commitments_from"),
+            handles_from=v.get("handles_from"),
+            handles={str(k): int(i) for k, i in v.get("handles", {}).items()},
             committed={int(k): list(c) for k, c in v.get("committed", {}).items()},
             redactions={(int(e), str(f)) for e, f in v.get("redactions", [])},
         )

@@ -8,9 +8,11 @@ of `{"envelope": <envelope>, "sequenced_at": <ledger time>, "v": 1}`.
 Schema 1 holds every value in clear; schema 2 (docs/PRIVACY.md) holds each
 sensitive field as a commitment `{"_sd": digest}`, whose disclosure travels
 beside the envelope in the write body `{"disclosures": [...], "envelope":
-{...}}` (`Envelope.write_body`). This package signs schema 2
-(`sign_payload`); it reads both, since a log written before the switch
-keeps its schema-1 leaves.
+{...}}` (`Envelope.write_body`); schema 3 also names case ids, identities and
+workflow ids by handles, the value committed beside the identifier where it
+is first named (docs/PRIVACY.md, "Handles"). This package signs schema 3
+(`sign_payload`); it reads all three, since a log written before a switch
+keeps its earlier leaves.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from .timefmt import format_micros, now, parse_utc_micros
 
 #: The DSSE payloadType of every event.
 PAYLOAD_TYPE = "application/vnd.evidence-ledger.event+json"
-#: The payload schema version this package writes (sensitive values as commitments).
-SCHEMA_VERSION = disclose.SCHEMA_COMMITTED
+#: The payload schema version this package writes (sensitive values as commitments,
+#: case ids, identities and workflow ids as handles).
+SCHEMA_VERSION = disclose.SCHEMA_HANDLES
 #: The payload schema of logs written before the switch (every value in clear).
 SCHEMA_CLEAR = disclose.SCHEMA_CLEAR
-#: The payload schemas this package reads.
-SCHEMAS = (SCHEMA_CLEAR, SCHEMA_VERSION)
+#: Sensitive values as commitments, identifiers in clear.
+SCHEMA_COMMITTED = disclose.SCHEMA_COMMITTED
+#: The payload schemas this package reads (and writes).
+SCHEMAS = (SCHEMA_CLEAR, SCHEMA_COMMITTED, SCHEMA_VERSION)
 #: The leaf record version.
 LEAF_VERSION = 1
 
@@ -77,6 +82,14 @@ class Envelope:
     def body(self) -> dict[str, Any]:
         b = self.decoded["event"]["body"]
         return b if isinstance(b, dict) else {}
+
+    @property
+    def handle(self) -> Optional[str]:
+        """The identifier of a kind that names a case id, identity or workflow id first
+        (`case_id`, `draft.case_id`, `identity`, `workflow_id`) as signed: in schema 3
+        the handle later events name the value by (None for other kinds)."""
+        h = disclose.handle_field(self.kind, self.body)
+        return h.handle if h is not None and isinstance(h.handle, str) else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -154,11 +167,11 @@ class Envelope:
 
 
 def check_payload_shape(p: Any, what: str) -> None:
-    """The payload's outer shape: `{schema: 1 or 2, id, signer, issued_at, event: {kind, body}}`."""
+    """The payload's outer shape: `{schema: 1, 2 or 3, id, signer, issued_at, event: {kind, body}}`."""
     if not isinstance(p, dict) or set(p) != {"schema", "id", "signer", "issued_at", "event"}:
         raise InvalidInput(what, "a payload has exactly schema, id, signer, issued_at and event", "unknown_field")
     if isinstance(p["schema"], bool) or p["schema"] not in SCHEMAS:
-        raise InvalidInput(f"{what}.schema", f"schema {p['schema']!r} is not supported; this package reads 1 and {SCHEMA_VERSION}", "unsupported_schema")
+        raise InvalidInput(f"{what}.schema", f"schema {p['schema']!r} is not supported; this package reads 1 to {SCHEMA_VERSION}", "unsupported_schema")
     for f in ("id", "signer", "issued_at"):
         if not isinstance(p[f], str):
             raise InvalidInput(f"{what}.{f}", "must be a string", "invalid_type")
@@ -193,28 +206,34 @@ def sign_payload(
     id: Optional[str] = None,
     issued_at: Optional[str] = None,
     schema: int = SCHEMA_VERSION,
+    bound: Sequence[disclose.Bound] = (),
 ) -> Envelope:
     """Signs `{"kind": kind, "body": body}` with `key` as a new envelope.
 
-    With `schema` 2 (the default), every sensitive value the body holds in clear is
-    first committed under a fresh 32-byte random salt (`disclose.commit`); the
+    With `schema` 3 (the default) or 2, every sensitive value the body holds in clear
+    is first committed under a fresh 32-byte random salt (`disclose.commit`); the
     disclosures travel with the envelope (`Envelope.disclosures`, posted by
-    `Envelope.write_body`), as `events::envelope::sign_write` does. With `schema` 1
-    the body is signed as it is, values in clear: only a log that has not switched
-    to schema 2 accepts it (`schema_superseded` otherwise).
+    `Envelope.write_body`), as `events::envelope::sign_write_bound` does. In schema 3,
+    a case id, identity or workflow id named here first becomes a handle: the value
+    moves into its companion field (`case_name`, ...) and the identifier holds the
+    handle (`Envelope.handle`), unless the body already names the value by a handle.
+    `bound` holds the disclosures of values given their handles before the body was
+    built (`disclose.bind`), as for a case whose curators co-signed its handle. With
+    `schema` 1 the body is signed as it is, values in clear. A log accepts a schema
+    until its first entry of a later one (`schema_superseded` after it).
 
     `id` defaults to a fresh random one; `issued_at` to this machine's clock
     (kept by the ledger, never used for windows).
     """
     if schema not in SCHEMAS:
-        raise InvalidInput("schema", f"this package writes schema 1 or {SCHEMA_VERSION}", "unsupported_schema")
+        raise InvalidInput("schema", f"this package writes schemas 1 to {SCHEMA_VERSION}", "unsupported_schema")
     eid = id if id is not None else new_id(kind.replace("_", "-"))
     if not 8 <= len(eid) <= 128 or not _ident_ok(eid):
         raise InvalidInput("id", "the envelope id must be 8–128 characters from [A-Za-z0-9._:/@+-]", "invalid_identifier")
     at = issued_at if issued_at is not None else now()
     if parse_utc_micros(at) is None:
         raise InvalidInput("issued_at", "must be RFC 3339 in UTC (ending in Z)", "invalid_timestamp")
-    signed, disclosures = disclose.commit(kind, body) if schema == SCHEMA_VERSION else (dict(body), [])
+    signed, disclosures = (dict(body), []) if schema == SCHEMA_CLEAR else disclose.commit(kind, body, schema=schema, bound=bound)
     payload = canonical.encode(
         {
             "schema": schema,

@@ -4,9 +4,17 @@ Each class checks its fields as the ledger will (identifiers, text,
 digests, timestamps, numbers, banned breakdown keys, severities) and raises
 `InvalidInput` naming the field as the server would name it
 (`event.body.score.breakdown.model_confidence`) and the server's code.
-`sign(key)` turns an event into a signed `Envelope`: in schema 2, the
-sensitive values the constructors checked in clear (docs/PRIVACY.md) are
-committed at signing, and their disclosures travel with the envelope.
+`sign(key)` turns an event into a signed `Envelope`: in schema 3 (as in
+schema 2), the sensitive values the constructors checked in clear
+(docs/PRIVACY.md) are committed at signing, and their disclosures travel
+with the envelope. Schema 3 also names case ids, identities and workflow
+ids by handles (docs/PRIVACY.md, "Handles"): an event that names such a
+value first (`CaseAdded`, `CaseProposed`'s draft, `PrincipalEnrolled`,
+`CapabilityMinted`) gives it a handle at signing (`Envelope.handle`), and
+every later event (`ScoreRecorded`, `RubricInvoked`, `CaseRetired`,
+`RagExampleWritten`, the co-signed statements) names the handle. A value
+whose handle a co-signed statement names is bound first
+(`CaseDraft.bind`, `disclose.bind`) and its binding passed to `sign`.
 
 Rules that need the log's state (an enrolled signer, an active case, the
 current rubric digest, a declared breakdown key) are checked by the ledger
@@ -18,9 +26,10 @@ from __future__ import annotations
 import abc
 import math
 import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping, Optional, Sequence
 
+from .disclose import SCHEMA_HANDLES, Bound, bind, parse
 from .envelope import SCHEMA_VERSION, Envelope, sign_payload
 from .errors import InvalidInput
 from .note import SigningKey, b64
@@ -178,13 +187,21 @@ class Event(abc.ABC):
         """The event's body as JSON."""
 
     def sign(
-        self, key: SigningKey, *, id: Optional[str] = None, issued_at: Optional[str] = None, schema: int = SCHEMA_VERSION
+        self,
+        key: SigningKey,
+        *,
+        id: Optional[str] = None,
+        issued_at: Optional[str] = None,
+        schema: int = SCHEMA_VERSION,
+        bound: Sequence[Bound] = (),
     ) -> Envelope:
         """This event signed by `key` as a new envelope (a fresh id, issued now, unless
-        given). In schema 2 (the default) its sensitive values are committed and their
-        disclosures travel with the envelope (`envelope.sign_payload`); `schema=1` signs
-        them in clear, for a log that has not switched yet."""
-        return sign_payload(key, self.kind, self.body(), id=id, issued_at=issued_at, schema=schema)
+        given). In schema 3 (the default) or 2 its sensitive values are committed and
+        their disclosures travel with the envelope (`envelope.sign_payload`); in schema 3
+        a value named here first gets its handle (`Envelope.handle`), or the one `bound`
+        gave it (`disclose.bind`, `CaseDraft.bind`). `schema=1` signs the values in
+        clear, for a log that has not switched yet."""
+        return sign_payload(key, self.kind, self.body(), id=id, issued_at=issued_at, schema=schema, bound=bound)
 
 
 # --- principals (operator) --------------------------------------------------
@@ -192,10 +209,17 @@ class Event(abc.ABC):
 
 @dataclass(frozen=True)
 class PrincipalEnrolled(Event):
+    """A key enrolled for an identity with roles. In schema 3, `identity` is signed as a
+    handle: the identity named first moves into `identity_name` (committed) and
+    `identity` becomes its handle, or, for another key of a person already enrolled,
+    `identity` is the handle they have and `identity_name` their identity again."""
+
     kind: ClassVar[str] = "principal.enrolled"
     public_key: str
     identity: str
     roles: Sequence[str]
+    #: Schema 3: the identity whose handle `identity` is (None: `identity` itself).
+    identity_name: Optional[str] = None
 
     @classmethod
     def of(cls, key: SigningKey, identity: str, roles: Sequence[str]) -> "PrincipalEnrolled":
@@ -205,13 +229,18 @@ class PrincipalEnrolled(Event):
         if not isinstance(self.public_key, str) or len(self.public_key) != 44:
             raise InvalidInput(_body("public_key"), "base64 of a 32-byte Ed25519 key", "invalid_value")
         text(self.identity, "identity")
+        if self.identity_name is not None:
+            text(self.identity_name, "identity_name")
         if not self.roles:
             raise InvalidInput(_body("roles"), "at least one role", "invalid_value")
         for i, r in enumerate(self.roles):
             one_of(r, ROLES, f"roles[{i}]")
 
     def body(self) -> dict[str, Any]:
-        return {"public_key": self.public_key, "identity": self.identity, "roles": list(self.roles)}
+        b: dict[str, Any] = {"public_key": self.public_key, "identity": self.identity, "roles": list(self.roles)}
+        if self.identity_name is not None:
+            b["identity_name"] = self.identity_name
+        return b
 
 
 @dataclass(frozen=True)
@@ -319,7 +348,9 @@ class RubricUpdated(Event):
 
 @dataclass(frozen=True)
 class CaseDraft:
-    """A case's fields without provenance (a reconciler's proposal)."""
+    """A case's fields without provenance (a reconciler's proposal). In schema 3,
+    `case_id` is the case's handle and `case_name` its name (the id in clear, committed
+    at signing): `bind` gives a draft named by its id a handle."""
 
     case_id: str
     title: str
@@ -328,9 +359,28 @@ class CaseDraft:
     curation_class: str
     case_digest: str
     cassette_digest: str
+    #: Schema 3: the case's name, whose handle `case_id` is (None: `case_id` itself).
+    case_name: Optional[str] = None
+
+    def bind(self, path: str = "case_name") -> tuple["CaseDraft", Bound]:
+        """This draft, whose `case_id` is the case's name (or whose `case_name` is, when
+        set), named by a new handle (`disclose.bind`, a random salt): `case_id` the
+        handle, `case_name` the name. Returns it with the binding, to pass to `sign(...,
+        bound=...)`. `path` is the companion's path in the event: `case_name` for
+        `CaseAdded`, `draft.case_name` for `CaseProposed`. The handle is what the
+        curators co-sign (`CaseAdded.cosigned`, `ProposalApproved.cosigned`) and every
+        later event names (`ScoreRecorded`, `RubricInvoked`, `CaseRetired`)."""
+        if path not in ("case_name", "draft.case_name"):
+            raise InvalidInput("path", "a case's companion is `case_name` or `draft.case_name`", "invalid_value")
+        name = self.case_name if self.case_name is not None else self.case_id
+        ident(name, path)
+        b = bind(path, name)
+        return replace(self, case_id=b.handle, case_name=name), b
 
     def check(self, prefix: str) -> None:
         ident(self.case_id, f"{prefix}case_id")
+        if self.case_name is not None:
+            ident(self.case_name, f"{prefix}case_name")
         text(self.title, f"{prefix}title")
         one_of(self.disposition, DISPOSITIONS, f"{prefix}disposition")
         text(self.difficulty, f"{prefix}difficulty")
@@ -339,7 +389,7 @@ class CaseDraft:
         digest(self.cassette_digest, f"{prefix}cassette_digest")
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        b: dict[str, Any] = {
             "case_id": self.case_id,
             "title": self.title,
             "disposition": self.disposition,
@@ -348,6 +398,9 @@ class CaseDraft:
             "case_digest": self.case_digest,
             "cassette_digest": self.cassette_digest,
         }
+        if self.case_name is not None:
+            b["case_name"] = self.case_name
+        return b
 
 
 @dataclass(frozen=True)
@@ -387,7 +440,10 @@ class CaseAdded(Event):
         added_by: SigningKey,
         reviewed_by: SigningKey,
     ) -> "CaseAdded":
-        """A case added by one curator and reviewed by another, both co-signing its provenance."""
+        """A case added by one curator and reviewed by another, both co-signing its
+        provenance: a statement over `case.case_id`. In schema 3 that is the case's
+        handle: give the case one first (`CaseDraft.bind`) and sign with its binding
+        (`sign(key, bound=[binding])`)."""
         st = case_provenance_statement(case.case_id, added_at, case.case_digest)
         return cls(
             task_class,
@@ -407,9 +463,40 @@ class CaseAdded(Event):
         if p.added_by.key_id == p.reviewed_by.key_id:
             raise InvalidInput(_body("provenance.reviewed_by"), "two different curators co-sign", "cosigners_not_distinct")
 
+    def sign(
+        self,
+        key: SigningKey,
+        *,
+        id: Optional[str] = None,
+        issued_at: Optional[str] = None,
+        schema: int = SCHEMA_VERSION,
+        bound: Sequence[Bound] = (),
+    ) -> Envelope:
+        """As `Event.sign`. In schema 3 a case whose name is `case_id`, with no binding
+        of that name in `bound`, would get a fresh handle the curators did not co-sign:
+        refused here (`missing_field` on `case_name`) rather than at the door
+        (`cosignature_invalid`)."""
+        c = self.case
+        if schema >= SCHEMA_HANDLES and c.case_name is None and not any(_binds(b, "case_name", c.case_id) for b in bound):
+            raise InvalidInput(
+                _body("case_name"),
+                "in schema 3 the curators co-sign the case's handle: give the case its handle before they sign "
+                "(CaseDraft.bind, or disclose.bind and sign(..., bound=...))",
+                "missing_field",
+            )
+        return super().sign(key, id=id, issued_at=issued_at, schema=schema, bound=bound)
+
     def body(self) -> dict[str, Any]:
         b = {"task_class": self.task_class, **self.case.to_json(), "provenance": self.provenance.to_json()}
         return b
+
+
+def _binds(b: Bound, path: str, value: str) -> bool:
+    """Whether the binding `b` discloses `value` at `path`."""
+    try:
+        return parse(b.disclosure) == (path, value)
+    except InvalidInput:
+        return False
 
 
 @dataclass(frozen=True)
@@ -422,6 +509,8 @@ class CaseRetired(Event):
 
     @classmethod
     def cosigned(cls, case_id: str, case_digest: str, reason: str, *, retired_by: SigningKey, reviewed_by: SigningKey) -> "CaseRetired":
+        """Two curators retire the case `case_id` (its handle, in a log that gave it one
+        in schema 3), co-signing the case-retire statement over it."""
         st = case_retire_statement(case_id, case_digest)
         return cls(case_id, reason, CoSignature.sign(retired_by, st), CoSignature.sign(reviewed_by, st))
 
@@ -477,7 +566,9 @@ class ProposalApproved(Event):
 
     @classmethod
     def cosigned(cls, proposal_id: str, draft: CaseDraft, added_at: str, *, added_by: SigningKey, reviewed_by: SigningKey) -> "ProposalApproved":
-        """Two curators co-sign the draft's case-provenance statement."""
+        """Two curators co-sign the draft's case-provenance statement, over
+        `draft.case_id`: in schema 3, the handle the proposal gave the case (as signed:
+        `Envelope.handle` of the proposal, or the draft `CaseDraft.bind` returned)."""
         st = case_provenance_statement(draft.case_id, added_at, draft.case_digest)
         return cls(proposal_id, added_at, CoSignature.sign(added_by, st), CoSignature.sign(reviewed_by, st))
 
@@ -690,28 +781,40 @@ class ScoreRecorded(Event):
 
 @dataclass(frozen=True)
 class CapabilityMinted(Event):
+    """A RAG write capability for a workflow. In schema 3, `workflow_id` is signed as a
+    handle (the workflow id named first moves into `workflow_name`), or is the handle an
+    earlier capability gave the workflow, with `workflow_name` its id again; the
+    example written with the capability names that handle."""
+
     kind: ClassVar[str] = "rag.capability.minted"
     capability_id: str
     workflow_id: str
     validated_at: str
     minted_at: CheckpointRef
     expires_at: str
+    #: Schema 3: the workflow id whose handle `workflow_id` is (None: `workflow_id` itself).
+    workflow_name: Optional[str] = None
 
     def __post_init__(self) -> None:
         ident(self.capability_id, "capability_id")
         ident(self.workflow_id, "workflow_id")
+        if self.workflow_name is not None:
+            ident(self.workflow_name, "workflow_name")
         timestamp(self.validated_at, "validated_at")
         self.minted_at.check("minted_at")
         timestamp(self.expires_at, "expires_at")
 
     def body(self) -> dict[str, Any]:
-        return {
+        b: dict[str, Any] = {
             "capability_id": self.capability_id,
             "workflow_id": self.workflow_id,
             "validated_at": self.validated_at,
             "minted_at": self.minted_at.to_json(),
             "expires_at": self.expires_at,
         }
+        if self.workflow_name is not None:
+            b["workflow_name"] = self.workflow_name
+        return b
 
 
 @dataclass(frozen=True)

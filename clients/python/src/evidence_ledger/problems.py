@@ -93,7 +93,7 @@ class UnsupportedSchema(MalformedRequest):
 
 
 class SchemaSuperseded(RuleViolation):
-    """`schema_superseded`: The log holds schema-2 entries, and from its first one on accepts only schema 2 (docs/PRIVACY.md)."""
+    """`schema_superseded`: The log holds entries of a later schema, and from its first one on accepts only that schema or later (docs/PRIVACY.md)."""
 
     code = "schema_superseded"
 
@@ -132,6 +132,24 @@ class DisclosureFieldMismatch(RuleViolation):
     """`disclosure_field_mismatch`: A disclosure names another field than the one whose commitment it opens."""
 
     code = "disclosure_field_mismatch"
+
+
+class HandleNotDerived(RuleViolation):
+    """`handle_not_derived`: A schema-3 handle (case id, identity, workflow id) is neither the digest of the commitment beside it nor a handle an earlier event gave (docs/PRIVACY.md, "Handles")."""
+
+    code = "handle_not_derived"
+
+
+class HandleValueMismatch(RuleViolation):
+    """`handle_value_mismatch`: A schema-3 event names an earlier handle for another value than the one that handle was given for, or for a value the ledger can no longer read."""
+
+    code = "handle_value_mismatch"
+
+
+class HandleValueBound(RuleViolation):
+    """`handle_value_bound`: A schema-3 event gives a new handle to a value that already has one: name that handle instead."""
+
+    code = "handle_value_bound"
 
 
 class RedactionTargetMismatch(RuleViolation):
@@ -647,6 +665,9 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "disclosure_missing": DisclosureMissing,
     "disclosure_unused": DisclosureUnused,
     "disclosure_field_mismatch": DisclosureFieldMismatch,
+    "handle_not_derived": HandleNotDerived,
+    "handle_value_mismatch": HandleValueMismatch,
+    "handle_value_bound": HandleValueBound,
     "redaction_target_mismatch": RedactionTargetMismatch,
     "redaction_field_not_committed": RedactionFieldNotCommitted,
     "already_redacted": AlreadyRedacted,

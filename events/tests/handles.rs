@@ -1,0 +1,362 @@
+//! Handles (schema 3, docs/PRIVACY.md "Handles"): case ids, identities and
+//! workflow ids named by the digest of the commitment beside them where
+//! they are first named. One named test per attack, each expecting one
+//! typed code and nothing appended.
+
+use events::disclose::{self, Bound};
+use events::envelope::{
+    case_provenance_statement, format_micros, public_key_b64, sign_write_bound,
+};
+use events::model::*;
+use events::sample::case_handle;
+use events::RejectCode as C;
+use events::Rejection;
+use testkit::world::*;
+
+/// The body `signer` posts for `event`, committed with `bound` (values
+/// given their handles at random, as a real client does).
+fn write(w: &mut World, signer: &str, event: Event, bound: &[Bound]) -> Vec<u8> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = Payload {
+        schema: SCHEMA_VERSION,
+        id: format!("handles-{}-{n}", w.size()),
+        signer: events::key_id(&key(signer).verifying_key()),
+        issued_at: format_micros(T0),
+        event,
+    };
+    sign_write_bound(&key(signer), p, bound)
+}
+
+/// Case `name` added under `b`'s handle, co-signed by curators a and b.
+fn case_under(b: &Bound, name: &str) -> Event {
+    let mut c = sample().case_added_as(
+        TASK_CLASS,
+        &b.handle,
+        name,
+        "held-out",
+        &format_micros(T0),
+        (&key("curator-a"), &key("curator-b")),
+    );
+    c.case_name = Some(name.into());
+    Event::CaseAdded(c)
+}
+
+fn enrolment(who: &str, identity: &str, name: &str) -> Event {
+    Event::PrincipalEnrolled(PrincipalEnrolled {
+        public_key: public_key_b64(&key(who).verifying_key()),
+        identity: identity.into(),
+        identity_name: Some(name.into()),
+        roles: vec![Role::Curator],
+    })
+}
+
+fn refused(w: &mut World, body: &[u8], code: C) -> Rejection {
+    let before = w.size();
+    let r = expect_code(w.log.append(body), code);
+    assert_eq!(w.size(), before, "nothing is appended");
+    r
+}
+
+#[test]
+fn a_case_is_named_by_its_handle_and_its_name_is_not_in_the_leaf() {
+    let mut w = World::new();
+    let b = disclose::bind("case_name", "GHSA-2026-held-out-7").expect("salt");
+    let body = write(
+        &mut w,
+        "curator-a",
+        case_under(&b, "GHSA-2026-held-out-7"),
+        &[b.clone()],
+    );
+    let at = w.log.append(&body).expect("case").appended.index;
+    let leaf = w.log.ledger().entry(at).expect("entry").leaf;
+    let payload = events::decode_leaf(&leaf).expect("leaf").0.payload_bytes;
+    let text = String::from_utf8(payload).expect("utf8");
+    assert!(
+        !text.contains("GHSA-2026"),
+        "the name is in the leaf: {text}"
+    );
+    assert!(text.contains(&b.handle));
+    // A score names the case by its handle; by its name it names nothing.
+    let mut s = score("GHSA-2026-held-out-7", 0.9);
+    s.case_id = b.handle.clone();
+    w.post("harness", Event::ScoreRecorded(s.clone()))
+        .expect("scored by handle");
+    s.case_id = "GHSA-2026-held-out-7".into();
+    expect_code(w.post("harness", Event::ScoreRecorded(s)), C::CaseUnknown);
+    // A replay from the first entry agrees with the state.
+    assert_eq!(w.log.replay_state().expect("replay"), w.log.state());
+}
+
+#[test]
+fn attack_a_case_id_in_clear_beside_its_commitment_is_refused() {
+    let mut w = World::new();
+    let b = disclose::bind("case_name", "GHSA-2026-clear").expect("salt");
+    let mut e = case_under(&b, "GHSA-2026-clear");
+    if let Event::CaseAdded(c) = &mut e {
+        c.case_id = "GHSA-2026-clear-but-other".into();
+    }
+    let body = write(&mut w, "curator-a", e, &[b]);
+    let r = refused(&mut w, &body, C::HandleNotDerived);
+    assert_eq!(r.field, "event.body.case_id");
+}
+
+#[test]
+fn attack_a_second_handle_for_one_case_is_refused() {
+    let mut w = World::new();
+    let first = disclose::bind("case_name", "GHSA-2026-twice").expect("salt");
+    let body = write(
+        &mut w,
+        "curator-a",
+        case_under(&first, "GHSA-2026-twice"),
+        &[first.clone()],
+    );
+    w.log.append(&body).expect("first");
+    let second = disclose::bind("case_name", "GHSA-2026-twice").expect("salt");
+    assert_ne!(first.handle, second.handle);
+    let body = write(
+        &mut w,
+        "curator-a",
+        case_under(&second, "GHSA-2026-twice"),
+        &[second],
+    );
+    let r = refused(&mut w, &body, C::HandleValueBound);
+    assert!(r.message.contains(&first.handle), "{r}");
+}
+
+#[test]
+fn attack_a_second_handle_for_one_case_in_the_same_batch_is_refused() {
+    let mut w = World::new();
+    let first = disclose::bind("case_name", "GHSA-2026-batch").expect("salt");
+    let second = disclose::bind("case_name", "GHSA-2026-batch").expect("salt");
+    let a = write(
+        &mut w,
+        "curator-a",
+        case_under(&first, "GHSA-2026-batch"),
+        &[first],
+    );
+    let b = write(
+        &mut w,
+        "curator-a",
+        case_under(&second, "GHSA-2026-batch"),
+        &[second],
+    );
+    let before = w.size();
+    let results: Vec<_> = w
+        .log
+        .submit_many(&[a, b], 1)
+        .into_iter()
+        .map(|r| r.and_then(|p| p.wait()))
+        .collect();
+    assert!(results[0].is_ok());
+    expect_code(
+        results.into_iter().nth(1).expect("second"),
+        C::HandleValueBound,
+    );
+    assert_eq!(w.size(), before + 1);
+}
+
+#[test]
+fn attack_a_second_identity_handle_for_one_person_is_refused() {
+    let mut w = World::new();
+    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("alice-1", &alice.handle, "alice@example.org"),
+        &[alice.clone()],
+    );
+    w.log.append(&body).expect("alice's first key");
+    // A second key, the same person, a new handle: she could co-sign as two.
+    let again = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("alice-2", &again.handle, "alice@example.org"),
+        &[again],
+    );
+    refused(&mut w, &body, C::HandleValueBound);
+    // Under her handle, the second key is enrolled, and the two keys are
+    // one identity to the co-signature rule.
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("alice-2", &alice.handle, "alice@example.org"),
+        &[],
+    );
+    w.log.append(&body).expect("alice's second key");
+    let st = case_provenance_statement(
+        &case_handle("case-9"),
+        &format_micros(T0),
+        &case_digest("case-9"),
+    );
+    let mut c = w.case_added("case-9", "held-out");
+    c.provenance.added_by = events::cosign(&key("alice-1"), &st);
+    c.provenance.reviewed_by = events::cosign(&key("alice-2"), &st);
+    expect_code(
+        w.post("curator-a", Event::CaseAdded(c)),
+        C::CosignersNotDistinct,
+    );
+}
+
+#[test]
+fn attack_an_earlier_handle_beside_another_value_is_refused() {
+    let mut w = World::new();
+    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("alice-1", &alice.handle, "alice@example.org"),
+        &[alice.clone()],
+    );
+    w.log.append(&body).expect("alice");
+    // Mallory's key under Alice's handle: the two would look like one.
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("mallory", &alice.handle, "mallory@example.org"),
+        &[],
+    );
+    let r = refused(&mut w, &body, C::HandleValueMismatch);
+    assert_eq!(r.field, "event.body.identity");
+}
+
+#[test]
+fn attack_a_handle_of_another_class_is_refused() {
+    let mut w = World::new();
+    let head = w.log.ledger().head();
+    let e = Event::CapabilityMinted(CapabilityMinted {
+        capability_id: "cap-1".into(),
+        workflow_id: case_handle("case-1"),
+        workflow_name: Some("wf-1".into()),
+        validated_at: format_micros(T0),
+        minted_at: CheckpointRef {
+            size: head.size,
+            root: ledger::hash::to_hex(&head.root),
+        },
+        expires_at: format_micros(T0 + 3_600_000_000),
+    });
+    let body = write(&mut w, "gate", e, &[]);
+    let r = refused(&mut w, &body, C::HandleNotDerived);
+    assert_eq!(r.field, "event.body.workflow_id");
+}
+
+#[test]
+fn attack_a_schema_3_case_without_its_companion_is_refused() {
+    let mut w = World::new();
+    let mut p = w.payload(
+        "curator-a",
+        Event::CaseAdded(w.case_added("case-x", "held-out")),
+    );
+    if let Event::CaseAdded(c) = &mut p.event {
+        c.case_name = None;
+    }
+    let body = w.with_disclosures(&events::sign_envelope(&key("curator-a"), &p));
+    let r = refused(&mut w, &body, C::MissingField);
+    assert_eq!(r.field, "event.body.case_name");
+}
+
+#[test]
+fn attack_a_companion_under_schema_2_is_refused() {
+    let mut w = World::new();
+    let mut p = w.payload(
+        "curator-a",
+        Event::CaseAdded(w.case_added("case-x", "held-out")),
+    );
+    p.schema = SCHEMA_COMMITTED;
+    let body = w.with_disclosures(&events::sign_envelope(&key("curator-a"), &p));
+    let r = refused(&mut w, &body, C::UnknownField);
+    assert_eq!(r.field, "event.body.case_name");
+}
+
+#[test]
+fn attack_schema_2_after_the_switch_is_refused() {
+    let mut w = World::new();
+    let mut p = w.payload("harness", Event::ScoreRecorded(score("case-1", 0.9)));
+    p.schema = SCHEMA_COMMITTED;
+    let body = w.with_disclosures(&events::sign_envelope(&key("harness"), &p));
+    let r = refused(&mut w, &body, C::SchemaSuperseded);
+    assert!(r.message.contains("handles"), "{r}");
+}
+
+#[test]
+fn the_door_knows_every_handle_again_after_a_restart() {
+    let mut w = World::new();
+    let first = disclose::bind("case_name", "GHSA-2026-restart").expect("salt");
+    let body = write(
+        &mut w,
+        "curator-a",
+        case_under(&first, "GHSA-2026-restart"),
+        &[first],
+    );
+    w.log.append(&body).expect("first");
+    let dir = w.dir.path().to_owned();
+    let World { dir: tmp, log, .. } = w;
+    drop(log);
+    let log = events::EventLog::open(
+        &dir,
+        ledger::Config::default(),
+        key("ledger"),
+        std::sync::Arc::new(events::ManualClock::new(T0)),
+    )
+    .expect("reopen");
+    let second = disclose::bind("case_name", "GHSA-2026-restart").expect("salt");
+    let p = Payload {
+        schema: SCHEMA_VERSION,
+        id: "handles-after-restart".into(),
+        signer: events::key_id(&key("curator-a").verifying_key()),
+        issued_at: format_micros(T0),
+        event: case_under(&second, "GHSA-2026-restart"),
+    };
+    let body = sign_write_bound(&key("curator-a"), p, &[second]);
+    expect_code(log.append(&body), C::HandleValueBound);
+    drop(log);
+    drop(tmp);
+}
+
+#[test]
+fn a_client_that_writes_the_value_in_the_identifier_gets_a_handle() {
+    let mut w = World::new();
+    let head = w.log.ledger().head();
+    let mint = |id: &str| {
+        Event::CapabilityMinted(CapabilityMinted {
+            capability_id: id.into(),
+            workflow_id: "deploy-prod-eu".into(),
+            workflow_name: None,
+            validated_at: format_micros(T0),
+            minted_at: CheckpointRef {
+                size: head.size,
+                root: ledger::hash::to_hex(&head.root),
+            },
+            expires_at: format_micros(T0 + 3_600_000_000),
+        })
+    };
+    let mut p = Payload {
+        schema: SCHEMA_VERSION,
+        id: "handles-mint".into(),
+        signer: events::key_id(&key("gate").verifying_key()),
+        issued_at: format_micros(T0),
+        event: mint("cap-1"),
+    };
+    let d = disclose::commit(&mut p).expect("salt");
+    let Event::CapabilityMinted(m) = &p.event else {
+        unreachable!()
+    };
+    let handle = m.workflow_id.clone();
+    assert_eq!(
+        m.workflow_name.as_ref().and_then(|n| n.committed()),
+        Some(handle.as_str())
+    );
+    let body = events::envelope::write_body(&events::sign_envelope(&key("gate"), &p), &d);
+    w.log.append(&body).expect("minted");
+    // The example names the workflow by that handle.
+    w.post(
+        "rag-writer",
+        Event::RagExampleWritten(RagExampleWritten {
+            capability_id: "cap-1".into(),
+            workflow_id: handle,
+            example_digest: case_digest("solved example"),
+        }),
+    )
+    .expect("written");
+}
