@@ -881,3 +881,60 @@ fn post_retries_what_the_server_answered_503_for() {
     );
     stop(server);
 }
+
+/// `ledger enrol` prints the identity's handle (docs/PRIVACY.md,
+/// "Handles"); a second key of the same person under a new handle is
+/// refused, naming the handle to use, and is enrolled under that one.
+#[test]
+fn enrol_prints_the_identity_handle_and_another_key_of_one_person_names_it() {
+    let (dir, vkey, _operator, server, base) = initialised_server();
+    let op = dir.path().join("data").join("operator.key");
+    let op = op.to_str().expect("utf8");
+    let enrol = |seed: u8, handle: Option<&str>| {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[seed; 32]);
+        let public = events::envelope::public_key_b64(&key.verifying_key());
+        let mut args = vec![
+            "enrol",
+            "--server",
+            &base,
+            "--key",
+            &vkey,
+            "--operator-key",
+            op,
+            "--public-key",
+            &public,
+            "--identity",
+            "alice@example.org",
+            "--role",
+            "curator",
+        ];
+        if let Some(h) = handle {
+            args.extend(["--identity-handle", h]);
+        }
+        run(&args)
+    };
+    let out = enrol(1, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let handle = field(&out, "identity handle:");
+    assert_eq!(handle.len(), 43, "a digest: {handle}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("alice"));
+    let out = enrol(2, None);
+    assert!(!out.status.success(), "a second handle for alice");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("handle_value_bound") && err.contains(&handle),
+        "{err}"
+    );
+    let out = enrol(2, Some(&handle));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(field(&out, "identity handle:"), handle);
+    stop(server);
+}

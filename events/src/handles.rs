@@ -158,9 +158,23 @@ impl HandleValues {
         state: &State,
         index: u64,
     ) -> Result<(), Rejection> {
-        let Some(h) = handle_field(event).filter(|_| schema >= SCHEMA_HANDLES) else {
+        let Some(h) = handle_field(event) else {
             return Ok(());
         };
+        if schema < SCHEMA_HANDLES {
+            // A value named in clear, before the log's switch: its own
+            // handle from then on.
+            let vh = value_hash(h.class, h.handle);
+            if self.handle_of(h.class, &vh).is_none() {
+                self.pending.push(Binding {
+                    class: h.class,
+                    handle: h.handle.to_owned(),
+                    origin: None,
+                    value: vh,
+                });
+            }
+            return Ok(());
+        }
         let class = h.class.as_str();
         let name_field = format!("event.body.{}", h.name_path);
         let handle_field = format!("event.body.{}", h.handle_path);

@@ -366,7 +366,12 @@ pub struct PrincipalEnrolled {
     pub identity: String,
     /// Schema 3: the commitment to the identity (an e-mail address, say)
     /// whose handle `identity` is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "Sensitive<String>")]
     pub identity_name: Option<Sensitive<String>>,
     pub roles: Vec<Role>,
 }
@@ -449,7 +454,12 @@ pub struct CaseAdded {
     pub case_id: String,
     /// Schema 3: the commitment to the case's name (an advisory id, say)
     /// whose handle `case_id` is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "Sensitive<String>")]
     pub case_name: Option<Sensitive<String>>,
     pub title: Sensitive<String>,
     pub disposition: Sensitive<Disposition>,
@@ -477,7 +487,12 @@ pub struct CaseDraft {
     pub case_id: String,
     /// Schema 3: the commitment to the case's name (an advisory id, say)
     /// whose handle `case_id` is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "Sensitive<String>")]
     pub case_name: Option<Sensitive<String>>,
     pub title: Sensitive<String>,
     pub disposition: Sensitive<Disposition>,
@@ -615,7 +630,12 @@ pub struct CapabilityMinted {
     pub workflow_id: String,
     /// Schema 3: the commitment to the workflow id whose handle
     /// `workflow_id` is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    #[schemars(with = "Sensitive<String>")]
     pub workflow_name: Option<Sensitive<String>>,
     pub validated_at: String,
     /// The ledger checkpoint the capability was minted at.

@@ -66,7 +66,7 @@ fn a_case_is_named_by_its_handle_and_its_name_is_not_in_the_leaf() {
         &mut w,
         "curator-a",
         case_under(&b, "GHSA-2026-held-out-7"),
-        &[b.clone()],
+        std::slice::from_ref(&b),
     );
     let at = w.log.append(&body).expect("case").appended.index;
     let leaf = w.log.ledger().entry(at).expect("entry").leaf;
@@ -109,7 +109,7 @@ fn attack_a_second_handle_for_one_case_is_refused() {
         &mut w,
         "curator-a",
         case_under(&first, "GHSA-2026-twice"),
-        &[first.clone()],
+        std::slice::from_ref(&first),
     );
     w.log.append(&body).expect("first");
     let second = disclose::bind("case_name", "GHSA-2026-twice").expect("salt");
@@ -164,7 +164,7 @@ fn attack_a_second_identity_handle_for_one_person_is_refused() {
         &mut w,
         "operator",
         enrolment("alice-1", &alice.handle, "alice@example.org"),
-        &[alice.clone()],
+        std::slice::from_ref(&alice),
     );
     w.log.append(&body).expect("alice's first key");
     // A second key, the same person, a new handle: she could co-sign as two.
@@ -207,7 +207,7 @@ fn attack_an_earlier_handle_beside_another_value_is_refused() {
         &mut w,
         "operator",
         enrolment("alice-1", &alice.handle, "alice@example.org"),
-        &[alice.clone()],
+        std::slice::from_ref(&alice),
     );
     w.log.append(&body).expect("alice");
     // Mallory's key under Alice's handle: the two would look like one.
@@ -359,4 +359,82 @@ fn a_client_that_writes_the_value_in_the_identifier_gets_a_handle() {
         }),
     )
     .expect("written");
+}
+
+/// A log that switches to schema 3 while it runs: an identity enrolled in
+/// clear before the switch is its own handle, at once, not only after a
+/// restart.
+#[test]
+fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
+    let dir = tempfile::tempdir().expect("dir");
+    let log = events::EventLog::open(
+        dir.path(),
+        ledger::Config::default(),
+        key("ledger"),
+        std::sync::Arc::new(events::ManualClock::new(T0)),
+    )
+    .expect("open");
+    let payload = |id: &str, schema: u32, event: Event| Payload {
+        schema,
+        id: id.into(),
+        signer: events::key_id(&key("operator").verifying_key()),
+        issued_at: format_micros(T0),
+        event,
+    };
+    let enrol = |who: &str, identity: &str, name: Option<Sensitive<String>>| {
+        Event::PrincipalEnrolled(PrincipalEnrolled {
+            public_key: public_key_b64(&key(who).verifying_key()),
+            identity: identity.into(),
+            identity_name: name,
+            roles: vec![if who == "operator" {
+                Role::Operator
+            } else {
+                Role::Curator
+            }],
+        })
+    };
+    let clear = |id: &str, event: Event| {
+        events::sign_envelope(&key("operator"), &payload(id, SCHEMA_CLEAR, event))
+    };
+    log.append(&clear(
+        "genesis-operator",
+        enrol("operator", "operator", None),
+    ))
+    .expect("a schema-1 genesis");
+    log.append(&clear(
+        "enrol-alice-1",
+        enrol("alice-1", "alice@example.org", None),
+    ))
+    .expect("alice in clear");
+    // After the switch, a new handle for alice is refused: her id is hers.
+    let body = sign_write_bound(
+        &key("operator"),
+        payload(
+            "enrol-alice-2",
+            SCHEMA_VERSION,
+            enrol("alice-2", "alice@example.org", None),
+        ),
+        &[],
+    );
+    let r = expect_code(log.append(&body), C::HandleValueBound);
+    assert!(r.message.contains("`alice@example.org`"), "{r}");
+    // Named by that handle, with her identity committed beside it, her
+    // second key is enrolled.
+    let b = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = sign_write_bound(
+        &key("operator"),
+        payload(
+            "enrol-alice-2-again",
+            SCHEMA_VERSION,
+            enrol(
+                "alice-2",
+                "alice@example.org",
+                Some(Sensitive::Committed(Commitment {
+                    sd: b.handle.clone(),
+                })),
+            ),
+        ),
+        &[b],
+    );
+    log.append(&body).expect("alice's second key");
 }

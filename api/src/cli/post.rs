@@ -69,8 +69,16 @@ pub struct EnrolArgs {
     /// The new principal's public key (base64), as `ledger keygen` prints it.
     #[arg(long)]
     public_key: String,
+    /// Who holds the key (an e-mail address, say). The log keeps it only as
+    /// a commitment; the entry names it by a handle (docs/PRIVACY.md,
+    /// "Handles"), which this command prints.
     #[arg(long)]
     identity: String,
+    /// The handle this identity already has, when enrolling another key of
+    /// the same person (as a refusal with `handle_value_bound` names it);
+    /// without it, the identity is given a new handle.
+    #[arg(long)]
+    identity_handle: Option<String>,
     /// A role (repeatable): harness, curator, gate, rag-writer, reconciler, promotion-gate,
     /// maintainer, operator, ledger.
     #[arg(long = "role", required = true)]
@@ -185,7 +193,9 @@ pub fn redact(a: RedactArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<()> {
+/// Signs `event` as the operator, posts it and checks its receipt; returns
+/// the body posted.
+fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<Vec<u8>> {
     let key = verifier::keys::read_signing_key(&op.operator_key)?;
     let client = Client::new(&op.server, None);
     let vkey = client.verifier_key(op.key, |k| {
@@ -206,10 +216,11 @@ fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<()> {
             r.index, r.tree_size
         );
     }
-    Ok(())
+    Ok(envelope)
 }
 
 pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
+    let json = a.operator.json;
     let roles = a
         .roles
         .iter()
@@ -218,15 +229,33 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
                 .map_err(|_| anyhow::anyhow!("unknown role `{r}`"))
         })
         .collect::<anyhow::Result<Vec<events::Role>>>()?;
-    post_as_operator(
+    let (identity, identity_name) = match a.identity_handle {
+        Some(handle) => (handle, Some(a.identity.into())),
+        None => (a.identity, None),
+    };
+    let posted = post_as_operator(
         a.operator,
         events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
             public_key: a.public_key,
-            identity: a.identity,
-            identity_name: None,
+            identity,
+            identity_name,
             roles,
         }),
-    )
+    )?;
+    let handle = events::envelope::split_write(&posted)
+        .ok()
+        .and_then(|w| events::decode_envelope(w.envelope).ok())
+        .and_then(|d| match d.payload.event {
+            events::Event::PrincipalEnrolled(e) => Some(e.identity),
+            _ => None,
+        })
+        .unwrap_or_default();
+    if json {
+        eprintln!("note: identity handle {handle}");
+    } else {
+        println!("identity handle: {handle}");
+    }
+    Ok(())
 }
 
 pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
@@ -237,6 +266,7 @@ pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
             reason: a.reason.into(),
         }),
     )
+    .map(|_| ())
 }
 
 pub fn run(a: PostArgs) -> anyhow::Result<()> {
