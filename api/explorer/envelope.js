@@ -4,13 +4,17 @@
 // A port of the reading half of clients/python/src/evidence_ledger/envelope.py
 // and disclose.py. A leaf is the canonical JSON of {"envelope",
 // "sequenced_at", "v": 1}; the envelope's payload is base64 of the canonical
-// JSON {"schema": 1 or 2, "id", "signer", "issued_at", "event": {"kind",
+// JSON {"schema": 1, 2 or 3, "id", "signer", "issued_at", "event": {"kind",
 // "body"}}, signed with Ed25519 over DSSE's pre-authentication encoding by
 // the key whose id (lower-case hex SHA-256 of the raw public key) is
 // `signer`. Schema 1 holds every value in clear; schema 2 holds each
 // sensitive field as a commitment {"_sd": digest}, the base64url of the
 // SHA-256 of a disclosure: base64url of the canonical JSON [salt, field,
-// value] (RFC 9901's shape). Disclosures reach only readers with a role.
+// value] (RFC 9901's shape). Schema 3 also names case ids, identities and
+// workflow ids by handles: where such a value is first named, the event
+// holds its companion (`case_name`, ...), the value committed like any
+// sensitive field, and the identifier holds the handle (docs/PRIVACY.md,
+// "Handles"). Disclosures reach only readers with a role.
 //
 // What it leaves out: it does not check that the bytes are in canonical
 // form (the ledger refuses any other at its door, and the leaf hash, which
@@ -23,9 +27,13 @@ import { CheckFailed, b64decode, concat, equalBytes, sha256, toHex, utf8 } from 
 import { ed25519Verify } from "./note.js";
 
 export const PAYLOAD_TYPE = "application/vnd.evidence-ledger.event+json";
-/** The payload schemas: 1 (values in clear) and 2 (sensitive values as commitments). */
+/**
+ * The payload schemas: 1 (values in clear), 2 (sensitive values as
+ * commitments) and 3 (also case ids, identities and workflow ids as handles).
+ */
 const SCHEMA_CLEAR = 1;
-const SCHEMAS = [SCHEMA_CLEAR, 2];
+const SCHEMA_HANDLES = 3;
+const SCHEMAS = [SCHEMA_CLEAR, 2, SCHEMA_HANDLES];
 
 const RFC3339_Z = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z$/;
 
@@ -90,7 +98,7 @@ export function decodeLeaf(leaf, what = "leaf") {
   if (signature.length !== 64) throw new CheckFailed(`${what}: an Ed25519 signature is 64 bytes`);
   const payload = parseJson(`${what}.envelope.payload`, payloadBytes);
   if (!keysAre(payload, ["schema", "id", "signer", "issued_at", "event"]) || !SCHEMAS.includes(payload.schema)) {
-    throw new CheckFailed(`${what}: the payload is not {schema: 1 or 2, id, signer, issued_at, event}`);
+    throw new CheckFailed(`${what}: the payload is not {schema: 1, 2 or 3, id, signer, issued_at, event}`);
   }
   if (!keysAre(payload.event, ["kind", "body"]) || typeof payload.event.kind !== "string" || typeof payload.event.body !== "object" || payload.event.body === null) {
     throw new CheckFailed(`${what}: the payload's event is not {kind, body}`);
@@ -189,16 +197,34 @@ export function evidenceScores(taskClass, cited, windowStartMicros) {
 
 // --- committed fields and their disclosures (docs/PRIVACY.md) -------------------------
 
-/** The fields schema 2 commits, for each kind, in order (`events::disclose::committed_paths`). */
+/**
+ * The fields schemas 2 and 3 commit, for each kind, in order
+ * (`events::disclose::committed_paths`). A schema-3 companion (HANDLES)
+ * comes last; schemas 1 and 2 hold none.
+ */
 export const COMMITTED = {
+  "principal.enrolled": ["identity_name"],
   "principal.revoked": ["reason"],
-  "case.added": ["title", "disposition", "difficulty", "provenance.source_ref"],
+  "case.added": ["title", "disposition", "difficulty", "provenance.source_ref", "case_name"],
   "case.retired": ["reason"],
-  "case.proposed": ["draft.title", "draft.disposition", "draft.difficulty", "production_ref"],
+  "case.proposed": ["draft.title", "draft.disposition", "draft.difficulty", "production_ref", "draft.case_name"],
   "proposal.rejected": ["reason"],
   "score.recorded": ["operator_fingerprint"],
+  "rag.capability.minted": ["workflow_name"],
   "rag.record.quarantined": ["reason"],
   "field.redacted": ["reason"],
+};
+
+/**
+ * Where each kind names a sensitive value first (`events::disclose::handle_field`):
+ * what the handle names, the identifier's path (the handle, in schema 3) and
+ * its companion's (the value, committed).
+ */
+export const HANDLES = {
+  "case.added": { class: "case", handle: "case_id", name: "case_name" },
+  "case.proposed": { class: "case", handle: "draft.case_id", name: "draft.case_name" },
+  "principal.enrolled": { class: "identity", handle: "identity", name: "identity_name" },
+  "rag.capability.minted": { class: "workflow", handle: "workflow_id", name: "workflow_name" },
 };
 
 const committedPaths = (kind) => (Object.hasOwn(COMMITTED, kind) ? COMMITTED[kind] : []);
@@ -262,19 +288,54 @@ export function commitments(kind, body) {
 }
 
 /**
+ * The identifier of an event body that names a sensitive value where that
+ * value is first named, or null for the other kinds: {class, handlePath,
+ * handle (the value in clear in schemas 1 and 2, its handle in schema 3),
+ * namePath, name (the companion as the body holds it, or undefined),
+ * derived}. `derived`: the handle is the digest of the commitment beside
+ * it, so this event gives the value its handle. Otherwise a schema-3 handle
+ * must be one an earlier entry gave for that class (or a value in clear from
+ * before the switch): only a replay of the log can tell
+ * (`handle_not_derived`), not one entry alone.
+ */
+export function handleField(kind, body) {
+  const spec = Object.hasOwn(HANDLES, kind) ? HANDLES[kind] : null;
+  if (!spec) return null;
+  const handle = valueAt(body, spec.handle);
+  const name = valueAt(body, spec.name);
+  return {
+    class: spec.class, handlePath: spec.handle, handle, namePath: spec.name, name,
+    derived: isCommitment(name) && typeof handle === "string" && name._sd === handle,
+  };
+}
+
+/**
  * The ledger's rule on a payload's form (`events::disclose::check_form`):
- * schema 1 holds every sensitive value in clear, schema 2 a commitment in
- * each, whose digest is base64url of 32 bytes. Throws `CheckFailed`.
+ * schema 1 holds every sensitive value in clear, schemas 2 and 3 a
+ * commitment in each, whose digest is base64url of 32 bytes; schema 3 holds
+ * the companion of an identifier that names a value first (HANDLES), and
+ * schemas 1 and 2 hold none. Throws `CheckFailed` naming the field.
  */
 function checkForm(payload, what) {
   const clear = payload.schema === SCHEMA_CLEAR;
-  for (const path of committedPaths(payload.event.kind)) {
-    const v = valueAt(payload.event.body, path);
+  const { kind, body } = payload.event;
+  for (const path of committedPaths(kind)) {
+    const v = valueAt(body, path);
     if (isCommitment(v)) {
       if (clear) throw new CheckFailed(`${what}: schema 1 holds event.body.${path} in clear, but it holds a commitment`);
       if (!isDigest(v._sd)) throw new CheckFailed(`${what}: the commitment in event.body.${path} is not base64url of a 32-byte digest`);
-    } else if (typeof v === "string" && !clear) {
-      throw new CheckFailed(`${what}: schema 2 holds a commitment in event.body.${path}, but it holds the value in clear`);
+    } else if (v !== undefined && !clear) {
+      throw new CheckFailed(`${what}: schema ${payload.schema} holds a commitment in event.body.${path}, but it holds ${typeof v === "string" ? "the value in clear" : "no commitment"}`);
+    }
+  }
+  const hf = handleField(kind, body);
+  if (hf) {
+    const holds = hf.name !== undefined;
+    if (holds && payload.schema < SCHEMA_HANDLES) {
+      throw new CheckFailed(`${what}: schema ${payload.schema} has no field event.body.${hf.namePath} (schema 3 adds it), but the payload holds it`);
+    }
+    if (!holds && payload.schema >= SCHEMA_HANDLES) {
+      throw new CheckFailed(`${what}: schema 3 commits in event.body.${hf.namePath} the value event.body.${hf.handlePath} is the handle of, but the payload does not hold it`);
     }
   }
 }

@@ -2,13 +2,22 @@
 // its projection, evidence and statistics checked step by step, and the plots.
 
 import { getJson, pinnedKey, settings } from "./api.js";
-import { decodeLeaf, evidenceScores } from "./envelope.js";
+import { decodeLeaf, evidenceScores, isDigest } from "./envelope.js";
 import { b64decode, CheckFailed, leafHash, parseProof, toHex, verifyConsistency, verifyInclusion } from "./merkle.js";
 import { openCheckpoint } from "./note.js";
 import { chart } from "./plot.js";
 import { bootstrapSeed, compareStats, sameBits, scoreStats } from "./stats.js";
 import { check, entryLink, fill, h, isIndex, isoOfMicros, kv, link, main, quote, short, tierClass, unverifiedReason } from "./ui.js";
 import { checkRules, checkSettings, LEDGER_SETTINGS } from "./rules.js";
+
+/**
+ * A case as a score names it: from schema 3 its handle (docs/PRIVACY.md,
+ * "Handles"), shown cut short with the whole of it as the title; an id in
+ * clear from before the switch, whole.
+ */
+function caseCell(id) {
+  return h("td", { class: "id" }, isDigest(id) ? h("code", { title: id }, short(id)) : String(id));
+}
 
 export async function classesPage(alive) {
   const list = await getJson("/v1/task-classes");
@@ -124,7 +133,7 @@ export async function classPage(hd, name, alive, gen) {
     ]),
     h("h2", {}, "Evidence: the held-out scores the statistics use"),
     h("table", { class: "evidence", id: "evidence-table" },
-      h("thead", {}, h("tr", {}, ["entry", "case", "score", "passed", "sequenced at", "leaf and inclusion"].map((t) => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["entry", "case (handle)", "score", "passed", "sequenced at", "leaf and inclusion"].map((t) => h("th", {}, t)))),
       evidenceRows),
     h("h2", {}, "What this page does not check"),
     h("ul", { class: "unchecked" },
@@ -139,7 +148,7 @@ export async function classPage(hd, name, alive, gen) {
     notChecked([cSig, cHead, cEvid, cStats, cRules, cPlot], unverified);
     for (const [k, e] of (Array.isArray(v.evidence) ? v.evidence : []).entries()) {
       evidenceRows.append(h("tr", { id: isIndex(e?.index) ? `evidence-${e.index}` : `evidence-at-${k}`, dataset: { status: "none" } },
-        h("td", {}, String(e?.index)), h("td", {}, String(e?.case_id)), h("td", {}, String(e?.score)), h("td", {}, "?"), h("td", {}, "?"), h("td", {}, "not checked")));
+        h("td", {}, String(e?.index)), caseCell(e?.case_id), h("td", {}, String(e?.score)), h("td", {}, "?"), h("td", {}, "?"), h("td", {}, "not checked")));
     }
     return;
   }
@@ -223,7 +232,7 @@ export async function classPage(hd, name, alive, gen) {
       const sc = decoded?.body?.score;
       evidenceRows.append(h("tr", { id: `evidence-${e.index}`, dataset: { status } },
         h("td", {}, entryLink(e.index)),
-        h("td", {}, String(v.evidence[k]?.case_id ?? "?")),
+        caseCell(v.evidence[k]?.case_id ?? "?"),
         h("td", {}, sc ? String(sc.score) : String(v.evidence[k]?.score)),
         h("td", {}, sc ? String(sc.passed) : "?"),
         h("td", {}, decoded ? decoded.sequencedAt : "?"),

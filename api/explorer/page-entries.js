@@ -1,11 +1,12 @@
 // The entries: the list (#/entries), one entry (#/entries/N) and search
 // (#/find/TEXT), with the scan for a signer's enrolment. An entry's
-// committed fields (schema 2, docs/PRIVACY.md) are shown with their
-// digests; for a reader with a role, the disclosures served with the entry
-// are checked against the leaf and the values shown.
+// committed fields (schemas 2 and 3, docs/PRIVACY.md) are shown with their
+// digests, a schema-3 companion (the value behind a handle) among them; for
+// a reader with a role, the disclosures served with the entry are checked
+// against the leaf and the values shown.
 
 import { ApiError, checkServedEntry, fetchEntry, getJson, proveEntry } from "./api.js";
-import { checkDisclosures, commitments, decodeLeaf, keyId, verifyEnvelope } from "./envelope.js";
+import { checkDisclosures, commitments, decodeLeaf, handleField, keyId, verifyEnvelope } from "./envelope.js";
 import { b64decode, chainHash, CheckFailed, equalBytes, parseHash, toHex } from "./merkle.js";
 import {
   check, ensureHead, entryLink, fill, h, headBar, indexOfText, isIndex, kv, link, main, quote, selfCheck, short, unverifiedReason,
@@ -224,6 +225,8 @@ export async function entryPage(hd, index, search, alive, gen) {
   const d = decoded;
   // Committed fields, and (for a reader with a role) the disclosures served beside the leaf.
   const committed = d ? commitments(d.kind, d.body) : [];
+  // Schema 3: the identifier that names a value first holds a handle (docs/PRIVACY.md, "Handles").
+  const hf = d && d.payload.schema >= 3 ? handleField(d.kind, d.body) : null;
   const given = (v) => v !== undefined && v !== null;
   const listed = (v) => Array.isArray(v) && v.length > 0;
   const disclosing = given(entry.disclosures) || given(entry.redacted);
@@ -249,6 +252,7 @@ export async function entryPage(hd, index, search, alive, gen) {
           ["sequenced at (the ledger's clock)", d.sequencedAt],
           ["leaf hash", h("code", { id: "entry-leaf-hash" }, toHex(served.leafHash))],
           ["chain hash (as served)", h("code", {}, entry.chain_hash)],
+          ...(hf ? [[`handle (${hf.handlePath})`, handleNote(hf)]] : []),
         ])
       : h("p", { class: "error" }, `The leaf does not decode: ${decodeError}`),
     d ? h("h3", {}, "Payload body") : null,
@@ -269,6 +273,8 @@ export async function entryPage(hd, index, search, alive, gen) {
       h("li", {}, "That the signer was allowed to write this kind of event, and every other rule of docs/EVENTS.md: the ledger checks them at append time; a replay (ledger audit --projections) checks them again."),
       h("li", {}, "The chain hash beyond this link: the chain is not covered by the signed root, only the Merkle tree is."),
       h("li", {}, "Co-signatures inside the payload (curators, maintainers)."),
+      hf && !hf.derived ? h("li", {}, `That ${hf.handlePath}, which is not the digest of ${hf.namePath}, is a handle an earlier entry gave to a ${hf.class} value: a replay of the log checks it (handle_not_derived).`) : null,
+      hf ? h("li", {}, "That one value has one handle: the ledger checks it at its door, where it holds the disclosures.") : null,
       committed.length > 0 ? h("li", {}, "That every committed field was disclosed: a server can withhold a disclosure (the field then shows \"not disclosed\"). A disclosed value is the one the signer committed to, nothing more: the ledger checked it against the field's rule when it was written.") : null));
 
   let cp = hd.checkpoint;
@@ -388,6 +394,18 @@ export async function entryPage(hd, index, search, alive, gen) {
 }
 
 // --- committed fields -----------------------------------------------------------------
+
+/**
+ * What one entry alone says of its schema-3 handle (`HandleField::derived`):
+ * whether the identifier is the digest of the commitment in its companion.
+ */
+function handleNote(hf) {
+  return h("span", { id: "entry-handle", dataset: { derived: String(hf.derived) } },
+    h("code", {}, String(hf.handle)),
+    hf.derived
+      ? ` derived here: the digest of the commitment in ${hf.namePath} (this entry gives the ${hf.class} its handle)`
+      : ` not the digest of the commitment in ${hf.namePath}: a handle an earlier entry gave (not checked here)`);
+}
 
 /**
  * A row of the committed-field table for `c` ({path, digest}): "committed"

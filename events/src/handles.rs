@@ -254,3 +254,127 @@ impl HandleValues {
         }
     }
 }
+
+/// "One value, one handle", as a reader holding the disclosures checks it
+/// over a walk of the log from its first entry (`ledger verify`): the check
+/// the door makes, made again from what was served or kept.
+#[derive(Debug, Default)]
+pub struct Audit {
+    /// The handle each value has, and the entry that gave it.
+    by_value: HashMap<(HandleClass, ValueHash), (String, u64)>,
+    /// The value each handle stands for, and the entry that gave it.
+    by_handle: HashMap<(HandleClass, String), (ValueHash, u64)>,
+}
+
+impl Audit {
+    /// Takes entry `index` (its payload, and the values of its committed
+    /// fields when the walk holds them: `None` without a role). A value
+    /// named in clear (schema 1 and 2) is its own handle; a schema-3
+    /// companion that was not disclosed (redacted, or no role) is passed
+    /// over. Returns why the entry breaks the rule.
+    pub fn see(
+        &mut self,
+        index: u64,
+        payload: &crate::model::Payload,
+        opened: Option<&[crate::disclose::Disclosed]>,
+    ) -> Result<(), String> {
+        let Some(h) = handle_field(&payload.event) else {
+            return Ok(());
+        };
+        let value = if payload.schema < SCHEMA_HANDLES {
+            h.handle.to_owned()
+        } else {
+            let disclosed = opened
+                .and_then(|o| o.iter().find(|d| d.path == h.name_path))
+                .and_then(|d| d.value.clone());
+            match disclosed {
+                Some(crate::canonical::Value::Str(v)) => v,
+                _ => return Ok(()),
+            }
+        };
+        let class = h.class;
+        let vh = value_hash(class, &value);
+        if let Some((other, at)) = self.by_value.get(&(class, vh)) {
+            if other != h.handle {
+                return Err(format!(
+                    "entry {index}: this {} already has the handle `{other}` (entry {at}), and is given another",
+                    class.as_str()
+                ));
+            }
+        }
+        if let Some((other, at)) = self.by_handle.get(&(class, h.handle.to_owned())) {
+            if *other != vh {
+                return Err(format!(
+                    "entry {index}: the handle `{}` was given to another {} at entry {at}",
+                    h.handle,
+                    class.as_str()
+                ));
+            }
+        }
+        self.by_value
+            .entry((class, vh))
+            .or_insert_with(|| (h.handle.to_owned(), index));
+        self.by_handle
+            .entry((class, h.handle.to_owned()))
+            .or_insert((vh, index));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::Value;
+    use crate::disclose::Disclosed;
+    use crate::model::{Payload, PrincipalEnrolled, Role, Sensitive};
+
+    fn enrol(schema: u32, identity: &str) -> Payload {
+        Payload {
+            schema,
+            id: "enrol-someone".into(),
+            signer: "0".repeat(64),
+            issued_at: "2026-11-01T00:00:00Z".into(),
+            event: Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: String::new(),
+                identity: identity.into(),
+                identity_name: (schema >= SCHEMA_HANDLES).then(|| Sensitive::Clear(String::new())),
+                roles: vec![Role::Curator],
+            }),
+        }
+    }
+
+    fn named(value: &str) -> Vec<Disclosed> {
+        vec![Disclosed {
+            path: "identity_name",
+            value: Some(Value::Str(value.into())),
+        }]
+    }
+
+    #[test]
+    fn the_audit_finds_two_handles_for_one_value_and_two_values_for_one_handle() {
+        let mut a = Audit::default();
+        a.see(0, &enrol(1, "bob@example.org"), None)
+            .expect("in clear");
+        a.see(1, &enrol(3, "h-alice"), Some(&named("alice@example.org")))
+            .expect("a handle");
+        a.see(2, &enrol(3, "h-alice"), Some(&named("alice@example.org")))
+            .expect("the same handle for the same person");
+        a.see(3, &enrol(3, "h-other"), None)
+            .expect("not disclosed: nothing to check");
+        let two_handles = a
+            .see(4, &enrol(3, "h-alice-2"), Some(&named("alice@example.org")))
+            .expect_err("a second handle for alice");
+        assert!(two_handles.contains("`h-alice` (entry 1)"), "{two_handles}");
+        let two_values = a
+            .see(5, &enrol(3, "h-alice"), Some(&named("mallory@example.org")))
+            .expect_err("alice's handle for mallory");
+        assert!(two_values.contains("at entry 1"), "{two_values}");
+        let clear_then_new = a
+            .see(6, &enrol(3, "h-bob"), Some(&named("bob@example.org")))
+            .expect_err("bob was named in clear, his handle is his id");
+        assert!(
+            clear_then_new.contains("`bob@example.org`"),
+            "{clear_then_new}"
+        );
+    }
+}

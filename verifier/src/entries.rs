@@ -81,6 +81,9 @@ pub(crate) struct Served {
     recorded: std::collections::BTreeSet<(u64, String)>,
     /// Disclosures checked against their leaves.
     pub disclosed: u64,
+    /// One value, one handle, over the entries this walk met (a walk that
+    /// starts past entry 0 checks the handles given from there on).
+    handles: events::handles::Audit,
 }
 
 impl Served {
@@ -92,6 +95,7 @@ impl Served {
             claimed: Default::default(),
             recorded: Default::default(),
             disclosed: 0,
+            handles: Default::default(),
         }
     }
 
@@ -170,6 +174,23 @@ impl Served {
                 return Err(CheckError::Disproved(format!(
                     "entry {next}: `{r}` is answered as redacted, but the entry commits to no such field"
                 )));
+            }
+        }
+        // One value, one handle (docs/PRIVACY.md, "Handles"): checked from
+        // the disclosures served to a reader with a role, and from the
+        // values in clear before a log's switch to schema 3.
+        if matches!(
+            e.kind.as_str(),
+            "case.added" | "case.proposed" | "principal.enrolled" | "rag.capability.minted"
+        ) {
+            if let Ok((d, _)) = events::decode_logged_leaf(&leaf) {
+                let opened = e
+                    .disclosures
+                    .as_ref()
+                    .and_then(|ds| events::disclose::check_disclosed(&d.payload.event, ds).ok());
+                self.handles
+                    .see(next, &d.payload, opened.as_deref())
+                    .map_err(CheckError::Disproved)?;
             }
         }
         // Only a redaction can answer for a field answered as redacted,

@@ -208,7 +208,8 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
 /// its entry's commitments: each entry that commits has one kept part per
 /// committed field, and each part opens its field, or was destroyed by a
 /// redaction that the log records (`field.redacted`): a key destroyed
-/// without one is a failure. Returns (entries with commitments, parts
+/// without one is a failure; and no value named by a handle has two, nor a
+/// handle two values. Returns (entries with commitments, parts
 /// open, parts redacted).
 fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
     let log = ledger::Ledger::open(dir, ledger::Config::default()).map_err(|e| e.to_string())?;
@@ -227,6 +228,9 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
     let mut unkept = std::collections::BTreeSet::new();
     // Destroyed parts: (entry, field) → the part's position in the entry.
     let mut destroyed = std::collections::BTreeMap::new();
+    // One value, one handle (docs/PRIVACY.md, "Handles"), from the kept
+    // disclosures.
+    let mut handles = events::handles::Audit::default();
     let mut start = 0;
     while start < size {
         let end = (start + 4096).min(size);
@@ -235,6 +239,9 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
                 .map_err(|r| format!("entry {}: {r}", e.index))?;
             if let events::Event::FieldRedacted(r) = &d.payload.event {
                 recorded.insert((r.entry, r.field.clone()));
+            }
+            if d.payload.schema < events::model::SCHEMA_HANDLES {
+                handles.see(e.index, &d.payload, None)?;
             }
             let paths: Vec<&'static str> = events::disclose::fields(&d.payload.event)
                 .into_iter()
@@ -282,6 +289,10 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
             }
             verifier::entries::check_disclosures(e.index, &e.leaf, &texts)
                 .map_err(|err| err.to_string())?;
+            if d.payload.schema >= events::model::SCHEMA_HANDLES {
+                let opened = events::disclose::check_disclosed(&d.payload.event, &texts).ok();
+                handles.see(e.index, &d.payload, opened.as_deref())?;
+            }
         }
         start = end;
     }
