@@ -65,6 +65,10 @@ struct Sidecar {
     appended: u64,
     /// Events appended per worker (the score counter).
     next_event: u64,
+    /// The cases were added in schema 3, under handles; a directory grown
+    /// by an earlier build has them in clear.
+    #[serde(default)]
+    handles: bool,
 }
 
 const WORKERS: usize = 2;
@@ -197,7 +201,9 @@ fn write_sidecar(dir: &Path, s: &Sidecar) -> anyhow::Result<()> {
 
 fn prepared(dir: &Path, side: &Sidecar) -> anyhow::Result<Prepared> {
     let operator = verifier::keys::read_signing_key(&dir.join("operator.key"))?;
-    Ok(Prepared::new(&side.nonce, operator, WORKERS, side.cases))
+    let mut p = Prepared::new(&side.nonce, operator, WORKERS, side.cases);
+    p.ids_in_clear = !side.handles;
+    Ok(p)
 }
 
 /// Creates the directory (if new) and grows its log to `target` entries.
@@ -221,6 +227,7 @@ fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64,
                 raw_event_bytes: 0,
                 appended: 0,
                 next_event: 0,
+                handles: true,
             }
         }
     };

@@ -31,6 +31,8 @@ Needs Debian's chromium and chromium-driver (/usr/bin/chromium,
 from __future__ import annotations
 
 import base64
+import copy
+import hashlib
 import http.client
 import http.server
 import json
@@ -88,9 +90,13 @@ CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src '
        "connect-src 'self'; frame-ancestors 'none'")
 
 CLASS = "flaky-test-quarantine"
-#: A `case.added` of the demo: four committed fields (docs/PRIVACY.md).
+#: A `case.added` of the demo, in payload schema 3: five committed fields, the
+#: last its companion `case_name` (the case id behind the handle in `case_id`;
+#: docs/PRIVACY.md, "Handles (schema 3)").
 COMMITTED_ENTRY = 17
-CASE_FIELDS = ["title", "disposition", "difficulty", "provenance.source_ref"]
+CASE_FIELDS = ["title", "disposition", "difficulty", "provenance.source_ref", "case_name"]
+#: A `principal.enrolled` of the demo (a curator's key), in schema 3: its companion `identity_name`.
+ENROLMENT_ENTRY = 3
 WAIT = 60  # seconds: an upper bound for a page, never a sleep
 
 
@@ -276,6 +282,45 @@ def _disclosure_one_character_off(doc: Any) -> None:
     doc["disclosures"][0] = changed
 
 
+def _canonical(value: Any) -> bytes:
+    """Canonical JSON (docs/FORMAT.md §7) of what these tests build: sorted keys, no spaces."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _open_leaf(leaf_b64: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A served leaf (standard base64) as its record and its decoded payload."""
+    record = json.loads(base64.b64decode(leaf_b64))
+    return record, json.loads(base64.b64decode(record["envelope"]["payload"]))
+
+
+def _seal_leaf(record: dict[str, Any], payload: dict[str, Any]) -> str:
+    """The leaf (standard base64) of `record` carrying `payload` (its signature no longer verifies)."""
+    record = copy.deepcopy(record)
+    record["envelope"]["payload"] = base64.b64encode(_canonical(payload)).decode()
+    return base64.b64encode(_canonical(record)).decode()
+
+
+def _leaf_payload_changed(change: Callable[[dict[str, Any]], None]) -> Callable[[Any], None]:
+    """Rewrites an entry answer's leaf: `change` edits its payload; the stated leaf hash
+    follows the new leaf (so the leaf-hash check stays green and the decoding is what fails)."""
+    def edit(doc: Any) -> None:
+        record, payload = _open_leaf(doc["leaf"])
+        change(payload)
+        doc["leaf"] = _seal_leaf(record, payload)
+        doc["leaf_hash"] = hashlib.sha256(b"\x00" + base64.b64decode(doc["leaf"])).hexdigest()
+    return edit
+
+
+def _as_schema_2(payload: dict[str, Any]) -> None:
+    # Schema 2 has no companion: a schema-2 entry holding `case_name` is malformed.
+    payload["schema"] = 2
+
+
+def _without_companion(payload: dict[str, Any]) -> None:
+    # Schema 3 commits the case id beside its handle: a `case.added` without `case_name` is malformed.
+    del payload["event"]["body"]["case_name"]
+
+
 def _evidence_index_as_text(doc: Any) -> None:
     for e in (doc["view"]["evidence"][0], doc["evidence"][0]):
         e["index"] = str(e["index"])
@@ -303,6 +348,9 @@ TAMPERS: dict[str, tuple[Callable[[str], bool], Callable[[bytes], bytes]]] = {
     "listing-gap": (_is_listing, _json(lambda d: d["entries"].pop(2))),
     "search-index-text": (lambda p: p.startswith("/v1/entries/by-id/"), _json(lambda d: d.update(index=str(d["index"])))),
     "disclosure-character": (lambda p: p == f"/v1/entries/{COMMITTED_ENTRY}", _json(_disclosure_one_character_off)),
+    # The entry's leaf rewritten (and its leaf hash with it): a payload out of its schema's form.
+    "leaf-schema-2-companion": (lambda p: p == f"/v1/entries/{COMMITTED_ENTRY}", _json(_leaf_payload_changed(_as_schema_2))),
+    "leaf-schema-3-no-companion": (lambda p: p == f"/v1/entries/{COMMITTED_ENTRY}", _json(_leaf_payload_changed(_without_companion))),
 }
 
 #: Answers taken from another path: (does it apply to this path?, the path asked upstream instead).
@@ -909,6 +957,188 @@ def test_the_auditor_sees_the_disclosed_values_checked_against_the_leaf(browser:
     screenshot(browser, "entry-disclosed")
     # The token went with the requests: the disclosures are the auditor's alone.
     assert any(a == f"Bearer {auditor}" for _, a in proxy.authorizations)
+
+
+# --- handles (schema 3, docs/PRIVACY.md "Handles (schema 3)") ----------------------------------------
+
+
+def test_a_schema_3_case_shows_its_handle_and_its_companion_committed(browser: WebDriver, proxy: Proxy, demo: Demo, pinned: str) -> None:
+    """A case added as `ledger demo` writes it (schema 3): every check green, `case_id` is the
+    handle derived from the commitment in `case_name`, and `case_name` is a committed field
+    like the others, its value hidden from a reader without a role."""
+    served = demo.get(f"/v1/entries/{COMMITTED_ENTRY}")
+    assert served["payload"]["schema"] == 3 and served["kind"] == "case.added"
+    body = served["payload"]["event"]["body"]
+    assert body["case_id"] == body["case_name"]["_sd"] and len(body["case_id"]) == 43
+    assert open_page(browser, proxy, f"/entries/{COMMITTED_ENTRY}") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS)
+    handle = browser.find_element(By.ID, "entry-handle")
+    assert handle.get_attribute("data-derived") == "true"
+    assert body["case_id"] in handle.text and "derived here" in handle.text and "case_name" in handle.text
+    rows = [r.get_attribute("id") for r in browser.find_elements(By.CSS_SELECTOR, "#committed-table tbody tr")]
+    assert rows == [f"committed-{p}" for p in CASE_FIELDS], rows  # the companion last
+    row = browser.find_element(By.ID, "committed-case_name")
+    assert body["case_id"] in row.text and row.get_attribute("data-status") == "none"
+    assert browser.find_element(By.ID, "committed-value-case_name").text == "committed"
+    assert disclosed_values(demo, COMMITTED_ENTRY)["case_name"] not in browser.find_element(By.ID, "main").text
+    # An enrolment names its identity by a handle the same way.
+    enrolment = demo.get(f"/v1/entries/{ENROLMENT_ENTRY}")["payload"]
+    assert enrolment["schema"] == 3 and enrolment["event"]["kind"] == "principal.enrolled"
+    assert open_page(browser, proxy, f"/entries/{ENROLMENT_ENTRY}") == "ok"
+    assert_all_green(browser, ENTRY_CHECKS)
+    assert browser.find_element(By.ID, "entry-handle").get_attribute("data-derived") == "true"
+    assert [r.get_attribute("id") for r in browser.find_elements(By.CSS_SELECTOR, "#committed-table tbody tr")] == ["committed-identity_name"]
+    screenshot(browser, "entry-handle")
+
+
+def test_the_auditor_sees_the_value_behind_a_handle(browser: WebDriver, proxy: Proxy, demo: Demo, auditor: str) -> None:
+    """To a reader with a role the companion is disclosed like any committed field, last."""
+    for index, path in ((COMMITTED_ENTRY, "case_name"), (ENROLMENT_ENTRY, "identity_name")):
+        served = demo.get(f"/v1/entries/{index}", auditor)
+        _, field, value = json.loads(_b64url_decode(served["disclosures"][-1]))
+        assert field == path
+        assert open_page(browser, proxy, f"/entries/{index}") == "ok"
+        assert_all_green(browser, ENTRY_CHECKS + ["check-disclosures"])
+        assert status(browser, f"committed-{path}") == "ok"
+        assert browser.find_element(By.ID, f"committed-value-{path}").text == value
+
+
+def test_a_schema_2_entry_holding_a_companion_does_not_decode(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("leaf-schema-2-companion")
+    assert open_page(browser, proxy, f"/entries/{COMMITTED_ENTRY}") == "fail"
+    assert proxy.tampered > 0
+    assert status(browser, "check-leaf-hash") == "ok"
+    assert_red(browser, "check-decoded", f"entry {COMMITTED_ENTRY}", "schema 2 has no field event.body.case_name")
+    screenshot(browser, "tampered-schema-2-companion")
+
+
+def test_a_schema_3_case_without_its_companion_does_not_decode(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], pinned: str) -> None:
+    tamper("leaf-schema-3-no-companion")
+    assert open_page(browser, proxy, f"/entries/{COMMITTED_ENTRY}") == "fail"
+    assert proxy.tampered > 0
+    assert status(browser, "check-leaf-hash") == "ok"
+    assert_red(browser, "check-decoded", f"entry {COMMITTED_ENTRY}", "event.body.case_name", "does not hold it")
+
+
+def _digest_of(text: str) -> str:
+    return _b64url(hashlib.sha256(text.encode()).digest())
+
+
+def _form_cases(demo: Demo) -> list[dict[str, Any]]:
+    """Payloads in and out of their schema's form (`events::disclose::check_form`), as leaves:
+    {name, leaf, expect (None: it decodes; else what the failure must name), derived}."""
+    cases: list[dict[str, Any]] = []
+    record, case = _open_leaf(demo.get(f"/v1/entries/{COMMITTED_ENTRY}")["leaf"])
+    enrolment_record, enrolment = _open_leaf(demo.get(f"/v1/entries/{ENROLMENT_ENTRY}")["leaf"])
+    d = [_digest_of(f"d{i}") for i in range(8)]
+    # The two kinds the demo does not write, shaped as the ledger would (only the fields the form rule reads matter here).
+    proposal = copy.deepcopy(case)
+    proposal["event"] = {"kind": "case.proposed", "body": {
+        "task_class": "flaky-test-quarantine", "production_ref": {"_sd": d[0]},
+        "draft": {"case_id": d[1], "case_name": {"_sd": d[1]}, "title": {"_sd": d[2]},
+                  "disposition": {"_sd": d[3]}, "difficulty": {"_sd": d[4]}}}}
+    capability = copy.deepcopy(case)
+    capability["event"] = {"kind": "rag.capability.minted", "body": {
+        "workflow_id": d[5], "workflow_name": {"_sd": d[5]}}}
+
+    def add(name: str, payload: dict[str, Any], expect: Optional[list[str]], derived: Optional[bool] = None) -> None:
+        own = enrolment_record if payload["event"]["kind"] == "principal.enrolled" else record  # the key id must be the signer
+        cases.append({"name": name, "leaf": _seal_leaf(own, payload), "expect": expect, "derived": derived})
+
+    def changed(payload: dict[str, Any], edit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        out = copy.deepcopy(payload)
+        edit(out)
+        return out
+
+    # (kind, payload, identifier, companion, its first committed field)
+    for kind, payload, handle, name, first in (("case.added", case, "case_id", "case_name", "title"),
+                                               ("principal.enrolled", enrolment, "identity", "identity_name", "identity_name"),
+                                               ("case.proposed", proposal, "draft.case_id", "draft.case_name", "draft.title"),
+                                               ("rag.capability.minted", capability, "workflow_id", "workflow_name", "workflow_name")):
+        def at(p: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
+            body = p["event"]["body"]
+            *parents, last = path.split(".")
+            for k in parents:
+                body = body[k]
+            return body, last
+
+        def drop(p: dict[str, Any], path: str = name) -> None:
+            o, k = at(p, path)
+            del o[k]
+
+        def put(p: dict[str, Any], path: str, value: Any) -> None:
+            o, k = at(p, path)
+            o[k] = value
+
+        field = f"event.body.{name}"
+        assert payload["event"]["kind"] == kind
+        add(f"{kind}: schema 3 as the ledger writes it", payload, None, True)
+        add(f"{kind}: schema 3, an earlier handle beside a fresh commitment",
+            changed(payload, lambda p: put(p, handle, d[6])), None, False)
+        add(f"{kind}: schema 3 without its companion", changed(payload, drop), [field, "does not hold it"])
+        add(f"{kind}: schema 3, the companion in clear",
+            changed(payload, lambda p: put(p, name, "GHSA-2026-clear")), [field, "the value in clear"])
+        add(f"{kind}: schema 2 holding the companion", changed(payload, lambda p: p.update(schema=2)),
+            ["schema 2 has no field " + field])
+        add(f"{kind}: schema 2, the identifier in clear and no companion",
+            changed(payload, lambda p: (p.update(schema=2), drop(p), put(p, handle, "GHSA-2026-clear"))), None, False)
+        add(f"{kind}: schema 1 holding commitments", changed(payload, lambda p: p.update(schema=1)),
+            [f"schema 1 holds event.body.{first} in clear"])
+    # Schema 1 with every value in clear and a companion in clear: still a field schema 1 does not have.
+    clear = copy.deepcopy(case)
+    clear["schema"] = 1
+    body = clear["event"]["body"]
+    for k in ("title", "disposition", "difficulty"):
+        body[k] = "positive" if k == "disposition" else "clear"
+    body["provenance"]["source_ref"] = "clear"
+    body["case_id"] = body["case_name"] = "GHSA-2026-clear"
+    add("case.added: schema 1 in clear with a companion in clear", clear, ["schema 1 has no field event.body.case_name"])
+    del body["case_name"]
+    add("case.added: schema 1 in clear, no companion", clear, None, False)
+    return cases
+
+
+def test_schema_forms_in_the_browser(browser: WebDriver, proxy: Proxy, demo: Demo) -> None:
+    """`decodeLeaf` holds each payload to its schema's form as `check_form` does: schema 3 holds
+    the companion of an identifier that names a value first (case.added, case.proposed,
+    principal.enrolled, rag.capability.minted), committed, and listed last among the committed
+    fields; schemas 1 and 2 hold none; a failure names the field. Whether the handle is derived
+    is noted, not required (an earlier handle is a replay's to check)."""
+    open_page(browser, proxy, "/settings")
+    cases = _form_cases(demo)
+    result = browser.execute_async_script(
+        """
+        const [cases, done] = arguments;
+        (async () => {
+          const env = await import('./envelope.js');
+          const m = await import('./merkle.js');
+          const out = [];
+          for (const c of cases) {
+            try {
+              const d = env.decodeLeaf(m.b64decode('leaf', c.leaf), 'leaf');
+              const hf = env.handleField(d.kind, d.body);
+              const paths = env.commitments(d.kind, d.body).map((x) => x.path);
+              out.push({name: c.name, error: null, derived: hf ? hf.derived : null, last: paths[paths.length - 1] ?? null});
+            } catch (e) {
+              out.push({name: c.name, error: String(e.message), derived: null, last: null});
+            }
+          }
+          return out;
+        })().then(done, (e) => done([{name: 'uncaught', error: String(e && e.stack || e)}]));
+        """,
+        cases)
+    assert len(result) == len(cases), result
+    for c, r in zip(cases, result):
+        assert r["name"] == c["name"]
+        if c["expect"] is None:
+            assert r["error"] is None, (c["name"], r["error"])
+            assert r["derived"] == c["derived"], (c["name"], r)
+            if c["derived"]:
+                assert r["last"] is not None and r["last"].endswith("_name"), (c["name"], r)
+        else:
+            assert r["error"] is not None, f"{c['name']}: decoded, but it should fail naming {c['expect']}"
+            for needle in c["expect"]:
+                assert needle in r["error"], (c["name"], r["error"], needle)
 
 
 def test_a_disclosure_changed_by_one_character_turns_red(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], auditor: str) -> None:
