@@ -16,7 +16,18 @@ const SECRET_TITLE: &str = "SECRET-TITLE-b7e1";
 const SECRET_REF: &str = "SECRET-REF-b7e1";
 const SECRET_OPERATOR: &str = "SECRET-OPERATOR-b7e1";
 const SECRET_REASON: &str = "SECRET-REASON-b7e1";
-const SECRETS: [&str; 4] = [SECRET_TITLE, SECRET_REF, SECRET_OPERATOR, SECRET_REASON];
+/// The case's name, behind its handle (docs/PRIVACY.md, "Handles").
+const SECRET_CASE: &str = "SECRET-CASE-b7e1";
+/// The identity of the principal the seed enrols as `retired-harness`.
+const SECRET_IDENTITY: &str = "retired-harness@bench.example";
+const SECRETS: [&str; 6] = [
+    SECRET_TITLE,
+    SECRET_REF,
+    SECRET_OPERATOR,
+    SECRET_REASON,
+    SECRET_CASE,
+    SECRET_IDENTITY,
+];
 
 /// `ledger verify --data-dir DIR --quiet`: its exit code, and its stdout
 /// and stderr together.
@@ -51,7 +62,7 @@ fn server_with_secrets() -> (TestServer, String) {
     let (a, b) = (p.key("curator-a"), p.key("curator-b"));
     let mut case = sample().case_added(
         TASK_CLASS,
-        "case-secret",
+        SECRET_CASE,
         "held-out",
         &events::envelope::format_micros(T0),
         (&a, &b),
@@ -59,7 +70,7 @@ fn server_with_secrets() -> (TestServer, String) {
     case.title = SECRET_TITLE.into();
     case.provenance.source_ref = SECRET_REF.into();
     p.post("curator-a", Event::CaseAdded(case)).expect("case");
-    let mut sc = score("case-secret", 0.9);
+    let mut sc = score(SECRET_CASE, 0.9);
     sc.operator_fingerprint = SECRET_OPERATOR.into();
     p.post("harness", Event::ScoreRecorded(sc)).expect("score");
     p.enrol("retired-harness", Role::Harness).expect("enrol");
@@ -149,7 +160,7 @@ fn no_answer_shows_a_sensitive_value_to_a_reader_without_a_role() {
     }
     // A refusal names the field and the rule, never the value.
     let mut p = s.poster(&c);
-    let mut bad = score("case-secret", 0.9);
+    let mut bad = score(SECRET_CASE, 0.9);
     bad.operator_fingerprint = format!("{SECRET_OPERATOR}\u{7}").into();
     let refused = p
         .post_refused("harness", Event::ScoreRecorded(bad))
