@@ -6,7 +6,7 @@
 // against the leaf and the values shown.
 
 import { ApiError, checkServedEntry, fetchEntry, getJson, proveEntry } from "./api.js";
-import { checkDisclosures, commitments, decodeLeaf, handleField, keyId, verifyEnvelope } from "./envelope.js";
+import { checkDisclosures, commitments, decodeLeaf, handleField, isDigest, keyId, verifyEnvelope } from "./envelope.js";
 import { b64decode, chainHash, CheckFailed, equalBytes, parseHash, toHex } from "./merkle.js";
 import {
   check, ensureHead, entryLink, fill, h, headBar, indexOfText, isIndex, kv, link, main, quote, selfCheck, short, unverifiedReason,
@@ -343,8 +343,10 @@ export async function entryPage(hd, index, search, alive, gen) {
         }
         const revoked = revocations.get(d.signer);
         const roles = Array.isArray(enr.roles) ? enr.roles.map(String).join(", ") : String(enr.roles);
+        // From schema 3 the identity is a handle (docs/PRIVACY.md, "Handles"): cut short, whole in its title.
+        const identity = String(enr.identity);
         const showRole = (note) => roleCell.replaceChildren(
-          `${roles} (${String(enr.identity)}), enrolled at `, entryLink(enr.index),
+          `${roles} (`, isDigest(identity) ? h("code", { title: identity }, short(identity)) : identity, "), enrolled at ", entryLink(enr.index),
           revoked !== undefined ? ` — revoked at entry ${revoked} (as served, not proven)` : "", note);
         showRole(" (checking…)");
         try {

@@ -99,7 +99,8 @@ fn disposition(s: &str) -> Option<Disposition> {
 }
 
 /// Lists an event's sensitive fields, in this order: the one list of what
-/// schema 2 commits. `$r` is `&` or `&mut`.
+/// schemas 2 and 3 commit (a schema-3 companion last, when the event holds
+/// one). `$r` is `&` or `&mut`.
 macro_rules! sensitive_fields {
     ($event:expr, $slot:ty, $($r:tt)+) => {{
         // A schema-3 companion (the value behind a handle) comes last,
@@ -144,8 +145,8 @@ macro_rules! sensitive_fields {
     }};
 }
 
-/// The sensitive fields schema 2 commits, in order: path in the body, rule,
-/// and the field.
+/// The sensitive fields schemas 2 and 3 commit, in order: path in the
+/// body, rule, and the field.
 pub fn fields(event: &Event) -> Vec<(&'static str, Rule, &dyn Slot)> {
     sensitive_fields!(event, &dyn Slot, &)
 }
@@ -163,8 +164,9 @@ pub fn part_of(event: &Event, path: &str) -> Option<usize> {
         .position(|(p, _, _)| p == path)
 }
 
-/// The paths of the fields schema 2 commits, for each kind: the list
-/// docs/EVENTS.md and the field-class test hold to the catalogue.
+/// The paths of the fields schemas 2 and 3 commit, for each kind (the
+/// schema-3 companions last): the list docs/EVENTS.md and the field-class
+/// test hold to the catalogue.
 pub fn committed_paths(kind: crate::model::Kind) -> &'static [&'static str] {
     use crate::model::Kind::*;
     match kind {
@@ -316,7 +318,7 @@ pub fn check_form(payload: &Payload) -> Result<(), Rejection> {
                 return reject(
                     RejectCode::SensitiveValueInClear,
                     field,
-                    "schema 2 holds a commitment {\"_sd\": digest} in this field, never the value (docs/PRIVACY.md)",
+                    "from schema 2, this field holds a commitment {\"_sd\": digest}, never the value (docs/PRIVACY.md)",
                 )
             }
             (false, Some(d)) if !is_digest(d) => {

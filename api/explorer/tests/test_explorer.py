@@ -1078,6 +1078,8 @@ def _form_cases(demo: Demo) -> list[dict[str, Any]]:
         add(f"{kind}: schema 3 without its companion", changed(payload, drop), [field, "does not hold it"])
         add(f"{kind}: schema 3, the companion in clear",
             changed(payload, lambda p: put(p, name, "GHSA-2026-clear")), [field, "the value in clear"])
+        add(f"{kind}: schema 3, the companion null (absent or a commitment, never null)",
+            changed(payload, lambda p: put(p, name, None)), [field, "no commitment"])
         add(f"{kind}: schema 2 holding the companion", changed(payload, lambda p: p.update(schema=2)),
             ["schema 2 has no field " + field])
         add(f"{kind}: schema 2, the identifier in clear and no companion",
@@ -1139,6 +1141,37 @@ def test_schema_forms_in_the_browser(browser: WebDriver, proxy: Proxy, demo: Dem
             assert r["error"] is not None, f"{c['name']}: decoded, but it should fail naming {c['expect']}"
             for needle in c["expect"]:
                 assert needle in r["error"], (c["name"], r["error"], needle)
+
+
+def test_the_shared_disclosure_vectors_in_the_browser(browser: WebDriver, proxy: Proxy) -> None:
+    """events/testdata/disclosure_vectors.json (made by the Rust tests, read by the Python package
+    too): each valid disclosure parses to its field and value and hashes to its digest; each
+    invalid one is refused as malformed."""
+    open_page(browser, proxy, "/settings")
+    vectors = json.loads((REPO / "events/testdata/disclosure_vectors.json").read_text(encoding="utf-8"))
+    assert vectors["valid"] and vectors["invalid"]
+    result = browser.execute_async_script(
+        """
+        const [vectors, done] = arguments;
+        (async () => {
+          const env = await import('./envelope.js');
+          const out = [];
+          for (const v of vectors.valid) {
+            try {
+              const o = env.parseDisclosure(v.disclosure);
+              if (o.field !== v.field || o.value !== v.value) out.push(`${v.field}: parsed as ${o.field} = ${o.value}`);
+              if ((await env.disclosureDigest(v.disclosure)) !== v.digest) out.push(`${v.field}: another digest`);
+            } catch (e) { out.push(`${v.field}: ${e.message}`); }
+          }
+          for (const v of vectors.invalid) {
+            try { env.parseDisclosure(v.disclosure); out.push(`accepted: ${v.why}`); }
+            catch (e) { if (!String(e.message).includes('is malformed')) out.push(`${v.why}: ${e.message}`); }
+          }
+          return out;
+        })().then(done, (e) => done([String(e && e.stack || e)]));
+        """,
+        vectors)
+    assert result == [], result
 
 
 def test_a_disclosure_changed_by_one_character_turns_red(browser: WebDriver, proxy: Proxy, tamper: Callable[[str], None], auditor: str) -> None:

@@ -379,7 +379,7 @@ def check_form(payload: Mapping[str, Any], what: str = "payload") -> None:
         elif isinstance(v, str) and not clear_schema:
             raise InvalidInput(
                 field,
-                'schema 2 holds a commitment {"_sd": digest} in this field, never the value (docs/PRIVACY.md)',
+                'from schema 2, this field holds a commitment {"_sd": digest}, never the value (docs/PRIVACY.md)',
                 "sensitive_value_in_clear",
             )
     h = handle_field(kind, body)
