@@ -278,6 +278,8 @@ fn score(
 ) -> ScoreRecorded {
     let now = format_micros(SystemClock.now_micros());
     let mut s = sample.score(tc, run_id, case, v, &now);
+    s.case_digest = sample::digest(&handle);
+    s.cassette_digest = sample::cassette_digest(&handle);
     s.case_id = handle;
     s.score.passed = v >= 0.6;
     s.score.breakdown = breakdown;

@@ -41,6 +41,8 @@ fn value_hash(class: HandleClass, value: &str) -> ValueHash {
 /// A handle the door accepted: recorded when its batch commits.
 #[derive(Debug, Clone)]
 struct Binding {
+    /// The index of the entry that named it.
+    at: u64,
     class: HandleClass,
     handle: String,
     /// The entry that gave it; `None` for a value in clear from before the
@@ -56,6 +58,9 @@ pub struct HandleValues {
     by_value: HashMap<(HandleClass, ValueHash), String>,
     /// Accepted in the batch being sequenced, not yet committed.
     pending: Vec<Binding>,
+    /// Redactions of companions in that batch: (the entry that gave the
+    /// handle, the redaction's index).
+    pending_redactions: Vec<(u64, u64)>,
 }
 
 /// The value `event`'s companion discloses, from the disclosures kept with
@@ -74,7 +79,10 @@ impl HandleValues {
     /// log's switch to schema 3 (its own handle), and every handle a
     /// schema-3 event gave, with the value `disclosed` reads from the
     /// entry that gave it (`None` when redacted or not kept here).
-    pub fn load(state: &State, mut disclosed: impl FnMut(u64) -> Option<String>) -> HandleValues {
+    pub fn load<E>(
+        state: &State,
+        mut disclosed: impl FnMut(u64) -> Result<Option<String>, E>,
+    ) -> Result<HandleValues, E> {
         let mut v = HandleValues::default();
         for (key, &origin) in &state.handles {
             let class = match key.split_once('/') {
@@ -84,7 +92,7 @@ impl HandleValues {
                 _ => continue,
             };
             let handle = &key[class.as_str().len() + 1..];
-            if let Some(value) = disclosed(origin) {
+            if let Some(value) = disclosed(origin)? {
                 v.bind(class, handle, Some(origin), value_hash(class, &value));
             }
         }
@@ -114,7 +122,7 @@ impl HandleValues {
                 v.bind(class, id, None, value_hash(class, id));
             }
         }
-        v
+        Ok(v)
     }
 
     fn bind(&mut self, class: HandleClass, handle: &str, origin: Option<u64>, vh: ValueHash) {
@@ -167,6 +175,7 @@ impl HandleValues {
             let vh = value_hash(h.class, h.handle);
             if self.handle_of(h.class, &vh).is_none() {
                 self.pending.push(Binding {
+                    at: index,
                     class: h.class,
                     handle: h.handle.to_owned(),
                     origin: None,
@@ -192,12 +201,31 @@ impl HandleValues {
                 Some(existing) => Err(Rejection::new(
                     RejectCode::HandleValueBound,
                     handle_field,
+                    // Only an identity's handle is named: the operators who
+                    // enrol people hold every identity anyway, and a writer
+                    // of cases or capabilities must not learn which case or
+                    // workflow a guessed value is (docs/PRIVACY.md).
+                    if h.class == HandleClass::Identity {
+                        format!(
+                            "this {class} already has the handle `{existing}`: name that handle here, with the value committed beside it"
+                        )
+                    } else {
+                        format!(
+                            "this {class} already has a handle: name that handle here, with the value committed beside it"
+                        )
+                    },
+                )),
+                None if self.value_of(h.class, &value).is_some() => Err(Rejection::new(
+                    RejectCode::HandleValueBound,
+                    name_field,
                     format!(
-                        "this {class} already has the handle `{existing}`: name that handle here, with the value committed beside it"
+                        "the value committed here is itself the handle of a {class}: name that handle in `{}`, with the {class}'s value committed beside it",
+                        h.handle_path
                     ),
                 )),
                 None => {
                     self.pending.push(Binding {
+                        at: index,
                         class: h.class,
                         handle: h.handle.to_owned(),
                         origin: Some(index),
@@ -230,18 +258,36 @@ impl HandleValues {
 
     /// The batch committed: its handles are the log's.
     pub fn committed(&mut self) {
+        self.settle(u64::MAX);
+    }
+
+    /// The batch failed; the log holds `size` entries (a batch that reported
+    /// failure may still have persisted): what it accepted below `size` is
+    /// the log's, the rest is not.
+    pub fn failed(&mut self, size: u64) {
+        self.settle(size);
+    }
+
+    fn settle(&mut self, size: u64) {
         for b in std::mem::take(&mut self.pending) {
-            self.bind(b.class, &b.handle, b.origin, b.value);
+            if b.at < size {
+                self.bind(b.class, &b.handle, b.origin, b.value);
+            }
+        }
+        for (origin, at) in std::mem::take(&mut self.pending_redactions) {
+            if at < size {
+                self.forget(origin);
+            }
         }
     }
 
-    /// The batch failed: nothing it accepted is the log's.
-    pub fn failed(&mut self) {
-        self.pending.clear();
+    /// Entry `at` redacts the companion of entry `origin`: once it commits,
+    /// the value of the handle `origin` gave is forgotten.
+    pub fn redacted(&mut self, origin: u64, at: u64) {
+        self.pending_redactions.push((origin, at));
     }
 
-    /// The value of the handle entry `origin` gave was redacted: forget it.
-    pub fn redacted(&mut self, origin: u64) {
+    fn forget(&mut self, origin: u64) {
         let gone: Vec<(HandleClass, String, ValueHash)> = self
             .by_handle
             .iter()
@@ -257,7 +303,12 @@ impl HandleValues {
 
 /// "One value, one handle", as a reader holding the disclosures checks it
 /// over a walk of the log from its first entry (`ledger verify`): the check
-/// the door makes, made again from what was served or kept.
+/// the door makes, made again from what was served or kept, and forgetting
+/// what the door forgets. A value is bound to its handle where a schema-3
+/// event gives the handle (or, named in clear before the switch, to
+/// itself); an event that names an earlier handle is held to the value
+/// bound to it, when the walk knows it; a redaction of the companion that
+/// gave a handle unbinds it.
 #[derive(Debug, Default)]
 pub struct Audit {
     /// The handle each value has, and the entry that gave it.
@@ -268,8 +319,7 @@ pub struct Audit {
 
 impl Audit {
     /// Takes entry `index` (its payload, and the values of its committed
-    /// fields when the walk holds them: `None` without a role). A value
-    /// named in clear (schema 1 and 2) is its own handle; a schema-3
+    /// fields when the walk holds them: `None` without a role). A schema-3
     /// companion that was not disclosed (redacted, or no role) is passed
     /// over. Returns why the entry breaks the rule.
     pub fn see(
@@ -278,9 +328,17 @@ impl Audit {
         payload: &crate::model::Payload,
         opened: Option<&[crate::disclose::Disclosed]>,
     ) -> Result<(), String> {
+        if let Event::FieldRedacted(r) = &payload.event {
+            if crate::disclose::handle_field_path(&r.field) {
+                self.by_handle.retain(|_, (_, at)| *at != r.entry);
+                self.by_value.retain(|_, (_, at)| *at != r.entry);
+            }
+            return Ok(());
+        }
         let Some(h) = handle_field(&payload.event) else {
             return Ok(());
         };
+        let class = h.class;
         let value = if payload.schema < SCHEMA_HANDLES {
             h.handle.to_owned()
         } else {
@@ -292,31 +350,39 @@ impl Audit {
                 _ => return Ok(()),
             }
         };
-        let class = h.class;
         let vh = value_hash(class, &value);
-        if let Some((other, at)) = self.by_value.get(&(class, vh)) {
-            if other != h.handle {
+        let gives = payload.schema < SCHEMA_HANDLES || h.derived();
+        if !gives {
+            return match self.by_handle.get(&(class, h.handle.to_owned())) {
+                Some((known, at)) if *known != vh => Err(format!(
+                    "entry {index}: names the handle `{}` of another {} (given at entry {at}) beside its value",
+                    h.handle,
+                    class.as_str()
+                )),
+                _ => Ok(()),
+            };
+        }
+        match self.by_value.get(&(class, vh)) {
+            Some((other, _)) if other == h.handle => return Ok(()),
+            Some((other, at)) => {
                 return Err(format!(
                     "entry {index}: this {} already has the handle `{other}` (entry {at}), and is given another",
                     class.as_str()
-                ));
+                ))
             }
+            None => {}
         }
-        if let Some((other, at)) = self.by_handle.get(&(class, h.handle.to_owned())) {
-            if *other != vh {
-                return Err(format!(
-                    "entry {index}: the handle `{}` was given to another {} at entry {at}",
-                    h.handle,
-                    class.as_str()
-                ));
-            }
+        if let Some((_, at)) = self.by_handle.get(&(class, h.handle.to_owned())) {
+            return Err(format!(
+                "entry {index}: the handle `{}` was given to another {} at entry {at}",
+                h.handle,
+                class.as_str()
+            ));
         }
         self.by_value
-            .entry((class, vh))
-            .or_insert_with(|| (h.handle.to_owned(), index));
+            .insert((class, vh), (h.handle.to_owned(), index));
         self.by_handle
-            .entry((class, h.handle.to_owned()))
-            .or_insert((vh, index));
+            .insert((class, h.handle.to_owned()), (vh, index));
         Ok(())
     }
 }
@@ -326,20 +392,40 @@ mod tests {
     use super::*;
     use crate::canonical::Value;
     use crate::disclose::Disclosed;
-    use crate::model::{Payload, PrincipalEnrolled, Role, Sensitive};
+    use crate::model::{Commitment, FieldRedacted, Payload, PrincipalEnrolled, Role, Sensitive};
 
-    fn enrol(schema: u32, identity: &str) -> Payload {
+    fn payload(schema: u32, event: Event) -> Payload {
         Payload {
             schema,
             id: "enrol-someone".into(),
             signer: "0".repeat(64),
             issued_at: "2026-11-01T00:00:00Z".into(),
-            event: Event::PrincipalEnrolled(PrincipalEnrolled {
+            event,
+        }
+    }
+
+    /// An enrolment under `identity`; in schema 3 its companion's digest
+    /// is `companion` (the handle it gives when that is `identity`).
+    fn enrol(schema: u32, identity: &str, companion: &str) -> Payload {
+        payload(
+            schema,
+            Event::PrincipalEnrolled(PrincipalEnrolled {
                 public_key: String::new(),
                 identity: identity.into(),
-                identity_name: (schema >= SCHEMA_HANDLES).then(|| Sensitive::Clear(String::new())),
+                identity_name: (schema >= SCHEMA_HANDLES).then(|| {
+                    Sensitive::Committed(Commitment {
+                        sd: companion.into(),
+                    })
+                }),
                 roles: vec![Role::Curator],
             }),
+        )
+    }
+
+    fn cosignature() -> crate::model::CoSignature {
+        crate::model::CoSignature {
+            key_id: String::new(),
+            signature: String::new(),
         }
     }
 
@@ -353,28 +439,72 @@ mod tests {
     #[test]
     fn the_audit_finds_two_handles_for_one_value_and_two_values_for_one_handle() {
         let mut a = Audit::default();
-        a.see(0, &enrol(1, "bob@example.org"), None)
+        a.see(0, &enrol(1, "bob@example.org", ""), None)
             .expect("in clear");
-        a.see(1, &enrol(3, "h-alice"), Some(&named("alice@example.org")))
-            .expect("a handle");
-        a.see(2, &enrol(3, "h-alice"), Some(&named("alice@example.org")))
-            .expect("the same handle for the same person");
-        a.see(3, &enrol(3, "h-other"), None)
+        a.see(
+            1,
+            &enrol(3, "h-alice", "h-alice"),
+            Some(&named("alice@example.org")),
+        )
+        .expect("a handle given");
+        a.see(
+            2,
+            &enrol(3, "h-alice", "c-2"),
+            Some(&named("alice@example.org")),
+        )
+        .expect("her handle again, for her");
+        a.see(3, &enrol(3, "h-other", "h-other"), None)
             .expect("not disclosed: nothing to check");
         let two_handles = a
-            .see(4, &enrol(3, "h-alice-2"), Some(&named("alice@example.org")))
+            .see(
+                4,
+                &enrol(3, "h-alice-2", "h-alice-2"),
+                Some(&named("alice@example.org")),
+            )
             .expect_err("a second handle for alice");
         assert!(two_handles.contains("`h-alice` (entry 1)"), "{two_handles}");
         let two_values = a
-            .see(5, &enrol(3, "h-alice"), Some(&named("mallory@example.org")))
+            .see(
+                5,
+                &enrol(3, "h-alice", "c-5"),
+                Some(&named("mallory@example.org")),
+            )
             .expect_err("alice's handle for mallory");
-        assert!(two_values.contains("at entry 1"), "{two_values}");
+        assert!(two_values.contains("given at entry 1"), "{two_values}");
         let clear_then_new = a
-            .see(6, &enrol(3, "h-bob"), Some(&named("bob@example.org")))
+            .see(
+                6,
+                &enrol(3, "h-bob", "h-bob"),
+                Some(&named("bob@example.org")),
+            )
             .expect_err("bob was named in clear, his handle is his id");
         assert!(
             clear_then_new.contains("`bob@example.org`"),
             "{clear_then_new}"
         );
+        // A redaction of the companion that gave alice's handle unbinds it,
+        // as the door forgets it.
+        a.see(
+            7,
+            &payload(
+                3,
+                Event::FieldRedacted(FieldRedacted {
+                    entry: 1,
+                    leaf_hash: String::new(),
+                    field: "identity_name".into(),
+                    reason: Sensitive::Clear(String::new()),
+                    requested_by: cosignature(),
+                    confirmed_by: cosignature(),
+                }),
+            ),
+            None,
+        )
+        .expect("a redaction");
+        a.see(
+            8,
+            &enrol(3, "h-alice-3", "h-alice-3"),
+            Some(&named("alice@example.org")),
+        )
+        .expect("her value is no longer bound");
     }
 }

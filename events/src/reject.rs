@@ -55,9 +55,9 @@ codes! {
     UnsupportedSchema = "unsupported_schema",
     /// The log holds entries of a later schema, and from its first one on accepts only that schema or later (docs/PRIVACY.md).
     SchemaSuperseded = "schema_superseded",
-    /// A schema-2 payload holds a sensitive field's value in clear instead of a commitment.
+    /// A schema-2 or schema-3 payload holds a sensitive field's value in clear instead of a commitment.
     SensitiveValueInClear = "sensitive_value_in_clear",
-    /// A schema-1 payload holds a commitment, which only schema 2 may.
+    /// A schema-1 payload holds a commitment, which only schema 2 and later may.
     CommitmentNotAllowed = "commitment_not_allowed",
     /// A disclosure is not the base64url of the canonical JSON array [salt, field, value] with a salt of 16 to 64 bytes.
     DisclosureMalformed = "disclosure_malformed",
@@ -67,7 +67,7 @@ codes! {
     DisclosureUnused = "disclosure_unused",
     /// A disclosure names another field than the one whose commitment it opens.
     DisclosureFieldMismatch = "disclosure_field_mismatch",
-    /// A schema-3 handle (case id, identity, workflow id) is neither the digest of the commitment beside it nor a handle an earlier event gave (docs/PRIVACY.md, "Handles").
+    /// A schema-3 handle (case id, identity, workflow id) is neither the digest of the commitment beside it nor a handle the log already holds for its class (given by an earlier event, or a value in clear before the switch; docs/PRIVACY.md, "Handles").
     HandleNotDerived = "handle_not_derived",
     /// A schema-3 event names an earlier handle for another value than the one that handle was given for, or for a value the ledger can no longer read.
     HandleValueMismatch = "handle_value_mismatch",

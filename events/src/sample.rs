@@ -112,7 +112,7 @@ impl Sample {
     /// `added_at` (RFC 3339) and co-signed by two curators. It holds the
     /// name `case_id` in clear beside its handle [`case_handle`] (committing
     /// it with [`binding`]'s salt gives that handle). Its digest is
-    /// [`digest`] of its name, its cassette's [`cassette_digest`].
+    /// [`digest`] of its handle, its cassette's [`cassette_digest`] of it.
     pub fn case_added(
         &self,
         task_class: &str,
@@ -142,7 +142,9 @@ impl Sample {
         added_at: &str,
         (added_by, reviewed_by): (&SigningKey, &SigningKey),
     ) -> CaseAdded {
-        let case_digest = digest(case_id);
+        // The digests follow from the handle, never from the name: a
+        // public digest of a name would let anyone test a guessed name.
+        let case_digest = digest(handle);
         let st = case_provenance_statement(handle, added_at, &case_digest);
         CaseAdded {
             task_class: task_class.into(),
@@ -160,7 +162,7 @@ impl Sample {
                 reviewed_by: cosign(reviewed_by, &st),
             },
             case_digest,
-            cassette_digest: cassette_digest(case_id),
+            cassette_digest: cassette_digest(handle),
         }
     }
 
@@ -193,9 +195,9 @@ impl Sample {
             run_id: run_id.into(),
             task_class: task_class.into(),
             case_id: case_handle(case_id),
-            case_digest: digest(case_id),
+            case_digest: digest(&case_handle(case_id)),
             rubric_digest: self.rubric.clone(),
-            cassette_digest: cassette_digest(case_id),
+            cassette_digest: cassette_digest(&case_handle(case_id)),
             harness_version: self.harness_version.clone(),
             image_digest: self.image.clone(),
             score: BenchScore {

@@ -503,7 +503,7 @@ impl Sequencer for EventSequencer {
         let shred = match &d.payload.event {
             Event::FieldRedacted(e) => {
                 if crate::disclose::handle_field_path(&e.field) {
-                    self.handles.redacted(e.entry);
+                    self.handles.redacted(e.entry, next);
                 }
                 redacted_part(log, e.entry, &e.field)
                     .map(|part| vec![(e.entry, part)])
@@ -535,12 +535,13 @@ impl Sequencer for EventSequencer {
 
     fn failed(&mut self, log: &LogView<'_>) {
         self.pending.clear();
-        self.handles.failed();
         if self.loading {
+            self.handles.failed(0);
             return;
         }
         match rebuild_state(log, &snapshot_seal_key(&self.ledger_key), false) {
             Ok((s, _, _)) => {
+                self.handles.failed(s.size);
                 self.keys.reset(&s);
                 self.state = s;
             }
@@ -730,13 +731,19 @@ impl EventLog {
             }))
         })
         .and_then(|r| r);
+        // The door's index of the values behind handles, from the kept
+        // disclosures: a part that cannot be read stops the load, rather
+        // than let the door forget a value.
+        let replayed = replayed.and_then(|(state, resumed, refused)| {
+            let handles = crate::handles::HandleValues::load(&state, |origin| {
+                self.companion_disclosed(origin)
+            })?;
+            Ok((state, resumed, refused, handles))
+        });
         match replayed {
-            Ok((state, resumed, refused)) => {
+            Ok((state, resumed, refused, handles)) => {
                 let size = state.size;
                 self.keys.reset(&state);
-                let handles = crate::handles::HandleValues::load(&state, |origin| {
-                    self.companion_disclosed(origin)
-                });
                 self.ledger.inspect_mut(|s| {
                     s.state = state;
                     s.handles = handles;
@@ -772,29 +779,24 @@ impl EventLog {
     }
 
     /// The value entry `origin`'s schema-3 companion discloses, from the
-    /// disclosures kept beside it: `None` when redacted, not kept here, or
-    /// unreadable (logged).
-    fn companion_disclosed(&self, origin: u64) -> Option<String> {
-        let read = || -> Result<Option<String>, Error> {
-            let entry = self.ledger.entry(origin)?;
-            let Ok((d, _)) = crate::envelope::decode_logged_leaf(&entry.leaf) else {
-                return Ok(None);
-            };
-            let parts: Vec<String> = self
-                .ledger
-                .private_parts(origin)?
-                .into_iter()
-                .map(|p| match p {
-                    ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
-                    _ => String::new(),
-                })
-                .collect();
-            Ok(crate::handles::companion_value(&d.payload.event, &parts))
+    /// disclosures kept beside it: `None` when redacted or not kept here (a
+    /// restore from a backup taken without a role); an error when it cannot
+    /// be read.
+    fn companion_disclosed(&self, origin: u64) -> Result<Option<String>, Error> {
+        let entry = self.ledger.entry(origin)?;
+        let Ok((d, _)) = crate::envelope::decode_logged_leaf(&entry.leaf) else {
+            return Ok(None);
         };
-        read().unwrap_or_else(|e| {
-            tracing::warn!(entry = origin, error = %e, "cannot read the value behind a handle");
-            None
-        })
+        let parts: Vec<String> = self
+            .ledger
+            .private_parts(origin)?
+            .into_iter()
+            .map(|p| match p {
+                ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
+                ledger::private::Part::Shredded => String::new(),
+            })
+            .collect();
+        Ok(crate::handles::companion_value(&d.payload.event, &parts))
     }
 
     /// Checks the signature of every entry [`EventLog::load_state`] replayed

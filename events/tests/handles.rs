@@ -80,6 +80,8 @@ fn a_case_is_named_by_its_handle_and_its_name_is_not_in_the_leaf() {
     // A score names the case by its handle; by its name it names nothing.
     let mut s = score("GHSA-2026-held-out-7", 0.9);
     s.case_id = b.handle.clone();
+    s.case_digest = events::sample::digest(&b.handle);
+    s.cassette_digest = events::sample::cassette_digest(&b.handle);
     w.post("harness", Event::ScoreRecorded(s.clone()))
         .expect("scored by handle");
     s.case_id = "GHSA-2026-held-out-7".into();
@@ -121,7 +123,8 @@ fn attack_a_second_handle_for_one_case_is_refused() {
         &[second],
     );
     let r = refused(&mut w, &body, C::HandleValueBound);
-    assert!(r.message.contains(&first.handle), "{r}");
+    // A writer of cases does not learn which case a guessed name is.
+    assert!(!r.message.contains(&first.handle), "{r}");
 }
 
 #[test]
@@ -437,4 +440,28 @@ fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
         &[b],
     );
     log.append(&body).expect("alice's second key");
+}
+
+/// A client that puts a person's handle in the identifier and leaves the
+/// companion out asks, by the commit's rule, for a new handle whose value
+/// is the old handle: the door refuses it rather than give the person a
+/// second handle it cannot see is theirs.
+#[test]
+fn attack_a_handle_committed_as_a_value_is_refused() {
+    let mut w = World::new();
+    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("alice-1", &alice.handle, "alice@example.org"),
+        std::slice::from_ref(&alice),
+    );
+    w.log.append(&body).expect("alice");
+    let mut e = enrolment("alice-2", &alice.handle, "");
+    if let Event::PrincipalEnrolled(p) = &mut e {
+        p.identity_name = None;
+    }
+    let body = write(&mut w, "operator", e, &[]);
+    let r = refused(&mut w, &body, C::HandleValueBound);
+    assert_eq!(r.field, "event.body.identity_name");
 }

@@ -237,6 +237,34 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
     assert!(replayed.principals.contains_key(&events::key_id(
         &testkit::world::key("harness").verifying_key()
     )));
+    // The door's index of handles kept what persisted: the same identity
+    // under a new handle is refused, as after a commit that reported
+    // success.
+    let again = events::Payload {
+        schema: events::model::SCHEMA_VERSION,
+        id: "enrol-harness-twice".into(),
+        signer: events::key_id(&testkit::world::key("operator").verifying_key()),
+        issued_at: "2026-11-01T00:00:00Z".into(),
+        event: events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+            public_key: events::envelope::public_key_b64(
+                &testkit::world::key("harness-2").verifying_key(),
+            ),
+            identity: "harness".into(),
+            identity_name: None,
+            roles: vec![events::Role::Harness],
+        }),
+    };
+    let env = events::envelope::sign_write(&testkit::world::key("operator"), again);
+    match log.append(&env) {
+        Err(AppendError::Rejected { reason, .. }) => {
+            assert_eq!(
+                reason.code,
+                events::RejectCode::HandleValueBound,
+                "{reason}"
+            )
+        }
+        other => panic!("a second handle for one identity was not refused: {other:?}"),
+    }
 }
 
 /// A reader holding the read-only view when the fault clears: the reopen

@@ -27,14 +27,14 @@ pub fn key(name: &str) -> SigningKey {
     SigningKey::from_bytes(blake3::hash(name.as_bytes()).as_bytes())
 }
 
-/// The BLAKE3 case digest of a named case.
+/// The BLAKE3 case digest of a named case (the sample's: of its handle).
 pub fn case_digest(name: &str) -> String {
-    sample::digest(name)
+    sample::digest(&sample::case_handle(name))
 }
 
-/// The cassette digest of a named case.
+/// The cassette digest of a named case (the sample's: of its handle).
 pub fn cassette_digest(name: &str) -> String {
-    sample::cassette_digest(name)
+    sample::cassette_digest(&sample::case_handle(name))
 }
 
 /// The sample bench the world's events are built from.

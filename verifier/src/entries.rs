@@ -143,10 +143,41 @@ impl Served {
                 "first bad index {next}: the chain hash served is not the chain of the entries"
             )));
         }
-        if let Some(disclosures) = &e.disclosures {
-            let opened = open_disclosures(next, &leaf, disclosures)?;
+        // The leaf is decoded when its disclosures are served (a reader
+        // with a role), and for the kinds that give handles or redact: the
+        // served kind picks those, and a server that mislabels one is
+        // caught below, for a walk with a role, by the decoded leaf.
+        let decoded = if e.disclosures.is_some() {
+            Some(events::decode_logged_leaf(&leaf).map_err(|r| {
+                CheckError::Disproved(format!("entry {next}: the leaf does not decode: {r}"))
+            })?)
+        } else if matches!(
+            e.kind.as_str(),
+            "case.added"
+                | "case.proposed"
+                | "principal.enrolled"
+                | "rag.capability.minted"
+                | "field.redacted"
+        ) {
+            // A leaf that does not decode is left to the proofs and the
+            // replay, which say where it breaks.
+            events::decode_logged_leaf(&leaf).ok()
+        } else {
+            None
+        };
+        let mut opened = None;
+        if let (Some(disclosures), Some((d, _))) = (&e.disclosures, &decoded) {
+            if d.payload.event.kind().as_str() != e.kind {
+                return Err(CheckError::Disproved(format!(
+                    "entry {next}: served as `{}`, but its leaf is a `{}`",
+                    e.kind,
+                    d.payload.event.kind().as_str()
+                )));
+            }
+            let o = events::disclose::check_disclosed(&d.payload.event, disclosures)
+                .map_err(|err| CheckError::Disproved(format!("entry {next}: {err}")))?;
             let redacted = e.redacted.clone().unwrap_or_default();
-            for d in &opened {
+            for d in &o {
                 let said = redacted.iter().any(|r| r == d.path);
                 match (&d.value, said) {
                     (Some(_), false) => self.disclosed += 1,
@@ -167,31 +198,20 @@ impl Served {
                     }
                 }
             }
-            if let Some(r) = redacted
-                .iter()
-                .find(|r| !opened.iter().any(|d| d.path == *r))
-            {
+            if let Some(r) = redacted.iter().find(|r| !o.iter().any(|d| d.path == *r)) {
                 return Err(CheckError::Disproved(format!(
                     "entry {next}: `{r}` is answered as redacted, but the entry commits to no such field"
                 )));
             }
+            opened = Some(o);
         }
-        // One value, one handle (docs/PRIVACY.md, "Handles"): checked from
-        // the disclosures served to a reader with a role, and from the
-        // values in clear before a log's switch to schema 3.
-        if matches!(
-            e.kind.as_str(),
-            "case.added" | "case.proposed" | "principal.enrolled" | "rag.capability.minted"
-        ) {
-            if let Ok((d, _)) = events::decode_logged_leaf(&leaf) {
-                let opened = e
-                    .disclosures
-                    .as_ref()
-                    .and_then(|ds| events::disclose::check_disclosed(&d.payload.event, ds).ok());
-                self.handles
-                    .see(next, &d.payload, opened.as_deref())
-                    .map_err(CheckError::Disproved)?;
-            }
+        // One value, one handle (docs/PRIVACY.md, "Handles"): from the
+        // disclosures served to a reader with a role, and from the values
+        // in clear before a log's switch to schema 3.
+        if let Some((d, _)) = &decoded {
+            self.handles
+                .see(next, &d.payload, opened.as_deref())
+                .map_err(CheckError::Disproved)?;
         }
         // Only a redaction can answer for a field answered as redacted,
         // and it comes after that field's entry: leaves are decoded for it

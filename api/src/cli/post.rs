@@ -193,15 +193,20 @@ pub fn redact(a: RedactArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Signs `event` as the operator, posts it and checks its receipt; returns
-/// the body posted.
-fn post_as_operator(op: Operator, event: events::Event) -> anyhow::Result<Vec<u8>> {
+/// Signs `event` as the operator (with the disclosures of values `bound`
+/// before it was built), posts it and checks its receipt; returns the body
+/// posted.
+fn post_as_operator(
+    op: Operator,
+    event: events::Event,
+    bound: &[events::disclose::Bound],
+) -> anyhow::Result<Vec<u8>> {
     let key = verifier::keys::read_signing_key(&op.operator_key)?;
     let client = Client::new(&op.server, None);
     let vkey = client.verifier_key(op.key, |k| {
         eprintln!("note: the receipt is checked against the key the server gave ({k}); pass --key to check it against a key you trust");
     })?;
-    let envelope = verifier::post::sign_event(&key, "operator", event);
+    let envelope = verifier::post::sign_event_bound(&key, "operator", event, bound);
     let retry = verifier::post::Retry {
         attempts: op.retries,
         ..verifier::post::Retry::default()
@@ -229,9 +234,19 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
                 .map_err(|_| anyhow::anyhow!("unknown role `{r}`"))
         })
         .collect::<anyhow::Result<Vec<events::Role>>>()?;
-    let (identity, identity_name) = match a.identity_handle {
-        Some(handle) => (handle, Some(a.identity.into())),
-        None => (a.identity, None),
+    // Another key of a person: the identity is committed under a fresh
+    // salt beside the handle it has (for an identity enrolled in clear
+    // before the log's switch to schema 3, the handle is the identity).
+    let (identity, identity_name, bound) = match a.identity_handle {
+        Some(handle) => {
+            let b = events::disclose::bind("identity_name", &a.identity)
+                .map_err(|e| anyhow::anyhow!("no randomness for a salt: {e}"))?;
+            let name = events::model::Sensitive::Committed(events::model::Commitment {
+                sd: b.handle.clone(),
+            });
+            (handle, Some(name), vec![b])
+        }
+        None => (a.identity, None, Vec::new()),
     };
     let posted = post_as_operator(
         a.operator,
@@ -241,6 +256,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
             identity_name,
             roles,
         }),
+        &bound,
     )?;
     let handle = events::envelope::split_write(&posted)
         .ok()
@@ -265,6 +281,7 @@ pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
             key_id: a.key_id,
             reason: a.reason.into(),
         }),
+        &[],
     )
     .map(|_| ())
 }

@@ -355,7 +355,9 @@ impl State {
                 self.handles_from = Some(index);
             }
             if let Some(h) = crate::disclose::handle_field(&p.event).filter(|h| h.derived()) {
-                self.handles.insert(handle_key(h.class, h.handle), index);
+                self.handles
+                    .entry(handle_key(h.class, h.handle))
+                    .or_insert(index);
             }
         }
         self.last_sequenced_at = self.last_sequenced_at.max(at);
