@@ -60,7 +60,7 @@ rubric = "blake3:" + hashlib.sha256(b"rubric").hexdigest()
 
 
 def post(key, kind, body):
-    status, reply = http("POST", server + "/v1/events", sign_payload(key, kind, body).to_json())
+    status, reply = http("POST", server + "/v1/events", sign_payload(key, kind, body).write_body())
     assert status == 201, (kind, status, reply[:300])
 
 

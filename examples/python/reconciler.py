@@ -29,10 +29,15 @@ def main() -> None:
     me = SigningKey.load(keys / "reconciler.key")
     name = (keys / "task_class").read_text().strip()
     incident = f"INC-{os.urandom(2).hex()}"
+    # Nothing public is derived from the incident (docs/PRIVACY.md, "Handles"):
+    # the proposal id is random, and the digests are of the case's own bytes
+    # (here, stand-ins made of random bytes).
+    case_bytes = os.urandom(32)
     draft = ev.CaseDraft(f"{name}-{incident}", f"regression from {incident}", "negative", "hard",
-                         "corpus-derived", "blake3:" + hashlib.sha256(incident.encode()).hexdigest(),
-                         "blake3:" + hashlib.sha256(b"cassette " + incident.encode()).hexdigest())
-    proposal = ev.CaseProposed(f"proposal-{incident}", name, draft, f"outcome-ledger {incident}").sign(me)
+                         "corpus-derived", "blake3:" + hashlib.sha256(case_bytes).hexdigest(),
+                         "blake3:" + hashlib.sha256(b"cassette " + case_bytes).hexdigest())
+    proposal = ev.CaseProposed(f"proposal-{os.urandom(8).hex()}", name, draft,
+                               f"outcome-ledger {incident}").sign(me)
     r = client.post(proposal)
     print(f"proposed {draft.case_id} as {proposal.handle}: entry {r.index}, pending until two curators approve it")
     sneaky, bound = draft.bind()

@@ -98,16 +98,23 @@ pub struct LookupRow<'a> {
     pub key: Option<(&'a str, [u8; 32])>,
 }
 
-/// The lookups of one data directory. Cheap to clone.
+/// The lookups of one data directory. Cheap to clone: clones share the
+/// store, and a reopen ([`Lookups::reopen`]) reopens it for all of them.
 #[derive(Clone)]
 pub struct Lookups {
+    /// The store's handles; `None` only while it is being reopened.
+    handles: Arc<std::sync::RwLock<Option<Handles>>>,
+    /// The watermarks' sizes (leaves, keys), as last written or read.
+    through: Arc<[AtomicU64; 2]>,
+    path: PathBuf,
+}
+
+/// An open fjall store and its three keyspaces.
+struct Handles {
     db: Database,
     leaves: Keyspace,
     keys: Keyspace,
     meta: Keyspace,
-    /// The watermarks' sizes (leaves, keys), as last written or read.
-    through: Arc<[AtomicU64; 2]>,
-    path: PathBuf,
 }
 
 impl std::fmt::Debug for Lookups {
@@ -210,37 +217,79 @@ impl Lookups {
 
     fn open_fjall(dir: &Path) -> Result<Lookups, fjall::Error> {
         let path = dir.join(LOOKUP_DIR);
+        let l = Lookups {
+            handles: Arc::new(std::sync::RwLock::new(Some(Lookups::open_handles(&path)?))),
+            through: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
+            path,
+        };
+        l.read_through()?;
+        Ok(l)
+    }
+
+    /// Reads the watermarks' sizes from the store into [`Lookups::through`].
+    /// A malformed watermark reads as none here; the open's binding check
+    /// ([`Lookups::watermarks`]) refuses it and rebuilds.
+    fn read_through(&self) -> Result<(), fjall::Error> {
+        let g = self.handles.read().unwrap_or_else(|p| p.into_inner());
+        let Some(h) = g.as_ref() else {
+            return Ok(());
+        };
+        for (at, name) in [LEAVES_THROUGH, KEYS_THROUGH].into_iter().enumerate() {
+            let size = h
+                .meta
+                .get(name)?
+                .and_then(|v| decode_key_value(&v).ok())
+                .map_or(0, |(s, _)| s);
+            self.through[at].store(size, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Drops the store and opens it again, reading its watermarks anew:
+    /// after a failed write (a full disk), fjall refuses every later write
+    /// until it is reopened, and what it wrote before the failure is what
+    /// the reopen finds. The committer calls this before it catches the
+    /// lookups up again.
+    pub fn reopen(&self) -> Result<(), Error> {
+        let mut g = self.handles.write().unwrap_or_else(|p| p.into_inner());
+        // The old store must be gone first: it holds the folder's lock.
+        *g = None;
+        let opened = std::panic::catch_unwind(|| Lookups::open_handles(&self.path))
+            .map_err(|p| lookup_err(crate::store::panic_message(&*p)))?
+            .map_err(lookup_err)?;
+        *g = Some(opened);
+        drop(g);
+        self.read_through().map_err(lookup_err)
+    }
+
+    /// Runs `f` on the open store (an error while it is being reopened).
+    fn with<T>(&self, f: impl FnOnce(&Handles) -> Result<T, Error>) -> Result<T, Error> {
+        let g = self.handles.read().unwrap_or_else(|p| p.into_inner());
+        match g.as_ref() {
+            Some(h) => f(h),
+            None => Err(lookup_err("the store is being reopened")),
+        }
+    }
+
+    fn open_handles(path: &Path) -> Result<Handles, fjall::Error> {
         // One background worker: with two, fjall's first worker hands
         // every compaction request back to the queue while the other
         // compacts, and spins on it (a tenth of the server's CPU under load
         // at 10M entries, measured with `perf`); one worker flushes and
         // compacts in turn, which keeps up.
-        let db = Database::builder(&path)
+        let db = Database::builder(path)
             .cache_size(CACHE_BYTES)
             .worker_threads(1)
             .open()?;
         let leaves = db.keyspace(LEAF_INDEX, keyspace_options)?;
         let keys = db.keyspace(ENTRY_KEYS, keyspace_options)?;
         let meta = db.keyspace(META, keyspace_options)?;
-        let l = Lookups {
+        Ok(Handles {
             db,
             leaves,
             keys,
             meta,
-            through: Arc::new([AtomicU64::new(0), AtomicU64::new(0)]),
-            path,
-        };
-        // A malformed watermark reads as none here; the open's binding
-        // check ([`Lookups::watermarks`]) refuses it and rebuilds.
-        for (at, name) in [LEAVES_THROUGH, KEYS_THROUGH].into_iter().enumerate() {
-            let size = l
-                .meta
-                .get(name)?
-                .and_then(|v| decode_key_value(&v).ok())
-                .map_or(0, |(s, _)| s);
-            l.through[at].store(size, Ordering::Release);
-        }
-        Ok(l)
+        })
     }
 
     /// Removes the lookups of `dir` (they are rebuilt from the entries).
@@ -284,12 +333,14 @@ impl Lookups {
                 return Ok(Some(format!("their root at size {at} is not the log's")));
             }
         }
-        for (mark, k) in marks.iter().zip([&self.leaves, &self.keys]) {
-            if mark.is_none() && !k.is_empty().map_err(lookup_err)? {
-                return Ok(Some("they hold rows without a watermark".to_owned()));
+        self.with(|h| {
+            for (mark, k) in marks.iter().zip([&h.leaves, &h.keys]) {
+                if mark.is_none() && !k.is_empty().map_err(lookup_err)? {
+                    return Ok(Some("they hold rows without a watermark".to_owned()));
+                }
             }
-        }
-        Ok(None)
+            Ok(None)
+        })
     }
 
     /// The watermarks as stored, leaf hashes then keys: every entry below
@@ -297,7 +348,7 @@ impl Lookups {
     /// `size`. `None` for a lookup never written.
     pub fn watermarks(&self) -> Result<[Option<(u64, Hash)>; 2], Error> {
         let read = |name: &str| -> Result<Option<(u64, Hash)>, Error> {
-            match self.meta.get(name).map_err(lookup_err)? {
+            match self.with(|h| h.meta.get(name).map_err(lookup_err))? {
                 None => Ok(None),
                 Some(v) => {
                     let (size, root) = decode_key_value(&v)
@@ -363,32 +414,37 @@ impl Lookups {
                 Some(v) => Ok(u64_at(&v, "lookup")? < at),
             }
         };
-        let mut batch = self.db.batch().durability(Some(PersistMode::Buffer));
+        let g = self.handles.read().unwrap_or_else(|p| p.into_inner());
+        let h = g
+            .as_ref()
+            .ok_or_else(|| lookup_err("the store is being reopened"))?;
+        let mut batch = h.db.batch().durability(Some(PersistMode::Buffer));
         let mut seen_leaves = std::collections::HashSet::new();
         let mut seen_keys = std::collections::HashSet::new();
         for r in rows {
             if move_leaves
                 && r.index >= leaves_at
                 && seen_leaves.insert(r.leaf_hash.0)
-                && !holds(&self.leaves, &r.leaf_hash.0, leaves_at)?
+                && !holds(&h.leaves, &r.leaf_hash.0, leaves_at)?
             {
-                batch.insert(&self.leaves, r.leaf_hash.0, r.index.to_be_bytes());
+                batch.insert(&h.leaves, r.leaf_hash.0, r.index.to_be_bytes());
             }
             if let Some((name, digest)) = r.key.filter(|_| move_keys && r.index >= keys_at) {
                 if seen_keys.insert(name)
-                    && (keys_known_new || !holds(&self.keys, name.as_bytes(), keys_at)?)
+                    && (keys_known_new || !holds(&h.keys, name.as_bytes(), keys_at)?)
                 {
-                    batch.insert(&self.keys, name, encode_key_value(r.index, &digest));
+                    batch.insert(&h.keys, name, encode_key_value(r.index, &digest));
                 }
             }
         }
         if move_leaves {
-            batch.insert(&self.meta, LEAVES_THROUGH, encode_through(to, root));
+            batch.insert(&h.meta, LEAVES_THROUGH, encode_through(to, root));
         }
         if move_keys {
-            batch.insert(&self.meta, KEYS_THROUGH, encode_through(to, root));
+            batch.insert(&h.meta, KEYS_THROUGH, encode_through(to, root));
         }
         batch.commit().map_err(lookup_err)?;
+        drop(g);
         if move_leaves {
             self.through[0].store(to, Ordering::Release);
         }
@@ -400,56 +456,95 @@ impl Lookups {
 
     /// The first index recorded for key `name`, and its digest.
     pub fn key(&self, name: &str) -> Result<Option<(u64, [u8; 32])>, Error> {
-        self.keys
-            .get(name)
-            .map_err(lookup_err)?
-            .map(|v| decode_key_value(&v))
-            .transpose()
+        self.with(|h| {
+            h.keys
+                .get(name)
+                .map_err(lookup_err)?
+                .map(|v| decode_key_value(&v))
+                .transpose()
+        })
     }
 
     /// The first index recorded for `leaf_hash`.
     pub fn leaf(&self, leaf_hash: &Hash) -> Result<Option<u64>, Error> {
-        self.leaves
-            .get(leaf_hash.0)
-            .map_err(lookup_err)?
-            .map(|v| u64_at(&v, "leaf_index"))
-            .transpose()
+        self.with(|h| {
+            h.leaves
+                .get(leaf_hash.0)
+                .map_err(lookup_err)?
+                .map(|v| u64_at(&v, "leaf_index"))
+                .transpose()
+        })
     }
 
     /// Leaf-hash rows naming an entry below `leaves`, and key rows naming
     /// an entry below `keys`. Reads every row.
     pub fn rows_below(&self, leaves: u64, keys: u64) -> Result<(u64, u64), Error> {
-        let mut leaf_rows = 0;
-        for g in self.leaves.iter() {
-            let v = g.value().map_err(lookup_err)?;
-            if u64_at(&v, "leaf_index")? < leaves {
-                leaf_rows += 1;
+        self.with(|h| {
+            let mut leaf_rows = 0;
+            for g in h.leaves.iter() {
+                let v = g.value().map_err(lookup_err)?;
+                if u64_at(&v, "leaf_index")? < leaves {
+                    leaf_rows += 1;
+                }
             }
-        }
-        let mut key_rows = 0;
-        for g in self.keys.iter() {
-            let v = g.value().map_err(lookup_err)?;
-            if decode_key_value(&v)?.0 < keys {
-                key_rows += 1;
+            let mut key_rows = 0;
+            for g in h.keys.iter() {
+                let v = g.value().map_err(lookup_err)?;
+                if decode_key_value(&v)?.0 < keys {
+                    key_rows += 1;
+                }
             }
-        }
-        Ok((leaf_rows, key_rows))
+            Ok((leaf_rows, key_rows))
+        })
     }
 
     /// Writes what the OS holds of the journal to the disk.
     pub fn persist(&self) -> Result<(), Error> {
-        self.db.persist(PersistMode::SyncData).map_err(lookup_err)
+        self.with(|h| h.db.persist(PersistMode::SyncData).map_err(lookup_err))
     }
 
     /// The bytes the lookups take on disk.
     pub fn disk_space(&self) -> Result<u64, Error> {
-        self.db.disk_space().map_err(lookup_err)
+        self.with(|h| h.db.disk_space().map_err(lookup_err))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reopen, as after a failed write: every clone reads the reopened
+    /// store, with the watermarks and rows written before, and writes on.
+    #[test]
+    fn a_reopen_keeps_what_was_written_and_serves_every_clone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = Lookups::open(dir.path()).expect("open");
+        let clone = l.clone();
+        let a = Hash([1; 32]);
+        let rows = [LookupRow {
+            index: 0,
+            leaf_hash: &a,
+            key: Some(("x", [9; 32])),
+        }];
+        l.add(0, &rows, 1, &Hash([5; 32]), true, false)
+            .expect("add");
+        l.persist().expect("persist");
+        l.reopen().expect("reopen");
+        assert_eq!((clone.leaves_through(), clone.keys_through()), (1, 1));
+        assert_eq!(clone.leaf(&a).expect("read"), Some(0));
+        assert_eq!(clone.key("x").expect("read"), Some((0, [9; 32])));
+        let b = Hash([2; 32]);
+        let more = [LookupRow {
+            index: 1,
+            leaf_hash: &b,
+            key: None,
+        }];
+        clone
+            .add(1, &more, 2, &Hash([6; 32]), true, false)
+            .expect("add");
+        assert_eq!(l.leaf(&b).expect("read"), Some(1));
+        assert_eq!(l.leaves_through(), 2);
+    }
 
     #[test]
     fn rows_keep_their_first_index_and_the_watermark_moves_with_them() {
@@ -551,10 +646,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let l = Lookups::open(dir.path()).expect("open");
         let h = Hash([9; 32]);
-        l.keys
-            .insert("x", encode_key_value(7, &[1; 32]))
-            .expect("plant");
-        l.leaves.insert(h.0, 7u64.to_be_bytes()).expect("plant");
+        l.with(|s| {
+            s.keys
+                .insert("x", encode_key_value(7, &[1; 32]))
+                .map_err(lookup_err)?;
+            s.leaves.insert(h.0, 7u64.to_be_bytes()).map_err(lookup_err)
+        })
+        .expect("plant");
         let rows = [LookupRow {
             index: 0,
             leaf_hash: &h,

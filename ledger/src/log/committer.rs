@@ -100,8 +100,15 @@ pub(super) fn commit_loop<S: Sequencer>(
         let before = (frontier.clone(), head);
         let ran = crate::store::guarded("appending", || {
             // Writing the lookups after a commit failed: catch them up
-            // before the sequencer relies on them.
-            catch_up_or_count::<S>(shared, lookups, &head);
+            // before the sequencer relies on them. Lookups that cannot be
+            // caught up (a full disk) refuse the batch as storage that
+            // cannot take writes, until a catch-up succeeds.
+            if let Err(e) = catch_up_or_count::<S>(shared, lookups, &head) {
+                for reply in replies.iter_mut().filter_map(Option::take) {
+                    let _ = reply.send(Err(AppendError::Ledger(e.clone())));
+                }
+                return Ok(());
+            }
             let view = LogView::new(&snap, head, lookups);
             run_batch(
                 shared,
@@ -207,8 +214,8 @@ fn run_batch<S: Sequencer>(
             }
             let n = decided.leaves.len() as u64;
             if n > 0 {
-                index_batch(shared, first_index, &decided, &acks, head);
-                shared.stats.read_only.store(false, Ordering::Relaxed);
+                let indexed = index_batch(shared, first_index, &decided, &acks, head);
+                shared.stats.read_only.store(!indexed, Ordering::Relaxed);
                 *shared.head.write().unwrap_or_else(|p| p.into_inner()) = *head;
                 shared.watch.send_replace(*head);
                 shared.stats.appends.fetch_add(n, Ordering::Relaxed);
@@ -284,10 +291,10 @@ fn index_batch<S: Sequencer>(
     decided: &Decided<S>,
     acks: &[(Hash, Hash)],
     head: &Head,
-) {
+) -> bool {
     // Open: the batch that got here waited for them.
     let Ok(lookups) = shared.lookups() else {
-        return;
+        return false;
     };
     let rows: Vec<LookupRow<'_>> = decided
         .keys
@@ -300,37 +307,59 @@ fn index_batch<S: Sequencer>(
             key: key.as_ref().map(|k| (k.name.as_str(), k.digest)),
         })
         .collect();
-    if let Err(e) = lookups.add(first_index, &rows, head.size, &head.root, S::KEYED, true) {
-        shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
-        tracing::error!(error = %e, "writing the lookups of a committed batch failed; the next batch catches them up");
+    match lookups.add(first_index, &rows, head.size, &head.root, S::KEYED, true) {
+        Ok(()) => true,
+        Err(e) => {
+            shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(error = %e, "writing the lookups of a committed batch failed; the next batch catches them up");
+            false
+        }
     }
 }
 
 /// Catches the lookups up to `head` when they are behind it (a failed
 /// lookup write, or a batch that reported failure but persisted). A failure
-/// is counted and logged; until a later try succeeds, a key lookup behind
-/// the log refuses writes and lookups answer an error, never "absent".
-fn catch_up_or_count<S: Sequencer>(shared: &Shared, lookups: &Lookups, head: &Head) {
+/// is counted and logged, the store is reopened (after a failed write,
+/// fjall refuses every later one until it is), and the storage error is
+/// returned: until a later try succeeds, at most every [`LOOKUP_RETRY`],
+/// writes are refused as storage that cannot take them, and lookups answer
+/// an error, never "absent".
+fn catch_up_or_count<S: Sequencer>(
+    shared: &Shared,
+    lookups: &Lookups,
+    head: &Head,
+) -> Result<(), Error> {
     let keys_behind = S::KEYED && lookups.keys_through() < head.size;
     if !keys_behind && lookups.leaves_through() >= head.size {
-        return;
+        return Ok(());
     }
     let mut retry = shared
         .lookup_retry
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     if retry.is_some_and(|at| Instant::now() < at) {
-        return;
+        return Err(crate::lookup::lookup_err(
+            "the lookups are behind the log after a failed write; writing them is tried again shortly",
+        ));
     }
     match shared
         .store()
         .and_then(|s| super::catch_up_lookups::<S>(&s, lookups, head, &NOT_CLOSING))
     {
-        Ok(()) => *retry = None,
+        Ok(()) => {
+            *retry = None;
+            shared.stats.read_only.store(false, Ordering::Relaxed);
+            Ok(())
+        }
         Err(e) => {
             *retry = Some(Instant::now() + LOOKUP_RETRY);
             shared.stats.lookup_failures.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(error = %e, "cannot catch the lookups up; writes that need them are refused");
+            shared.stats.read_only.store(true, Ordering::Relaxed);
+            tracing::error!(error = %e, "cannot catch the lookups up; writes are refused until they are");
+            if let Err(r) = lookups.reopen() {
+                tracing::error!(error = %r, "reopening the lookups failed; tried again with the next catch-up");
+            }
+            Err(e)
         }
     }
 }
@@ -589,7 +618,7 @@ fn recover<S: Sequencer>(
             let Ok(lookups) = shared.lookups() else {
                 return Ok(());
             };
-            catch_up_or_count::<S>(shared, lookups, &h);
+            let _ = catch_up_or_count::<S>(shared, lookups, &h);
             *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
             shared.watch.send_replace(h);
             match shared.store().and_then(|s| s.snapshot()) {
