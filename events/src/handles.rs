@@ -19,7 +19,7 @@
 //! in memory: it is rebuilt from the kept disclosures when the state is
 //! loaded ([`HandleValues::load`]). A value whose disclosure was redacted
 //! drops out of it: a later event may give that value a new handle, and
-//! no event can name the old handle again.
+//! no event that names a value first can name the old handle again.
 
 use std::collections::HashMap;
 

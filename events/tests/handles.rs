@@ -51,6 +51,19 @@ fn enrolment(who: &str, identity: &str, name: &str) -> Event {
     })
 }
 
+/// Alice's first key enrolled under a handle of her own; its binding.
+fn enrol_alice(w: &mut World) -> Bound {
+    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = write(
+        w,
+        "operator",
+        enrolment("alice-1", &alice.handle, "alice@example.org"),
+        std::slice::from_ref(&alice),
+    );
+    w.log.append(&body).expect("alice's first key");
+    alice
+}
+
 fn refused(w: &mut World, body: &[u8], code: C) -> Rejection {
     let before = w.size();
     let r = expect_code(w.log.append(body), code);
@@ -162,14 +175,7 @@ fn attack_a_second_handle_for_one_case_in_the_same_batch_is_refused() {
 #[test]
 fn attack_a_second_identity_handle_for_one_person_is_refused() {
     let mut w = World::new();
-    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
-    let body = write(
-        &mut w,
-        "operator",
-        enrolment("alice-1", &alice.handle, "alice@example.org"),
-        std::slice::from_ref(&alice),
-    );
-    w.log.append(&body).expect("alice's first key");
+    let alice = enrol_alice(&mut w);
     // A second key, the same person, a new handle: she could co-sign as two.
     let again = disclose::bind("identity_name", "alice@example.org").expect("salt");
     let body = write(
@@ -205,14 +211,7 @@ fn attack_a_second_identity_handle_for_one_person_is_refused() {
 #[test]
 fn attack_an_earlier_handle_beside_another_value_is_refused() {
     let mut w = World::new();
-    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
-    let body = write(
-        &mut w,
-        "operator",
-        enrolment("alice-1", &alice.handle, "alice@example.org"),
-        std::slice::from_ref(&alice),
-    );
-    w.log.append(&body).expect("alice");
+    let alice = enrol_alice(&mut w);
     // Mallory's key under Alice's handle: the two would look like one.
     let body = write(
         &mut w,
@@ -449,14 +448,7 @@ fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
 #[test]
 fn attack_a_handle_committed_as_a_value_is_refused() {
     let mut w = World::new();
-    let alice = disclose::bind("identity_name", "alice@example.org").expect("salt");
-    let body = write(
-        &mut w,
-        "operator",
-        enrolment("alice-1", &alice.handle, "alice@example.org"),
-        std::slice::from_ref(&alice),
-    );
-    w.log.append(&body).expect("alice");
+    let alice = enrol_alice(&mut w);
     let mut e = enrolment("alice-2", &alice.handle, "");
     if let Event::PrincipalEnrolled(p) = &mut e {
         p.identity_name = None;
