@@ -149,13 +149,14 @@ def test_the_committed_fields_are_those_of_the_published_schemas_and_of_docs_pri
             published[f.stem] = paths
     assert published == {k: set(v) for k, v in disclose.COMMITTED.items()}
     text = (REPO / "docs/PRIVACY.md").read_text(encoding="utf-8")
-    # Schema 2's table: the committed fields, but for the schema-3 companions.
+    # The committed fields of every kind, in order: a row that ends in a schema-3
+    # companion says so, and only those do.
     table = text[text.index("| kind | committed fields |"):]
-    rows = re.findall(r"^\| `([a-z_.]+)` \| (`[^|]+`) \|$", table.split("\n\n")[0], re.M)
-    assert len(rows) >= 7
-    for kind, fields in rows:
-        schema_2 = tuple(p for p in disclose.committed_paths(kind) if not disclose.is_handle_name_path(p))
-        assert tuple(re.findall(r"`([a-z_.]+)`", fields)) == schema_2, kind
+    rows = re.findall(r"^\| `([a-z_.]+)` \| (`[^|]+?`)( \(schema 3\))? \|$", table.split("\n\n")[0], re.M)
+    assert {kind for kind, _, _ in rows} == set(disclose.COMMITTED)
+    for kind, fields, schema_3 in rows:
+        assert tuple(re.findall(r"`([a-z_.]+)`", fields)) == disclose.committed_paths(kind), kind
+        assert bool(schema_3) == (kind in disclose.HANDLE_FIELDS), kind
     # Schema 3's table: where each value is named first, (identifier, companion).
     handles = text[text.index("| value | named first in (identifier, companion) |"):].split("\n\n")[0]
     named = re.findall(r"`([a-z_.]+)` \(`([a-z_.]+)`, `([a-z_.]+)`\)", handles)

@@ -211,3 +211,36 @@ def test_attack_a_schema_3_enrolment_without_its_companion_is_refused(bench: Ben
     assert e.value.field == "event.body.identity_name"
     # What the package signs from the same body holds it.
     assert json.loads(sign_payload(b.server.operator, "principal.enrolled", body).payload)["event"]["body"]["identity_name"]
+
+
+# --- a reader with a role checks the door's rule again ------------------------------------
+
+
+def test_a_walk_with_a_reader_token_passes_on_an_honest_log_with_handles(bench: Bench, auditor_token: str, tmp_path: Path) -> None:
+    """One value, one handle, checked again from the disclosures a reader with a role is
+    served (`handles.Audit`, as `ledger verify --token` does): a replica that follows the
+    server's log from entry 0 meets every handle given, a person's second key naming
+    theirs, and, after their identity is redacted where its handle was given, the same
+    person enrolled under a new handle, which the door and the walk both allow."""
+    b = bench
+    auditor = b.server.client(token=auditor_token)
+    first, env = enrol(b, "curator-e", "curator")
+    assert env.handle is not None
+    second = SigningKey.generate(f"{b.name}-curator-e-2")
+    b.client.post(ev.PrincipalEnrolled(second.public_key_b64, env.handle, ["curator"],
+                                       identity_name=f"{first.name}@example.org").sign(b.server.operator))
+    replica = Replica.open(tmp_path / "replica", auditor.keys)
+    replica.follow(auditor, auditor.checkpoint())
+    assert replica.handles.known >= len(b.cases) + 8  # the bench's people and cases, and curator-e
+    origin = replica.rules.handle_origin("identity", env.handle)
+    assert origin is not None
+    b.client.post(ev.FieldRedacted.cosigned(origin, auditor.entry(origin).leaf_hash, "identity_name", "asked to be forgotten",
+                                            requested_by=b.maintainers[0], confirmed_by=b.maintainers[1]).sign(b.maintainers[0]))
+    again = ev.PrincipalEnrolled.of(SigningKey.generate(f"{b.name}-curator-e-3"), f"{first.name}@example.org",
+                                    ["curator"]).sign(b.server.operator)
+    b.client.post(again)
+    assert again.handle is not None and again.handle != env.handle
+    # The replica walks on from where it stood (the redaction forgets the first handle)...
+    replica.follow(auditor, auditor.checkpoint())
+    # ... and a walk from entry 0 is served the first companion as redacted: passed over.
+    Replica.open(tmp_path / "again", auditor.keys).follow(auditor, auditor.checkpoint())

@@ -10,7 +10,9 @@ The pieces, by user:
   `Client.post_many`, which return only checked receipts;
 - readers with a role (docs/PRIVACY.md): `Client(..., token=...)` with a
   token in the server's readers file; `Client.entry` checks the
-  disclosures served against the leaf (`evidence_ledger.disclose`);
+  disclosures served against the leaf (`evidence_ledger.disclose`), and a
+  replay with the token checks that one value has one handle
+  (`evidence_ledger.handles`);
 - the promotion gate: `Client.projection`, `Client.recommend` and
   `verify_bundle`, which recompute the held-out statistics from the
   evidence bit for bit;
@@ -39,7 +41,7 @@ cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses).
 
 from __future__ import annotations
 
-from . import commit, disclose, events, problems
+from . import commit, disclose, events, handles, problems
 from .audit import AuditReport, audit
 from .client import Client, Posted, WitnessedInclusion
 from .cosign import Cosigned, CosignatureVerifier, CosignerKey, Policy, WitnessedCheckpoint, cosignatures
@@ -159,6 +161,7 @@ __all__ = [
     "decode_leaf",
     "events",
     "first_difference",
+    "handles",
     "open_checkpoint",
     "problems",
     "replay_projections",

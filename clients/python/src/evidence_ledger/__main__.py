@@ -68,7 +68,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     au.add_argument("url")
     au.add_argument("--trusted", required=True, help="the trusted checkpoint file (created on the first run)")
     au.add_argument("--samples", type=int, default=16, help="random entries to re-hash and prove")
-    au.add_argument("--token", help="the server's read token, if it has one; a reader token (readers file) also has the sampled entries' disclosures checked against their leaves")
+    au.add_argument("--token", help="the server's read token, if it has one; a reader token (readers file) also has the disclosures checked against their leaves (of the sampled entries and, with --projections, of every entry replayed, which must give no value two handles)")
     au.add_argument("--projections", metavar="DIR", help="also replay the log into the replica kept in DIR and require every projection to equal its own")
     au.add_argument("--window-days", type=int, default=30, help="with --projections: the window every projection must state (the server's window_days)")
     au.add_argument("--policy", metavar="FILE", help="a C2SP tlog-policy file: the audited checkpoint must be cosigned by a quorum of its witnesses")

@@ -44,7 +44,8 @@ otherwise. The first schema-3 entry switches the log again: a schema-1 or
 schema-2 entry after it is refused (`schema_superseded`). That one value
 has one handle is checked by the ledger at its door, where it holds the
 values (`handle_value_bound`, `handle_value_mismatch`); the rules here,
-which read the leaves only, do not check it.
+which read the leaves only, do not check it: a replay with a reader token
+checks it again from the disclosures (`handles.Audit`).
 
 `tier.apply` is never appended by an honest ledger: one in the log breaks
 the rules.

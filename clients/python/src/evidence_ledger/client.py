@@ -42,6 +42,7 @@ from .envelope import Envelope, decode_leaf
 from .errors import (
     ForkDetected,
     InvalidInput,
+    LeafMismatch,
     LedgerError,
     MalformedAnswer,
     NotYetWitnessed,
@@ -54,6 +55,7 @@ from .errors import (
 )
 from .merkle import evidence_tree, leaf_hash, verify_inclusion
 from .note import Checkpoint, KeyLike, VerifierKey, as_verifier, open_checkpoint
+from .timefmt import parse_utc_micros
 from .trust import TrustedState
 from .verify import (
     BundleSummary,
@@ -478,8 +480,9 @@ class Client:
 
     def recommend(self, request: Envelope) -> RecommendationResponse:
         """Posts a signed `promotion.requested`; returns the ledger's recommendation once
-        checked: the receipt of the `promotion.recommended` entry, that entry read back,
-        proven and signed by the ledger's key for this request, and the projection it
+        checked: the receipt of the `promotion.recommended` entry, that entry read back
+        (its sequencing time the receipt's), proven and signed by the ledger's key for
+        this request, and the projection it
         was computed from (evidence and statistics), which the entry must state
         (`_check_recommendation_body`: task class, checkpoint, settings, current and
         recommended tiers, rationale and evidence). Advisory: only humans promote."""
@@ -508,6 +511,8 @@ class Client:
             raise VerificationError("recommendation.signer", "not signed by the ledger's key")
         if rec.kind != "promotion.recommended":
             raise VerificationError("recommendation.kind", f"the entry is {rec.kind}")
+        if parse_utc_micros(rc.sequenced_at) != rec.sequenced_at:
+            raise VerificationError("recommendation.sequenced_at", "differs from the sequencing time of the entry read back")
         if body.get("request_id") != request.id or body.get("task_class") != request.body.get("task_class"):
             raise VerificationError("recommendation.request_id", "the recommendation answers another request")
         if body.get("requires_human_approval") is not True:
@@ -592,7 +597,8 @@ def checked_disclosures(e: EntryView, leaf: Optional[bytes] = None) -> EntryView
     """`e` with its disclosures checked against its leaf (`leaf`, or the one served) and
     their values in `disclosed`; `e` itself when it carries none (a reader without a
     role). Raises `DisclosureMismatch` for a disclosure that does not open a commitment
-    of the leaf, and `MalformedAnswer` for a leaf that does not decode, or for an answer
+    of the leaf, `LeafMismatch` for an entry served as another kind than its leaf's
+    (`entry N.kind`), and `MalformedAnswer` for a leaf that does not decode, or for an answer
     that breaks docs/PRIVACY.md's rule that each committed field is served to a reader
     with a role either disclosed or listed in `redacted`, never both and never neither:
     a `redacted` path that is not a committed field of the entry (`entry N.redacted[i]`),
@@ -610,6 +616,10 @@ def checked_disclosures(e: EntryView, leaf: Optional[bytes] = None) -> EntryView
         d = decode_leaf(raw, f"{what}.leaf")
     except InvalidInput as err:
         raise MalformedAnswer(err.field, err.rule) from None
+    if d.kind != e.kind:
+        # The disclosures are read by the leaf's kind; a server that serves another
+        # kind beside them misleads whoever reads the kind alone.
+        raise LeafMismatch(f"{what}.kind", f"served as `{e.kind}`, but its leaf is a `{d.kind}`")
     opened = check_disclosed(d.kind, d.body, e.disclosures or [], what)
     disclosed = {o.path: o.value is not None for o in opened}
     redacted = e.redacted or []

@@ -20,9 +20,10 @@
   committed a state its log does not give and with `Incomplete` when it
   signed a projection or a recommendation its log does not give; the
   disclosures served to a reader with a role that do not open the entry's
-  commitments raise `DisclosureMismatch`, and a field answered as redacted
+  commitments raise `DisclosureMismatch`, a field answered as redacted
   that no `field.redacted` entry of the replayed log records raises
-  `Incomplete`.
+  `Incomplete`, and a value with two handles, or a handle beside another
+  value, in the disclosures a replay is served raises `RuleBroken`.
 - `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
   after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
@@ -141,7 +142,8 @@ class ProofMismatch(VerificationError):
 
 
 class LeafMismatch(VerificationError):
-    """A leaf does not hash to its leaf hash, or is not the envelope that was posted."""
+    """A leaf does not hash to its leaf hash, is not the envelope that was posted, or is
+    served (to a reader with a role, beside its disclosures) as another kind than its own."""
 
 
 class StaleCheckpoint(VerificationError):
@@ -174,7 +176,10 @@ class Incomplete(VerificationError):
 class RuleBroken(VerificationError):
     """The log holds an entry the ledger's acceptance rules refuse (found by replay):
     no honest ledger appended it. `index` is the entry, `code` the server's
-    refusal code for it, `field` the JSON path at fault."""
+    refusal code for it, `field` the JSON path at fault. A replay with a reader token
+    also finds an entry the door refuses from the disclosures: a value given a second
+    handle (`handle_value_bound`) or a handle named beside another value
+    (`handle_value_mismatch`; `handles.Audit`)."""
 
     def __init__(self, index: int, code: str, field: str, reason: str) -> None:
         super().__init__(f"entry {index}", f"{code} on {field}: {reason}")

@@ -18,8 +18,12 @@ time and settings: every key of the JSON as served, floats bit for bit.
   the signed tree, before anything is folded for good. To a reader with a
   role, each entry's disclosures must open its commitments and each of its
   committed fields be disclosed or answered as redacted
-  (`client.checked_disclosures`), and each field answered as redacted must
-  be recorded by a `field.redacted` entry of the walk (docs/PRIVACY.md).
+  (`client.checked_disclosures`), each field answered as redacted must
+  be recorded by a `field.redacted` entry of the walk (docs/PRIVACY.md),
+  and no value may be given a second handle nor a handle be named beside
+  another value (`handles.Audit`, as `ledger verify --token` checks it;
+  values in clear before the switch to schema 3 are checked for any
+  reader), over the entries followed since the replica was opened.
 - `first_difference`: the first JSON path where a served view differs
   from the replayed one (`verifier::replay::first_difference`).
 - `replay_projections`: the audit of every listed task class
@@ -84,6 +88,7 @@ from .errors import (
 )
 from .fold import Projection, ProjectionError, UnknownTaskClass
 from .fold import first_difference as first_difference
+from .handles import Audit
 from .merkle import EMPTY_ROOT, GENESIS_CHAIN, Frontier, chain_hash, evidence_tree, leaf_hash, verify_consistency
 from .note import Checkpoint, KeyLike, as_verifier, open_checkpoint
 from .stats import Settings
@@ -143,6 +148,9 @@ class Replica:
         #: order, and the tree of every entry taken (read only while some wait).
         self._unfolded: deque[tuple[int, bytes, Leaf]] = deque()
         self._tree = Frontier()
+        #: One value, one handle, over the entries followed since the replica was opened
+        #: (`handles.Audit`; in memory only, never saved).
+        self.handles = Audit()
 
     @classmethod
     def open(cls, directory: Union[str, Path], keys: Sequence[KeyLike]) -> "Replica":
@@ -228,7 +236,10 @@ class Replica:
         returns how many entries were added. `StaleCheckpoint` if `cp` is older than the
         replica, `ForkDetected` if the served log does not extend it or is not the signed
         one, `LeafMismatch` for an entry that is not what it claims, `RuleBroken` for an
-        entry the ledger's rules refuse, `DisclosureMismatch` or `MalformedAnswer` for
+        entry the ledger's rules refuse (and, from the disclosures served to a reader with
+        a role, for a value given a second handle, `handle_value_bound`, or a handle named
+        beside another value, `handle_value_mismatch`: `handles.Audit`, over the entries
+        followed since the replica was opened), `DisclosureMismatch` or `MalformedAnswer` for
         disclosures served to a reader with a role that do not answer for the entry's
         committed fields (`client.checked_disclosures`), and `Incomplete` for a field
         answered as redacted that no `field.redacted` entry up to `cp` records: the
@@ -316,6 +327,9 @@ class Replica:
             cites.append((csize, croot, field, index))
 
         self.rules.check(decoded, index, cite)
+        # One value, one handle (docs/PRIVACY.md, "Handles"): from the disclosures served
+        # to a reader with a role, and from the values in clear before the switch.
+        self.handles.see(index, decoded.payload, e.disclosed)
         self.rules.apply(decoded, index)
         if self._agreed is None:
             self.fold.apply(index, leaf, decoded)
@@ -551,6 +565,43 @@ def _compare(client: Client, replica: Replica, p: ProjectionResponse, cp: Checkp
         raise Incomplete(f"projection `{tc}`", f"`{path}` is not what the log up to size {cp.size} gives")
 
 
+def _compare_answered(client: Client, replica: Replica, answer: RecommendationResponse, cp: Checkpoint, rules: ReplayRules) -> None:
+    """The projection of a recommendation made before (`Gate.recommend`, a request posted
+    again), at `cp`, its signed checkpoint, which the replica is already past: it states
+    the agreed settings, `cp` is a prefix of the replica's tree (`ForkDetected`), its
+    stated time lies between the sequencing times of entry `cp.size - 1` and of the
+    recommendation (`Client.recommend` checked the receipt's against the entry read
+    back), and the view equals the one the log up to `cp` gives at that time, folded
+    afresh (`Replica._fold_afresh`: the entries fetched again and proven the replica's).
+    Raises `SettingsMismatch`, `ForkDetected` or `Incomplete`."""
+    p = answer.projection
+    tc = p.view.task_class
+    if p.view.settings != rules.settings:
+        raise SettingsMismatch(
+            f"projection `{tc}`.view.settings", f"stated settings {p.view.settings} are not the agreed {rules.settings}"
+        )
+    fold = replica._fold_afresh(client, cp.size)
+    if fold.root() != cp.root:
+        raise ForkDetected(f"projection `{tc}`.checkpoint", f"the server signs a root for size {cp.size} that is not the replica's")
+    now = p.view.now_micros
+    last = fold.last_at
+    if last is not None and now < last:
+        raise Incomplete(f"projection `{tc}`", f"stated time {now} µs is before its last entry was sequenced ({last} µs)")
+    answered = parse_utc_micros(answer.recommendation.sequenced_at)
+    if answered is None or now > answered:
+        raise Incomplete(
+            f"projection `{tc}`",
+            f"stated time {now} µs is after its recommendation (entry {answer.recommendation.index}) was sequenced ({answered} µs)",
+        )
+    try:
+        replayed = fold.view(tc, now, p.view.settings, cp.size, cp.root)
+    except UnknownTaskClass:
+        raise Incomplete(f"projection `{tc}`", f"not registered in the log up to size {cp.size}") from None
+    path = first_difference(p.raw.get("view"), replayed)
+    if path is not None:
+        raise Incomplete(f"projection `{tc}`", f"`{path}` is not what the log up to size {cp.size} gives")
+
+
 def _checkpoint_of(p: ProjectionResponse, keys: Sequence[KeyLike]) -> Checkpoint:
     cp, _ = open_checkpoint(p.checkpoint, keys, f"projection `{p.view.task_class}`.checkpoint")
     return cp
@@ -653,7 +704,8 @@ class Gate:
     follows to the replica's own view (`Replica.check_recommendations_with`):
     `replay_projections` and `audit --projections` do. `recommend` checks the one
     recommendation it is answered with as `Client.recommend` does, and its
-    projection against the replica.
+    projection against the replica (for a request posted again, the recommendation
+    made for it before, against the log up to its checkpoint).
     """
 
     def __init__(self, client: Client, directory: Union[str, Path], rules: ReplayRules = ReplayRules()) -> None:
@@ -692,15 +744,34 @@ class Gate:
 
     def recommend(self, request: Envelope) -> RecommendationResponse:
         """`Client.recommend`, and the projection the ledger's signed recommendation
-        rests on checked complete against the whole log."""
+        rests on checked complete against the whole log.
+
+        A request posted again (a retry after a timeout, the same request asked twice) is
+        answered with the recommendation made for it the first time (docs/API.md: 200,
+        `existing`), as of that recommendation's checkpoint and time, which the replica
+        may be past. Such an answer is taken when the log shows it was made before: its
+        `promotion.recommended` entry is one the replica had already followed. Its
+        projection must then state the agreed settings and a time between the sequencing
+        times of the last entry its checkpoint covers and of the recommendation (not a
+        time near this machine's clock), its checkpoint must be a prefix of the
+        replica's tree, and its view must equal, bit for bit, the view of the log up to
+        that checkpoint, folded afresh from entries fetched again (in time proportional
+        to the checkpoint, as the server's own answer is: `_compare_answered`). It is
+        the answer of that time: sign a new request for a recommendation of the log as
+        it is now. A projection older than the replica that answers with a
+        recommendation the replica had not followed is no stored answer
+        (`StaleCheckpoint`)."""
         audited = _start(self.client, self.replica)
         answer = self.client.recommend(request)
         p = answer.projection
         cp = _checkpoint_of(p, self.client.keys)
-        _stated(p, cp, audited, self.rules, self._now())
-        # The ledger states the view's time as the latest of its clock, the request's
-        # sequencing time and that of the last entry at the view's checkpoint, so it is
-        # no earlier than the last entry the replica follows to.
-        _compare(self.client, self.replica, p, cp)
+        if cp.size < self.replica.size and answer.recommendation.index < self.replica.size:
+            _compare_answered(self.client, self.replica, answer, cp, self.rules)
+        else:
+            _stated(p, cp, audited, self.rules, self._now())
+            # The ledger states the view's time as the latest of its clock, the request's
+            # sequencing time and that of the last entry at the view's checkpoint, so it
+            # is no earlier than the last entry the replica follows to.
+            _compare(self.client, self.replica, p, cp)
         self.replica.save()
         return answer
