@@ -229,7 +229,11 @@ impl Drop for TestServer {
 /// Enrols the actors, registers the task class, adds three held-out cases
 /// and opens run-1.
 pub fn seed(s: &TestServer, c: &Client) {
-    let mut p = s.poster(c);
+    seed_with(&mut s.poster(c));
+}
+
+/// [`seed`], posting through `p`.
+pub fn seed_with(p: &mut Poster<'_>) {
     for (name, role) in [
         ("harness", Role::Harness),
         ("curator-a", Role::Curator),

@@ -58,7 +58,12 @@ fn server_with_secrets() -> (TestServer, String) {
     s.wait_ready();
     let c = s.client();
     seed(&s, &c);
-    let mut p = s.poster(&c);
+    post_secrets(&mut s.poster(&c));
+    (s, token)
+}
+
+/// Writes a case, a score and a revocation carrying the secrets.
+fn post_secrets(p: &mut api::demo::Poster<'_>) {
     let (a, b) = (p.key("curator-a"), p.key("curator-b"));
     let mut case = sample().case_added(
         TASK_CLASS,
@@ -83,7 +88,69 @@ fn server_with_secrets() -> (TestServer, String) {
         }),
     )
     .expect("revoke");
-    (s, token)
+}
+
+/// The server's own log (stderr at `debug`, the access log included)
+/// shows no sensitive value, while every secret is written, read back by a
+/// reader with a role, and sent once in a write that is refused.
+#[test]
+fn the_server_log_shows_no_sensitive_value() {
+    let work = tempfile::tempdir().expect("tmp");
+    let data = work.path().join("data");
+    let d = data.to_str().expect("utf8");
+    let out = run_ledger(&["init", "--data-dir", d]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (token, line) = api::readers::new_token("auditor", "log-auditor").expect("token");
+    let readers = work.path().join("readers");
+    std::fs::write(&readers, format!("{line}\n")).expect("readers");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let log = work.path().join("server.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args(["serve", "--data-dir", d, "--listen", &listen])
+        .env("LEDGER_LOG", "debug")
+        .env("LEDGER_READERS_FILE", &readers)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve");
+    let base = format!("http://{listen}");
+    let (child, base) = ready_within_30s(child, base);
+    let c = Client::new(&base, None);
+    let vkey = c.verifier_key(None, |_| {}).expect("key");
+    let operator = verifier::keys::read_signing_key(&data.join("operator.key")).expect("key");
+    let mut p = api::demo::Poster::new(&c, vkey, operator);
+    seed_with(&mut p);
+    post_secrets(&mut p);
+    let mut bad = score(SECRET_CASE, 0.9);
+    bad.operator_fingerprint = format!("{SECRET_OPERATOR}\u{7}").into();
+    p.post_refused("harness", Event::ScoreRecorded(bad))
+        .expect("refused");
+    let auditor = Client::new(&base, Some(token));
+    let seen = all_entries(&auditor)
+        .iter()
+        .flat_map(|e| e.disclosures.clone().unwrap_or_default())
+        .count();
+    assert!(seen >= SECRETS.len(), "only {seen} disclosures read back");
+    stop_ledger(child);
+    let text = std::fs::read_to_string(&log).expect("log");
+    // The log is there, at debug, with the access log: the auditor's
+    // requests are in it by the reader's name.
+    assert!(text.contains("DEBUG"), "the log is at debug: {text}");
+    assert!(
+        text.contains("log-auditor"),
+        "the access log names the reader: {text}"
+    );
+    let found = leaks("the server's log", text.as_bytes());
+    assert!(found.is_empty(), "{found:#?}");
 }
 
 fn leaks(what: &str, body: &[u8]) -> Vec<String> {
