@@ -240,7 +240,12 @@ fn check_kept_disclosures(dir: &Path) -> Result<(u64, u64, u64), String> {
             if let events::Event::FieldRedacted(r) = &d.payload.event {
                 recorded.insert((r.entry, r.field.clone()));
             }
-            if d.payload.schema < events::model::SCHEMA_HANDLES {
+            // Values in clear, and redactions (which unbind what the entry
+            // they name gave), whether or not this entry's own disclosures
+            // are kept.
+            if d.payload.schema < events::model::SCHEMA_HANDLES
+                || matches!(d.payload.event, events::Event::FieldRedacted(_))
+            {
                 handles.see(e.index, &d.payload, None)?;
             }
             let paths: Vec<&'static str> = events::disclose::fields(&d.payload.event)
