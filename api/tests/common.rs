@@ -275,19 +275,29 @@ pub fn seed_with(p: &mut Poster<'_>) {
 /// Starts the real `ledger serve` binary on a free loopback port with
 /// `args`, and waits until it answers `/healthz` (not until it is ready).
 pub fn spawn_ledger_live(args: &[&str]) -> (std::process::Child, String) {
+    spawn_ledger_live_with(args, |_| {})
+}
+
+/// [`spawn_ledger_live`], with the command changed by `configure` before it
+/// starts (its environment, where its log goes).
+pub fn spawn_ledger_live_with(
+    args: &[&str],
+    configure: impl FnOnce(&mut std::process::Command),
+) -> (std::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .expect("port")
         .local_addr()
         .expect("addr")
         .port();
     let listen = format!("127.0.0.1:{port}");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"));
+    command
         .args(["serve", "--listen", &listen])
         .args(args)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("serve");
+        .stderr(std::process::Stdio::null());
+    configure(&mut command);
+    let mut child = command.spawn().expect("serve");
     let base = format!("http://{listen}");
     let client = Client::new(&base, None);
     if within_30s(|| client.get("/healthz").map(|r| r.status).unwrap_or(0) == 200) {

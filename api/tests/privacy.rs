@@ -107,22 +107,12 @@ fn the_server_log_shows_no_sensitive_value() {
     let (token, line) = api::readers::new_token("auditor", "log-auditor").expect("token");
     let readers = work.path().join("readers");
     std::fs::write(&readers, format!("{line}\n")).expect("readers");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
-    let listen = format!("127.0.0.1:{port}");
     let log = work.path().join("server.log");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
-        .args(["serve", "--data-dir", d, "--listen", &listen])
-        .env("LEDGER_LOG", "debug")
-        .env("LEDGER_READERS_FILE", &readers)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("serve");
-    let base = format!("http://{listen}");
+    let (child, base) = spawn_ledger_live_with(&["--data-dir", d], |c| {
+        c.env("LEDGER_LOG", "debug")
+            .env("LEDGER_READERS_FILE", &readers)
+            .stderr(std::fs::File::create(&log).expect("log"));
+    });
     let (child, base) = ready_within_30s(child, base);
     let c = Client::new(&base, None);
     let vkey = c.verifier_key(None, |_| {}).expect("key");

@@ -246,6 +246,15 @@ impl HandleField<'_> {
     }
 }
 
+/// The kinds that name a case, a person or a workflow first: those with a
+/// [`handle_field`].
+pub const NAMING_KINDS: [crate::model::Kind; 4] = [
+    crate::model::Kind::CaseAdded,
+    crate::model::Kind::CaseProposed,
+    crate::model::Kind::PrincipalEnrolled,
+    crate::model::Kind::CapabilityMinted,
+];
+
 /// The identifier of `event` that names a sensitive value where that value
 /// is first named, if it has one.
 pub fn handle_field(event: &Event) -> Option<HandleField<'_>> {
@@ -610,7 +619,11 @@ pub fn commit_with(
         payload.schema = crate::model::SCHEMA_VERSION;
     }
     if payload.schema >= SCHEMA_HANDLES {
-        fill_companion(&mut payload.event);
+        // A companion left out is the identifier's value in clear: the
+        // value is named here first, under the identifier.
+        if let Some((id, name @ None)) = handle_field_mut(&mut payload.event) {
+            *name = Some(Sensitive::Clear(id.clone()));
+        }
     }
     let derive = handle_field(&payload.event)
         .filter(|h| h.name.and_then(|n| n.clear()).map(String::as_str) == Some(h.handle))
@@ -645,35 +658,20 @@ pub fn commit_with(
         slot.set_committed(Commitment { sd });
         out.push(d);
     }
-    if let Some(h) = handle {
-        set_handle(&mut payload.event, h);
+    if let (Some(h), Some((id, _))) = (handle, handle_field_mut(&mut payload.event)) {
+        *id = h;
     }
     Ok(out)
 }
 
-/// A companion left out is the identifier's value in clear: the value is
-/// named here first, under the identifier.
-fn fill_companion(event: &mut Event) {
-    let (id, name) = match event {
-        Event::CaseAdded(e) => (&e.case_id, &mut e.case_name),
-        Event::CaseProposed(e) => (&e.draft.case_id, &mut e.draft.case_name),
-        Event::PrincipalEnrolled(e) => (&e.identity, &mut e.identity_name),
-        Event::CapabilityMinted(e) => (&e.workflow_id, &mut e.workflow_name),
-        _ => return,
-    };
-    if name.is_none() {
-        *name = Some(Sensitive::Clear(id.clone()));
-    }
-}
-
-/// Sets the identifier [`handle_field`] names.
-fn set_handle(event: &mut Event, handle: String) {
+/// The identifier and the companion of [`handle_field`], to change.
+fn handle_field_mut(event: &mut Event) -> Option<(&mut String, &mut Option<Sensitive<String>>)> {
     match event {
-        Event::CaseAdded(e) => e.case_id = handle,
-        Event::CaseProposed(e) => e.draft.case_id = handle,
-        Event::PrincipalEnrolled(e) => e.identity = handle,
-        Event::CapabilityMinted(e) => e.workflow_id = handle,
-        _ => {}
+        Event::CaseAdded(e) => Some((&mut e.case_id, &mut e.case_name)),
+        Event::CaseProposed(e) => Some((&mut e.draft.case_id, &mut e.draft.case_name)),
+        Event::PrincipalEnrolled(e) => Some((&mut e.identity, &mut e.identity_name)),
+        Event::CapabilityMinted(e) => Some((&mut e.workflow_id, &mut e.workflow_name)),
+        _ => None,
     }
 }
 

@@ -261,13 +261,7 @@ fn attack_schema_1_after_the_log_switched_is_refused() {
 #[test]
 fn a_schema_1_log_switches_at_its_first_schema_2_entry() {
     let dir = tempfile::tempdir().expect("dir");
-    let log = events::EventLog::open(
-        dir.path(),
-        ledger::Config::default(),
-        key("ledger"),
-        std::sync::Arc::new(events::ManualClock::new(T0)),
-    )
-    .expect("open");
+    let log = open_log(dir.path());
     let clear = |id: &str, signer: &str, event: Event| {
         let p = Payload {
             schema: SCHEMA_CLEAR,
@@ -616,13 +610,7 @@ fn a_key_left_by_a_crash_is_destroyed_at_the_next_open() {
     assert_ne!(before, after[..before.len()]);
     after[..before.len()].copy_from_slice(&before);
     std::fs::write(&keys_path, &after).expect("restore the key");
-    let log = events::EventLog::open(
-        &dir,
-        ledger::Config::default(),
-        key("ledger"),
-        std::sync::Arc::new(events::ManualClock::new(T0)),
-    )
-    .expect("reopen");
+    let log = open_log(&dir);
     assert_eq!(
         log.ledger().private_parts(at).expect("parts")[0],
         ledger::private::Part::Shredded

@@ -776,13 +776,7 @@ fn empty_log_accepts_only_the_operator_genesis() {
     assert_eq!(w.size(), 2);
     let fresh = {
         let dir = tempfile::tempdir().expect("tempdir");
-        let log = events::EventLog::open(
-            dir.path(),
-            ledger::Config::default(),
-            key("ledger"),
-            std::sync::Arc::new(events::ManualClock::new(T0)),
-        )
-        .expect("open");
+        let log = open_log(dir.path());
         (dir, log)
     };
     let env = testkit::world::sign_raw(

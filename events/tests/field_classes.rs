@@ -151,16 +151,6 @@ fn committed_paths(node: &Value, defs: &Value, path: &str, out: &mut BTreeSet<St
         out.insert(path.to_owned());
         return;
     }
-    // An optional field (a schema-3 companion): `anyOf` its schema and null.
-    if let Some([some, none]) = node
-        .get("anyOf")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-    {
-        if none.get("type").and_then(Value::as_str) == Some("null") {
-            return committed_paths(some, defs, path, out);
-        }
-    }
     if let Some(fields) = node.get("properties").and_then(Value::as_object) {
         for (name, field) in fields {
             let sub = if path.is_empty() {

@@ -295,13 +295,7 @@ fn the_door_knows_every_handle_again_after_a_restart() {
     let dir = w.dir.path().to_owned();
     let World { dir: tmp, log, .. } = w;
     drop(log);
-    let log = events::EventLog::open(
-        &dir,
-        ledger::Config::default(),
-        key("ledger"),
-        std::sync::Arc::new(events::ManualClock::new(T0)),
-    )
-    .expect("reopen");
+    let log = open_log(&dir);
     let second = disclose::bind("case_name", "GHSA-2026-restart").expect("salt");
     let p = Payload {
         schema: SCHEMA_VERSION,
@@ -369,13 +363,7 @@ fn a_client_that_writes_the_value_in_the_identifier_gets_a_handle() {
 #[test]
 fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
     let dir = tempfile::tempdir().expect("dir");
-    let log = events::EventLog::open(
-        dir.path(),
-        ledger::Config::default(),
-        key("ledger"),
-        std::sync::Arc::new(events::ManualClock::new(T0)),
-    )
-    .expect("open");
+    let log = open_log(dir.path());
     let payload = |id: &str, schema: u32, event: Event| Payload {
         schema,
         id: id.into(),

@@ -414,37 +414,35 @@ impl Lookups {
                 Some(v) => Ok(u64_at(&v, "lookup")? < at),
             }
         };
-        let g = self.handles.read().unwrap_or_else(|p| p.into_inner());
-        let h = g
-            .as_ref()
-            .ok_or_else(|| lookup_err("the store is being reopened"))?;
-        let mut batch = h.db.batch().durability(Some(PersistMode::Buffer));
-        let mut seen_leaves = std::collections::HashSet::new();
-        let mut seen_keys = std::collections::HashSet::new();
-        for r in rows {
-            if move_leaves
-                && r.index >= leaves_at
-                && seen_leaves.insert(r.leaf_hash.0)
-                && !holds(&h.leaves, &r.leaf_hash.0, leaves_at)?
-            {
-                batch.insert(&h.leaves, r.leaf_hash.0, r.index.to_be_bytes());
-            }
-            if let Some((name, digest)) = r.key.filter(|_| move_keys && r.index >= keys_at) {
-                if seen_keys.insert(name)
-                    && (keys_known_new || !holds(&h.keys, name.as_bytes(), keys_at)?)
+        self.with(|h| {
+            let mut batch = h.db.batch().durability(Some(PersistMode::Buffer));
+            let mut seen_leaves = std::collections::HashSet::new();
+            let mut seen_keys = std::collections::HashSet::new();
+            for r in rows {
+                if move_leaves
+                    && r.index >= leaves_at
+                    && seen_leaves.insert(r.leaf_hash.0)
+                    && !holds(&h.leaves, &r.leaf_hash.0, leaves_at)?
                 {
-                    batch.insert(&h.keys, name, encode_key_value(r.index, &digest));
+                    batch.insert(&h.leaves, r.leaf_hash.0, r.index.to_be_bytes());
+                }
+                if let Some((name, digest)) = r.key.filter(|_| move_keys && r.index >= keys_at) {
+                    if seen_keys.insert(name)
+                        && (keys_known_new || !holds(&h.keys, name.as_bytes(), keys_at)?)
+                    {
+                        batch.insert(&h.keys, name, encode_key_value(r.index, &digest));
+                    }
                 }
             }
-        }
-        if move_leaves {
-            batch.insert(&h.meta, LEAVES_THROUGH, encode_through(to, root));
-        }
-        if move_keys {
-            batch.insert(&h.meta, KEYS_THROUGH, encode_through(to, root));
-        }
-        batch.commit().map_err(lookup_err)?;
-        drop(g);
+            if move_leaves {
+                batch.insert(&h.meta, LEAVES_THROUGH, encode_through(to, root));
+            }
+            if move_keys {
+                batch.insert(&h.meta, KEYS_THROUGH, encode_through(to, root));
+            }
+            batch.commit().map_err(lookup_err)?;
+            Ok(())
+        })?;
         if move_leaves {
             self.through[0].store(to, Ordering::Release);
         }

@@ -37,6 +37,18 @@ pub fn cassette_digest(name: &str) -> String {
     sample::cassette_digest(&sample::case_handle(name))
 }
 
+/// The event log in `dir` (opened, or created empty), with the ledger's
+/// key of every world and a clock standing at [`T0`].
+pub fn open_log(dir: &std::path::Path) -> EventLog {
+    EventLog::open(
+        dir,
+        Config::default(),
+        key("ledger"),
+        Arc::new(ManualClock::new(T0)),
+    )
+    .expect("open the log")
+}
+
 /// The sample bench the world's events are built from.
 pub fn sample() -> Sample {
     Sample::new(RUBRIC, IMAGE)

@@ -151,14 +151,11 @@ impl Served {
             Some(events::decode_logged_leaf(&leaf).map_err(|r| {
                 CheckError::Disproved(format!("entry {next}: the leaf does not decode: {r}"))
             })?)
-        } else if matches!(
-            e.kind.as_str(),
-            "case.added"
-                | "case.proposed"
-                | "principal.enrolled"
-                | "rag.capability.minted"
-                | "field.redacted"
-        ) {
+        } else if events::disclose::NAMING_KINDS
+            .iter()
+            .chain([&events::Kind::FieldRedacted])
+            .any(|k| k.as_str() == e.kind)
+        {
             // A leaf that does not decode is left to the proofs and the
             // replay, which say where it breaks.
             events::decode_logged_leaf(&leaf).ok()
