@@ -217,7 +217,9 @@ impl From<ledger::Error> for ApiError {
             ledger::Error::TileNotInTree { tile, size } => {
                 ApiError::NotFound(format!("{tile} is not in the tree of size {size}"))
             }
-            ledger::Error::Busy | ledger::Error::Closed => ApiError::Overloaded,
+            ledger::Error::Busy | ledger::Error::Closed | ledger::Error::HeadMoved { .. } => {
+                ApiError::Overloaded
+            }
             ledger::Error::Corrupt(c) => ApiError::LogCorrupt(c.to_string()),
             ledger::Error::Storage(e) => ApiError::StorageUnavailable(e.to_string()),
             e => ApiError::Internal(e.to_string()),

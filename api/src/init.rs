@@ -29,16 +29,26 @@ pub fn new_principal_key(name: &str) -> anyhow::Result<LogKey> {
 
 /// Creates the log key and (unless given) the operator key, and appends the
 /// genesis: the operator enrolling itself, then the ledger's event key.
+///
+/// With `storage`, the log is kept in that PostgreSQL schema, created here
+/// (it must not exist), and the data directory's `storage` file points at
+/// it; otherwise in `ledger.redb` in the data directory.
 pub fn init(
     dir: &Path,
     origin: &str,
     operator_identity: &str,
     operator_key: Option<&Path>,
+    storage: Option<&ledger::store::pg::PgAt>,
 ) -> anyhow::Result<Initialized> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let log_key_path = dir.join("log.key");
-    if log_key_path.exists() || dir.join(ledger::store::DB_FILE).exists() {
+    if log_key_path.exists() || ledger::store::Location::of(dir)?.is_some() {
         bail!("{} is already initialised", dir.display());
+    }
+    if let Some(at) = storage {
+        ledger::store::pg::PgStore::create(at)
+            .with_context(|| format!("creating the log in {}", at.describe()))?;
+        ledger::store::pg::write_storage_file(dir, at)?;
     }
     let log_key = LogKey::generate(origin)?;
     let (operator, operator_key_path) = match operator_key {

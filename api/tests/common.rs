@@ -50,16 +50,16 @@ impl TestServer {
     /// A fresh, initialised data directory served with `tweak`ed settings.
     pub fn start(tweak: impl FnOnce(&mut ServeConfig)) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let init =
-            api::init::init(dir.path(), "test.example/log", "operator@test", None).expect("init");
+        let init = api::init::init(dir.path(), "test.example/log", "operator@test", None, None)
+            .expect("init");
         Self::start_on(dir, init.log_key, init.operator, tweak)
     }
 
     /// A fresh, initialised data directory served on `backend`'s storage.
     pub fn start_with_storage(backend: ledger::store::BackendFactory) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let init =
-            api::init::init(dir.path(), "test.example/log", "operator@test", None).expect("init");
+        let init = api::init::init(dir.path(), "test.example/log", "operator@test", None, None)
+            .expect("init");
         Self::start_inner(
             dir,
             init.log_key,

@@ -97,7 +97,7 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let d = data.to_str().expect("utf8").to_owned();
-    let init = api::init::init(&data, "crash.test/log", "operator", None).expect("init");
+    let init = api::init::init(&data, "crash.test/log", "operator", None, None).expect("init");
     let vkey = init.log_key.verifier_key().to_owned();
     let operator = init.operator.clone();
     drop(init);

@@ -157,7 +157,7 @@ fn attack_log_key_that_genesis_did_not_enrol_is_refused_at_start() {
 fn a_world_readable_log_key_is_warned_about() {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
-    api::init::init(dir.path(), "test.example/log", "operator@test", None).expect("init");
+    api::init::init(dir.path(), "test.example/log", "operator@test", None, None).expect("init");
     let key = dir.path().join("log.key");
     assert!(
         !api::server::warn_if_exposed(&key),

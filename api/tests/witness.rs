@@ -248,8 +248,14 @@ fn serve_witness(name: &str, seed: u8, log_vkey: &str) -> (String, String, tempf
 fn a_server_with_witnesses_serves_only_cosigned_checkpoints() {
     // The log key is made before the server so that the witnesses know it.
     let data = tempfile::tempdir().expect("data");
-    let init =
-        api::init::init(data.path(), "witnessed.test/log", "operator@test", None).expect("init");
+    let init = api::init::init(
+        data.path(),
+        "witnessed.test/log",
+        "operator@test",
+        None,
+        None,
+    )
+    .expect("init");
     let vkey = init.log_key.verifier_key().to_owned();
     let (u0, v0, _s0) = serve_witness("witness.test/w0", 20, &vkey);
     let (u1, v1, _s1) = serve_witness("witness.test/w1", 21, &vkey);

@@ -220,7 +220,7 @@ fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64,
     let mut side = match read_sidecar(dir)? {
         Some(s) => s,
         None => {
-            api::init::init(dir, "scale.bench/log", "operator", None)?;
+            api::init::init(dir, "scale.bench/log", "operator", None, None)?;
             Sidecar {
                 nonce: Prepared::fresh_nonce(),
                 cases: cfg.cases,

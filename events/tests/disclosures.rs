@@ -597,8 +597,7 @@ fn a_field_is_redacted_once() {
 fn a_key_left_by_a_crash_is_destroyed_at_the_next_open() {
     let mut w = World::new();
     let at = added_case(&mut w, "case-r");
-    let keys_path = w.dir.path().join(ledger::private::KEYS_FILE);
-    let before = std::fs::read(&keys_path).expect("keys");
+    let before = testkit::raw_keys(w.dir.path());
     let r = redaction(&w, at, "title", ("maintainer-a", "maintainer-b"));
     w.post("maintainer-a", Event::FieldRedacted(r))
         .expect("redacted");
@@ -606,10 +605,12 @@ fn a_key_left_by_a_crash_is_destroyed_at_the_next_open() {
     let World { dir: tmp, log, .. } = w;
     drop(log);
     // Put the destroyed key back, as if the process died before destroying it.
-    let mut after = std::fs::read(&keys_path).expect("keys");
-    assert_ne!(before, after[..before.len()]);
-    after[..before.len()].copy_from_slice(&before);
-    std::fs::write(&keys_path, &after).expect("restore the key");
+    let after = testkit::raw_keys(&dir);
+    let slot = (0..before.len())
+        .find(|&i| before[i] != after[i])
+        .expect("one key destroyed");
+    assert_eq!(after[slot], [0; 32]);
+    testkit::put_raw_key(&dir, slot as u64, before[slot]);
     let log = open_log(&dir);
     assert_eq!(
         log.ledger().private_parts(at).expect("parts")[0],

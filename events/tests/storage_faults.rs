@@ -1,4 +1,5 @@
-//! Storage faults, injected under redb through a fault-injecting backend:
+//! Storage faults, injected under redb through a fault-injecting backend
+//! (these logs are in the redb file whatever `LEDGER_STORAGE` says):
 //! a failed fsync, a failed write, ENOSPC, and a failure reported after the
 //! data was made durable. In every case:
 //! - no write whose commit failed is acknowledged;
@@ -315,7 +316,7 @@ fn a_reader_of_the_read_only_view_is_never_written_under() {
 #[test]
 fn attack_storage_engine_panic_on_read_or_write_is_a_typed_error_and_the_log_goes_on() {
     let dir = tempfile::tempdir().expect("tempdir");
-    testkit::build_log(dir.path(), 4000);
+    testkit::build_file_log(dir.path(), 4000);
     let armed = Arc::new(AtomicU8::new(OK));
     // A fresh open reads O(log n) pages (redb's debug page walk is off,
     // Cargo.toml): the entries are not in redb's cache.

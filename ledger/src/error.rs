@@ -74,7 +74,7 @@ impl Corruption {
 /// - Invalid input: [`Error::IndexOutOfRange`], [`Error::InvalidSize`],
 ///   [`Error::EntryTooLarge`], [`Error::TileNotInTree`]. The caller asked for something that does not
 ///   exist; answer 4xx.
-/// - Pushback: [`Error::Busy`], [`Error::Closed`]. Try again later; answer 503.
+/// - Pushback: [`Error::Busy`], [`Error::Closed`], [`Error::HeadMoved`]. Try again later; answer 503.
 /// - Fatal: [`Error::Corrupt`], [`Error::Storage`], [`Error::NewerFormat`].
 ///   Storage disagrees with itself or failed; stop serving and alert.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -91,6 +91,11 @@ pub enum Error {
     Busy,
     #[error("the ledger is shutting down")]
     Closed,
+    /// Another writer appended first: the shared database's head is at
+    /// `found`, not at `expected` where this batch would have started.
+    /// Nothing of the batch was written.
+    #[error("the log's head moved to size {found} while this writer expected {expected}; nothing was written")]
+    HeadMoved { expected: u64, found: u64 },
     #[error(transparent)]
     Corrupt(#[from] Corruption),
     #[error("storage error: {0}")]

@@ -348,10 +348,7 @@ fn key_file<'a>(
 ) -> Result<std::sync::MutexGuard<'a, Option<crate::private::KeyFile>>, Error> {
     let mut file = shared.keys.lock().unwrap_or_else(|p| p.into_inner());
     if file.is_none() {
-        *file = Some(crate::private::KeyFile::open(
-            &shared.dir,
-            snap.private_next_slot()?,
-        )?);
+        *file = Some(shared.store()?.open_keys(&shared.dir, snap)?);
     }
     Ok(file)
 }
@@ -630,14 +627,14 @@ impl<S: Sequencer> Ledger<S> {
                         &k,
                         &part.ciphertext,
                     )?)),
-                    None if file.written(part.slot) => Ok(crate::private::Part::Shredded),
+                    None if file.written(part.slot)? => Ok(crate::private::Part::Shredded),
                     None => Err(crate::error::Corruption::new(
                         index,
                         crate::error::CorruptionKind::Malformed,
                         format!(
                             "private part {i} names key slot {}, which {} does not hold",
                             part.slot,
-                            crate::private::KEYS_FILE
+                            file.describe()
                         ),
                     )
                     .into()),

@@ -86,15 +86,28 @@ fn io(e: std::io::Error) -> Error {
     storage(redb::StorageError::Io(e))
 }
 
-/// The key file: fixed 32-byte slots after a header.
+/// Where the private parts' keys are: the key file beside a redb data
+/// file (fixed 32-byte slots after a header), or the `private_keys` table
+/// of a PostgreSQL log ([`crate::store::pg::PgKeys`]).
 #[derive(Debug)]
-pub struct KeyFile {
-    file: File,
-    path: PathBuf,
-    slots: u64,
+pub struct KeyFile(Keys);
+
+#[derive(Debug)]
+enum Keys {
+    File {
+        file: File,
+        path: PathBuf,
+        slots: u64,
+    },
+    Database(crate::store::pg::PgKeys),
 }
 
 impl KeyFile {
+    /// The keys of a PostgreSQL log.
+    pub(crate) fn in_database(keys: crate::store::pg::PgKeys) -> KeyFile {
+        KeyFile(Keys::Database(keys))
+    }
+
     /// Opens the key file in `dir`, which must hold at least `referred`
     /// slots (the number the data file's rows refer to). When it is absent
     /// and nothing refers to a slot, it is created (mode 0600). A slot cut
@@ -144,11 +157,11 @@ impl KeyFile {
                 "holds {slots} key slots, while the log refers to {referred}"
             )));
         }
-        Ok(KeyFile {
+        Ok(KeyFile(Keys::File {
             file,
             path,
             slots: referred,
-        })
+        }))
     }
 
     fn offset(slot: u64) -> u64 {
@@ -158,53 +171,70 @@ impl KeyFile {
     /// Writes `keys` to new slots and makes them durable; returns the first
     /// slot's number.
     pub fn append(&mut self, keys: &[[u8; 32]]) -> Result<u64, Error> {
-        let first = self.slots;
-        let bytes: Vec<u8> = keys.iter().flatten().copied().collect();
-        self.file
-            .write_all_at(&bytes, Self::offset(first))
-            .map_err(io)?;
-        self.file.sync_data().map_err(io)?;
-        self.slots += keys.len() as u64;
-        Ok(first)
+        match &mut self.0 {
+            Keys::File { file, slots, .. } => {
+                let first = *slots;
+                let bytes: Vec<u8> = keys.iter().flatten().copied().collect();
+                file.write_all_at(&bytes, Self::offset(first)).map_err(io)?;
+                file.sync_data().map_err(io)?;
+                *slots += keys.len() as u64;
+                Ok(first)
+            }
+            Keys::Database(k) => k.append(keys),
+        }
     }
 
     /// The key in `slot`: `None` when shredded (all zeros) or never written.
     pub fn get(&self, slot: u64) -> Result<Option<[u8; 32]>, Error> {
-        if slot >= self.slots {
-            return Ok(None);
+        match &self.0 {
+            Keys::File { file, slots, .. } => {
+                if slot >= *slots {
+                    return Ok(None);
+                }
+                let mut key = [0u8; 32];
+                file.read_exact_at(&mut key, Self::offset(slot))
+                    .map_err(io)?;
+                Ok((key != [0u8; 32]).then_some(key))
+            }
+            Keys::Database(k) => k.get(slot),
         }
-        let mut key = [0u8; 32];
-        self.file
-            .read_exact_at(&mut key, Self::offset(slot))
-            .map_err(io)?;
-        Ok((key != [0u8; 32]).then_some(key))
     }
 
     /// Whether `slot` was ever written.
-    pub fn written(&self, slot: u64) -> bool {
-        slot < self.slots
+    pub fn written(&self, slot: u64) -> Result<bool, Error> {
+        match &self.0 {
+            Keys::File { slots, .. } => Ok(slot < *slots),
+            Keys::Database(k) => k.written(slot),
+        }
     }
 
     /// Overwrites `slot` with zeros in place and makes that durable;
     /// `false` when the slot was never written. A slot of zeros already is
     /// left as it is.
     pub fn shred(&mut self, slot: u64) -> Result<bool, Error> {
-        if slot >= self.slots {
+        if let Keys::Database(k) = &self.0 {
+            return k.shred(slot);
+        }
+        if !self.written(slot)? {
             return Ok(false);
         }
         if self.get(slot)?.is_none() {
             return Ok(true);
         }
-        self.file
-            .write_all_at(&[0u8; 32], Self::offset(slot))
-            .map_err(io)?;
-        self.file.sync_data().map_err(io)?;
+        if let Keys::File { file, .. } = &self.0 {
+            file.write_all_at(&[0u8; 32], Self::offset(slot))
+                .map_err(io)?;
+            file.sync_data().map_err(io)?;
+        }
         Ok(true)
     }
 
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Where the keys are, for messages.
+    pub fn describe(&self) -> String {
+        match &self.0 {
+            Keys::File { path, .. } => path.display().to_string(),
+            Keys::Database(k) => format!("{k:?}"),
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use crate::error::{storage, Corruption, CorruptionKind, Error};
+use crate::error::{Corruption, CorruptionKind, Error};
 use crate::hash::{leaf_hash, Hash, GENESIS_CHAIN};
 use crate::log::load_frontier;
 use crate::merkle::{stored_hash_count, stored_hash_index, Frontier};
@@ -431,10 +431,7 @@ fn check_stage(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Verified, Error> {
     let total = size - start;
-    let mut hashes = snap
-        .hashes
-        .range(stored_hash_index(0, start)..)
-        .map_err(storage)?;
+    let mut hashes = snap.hashes_from(stored_hash_index(0, start))?;
     let mut next_hash_index = stored_hash_index(0, start);
     let mut expected = start;
 
@@ -461,8 +458,8 @@ fn check_stage(
             for (k, want) in recomputed.iter().enumerate() {
                 let got = match hashes.next() {
                     Some(item) => {
-                        let (hk, hv) = item.map_err(storage)?;
-                        if hk.value() != next_hash_index {
+                        let (hk, hv) = item?;
+                        if hk != next_hash_index {
                             return Err(Corruption::new(
                                 index,
                                 CorruptionKind::MissingEntry,
@@ -470,7 +467,7 @@ fn check_stage(
                             )
                             .into());
                         }
-                        Hash(hv.value())
+                        hv
                     }
                     None => {
                         return Err(Corruption::new(
@@ -521,11 +518,11 @@ fn check_stage(
         .into());
     }
     if let Some(item) = hashes.next() {
-        let (hk, _) = item.map_err(storage)?;
+        let (hk, _) = item?;
         return Err(Corruption::new(
             size,
             CorruptionKind::ExtraEntry,
-            format!("stored hash {} beyond the head", hk.value()),
+            format!("stored hash {hk} beyond the head"),
         )
         .into());
     }

@@ -1,19 +1,30 @@
-//! Tamper tests. Each edits a closed data directory through redb directly, as
-//! an attacker with disk access would, and expects one typed failure: `verify`
-//! names the exact index and kind, and `open` refuses where its O(log n)
-//! self-check can see the damage.
+//! Tamper tests. Each edits a closed data directory's log directly, as an
+//! attacker with disk access would (through redb for the data file; as a
+//! database superuser with the schema's triggers off for a log in
+//! PostgreSQL, when `LEDGER_STORAGE` names one), and expects one typed
+//! failure: `verify` names the exact index and kind, and `open` refuses
+//! where its O(log n) self-check can see the damage. The attacks on the
+//! data file's own layout (entry bundles, a short record, a cut file) run
+//! on redb whatever the variable says.
 
 use ledger::merkle::{split_stored_hash_index, stored_hash_index};
 use ledger::{
     verify_dir, verify_dir_from, Config, Corruption, CorruptionKind, Error, Hash, Ledger,
 };
-use testkit::{build_log, sample_leaf, RawDisk};
+use testkit::{build_file_log, build_log, sample_leaf, RawDisk};
 
 const N: u64 = 100;
 
 fn fresh() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     build_log(dir.path(), N);
+    dir
+}
+
+/// A log in the redb data file, for the attacks on its layout.
+fn fresh_file() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    build_file_log(dir.path(), N);
     dir
 }
 
@@ -211,7 +222,7 @@ fn swapped_entries_are_named_at_the_lower_index() {
 
 #[test]
 fn short_entry_record_is_malformed() {
-    let dir = fresh();
+    let dir = fresh_file();
     RawDisk::open(dir.path()).put_entry_record(5, &[1, 2, 3]);
     let c = verify_err(dir.path());
     assert_eq!((c.index, c.kind), (5, CorruptionKind::Malformed));
@@ -219,7 +230,7 @@ fn short_entry_record_is_malformed() {
 
 #[test]
 fn truncated_data_file_is_a_typed_error_not_a_panic() {
-    let dir = fresh();
+    let dir = fresh_file();
     let path = testkit::db_path(dir.path());
     let len = std::fs::metadata(&path).expect("meta").len();
     let f = std::fs::OpenOptions::new()
@@ -234,7 +245,7 @@ fn truncated_data_file_is_a_typed_error_not_a_panic() {
 
 #[test]
 fn garbled_entry_bundle_is_malformed_at_its_first_index() {
-    let dir = fresh();
+    let dir = fresh_file();
     // Bundle 2 holds entries 32..48; its compressed frame is cut short.
     cut_bundle_short(dir.path(), 2);
     let c = verify_err(dir.path());
@@ -247,7 +258,7 @@ fn garbled_entry_bundle_is_malformed_at_its_first_index() {
 
 #[test]
 fn entry_bundle_claiming_a_huge_decoded_size_is_refused_before_allocating() {
-    let dir = fresh();
+    let dir = fresh_file();
     let raw = RawDisk::open(dir.path());
     let value = raw.bundle(1).expect("bundle 1").encode().expect("encode");
     let mut bomb = vec![ledger::entry_bundle::CODEC_ZSTD];
@@ -266,7 +277,7 @@ fn entry_bundle_claiming_a_huge_decoded_size_is_refused_before_allocating() {
 #[test]
 fn damage_in_several_chunks_of_the_parallel_walk_is_named_at_the_lowest_index() {
     let dir = tempfile::tempdir().expect("tempdir");
-    build_log(dir.path(), 1_300);
+    build_file_log(dir.path(), 1_300);
     let raw = RawDisk::open(dir.path());
     // Chunk 2 (entries 1024..1300, first hasher): a changed entry.
     raw.set_leaf(1_100, b"{\"entry\":1100,\"score\":1.000}");

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod faults;
+pub mod pg;
 pub mod world;
 
 use std::path::{Path, PathBuf};
@@ -36,20 +37,82 @@ pub fn build_log(dir: &Path, n: u64) {
     }
 }
 
-/// Direct access to a closed data directory's tables.
-pub struct RawDisk {
-    db: Database,
+/// A log configuration pinned to the redb data file, whatever
+/// `LEDGER_STORAGE` says: for the suites that attack the file's own layout
+/// (entry bundles, redb pages) or inject faults below it.
+pub fn file_config() -> Config {
+    Config {
+        backend: Some(faults::plain_file()),
+        ..Config::default()
+    }
+}
+
+/// [`build_log`] pinned to the redb data file ([`file_config`]).
+pub fn build_file_log(dir: &Path, n: u64) {
+    let log = Ledger::open(dir, file_config()).expect("open");
+    let pending: Vec<_> = (0..n)
+        .map(|i| log.submit(sample_leaf(i)).expect("submit"))
+        .collect();
+    for p in pending {
+        p.wait().expect("append");
+    }
+}
+
+/// Direct access to a closed data directory's tables: through redb for a
+/// data file, or for a log in PostgreSQL as a database superuser with the
+/// schema's triggers off (`session_replication_role = replica`), the
+/// attacker who owns the database.
+pub struct RawDisk(Raw);
+
+enum Raw {
+    File(Database),
+    Postgres(Box<std::cell::RefCell<postgres::Client>>, String),
 }
 
 impl RawDisk {
     pub fn open(dir: &Path) -> RawDisk {
-        RawDisk {
-            db: Database::open(db_path(dir)).expect("raw open"),
+        match ledger::store::Location::of(dir).expect("location") {
+            Some(ledger::store::Location::Postgres(at)) => {
+                let mut c = postgres::Client::connect(&at.url, postgres::NoTls).expect("connect");
+                c.batch_execute("SET session_replication_role = replica")
+                    .expect("triggers off");
+                RawDisk(Raw::Postgres(
+                    Box::new(std::cell::RefCell::new(c)),
+                    at.schema,
+                ))
+            }
+            _ => RawDisk(Raw::File(Database::open(db_path(dir)).expect("raw open"))),
+        }
+    }
+
+    fn db(&self) -> &Database {
+        match &self.0 {
+            Raw::File(db) => db,
+            Raw::Postgres(..) => panic!("entry bundles and redb tables exist only in a data file; pin the log to redb (testkit::file_config)"),
+        }
+    }
+
+    /// Runs `sql` (with `{s}` for the schema) on a PostgreSQL log; `None`
+    /// for a data file.
+    fn pg<T>(&self, f: impl FnOnce(&mut postgres::Client, &str) -> T) -> Option<T> {
+        match &self.0 {
+            Raw::File(_) => None,
+            Raw::Postgres(c, s) => Some(f(&mut c.borrow_mut(), s)),
         }
     }
 
     /// The stored record (chain ‖ leaf) at `index`.
     pub fn entry_record(&self, index: u64) -> Option<Vec<u8>> {
+        if let Some(r) = self.pg(|c, s| {
+            c.query_opt(
+                &format!("SELECT chain || leaf FROM {s}.entries WHERE idx = $1"),
+                &[&(index as i64)],
+            )
+            .expect("select")
+            .map(|r| r.get::<_, Vec<u8>>(0))
+        }) {
+            return r;
+        }
         self.bundle(bundle_of(index))?
             .record(index)
             .map(|r| r.to_vec())
@@ -57,7 +120,7 @@ impl RawDisk {
 
     /// The decoded entry bundle under `key`, if any.
     pub fn bundle(&self, key: u64) -> Option<EntryBundle> {
-        let txn = self.db.begin_read().expect("read");
+        let txn = self.db().begin_read().expect("read");
         let t = txn.open_table(ENTRY_BUNDLES).expect("table");
         t.get(key)
             .expect("get")
@@ -96,26 +159,63 @@ impl RawDisk {
     }
 
     pub fn head(&self) -> Head {
-        let txn = self.db.begin_read().expect("read");
+        if let Some(h) = self.pg(|c, s| {
+            let r = c
+                .query_one(&format!("SELECT size, root, chain FROM {s}.head"), &[])
+                .expect("head");
+            let size: i64 = r.get(0);
+            let root: Vec<u8> = r.get(1);
+            let chain: Vec<u8> = r.get(2);
+            Head {
+                size: size as u64,
+                root: Hash(root.try_into().expect("32")),
+                chain: Hash(chain.try_into().expect("32")),
+            }
+        }) {
+            return h;
+        }
+        let txn = self.db().begin_read().expect("read");
         let t = txn.open_table(META).expect("table");
         let v = t.get("head").expect("get").expect("head");
         Head::decode(v.value()).expect("decode head")
     }
 
     pub fn hash(&self, stored_index: u64) -> Option<Hash> {
-        let txn = self.db.begin_read().expect("read");
+        if let Some(h) = self.pg(|c, s| {
+            c.query_opt(
+                &format!("SELECT hash FROM {s}.hashes WHERE idx = $1"),
+                &[&(stored_index as i64)],
+            )
+            .expect("select")
+            .map(|r| Hash(r.get::<_, Vec<u8>>(0).try_into().expect("32")))
+        }) {
+            return h;
+        }
+        let txn = self.db().begin_read().expect("read");
         let t = txn.open_table(HASHES).expect("table");
         t.get(stored_index).expect("get").map(|v| Hash(v.value()))
     }
 
     fn write(&self, f: impl FnOnce(&redb::WriteTransaction)) {
-        let txn = self.db.begin_write().expect("write");
+        let txn = self.db().begin_write().expect("write");
         f(&txn);
         txn.commit().expect("commit");
     }
 
     /// Replaces the stored record of `index` with `record` (chain ‖ leaf).
     pub fn put_entry_record(&self, index: u64, record: &[u8]) {
+        if self
+            .pg(|c, s| {
+                c.execute(
+                    &format!("INSERT INTO {s}.entries (idx, chain, leaf) VALUES ($1, $2, $3) ON CONFLICT (idx) DO UPDATE SET chain = EXCLUDED.chain, leaf = EXCLUDED.leaf"),
+                    &[&(index as i64), &&record[..32.min(record.len())], &&record[32.min(record.len())..]],
+                )
+                .expect("upsert");
+            })
+            .is_some()
+        {
+            return;
+        }
         self.edit_bundle(index, |records| {
             match records.iter().position(|(i, _)| *i >= index) {
                 Some(p) if records[p].0 == index => records[p].1 = record.to_vec(),
@@ -140,6 +240,18 @@ impl RawDisk {
     }
 
     pub fn set_hash(&self, stored_index: u64, h: Hash) {
+        if self
+            .pg(|c, s| {
+                c.execute(
+                    &format!("INSERT INTO {s}.hashes (idx, hash) VALUES ($1, $2) ON CONFLICT (idx) DO UPDATE SET hash = EXCLUDED.hash"),
+                    &[&(stored_index as i64), &h.0.as_slice()],
+                )
+                .expect("upsert");
+            })
+            .is_some()
+        {
+            return;
+        }
         self.write(|txn| {
             let mut t = txn.open_table(HASHES).expect("table");
             t.insert(stored_index, h.0).expect("insert");
@@ -147,12 +259,41 @@ impl RawDisk {
     }
 
     pub fn delete_entry(&self, index: u64) {
+        if self
+            .pg(|c, s| {
+                c.execute(
+                    &format!("DELETE FROM {s}.entries WHERE idx = $1"),
+                    &[&(index as i64)],
+                )
+                .expect("delete");
+            })
+            .is_some()
+        {
+            return;
+        }
         self.edit_bundle(index, |records| records.retain(|(i, _)| *i != index));
     }
 
     /// Removes entries `from..` and their stored hashes, leaving the head.
     pub fn truncate_from(&self, from: u64) {
         let first_hash = ledger::merkle::stored_hash_index(0, from);
+        if self
+            .pg(|c, s| {
+                c.execute(
+                    &format!("DELETE FROM {s}.entries WHERE idx >= $1"),
+                    &[&(from as i64)],
+                )
+                .expect("delete");
+                c.execute(
+                    &format!("DELETE FROM {s}.hashes WHERE idx >= $1"),
+                    &[&(first_hash as i64)],
+                )
+                .expect("delete");
+            })
+            .is_some()
+        {
+            return;
+        }
         self.edit_bundle(from, |records| records.retain(|(i, _)| *i < from));
         self.write(|txn| {
             let mut t = txn.open_table(ENTRY_BUNDLES).expect("table");
@@ -164,13 +305,35 @@ impl RawDisk {
 
     /// The derived state saved under `name` in the `aux` table.
     pub fn aux(&self, name: &str) -> Option<Vec<u8>> {
-        let txn = self.db.begin_read().expect("read");
+        if let Some(v) = self.pg(|c, s| {
+            c.query_opt(
+                &format!("SELECT value FROM {s}.aux WHERE name = $1"),
+                &[&name],
+            )
+            .expect("select")
+            .map(|r| r.get::<_, Vec<u8>>(0))
+        }) {
+            return v;
+        }
+        let txn = self.db().begin_read().expect("read");
         let t = txn.open_table(AUX).ok()?;
         t.get(name).expect("get").map(|v| v.value().to_vec())
     }
 
     /// Replaces the derived state saved under `name`.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) {
+        if self
+            .pg(|c, s| {
+                c.execute(
+                    &format!("INSERT INTO {s}.aux (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"),
+                    &[&name, &bytes],
+                )
+                .expect("upsert");
+            })
+            .is_some()
+        {
+            return;
+        }
         self.write(|txn| {
             let mut t = txn.open_table(AUX).expect("table");
             t.insert(name, bytes).expect("insert");
@@ -178,11 +341,77 @@ impl RawDisk {
     }
 
     pub fn set_head(&self, head: &Head) {
+        if self
+            .pg(|c, s| {
+                c.execute(
+                    &format!("UPDATE {s}.head SET size = $1, root = $2, chain = $3"),
+                    &[
+                        &(head.size as i64),
+                        &head.root.0.as_slice(),
+                        &head.chain.0.as_slice(),
+                    ],
+                )
+                .expect("update");
+            })
+            .is_some()
+        {
+            return;
+        }
         self.write(|txn| {
             let mut t = txn.open_table(META).expect("table");
             t.insert("head", head.encode().as_slice()).expect("insert");
         });
     }
+}
+
+/// Every private-part key of the log in `dir`, by slot, read past the
+/// ledger (open or not): `private.keys` beside a data file (after its
+/// 32-byte header), the `private_keys` table of a log in PostgreSQL.
+pub fn raw_keys(dir: &Path) -> Vec<[u8; 32]> {
+    if let Some(ledger::store::Location::Postgres(at)) =
+        ledger::store::Location::of(dir).expect("location")
+    {
+        let mut c = postgres::Client::connect(&at.url, postgres::NoTls).expect("connect");
+        let s = at.schema;
+        return c
+            .query(
+                &format!("SELECT key FROM {s}.private_keys ORDER BY slot"),
+                &[],
+            )
+            .expect("select")
+            .iter()
+            .map(|r| r.get::<_, Vec<u8>>(0).try_into().expect("32"))
+            .collect();
+    }
+    let raw = std::fs::read(dir.join(ledger::private::KEYS_FILE)).expect("keys");
+    raw[32..]
+        .chunks(32)
+        .map(|c| c.try_into().expect("32"))
+        .collect()
+}
+
+/// Writes `key` into slot `slot` of the log in `dir` as it is, past the
+/// ledger and, in PostgreSQL, past the trigger that allows only zeros.
+pub fn put_raw_key(dir: &Path, slot: u64, key: [u8; 32]) {
+    if let Some(ledger::store::Location::Postgres(at)) =
+        ledger::store::Location::of(dir).expect("location")
+    {
+        let mut c = postgres::Client::connect(&at.url, postgres::NoTls).expect("connect");
+        c.batch_execute("SET session_replication_role = replica")
+            .expect("triggers off");
+        let s = at.schema;
+        c.execute(
+            &format!("UPDATE {s}.private_keys SET key = $2 WHERE slot = $1"),
+            &[&(slot as i64), &key.as_slice()],
+        )
+        .expect("update");
+        return;
+    }
+    let path = dir.join(ledger::private::KEYS_FILE);
+    let mut raw = std::fs::read(&path).expect("keys");
+    let at = 32 + 32 * slot as usize;
+    raw[at..at + 32].copy_from_slice(&key);
+    std::fs::write(&path, raw).expect("write keys");
 }
 
 /// Direct access to a closed data directory's lookups (`lookup/`), through

@@ -43,6 +43,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         api::init::DEFAULT_ORIGIN,
         "operator@bench.example",
         None,
+        None,
     )?;
     let vkey = init.log_key.verifier_key().to_owned();
     let rt = runtime()?;

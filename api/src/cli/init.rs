@@ -17,6 +17,15 @@ pub struct InitArgs {
     /// Use this existing operator key file instead of creating <data-dir>/operator.key.
     #[arg(long)]
     operator_key: Option<PathBuf>,
+    /// Keep the log in PostgreSQL: a postgres:// URL naming the database, in which a new
+    /// schema is created (the data directory keeps the keys and a `storage` file that points at
+    /// it). Default: ledger.redb in the data directory.
+    #[arg(long, env = "LEDGER_STORAGE")]
+    storage: Option<String>,
+    /// The PostgreSQL schema to create for the log (a lower-case letter, then lower-case
+    /// letters, digits or underscores). Default: ledger_ and 16 random hex digits.
+    #[arg(long, requires = "storage")]
+    schema: Option<String>,
 }
 
 #[derive(Args)]
@@ -53,11 +62,38 @@ pub fn run(a: InitArgs) -> anyhow::Result<()> {
         origin,
         operator_identity,
         operator_key,
+        storage,
+        schema,
     } = a;
     let (dir, origin, identity) = (&data_dir, &origin, &operator_identity);
     let operator_key = operator_key.as_deref();
-    let i = api::init::init(dir, origin, identity, operator_key)?;
+    let at = match storage {
+        None => None,
+        Some(url) => {
+            if !ledger::store::pg::is_postgres_url(&url) {
+                anyhow::bail!(
+                    "--storage: {} is not a postgres:// or postgresql:// URL",
+                    ledger::store::pg::redact_url(&url)
+                );
+            }
+            let schema = match schema {
+                Some(s) => s,
+                None => ledger::store::pg::new_schema_name()?,
+            };
+            ledger::store::pg::check_schema_name(&schema)
+                .map_err(|e| anyhow::anyhow!("--schema: {e}"))?;
+            Some(ledger::store::pg::PgAt { url, schema })
+        }
+    };
+    let i = api::init::init(dir, origin, identity, operator_key, at.as_ref())?;
     println!("initialised {}", dir.display());
+    match &at {
+        Some(at) => println!("log kept in:           PostgreSQL, {}", at.describe()),
+        None => println!(
+            "log kept in:           {}",
+            dir.join(ledger::store::DB_FILE).display()
+        ),
+    }
     println!("log key (secret):      {}", i.log_key_path.display());
     println!(
         "operator key (secret): {}  <- move it off this machine after enrolling principals",

@@ -84,7 +84,7 @@ fn main() -> anyhow::Result<()> {
         }
         None => {
             let dir = tempfile::tempdir()?;
-            let init = api::init::init(dir.path(), "loadgen.local/log", "operator", None)?;
+            let init = api::init::init(dir.path(), "loadgen.local/log", "operator", None, None)?;
             let vkey = init.log_key.verifier_key().to_owned();
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()

@@ -668,6 +668,17 @@ fn reopen(shared: &Shared) -> Result<(Head, Frontier), Error> {
         }
         drop(old);
     }
+    // Never create a log here: a data directory that lost its log (its
+    // data file or its `storage` file removed under a running server) must
+    // not be reopened as a new, empty one.
+    if crate::store::Location::of(&shared.dir)?.is_none() {
+        return Err(crate::error::storage(redb::StorageError::Io(
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{} no longer holds its log", shared.dir.display()),
+            ),
+        )));
+    }
     let mut last = Error::Busy;
     // Readers may still hold the old database (and its file lock) briefly.
     for _ in 0..20 {

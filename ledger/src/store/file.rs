@@ -1,0 +1,1008 @@
+//! The log in one redb file (`ledger.redb`): its tables, and the only code
+//! in the workspace that touches them.
+//!
+//! ## Contract
+//! - **Durable when:** [`FileStore::commit`] returns `Ok` only after redb has
+//!   committed the transaction with [`Durability::Immediate`] (an fdatasync of
+//!   the data file). Rows and the new head are in that one transaction, so a
+//!   crash leaves either all of a batch or none of it.
+//! - **How the head advances:** only through [`FileStore::commit`], which writes
+//!   the rows for entries `head.size .. head.size + n`, their stored hashes,
+//!   and the new head record. The caller (the log's single committer thread)
+//!   computes every value; the store writes what it is given. Nothing here
+//!   updates or removes an existing entry or stored hash.
+//! - **Missing log:** [`FileStore::open`] creates the data directory and an empty
+//!   log (size 0, the empty root, the genesis chain) when there is none.
+//!   [`FileStore::open_existing`] refuses a directory without a log.
+//! - **Reads** are MVCC snapshots ([`FileSnapshot`]). They never block the writer
+//!   and never see a half-written batch.
+//!
+//! ## Tables (format version 3)
+//! | table | key | value |
+//! |---|---|---|
+//! | `entry_bundles` | entry index / 16 (u64) | [`EntryBundle`]: up to 16 records of index ‖ length ‖ chain hash ‖ leaf bytes; zstd-compressed once full |
+//! | `hashes` | stored hash index (u64) | SHA-256 tree hash (32 bytes) |
+//! | `meta` | `"format_version"` | u32, big-endian |
+//! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
+//! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
+//!
+//! The stored hash index is Go `sumdb/tlog`'s dense layout
+//! ([`crate::merkle::stored_hash_index`]).
+//!
+//! The lookups by leaf hash and by entry key are not in this file: they
+//! live beside it, off the commit path ([`crate::lookup`]).
+//!
+//! Format version 1 kept one row per entry in `entries` (index → chain hash
+//! ‖ leaf bytes). Snapshots and verify read it as they read bundles; the
+//! writer's open ([`FileStore::open_with`]) migrates it to bundles, resumably,
+//! before it appends. Format version 2 also held the two lookups, as the
+//! tables `leaf_index` and `entry_keys` (with `meta/keys_through`), written
+//! in every commit; the writer's open drops them (docs/UPGRADES.md).
+
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Database, Durability, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, TableDefinition,
+};
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::{guarded, missing_hash, sync_dir, Head, Row, StoredEntry, UpperHashes};
+use crate::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
+use crate::error::{storage, Corruption, CorruptionKind, Error};
+use crate::hash::Hash;
+
+/// Format version 1's entries: `index → chain hash ‖ leaf bytes`. Read, and
+/// migrated to [`ENTRY_BUNDLES`] by the writer.
+pub const ENTRIES: TableDefinition<u64, &[u8]> = TableDefinition::new("entries");
+/// `index / 16 → entry bundle` ([`crate::entry_bundle`]).
+pub const ENTRY_BUNDLES: TableDefinition<u64, &[u8]> = TableDefinition::new("entry_bundles");
+/// `stored hash index → hash`.
+pub const HASHES: TableDefinition<u64, [u8; 32]> = TableDefinition::new("hashes");
+/// Metadata: `format_version`, `head`.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Format version 2's `leaf hash → first index` lookup, dropped by the
+/// upgrade to 3 ([`crate::lookup`] holds it now).
+pub const V2_LEAF_INDEX: TableDefinition<[u8; 32], u64> = TableDefinition::new("leaf_index");
+/// Format version 2's `entry key → (first index, digest)` lookup, dropped by
+/// the upgrade to 3 ([`crate::lookup`] holds it now).
+pub const V2_ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> =
+    TableDefinition::new("entry_keys");
+/// Derived state saved by layers above the log (projection checkpoints).
+/// Never hashed, never part of the log; always rebuildable from it.
+pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
+/// Private parts of entries, sealed ([`crate::private`]): index → row.
+pub const PRIVATE_PARTS: TableDefinition<u64, &[u8]> = TableDefinition::new("private_parts");
+/// Redacted private parts: (entry index, part) → 0. A part listed here is
+/// destroyed, whatever the key file holds.
+pub const REDACTED_PARTS: TableDefinition<(u64, u16), u8> = TableDefinition::new("redacted_parts");
+/// `meta` key: how many key slots the rows of `private_parts` refer to (u64 BE).
+pub(crate) const PRIVATE_NEXT_SLOT_KEY: &str = "private_next_slot";
+
+/// The data file inside the data directory.
+pub const DB_FILE: &str = "ledger.redb";
+/// The on-disk format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest on-disk format this build reads (and migrates).
+pub const OLDEST_FORMAT: u32 = 1;
+
+pub(crate) const HEAD_KEY: &str = "head";
+pub(crate) const FORMAT_KEY: &str = "format_version";
+/// While a version-1 log is migrated: the first version-1 index not yet
+/// copied into bundles (u64 BE).
+const MIGRATE_KEY: &str = "migrate_v2_next";
+/// Version-1 entries copied per migration transaction.
+const MIGRATE_CHUNK: u64 = 16_384;
+/// Format version 2's watermark of `entry_keys`, dropped by the upgrade to 3.
+const V2_KEYS_THROUGH_KEY: &str = "keys_through";
+
+/// Opens a storage backend for the data file at the given path.
+pub type MakeBackend =
+    dyn Fn(&Path) -> std::io::Result<Box<dyn redb::StorageBackend>> + Send + Sync;
+
+/// Makes the storage backend for a data file: the seam where tests inject
+/// faults (failed fsync, failed write, ENOSPC). Production uses the file.
+#[derive(Clone)]
+pub struct BackendFactory(pub std::sync::Arc<MakeBackend>);
+
+impl std::fmt::Debug for BackendFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BackendFactory")
+    }
+}
+
+#[derive(Debug)]
+struct BoxedBackend(Box<dyn redb::StorageBackend>);
+
+impl redb::StorageBackend for BoxedBackend {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> Result<(), std::io::Error> {
+        self.0.close()
+    }
+}
+
+/// The log's storage: one redb database in the data directory.
+pub struct FileStore {
+    db: ClosingDb,
+    path: PathBuf,
+    /// Opened read-only over [`crate::overlay::Overlay`] while storage fails.
+    fallback: bool,
+    /// Held by every [`FileSnapshot`]: how the log knows when the last reader of
+    /// a fallback view is gone (see [`FileStore::readers`]).
+    lease: std::sync::Arc<()>,
+    /// Upper-level tree hashes already read, shared by every snapshot.
+    upper: Arc<UpperHashes>,
+}
+
+impl std::fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl FileStore {
+    /// Opens the log in `dir`, creating the directory and an empty log if
+    /// there is none.
+    pub fn open(dir: &Path) -> Result<FileStore, Error> {
+        FileStore::open_with(dir, None)
+    }
+
+    /// Like [`FileStore::open`], on the storage backend `backend` makes (for
+    /// fault injection); `None` is the plain file.
+    pub fn open_with(dir: &Path, backend: Option<&BackendFactory>) -> Result<FileStore, Error> {
+        std::fs::create_dir_all(dir).map_err(|e| storage(redb::StorageError::Io(e)))?;
+        let path = dir.join(DB_FILE);
+        let created = !path.exists();
+        let store = guarded("opening", || {
+            let db = match backend {
+                None => builder().create(&path).map_err(storage)?,
+                Some(f) => {
+                    let b = (f.0)(&path).map_err(|e| storage(redb::StorageError::Io(e)))?;
+                    builder()
+                        .create_with_backend(BoxedBackend(b))
+                        .map_err(storage)?
+                }
+            };
+            let mut store = FileStore::new(db, path.clone(), false);
+            store.init()?;
+            if store.format()? < 2 {
+                store.migrate_v1()?;
+            }
+            if store.format()? < 3 {
+                store.migrate_v2()?;
+            }
+            Ok(store)
+        })?;
+        if created {
+            // The new file's name must be as durable as its first commit:
+            // fsync the directory that holds it (POSIX makes no promise for
+            // a new name otherwise).
+            sync_dir(dir)?;
+        }
+        Ok(store)
+    }
+
+    /// Opens a read-only view of the log in `dir` that never writes the data
+    /// file, for serving reads while storage fails ([`crate::overlay`]). It
+    /// sees the last durable commit. Log entries are never committed through
+    /// it; [`FileStore::put_aux`] refuses.
+    pub fn open_fallback(dir: &Path, backend: Option<&BackendFactory>) -> Result<FileStore, Error> {
+        let path = dir.join(DB_FILE);
+        let io = |e| storage(redb::StorageError::Io(e));
+        let base = match backend {
+            None => crate::overlay::Base::open_file(&path).map_err(io)?,
+            Some(f) => crate::overlay::Base::Backend((f.0)(&path).map_err(io)?),
+        };
+        let overlay = crate::overlay::Overlay::new(base).map_err(io)?;
+        guarded("opening a read-only view", || {
+            let db = builder().create_with_backend(overlay).map_err(storage)?;
+            let store = FileStore::new(db, path.clone(), true);
+            store.init()?;
+            Ok(store)
+        })
+    }
+
+    fn new(db: Database, path: PathBuf, fallback: bool) -> FileStore {
+        FileStore {
+            db: ClosingDb(Some(db)),
+            path,
+            fallback,
+            lease: std::sync::Arc::new(()),
+            upper: Arc::new(UpperHashes::new()),
+        }
+    }
+
+    /// Whether this is a read-only view opened while storage fails.
+    pub fn is_fallback(&self) -> bool {
+        self.fallback
+    }
+
+    /// How many [`FileSnapshot`]s of this store are alive.
+    pub fn readers(&self) -> usize {
+        std::sync::Arc::strong_count(&self.lease) - 1
+    }
+
+    fn refuse_if_fallback(&self) -> Result<(), Error> {
+        if self.fallback {
+            return Err(storage(redb::StorageError::Io(std::io::Error::new(
+                std::io::ErrorKind::ReadOnlyFilesystem,
+                "storage failed; the log is read-only until it can be reopened",
+            ))));
+        }
+        Ok(())
+    }
+
+    /// Opens an existing log; refuses a directory without one.
+    pub fn open_existing(dir: &Path) -> Result<FileStore, Error> {
+        let path = dir.join(DB_FILE);
+        if !path.is_file() {
+            return Err(storage(redb::StorageError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no ledger at {}", path.display()),
+            ))));
+        }
+        guarded("opening", || {
+            let db = builder().open(&path).map_err(storage)?;
+            let store = FileStore::new(db, path.clone(), false);
+            store.check_format()?;
+            Ok(store)
+        })
+    }
+
+    /// The path of the data file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn init(&self) -> Result<(), Error> {
+        // A complete file is opened without a write transaction: a page
+        // damaged so that redb panics inside one can make the transaction's
+        // own clean-up panic again, which aborts the process instead of
+        // becoming an error (a read transaction has no such clean-up).
+        if self.is_complete()? {
+            return self.check_format();
+        }
+        let txn = self.begin_durable()?;
+        let fresh;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            fresh = meta.get(FORMAT_KEY).map_err(storage)?.is_none();
+            if fresh {
+                meta.insert(FORMAT_KEY, FORMAT_VERSION.to_be_bytes().as_slice())
+                    .map_err(storage)?;
+                meta.insert(HEAD_KEY, Head::EMPTY.encode().as_slice())
+                    .map_err(storage)?;
+                txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
+            }
+            txn.open_table(HASHES).map_err(storage)?;
+            txn.open_table(AUX).map_err(storage)?;
+        }
+        if fresh || self.needs_aux()? {
+            txn.commit().map_err(storage)?;
+        } else {
+            txn.abort().map_err(storage)?;
+        }
+        self.check_format()
+    }
+
+    /// The format version recorded in the data file.
+    pub fn format(&self) -> Result<u32, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let meta = txn.open_table(META).map_err(storage)?;
+        read_format(&meta)
+    }
+
+    /// Moves a version-1 log's entries into bundles: [`MIGRATE_CHUNK`]
+    /// entries per durable transaction, recording in `meta` where the next
+    /// transaction starts, so a crash resumes where it stopped. Readers of
+    /// the file keep seeing version 1 (format 1, `entries` untouched) until
+    /// the last transaction drops `entries` and records format 2, so every
+    /// state a crash can leave is a readable log. Head and stored hashes are
+    /// not touched: the tree does not change. Entries are copied as found,
+    /// each record keeping its index, so damage to a version-1 log is
+    /// reported at the same index after migration.
+    fn migrate_v1(&mut self) -> Result<(), Error> {
+        let total = {
+            let txn = self.db.begin_read().map_err(storage)?;
+            let t = txn.open_table(ENTRIES).map_err(storage)?;
+            t.len().map_err(storage)?
+        };
+        tracing::info!(
+            entries = total,
+            "migrating the data file from format 1 to 2 (entry bundles)"
+        );
+        let started = std::time::Instant::now();
+        loop {
+            let txn = self.begin_durable()?;
+            let done;
+            {
+                let mut meta = txn.open_table(META).map_err(storage)?;
+                let next = match meta.get(MIGRATE_KEY).map_err(storage)? {
+                    Some(v) => u64::from_be_bytes(v.value().try_into().map_err(|_| {
+                        Corruption::new(0, CorruptionKind::Malformed, "migration marker")
+                    })?),
+                    None => 0,
+                };
+                let entries = txn.open_table(ENTRIES).map_err(storage)?;
+                let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
+                // Whole bundles only: a transaction stops at a bundle
+                // boundary, so no bundle is split across two of them.
+                let mut writer = BundleWriter::default();
+                let mut resume = None;
+                for (copied, item) in entries.range(next..).map_err(storage)?.enumerate() {
+                    let (k, v) = item.map_err(storage)?;
+                    let index = k.value();
+                    let key = bundle_of(index);
+                    if copied as u64 >= MIGRATE_CHUNK && writer.key().is_some_and(|k| k != key) {
+                        resume = Some(key * BUNDLE_SIZE);
+                        break;
+                    }
+                    writer
+                        .bundle(&mut bundles, key, |_| Ok(EntryBundle::empty(key)))?
+                        .push_record(index, &[v.value()]);
+                }
+                writer.finish(&mut bundles)?;
+                done = resume.is_none();
+                drop(entries);
+                if done {
+                    meta.remove(MIGRATE_KEY).map_err(storage)?;
+                    meta.insert(FORMAT_KEY, 2u32.to_be_bytes().as_slice())
+                        .map_err(storage)?;
+                } else if let Some(resume) = resume {
+                    meta.insert(MIGRATE_KEY, resume.to_be_bytes().as_slice())
+                        .map_err(storage)?;
+                    tracing::info!(next = resume, of = total, "migrating");
+                }
+            }
+            if done {
+                txn.delete_table(ENTRIES).map_err(storage)?;
+            }
+            txn.commit().map_err(storage)?;
+            if done {
+                break;
+            }
+        }
+        // Give the old rows' pages back to the file system.
+        let compacted = self.db.compact().map_err(storage)?;
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            compacted,
+            "migrated the data file to format 2"
+        );
+        Ok(())
+    }
+
+    /// Whether the file has its format record and every table.
+    fn is_complete(&self) -> Result<bool, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let has_format = match txn.open_table(META) {
+            Ok(meta) => meta.get(FORMAT_KEY).map_err(storage)?.is_some(),
+            Err(_) => false,
+        };
+        Ok(has_format && txn.open_table(HASHES).is_ok() && !self.needs_aux()?)
+    }
+
+    /// Drops format version 2's two lookup tables and their watermark, and
+    /// records format 3, in one durable transaction: the lookups now live
+    /// beside the file ([`crate::lookup`]) and are rebuilt there from the
+    /// entries. Nothing hashed changes. The freed pages are reused by later
+    /// commits.
+    fn migrate_v2(&mut self) -> Result<(), Error> {
+        let started = std::time::Instant::now();
+        let txn = self.begin_durable()?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            meta.remove(V2_KEYS_THROUGH_KEY).map_err(storage)?;
+            meta.insert(FORMAT_KEY, 3u32.to_be_bytes().as_slice())
+                .map_err(storage)?;
+        }
+        txn.delete_table(V2_LEAF_INDEX).map_err(storage)?;
+        txn.delete_table(V2_ENTRY_KEYS).map_err(storage)?;
+        txn.commit().map_err(storage)?;
+        tracing::info!(
+            seconds = started.elapsed().as_secs_f64(),
+            "upgraded the data file to format 3 (lookups kept beside it)"
+        );
+        Ok(())
+    }
+
+    fn needs_aux(&self) -> Result<bool, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        Ok(txn.open_table(AUX).is_err())
+    }
+
+    /// A write transaction that commits durably ([`Durability::Immediate`])
+    /// and with quick repair: every commit saves the allocator state, so a
+    /// process that ends without closing the file (killed, or exiting while
+    /// a background check still holds it) is reopened without redb's full
+    /// repair, which reads the whole file. redb uses quick repair only when
+    /// the last commit before the unclean end had it, so every write path
+    /// takes its transaction here.
+    fn begin_durable(&self) -> Result<redb::WriteTransaction, Error> {
+        let mut txn = self.db.begin_write().map_err(storage)?;
+        txn.set_durability(Durability::Immediate).map_err(storage)?;
+        txn.set_quick_repair(true);
+        Ok(txn)
+    }
+
+    /// Saves derived state under `name`, durably, in its own transaction.
+    pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.refuse_if_fallback()?;
+        let txn = self.begin_durable()?;
+        {
+            let mut t = txn.open_table(AUX).map_err(storage)?;
+            t.insert(name, bytes).map_err(storage)?;
+        }
+        txn.commit().map_err(storage)
+    }
+
+    /// Derived state saved under `name`, if any.
+    pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let t = match txn.open_table(AUX) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(storage(e)),
+        };
+        Ok(t.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
+    }
+
+    fn check_format(&self) -> Result<(), Error> {
+        let found = self.format()?;
+        if found > FORMAT_VERSION {
+            return Err(Error::NewerFormat {
+                found,
+                supported: FORMAT_VERSION,
+            });
+        }
+        if found < OLDEST_FORMAT {
+            return Err(Corruption::new(
+                0,
+                CorruptionKind::Malformed,
+                format!("format_version {found} was never written by any build"),
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// A consistent read snapshot.
+    pub fn snapshot(&self) -> Result<FileSnapshot, Error> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        FileSnapshot::new(
+            txn,
+            std::sync::Arc::clone(&self.lease),
+            Arc::clone(&self.upper),
+        )
+    }
+
+    /// Writes `rows` and `new_head` in one durable transaction. The caller
+    /// guarantees the rows are contiguous from the current head. The bundle
+    /// the head is in is read, extended and rewritten; every bundle the batch
+    /// fills is stored compressed.
+    pub(crate) fn commit(
+        &self,
+        rows: &[Row<'_>],
+        private: &crate::private::Batch,
+        new_head: &Head,
+    ) -> Result<(), Error> {
+        self.refuse_if_fallback()?;
+        let txn = self.begin_durable()?;
+        if !private.rows.is_empty() {
+            let mut t = txn.open_table(PRIVATE_PARTS).map_err(storage)?;
+            for (index, row) in &private.rows {
+                t.insert(*index, row.as_slice()).map_err(storage)?;
+            }
+        }
+        if !private.redacted.is_empty() {
+            let mut t = txn.open_table(REDACTED_PARTS).map_err(storage)?;
+            for &(index, part) in &private.redacted {
+                t.insert((index, part), 0u8).map_err(storage)?;
+            }
+        }
+        if let Some(next) = private.next_slot {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            meta.insert(PRIVATE_NEXT_SLOT_KEY, next.to_be_bytes().as_slice())
+                .map_err(storage)?;
+        }
+        {
+            let mut bundles = txn.open_table(ENTRY_BUNDLES).map_err(storage)?;
+            let mut hashes = txn.open_table(HASHES).map_err(storage)?;
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            let mut writer = BundleWriter::default();
+            for row in rows {
+                let key = bundle_of(row.index);
+                writer
+                    .bundle(&mut bundles, key, |t| {
+                        if row.index % BUNDLE_SIZE == 0 {
+                            return Ok(EntryBundle::empty(key));
+                        }
+                        // The head is inside this bundle: extend what is stored.
+                        let v = t.get(key).map_err(storage)?.ok_or_else(|| {
+                            Corruption::new(
+                                key * BUNDLE_SIZE,
+                                CorruptionKind::MissingEntry,
+                                "the bundle the head is in is absent",
+                            )
+                        })?;
+                        Ok(EntryBundle::decode(key, v.value())?)
+                    })?
+                    .push(row.index, &row.chain.0, row.leaf);
+                for (k, h) in row.hashes.iter().enumerate() {
+                    hashes
+                        .insert(row.first_hash_index + k as u64, h.0)
+                        .map_err(storage)?;
+                }
+            }
+            writer.finish(&mut bundles)?;
+            meta.insert(HEAD_KEY, new_head.encode().as_slice())
+                .map_err(storage)?;
+        }
+        txn.commit().map_err(storage)
+    }
+}
+
+type BundleTable<'t> = redb::Table<'t, u64, &'static [u8]>;
+
+/// Gathers records into bundles in index order and writes each bundle
+/// once, when a record for the next bundle arrives or at the end: the step
+/// the commit and the migration share.
+#[derive(Default)]
+struct BundleWriter {
+    current: Option<EntryBundle>,
+}
+
+impl BundleWriter {
+    /// The key of the bundle being gathered, if any.
+    fn key(&self) -> Option<u64> {
+        self.current.as_ref().map(|b| b.key())
+    }
+
+    /// The bundle `key` to add records to. When it is not the one being
+    /// gathered, that one is written and `start` makes the new one.
+    fn bundle(
+        &mut self,
+        t: &mut BundleTable<'_>,
+        key: u64,
+        start: impl FnOnce(&BundleTable<'_>) -> Result<EntryBundle, Error>,
+    ) -> Result<&mut EntryBundle, Error> {
+        if self.key() != Some(key) {
+            self.finish(t)?;
+            self.current = Some(start(t)?);
+        }
+        Ok(self.current.get_or_insert_with(|| EntryBundle::empty(key)))
+    }
+
+    /// Writes the bundle being gathered, if any.
+    fn finish(&mut self, t: &mut BundleTable<'_>) -> Result<(), Error> {
+        if let Some(b) = self.current.take() {
+            let value = b.encode().map_err(|e| storage(redb::StorageError::Io(e)))?;
+            t.insert(b.key(), value.as_slice()).map_err(storage)?;
+        }
+        Ok(())
+    }
+}
+
+fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<u32, Error> {
+    let v = meta
+        .get(FORMAT_KEY)
+        .map_err(storage)?
+        .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "no format_version"))?;
+    let bytes: [u8; 4] = v
+        .value()
+        .try_into()
+        .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?;
+    Ok(u32::from_be_bytes(bytes))
+}
+
+/// The database, closed under [`guarded`]'s rule: redb's `Drop` commits
+/// its allocator state, and on a tampered file that can panic ("index out
+/// of bounds" in the page bitmap, found by `api/tests/tamper_trials.rs`).
+/// A tampered data file must never crash the process, so the close is
+/// caught and logged.
+struct ClosingDb(Option<Database>);
+
+impl std::ops::Deref for ClosingDb {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        match &self.0 {
+            Some(db) => db,
+            // Taken only in `drop`.
+            None => unreachable!("database used after close"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for ClosingDb {
+    fn deref_mut(&mut self) -> &mut Database {
+        match &mut self.0 {
+            Some(db) => db,
+            None => unreachable!("database used after close"),
+        }
+    }
+}
+
+impl Drop for ClosingDb {
+    fn drop(&mut self) {
+        let db = self.0.take();
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db))).is_err() {
+            tracing::error!("the storage engine panicked while closing the data file; it is likely damaged (run `ledger verify`)");
+        }
+    }
+}
+
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    // Enough cache for the hot right edge of the tree and recent entries; the
+    // OS page cache serves the rest.
+    b.set_cache_size(64 << 20);
+    b
+}
+
+/// A consistent, read-only view of the log.
+pub struct FileSnapshot {
+    txn: ReadTransaction,
+    /// `entry_bundles` (format 2) or `entries` (format 1, before migration).
+    /// Opened on first use, as are the other tables but `meta` and
+    /// `hashes`: a proof needs only those two.
+    entries: OnceLock<ReadOnlyTable<u64, &'static [u8]>>,
+    /// Whether `entries` holds bundles.
+    bundled: bool,
+    /// The last bundle decoded, so that reading entries in order decodes
+    /// each bundle once.
+    recent: Mutex<Option<Arc<EntryBundle>>>,
+    hashes: ReadOnlyTable<u64, [u8; 32]>,
+    meta: ReadOnlyTable<&'static str, &'static [u8]>,
+    aux: OnceLock<ReadOnlyTable<&'static str, &'static [u8]>>,
+    upper: Arc<UpperHashes>,
+    _lease: std::sync::Arc<()>,
+}
+
+/// The value in `cell`, opening it with `open` the first time.
+fn opened<T>(cell: &OnceLock<T>, open: impl FnOnce() -> Result<T, Error>) -> Result<&T, Error> {
+    if let Some(t) = cell.get() {
+        return Ok(t);
+    }
+    let t = open()?;
+    Ok(cell.get_or_init(|| t))
+}
+
+impl FileSnapshot {
+    fn new(
+        txn: ReadTransaction,
+        lease: std::sync::Arc<()>,
+        upper: Arc<UpperHashes>,
+    ) -> Result<FileSnapshot, Error> {
+        let meta = txn.open_table(META).map_err(storage)?;
+        let bundled = read_format(&meta)? >= 2;
+        Ok(FileSnapshot {
+            _lease: lease,
+            entries: OnceLock::new(),
+            bundled,
+            recent: Mutex::new(None),
+            hashes: txn.open_table(HASHES).map_err(storage)?,
+            meta,
+            aux: OnceLock::new(),
+            upper,
+            txn,
+        })
+    }
+
+    fn entries(&self) -> Result<&ReadOnlyTable<u64, &'static [u8]>, Error> {
+        opened(&self.entries, || {
+            if self.bundled {
+                self.txn.open_table(ENTRY_BUNDLES)
+            } else {
+                self.txn.open_table(ENTRIES)
+            }
+            .map_err(storage)
+        })
+    }
+
+    /// The committed head record.
+    pub fn head(&self) -> Result<Head, Error> {
+        let v = self
+            .meta
+            .get(HEAD_KEY)
+            .map_err(storage)?
+            .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "no head record"))?;
+        Head::decode(v.value())
+            .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "head record").into())
+    }
+
+    /// The stored entry at `index`, if any. Not verified: see
+    /// [`crate::Ledger::entry`] for the checked read.
+    pub fn entry(&self, index: u64) -> Result<Option<StoredEntry>, Error> {
+        if !self.bundled {
+            return match self.entries()?.get(index).map_err(storage)? {
+                None => Ok(None),
+                Some(v) => Ok(Some(StoredEntry::decode(index, v.value())?)),
+            };
+        }
+        let Some(bundle) = self.bundle(bundle_of(index))? else {
+            return Ok(None);
+        };
+        match bundle.record(index) {
+            None => Ok(None),
+            Some(rec) => Ok(Some(StoredEntry::decode(index, rec)?)),
+        }
+    }
+
+    /// The decoded bundle under `key`, if any (from the one-bundle cache
+    /// when it was the last one read).
+    fn bundle(&self, key: u64) -> Result<Option<Arc<EntryBundle>>, Error> {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = recent.as_ref().filter(|b| b.key() == key) {
+            return Ok(Some(Arc::clone(b)));
+        }
+        let Some(v) = self.entries()?.get(key).map_err(storage)? else {
+            return Ok(None);
+        };
+        let b = Arc::new(EntryBundle::decode(key, v.value())?);
+        *recent = Some(Arc::clone(&b));
+        Ok(Some(b))
+    }
+
+    /// Every stored record from entry `start` on, in index order: (index,
+    /// chain hash ‖ leaf bytes). Each bundle is decoded once. A read error
+    /// or a bundle that does not decode ends the iteration with its error.
+    pub fn records_from(&self, start: u64) -> Result<FileRecords, Error> {
+        let from = if self.bundled {
+            bundle_of(start)
+        } else {
+            start
+        };
+        Ok(FileRecords {
+            range: self.entries()?.range(from..).map_err(storage)?,
+            bundled: self.bundled,
+            start,
+            pending: Vec::new().into_iter(),
+            failed: false,
+        })
+    }
+
+    /// Every stored hash from stored hash index `start` on, in index order.
+    pub fn hashes_from(&self, start: u64) -> Result<FileHashes, Error> {
+        Ok(FileHashes(self.hashes.range(start..).map_err(storage)?))
+    }
+
+    /// The stored hash at a stored hash index, if any.
+    pub fn hash(&self, stored_index: u64) -> Result<Option<Hash>, Error> {
+        let (level, _) = crate::merkle::split_stored_hash_index(stored_index);
+        let keep = match self.upper.get(stored_index, level) {
+            Ok(h) => return Ok(Some(Hash(h))),
+            Err(keep) => keep,
+        };
+        let found = self
+            .hashes
+            .get(stored_index)
+            .map_err(storage)?
+            .map(|v| v.value());
+        if let (true, Some(h)) = (keep, found) {
+            self.upper.keep(stored_index, level, h);
+        }
+        Ok(found.map(Hash))
+    }
+
+    /// The largest entry index present, if any.
+    pub fn last_entry_index(&self) -> Result<Option<u64>, Error> {
+        let Some((k, v)) = self.entries()?.last().map_err(storage)? else {
+            return Ok(None);
+        };
+        if !self.bundled {
+            return Ok(Some(k.value()));
+        }
+        Ok(EntryBundle::decode(k.value(), v.value())?.last_index())
+    }
+
+    /// The largest stored hash index present, if any.
+    pub fn last_hash_index(&self) -> Result<Option<u64>, Error> {
+        Ok(self.hashes.last().map_err(storage)?.map(|(k, _)| k.value()))
+    }
+
+    /// How many key slots the rows of `private_parts` refer to.
+    pub fn private_next_slot(&self) -> Result<u64, Error> {
+        let meta = self.txn.open_table(META).map_err(storage)?;
+        let v = meta.get(PRIVATE_NEXT_SLOT_KEY).map_err(storage)?;
+        Ok(match v {
+            Some(v) => {
+                u64::from_be_bytes(v.value().try_into().map_err(|_| {
+                    Corruption::new(0, CorruptionKind::Malformed, "private_next_slot")
+                })?)
+            }
+            None => 0,
+        })
+    }
+
+    /// Every redacted private part: (entry index, part).
+    pub fn redacted_parts(&self) -> Result<Vec<(u64, u16)>, Error> {
+        match self.txn.open_table(REDACTED_PARTS) {
+            Ok(t) => t
+                .iter()
+                .map_err(storage)?
+                .map(|r| r.map(|(k, _)| k.value()).map_err(storage))
+                .collect(),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(Vec::new()),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
+    /// Whether part `part` of entry `index` is redacted.
+    pub fn is_redacted(&self, index: u64, part: u16) -> Result<bool, Error> {
+        match self.txn.open_table(REDACTED_PARTS) {
+            Ok(t) => Ok(t.get((index, part)).map_err(storage)?.is_some()),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(false),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
+    /// The row of entry `index` in `private_parts`, if it has one
+    /// ([`crate::private`]).
+    pub fn private_row(&self, index: u64) -> Result<Option<Vec<u8>>, Error> {
+        match self.txn.open_table(PRIVATE_PARTS) {
+            Ok(t) => Ok(t.get(index).map_err(storage)?.map(|v| v.value().to_vec())),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(storage(e)),
+        }
+    }
+
+    /// Derived state saved under `name` (see [`FileStore::put_aux`]), as of this
+    /// snapshot.
+    pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
+        Ok(
+            opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?
+                .get(name)
+                .map_err(storage)?
+                .map(|v| v.value().to_vec()),
+        )
+    }
+
+    /// Reads the stored hashes at `indexes`; a missing one is
+    /// [`CorruptionKind::MissingEntry`] naming the leaf that wrote it.
+    pub fn hashes_at(&self, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
+        if let Some(run) = self.hashes_in_run(indexes)? {
+            return Ok(run);
+        }
+        let mut keep = Vec::new();
+        let read = indexes
+            .iter()
+            .zip(self.upper.get_many(indexes))
+            .map(|(&i, kept)| {
+                let worth_keeping = match kept {
+                    Ok(h) => return Ok(Hash(h)),
+                    Err(k) => k,
+                };
+                let h = self
+                    .hashes
+                    .get(i)
+                    .map_err(storage)?
+                    .map(|v| v.value())
+                    .ok_or_else(|| missing_hash(i))?;
+                if worth_keeping {
+                    keep.push((i, crate::merkle::split_stored_hash_index(i).0, h));
+                }
+                Ok(Hash(h))
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        if !keep.is_empty() {
+            self.upper.keep_many(&keep);
+        }
+        Ok(read)
+    }
+}
+
+impl FileSnapshot {
+    /// The hashes at `indexes` read as one range of the table, when they
+    /// are many and lie close together (a tile of leaf hashes: 256 leaves
+    /// span 511 stored hashes): one walk down the tree instead of one per
+    /// hash. `None` when a range would read much more than was asked.
+    fn hashes_in_run(&self, indexes: &[u64]) -> Result<Option<Vec<Hash>>, Error> {
+        const MIN_RUN: usize = 16;
+        if indexes.len() < MIN_RUN {
+            return Ok(None);
+        }
+        let (Some(&lo), Some(&hi)) = (indexes.iter().min(), indexes.iter().max()) else {
+            return Ok(None);
+        };
+        let span = hi - lo + 1;
+        if span > 4 * indexes.len() as u64 {
+            return Ok(None);
+        }
+        let mut window: Vec<Option<[u8; 32]>> = vec![None; span as usize];
+        for kv in self.hashes.range(lo..=hi).map_err(storage)? {
+            let (k, v) = kv.map_err(storage)?;
+            window[(k.value() - lo) as usize] = Some(v.value());
+        }
+        indexes
+            .iter()
+            .map(|&i| {
+                window[(i - lo) as usize]
+                    .map(Hash)
+                    .ok_or_else(|| missing_hash(i))
+            })
+            .collect::<Result<Vec<_>, Error>>()
+            .map(Some)
+    }
+}
+
+/// Stored hashes in index order ([`FileSnapshot::hashes_from`]).
+pub struct FileHashes(redb::Range<'static, u64, [u8; 32]>);
+
+impl Iterator for FileHashes {
+    type Item = Result<(u64, Hash), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(
+            self.0
+                .next()?
+                .map(|(k, v)| (k.value(), Hash(v.value())))
+                .map_err(storage),
+        )
+    }
+}
+
+/// Stored records in index order ([`FileSnapshot::records_from`]).
+pub struct FileRecords {
+    range: redb::Range<'static, u64, &'static [u8]>,
+    bundled: bool,
+    start: u64,
+    pending: std::vec::IntoIter<(u64, Vec<u8>)>,
+    failed: bool,
+}
+
+impl Iterator for FileRecords {
+    type Item = Result<(u64, Vec<u8>), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.pending.next() {
+                return Some(Ok(r));
+            }
+            if self.failed {
+                return None;
+            }
+            let (k, v) = match self.range.next()? {
+                Ok(kv) => kv,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(storage(e)));
+                }
+            };
+            if !self.bundled {
+                return Some(Ok((k.value(), v.value().to_vec())));
+            }
+            match EntryBundle::decode(k.value(), v.value()) {
+                Ok(b) => {
+                    let start = self.start;
+                    self.pending = b
+                        .records()
+                        .filter(|(i, _)| *i >= start)
+                        .map(|(i, r)| (i, r.to_vec()))
+                        .collect::<Vec<_>>()
+                        .into_iter();
+                }
+                Err(c) => {
+                    self.failed = true;
+                    return Some(Err(c.into()));
+                }
+            }
+        }
+    }
+}
