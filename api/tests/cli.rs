@@ -938,3 +938,60 @@ fn enrol_prints_the_identity_handle_and_another_key_of_one_person_names_it() {
     assert_eq!(field(&out, "identity handle:"), handle);
     stop(server);
 }
+
+/// `ledger init --storage` keeps the log in a new PostgreSQL schema and
+/// points the data directory at it; `ledger verify` follows it; `ledger
+/// serve` refuses it with a message that says why, instead of failing on
+/// its first read; a URL that is not PostgreSQL's is refused by init.
+#[test]
+fn init_keeps_the_log_in_postgres_verify_follows_it_and_serve_refuses_it_plainly() {
+    let url = testkit::pg::url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = ledger()
+        .args(["init", "--data-dir"])
+        .arg(&data)
+        .args(["--storage", &url, "--schema", "ledger_cli_init"])
+        .env_remove("LEDGER_STORAGE")
+        .output()
+        .expect("init");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("PostgreSQL") && stdout.contains("schema ledger_cli_init"),
+        "{stdout}"
+    );
+    assert!(data.join(ledger::store::STORAGE_FILE).exists());
+    assert!(!data.join(ledger::store::DB_FILE).exists());
+    let out = ledger()
+        .args(["verify", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("verify");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ledger()
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .output()
+        .expect("serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("does not serve such a log yet"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let out = ledger()
+        .args(["init", "--data-dir"])
+        .arg(dir.path().join("other"))
+        .args(["--storage", "mysql://db/x"])
+        .output()
+        .expect("init");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a postgres:// or postgresql:// URL"));
+}

@@ -130,7 +130,7 @@ impl Cluster {
         // shell reaps the server it killed: a zombie would still own the
         // pid in `postmaster.pid`, and the next start would refuse.
         let script = format!(
-            "setsid {server} >>{log} 2>&1 & pid=$!; read cmd; kill -9 -$pid 2>/dev/null; wait $pid; [ \"$cmd\" = k ] || {{ sleep 1; rm -rf {data}; }}",
+            "setsid {server} >>{log} 2>&1 & pid=$!; read cmd; kill -9 -$pid 2>/dev/null; wait $pid 2>/dev/null; [ \"$cmd\" = k ] || {{ sleep 1; rm -rf {data}; }}",
             log = self.dir.join("server.log").display(),
             data = self.data.display()
         );
