@@ -40,6 +40,26 @@ pub fn init(
     operator_key: Option<&Path>,
     storage: Option<&ledger::store::pg::PgAt>,
 ) -> anyhow::Result<Initialized> {
+    init_with(
+        dir,
+        origin,
+        operator_identity,
+        operator_key,
+        storage,
+        ledger::Config::default(),
+    )
+}
+
+/// [`init`] with the log's own settings: `config.backend` set keeps the log
+/// in the redb file whatever `LEDGER_STORAGE` says.
+pub fn init_with(
+    dir: &Path,
+    origin: &str,
+    operator_identity: &str,
+    operator_key: Option<&Path>,
+    storage: Option<&ledger::store::pg::PgAt>,
+    config: ledger::Config,
+) -> anyhow::Result<Initialized> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let log_key_path = dir.join("log.key");
     if log_key_path.exists() || ledger::store::Location::of(dir)?.is_some() {
@@ -62,12 +82,7 @@ pub fn init(
     };
     write_secret(&log_key_path, &log_key.private_key())?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let events = EventLog::open(
-        dir,
-        ledger::Config::default(),
-        log_key.event_signing_key(),
-        Arc::clone(&clock),
-    )?;
+    let events = EventLog::open(dir, config, log_key.event_signing_key(), Arc::clone(&clock))?;
     for env in genesis_envelopes(
         &operator,
         operator_identity,

@@ -574,7 +574,7 @@ fn verify_fails_runbook() {
 #[test]
 fn a_newer_data_format_is_refused_with_a_clear_message() {
     let dir = tempfile::tempdir().expect("tempdir");
-    testkit::build_log(dir.path(), 3);
+    testkit::build_file_log(dir.path(), 3);
     let newer = ledger::store::FORMAT_VERSION + 1;
     {
         let db = redb::Database::open(testkit::db_path(dir.path())).expect("raw");
@@ -940,18 +940,19 @@ fn enrol_prints_the_identity_handle_and_another_key_of_one_person_names_it() {
 }
 
 /// `ledger init --storage` keeps the log in a new PostgreSQL schema and
-/// points the data directory at it; `ledger verify` follows it; `ledger
-/// serve` refuses it with a message that says why, instead of failing on
-/// its first read; a URL that is not PostgreSQL's is refused by init.
+/// points the data directory at it; `ledger serve` serves it (a checkpoint
+/// checked with the log's key); `ledger verify` follows the pointer; a URL
+/// that is not PostgreSQL's is refused by init.
 #[test]
-fn init_keeps_the_log_in_postgres_verify_follows_it_and_serve_refuses_it_plainly() {
+fn init_keeps_the_log_in_postgres_and_serve_and_verify_follow_it() {
     let url = testkit::pg::url();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
+    let d = data.to_str().expect("utf8");
+    let schema = ledger::store::pg::new_schema_name().expect("name");
     let out = ledger()
-        .args(["init", "--data-dir"])
-        .arg(&data)
-        .args(["--storage", &url, "--schema", "ledger_cli_init"])
+        .args(["init", "--data-dir", d])
+        .args(["--storage", &url, "--schema", &schema])
         .env_remove("LEDGER_STORAGE")
         .output()
         .expect("init");
@@ -962,14 +963,28 @@ fn init_keeps_the_log_in_postgres_verify_follows_it_and_serve_refuses_it_plainly
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("PostgreSQL") && stdout.contains("schema ledger_cli_init"),
+        stdout.contains("PostgreSQL") && stdout.contains(&format!("schema {schema}")),
         "{stdout}"
     );
+    let vkey = verifier_key(&out);
     assert!(data.join(ledger::store::STORAGE_FILE).exists());
     assert!(!data.join(ledger::store::DB_FILE).exists());
+    let (mut server, base) = spawn_server(&["--data-dir", d]);
+    let out = run(&["checkpoint", "--server", &base, "--key", &vkey]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with(api::init::DEFAULT_ORIGIN),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let out = ledger()
-        .args(["verify", "--data-dir"])
-        .arg(&data)
+        .args(["verify", "--data-dir", d])
         .output()
         .expect("verify");
     assert!(
@@ -978,15 +993,6 @@ fn init_keeps_the_log_in_postgres_verify_follows_it_and_serve_refuses_it_plainly
         String::from_utf8_lossy(&out.stderr)
     );
     let out = ledger()
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data)
-        .output()
-        .expect("serve");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(stderr.contains("does not serve such a log yet"), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let out = ledger()
         .args(["init", "--data-dir"])
         .arg(dir.path().join("other"))
         .args(["--storage", "mysql://db/x"])
@@ -994,4 +1000,84 @@ fn init_keeps_the_log_in_postgres_verify_follows_it_and_serve_refuses_it_plainly
         .expect("init");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a postgres:// or postgresql:// URL"));
+}
+
+/// What `ledger verify --quiet` says of a data directory: size, root,
+/// chain, disclosures and lookups.
+fn verified(data: &std::path::Path) -> String {
+    let out = ledger()
+        .args(["verify", "--quiet", "--data-dir"])
+        .arg(data)
+        .output()
+        .expect("verify");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Everything but the first line, which says how long it took.
+    stdout.lines().skip(1).collect::<Vec<_>>().join("\n")
+}
+
+/// `ledger migrate` moves the demo's log (with kept disclosures and their
+/// keys) into PostgreSQL and back: each time `ledger verify` reports the
+/// same size and root, the source is kept aside, and a second move to
+/// where the log already is, is refused.
+#[test]
+fn migrate_moves_a_log_to_postgres_and_back_with_the_same_root() {
+    let url = testkit::pg::url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("demo");
+    let out = ledger()
+        .args(["demo", "--exit", "--data-dir"])
+        .arg(&data)
+        .env_remove("LEDGER_STORAGE")
+        .output()
+        .expect("demo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = verified(&data);
+    let out = ledger()
+        .args(["migrate", "--quiet", "--from"])
+        .arg(&data)
+        .args(["--to", &url])
+        .output()
+        .expect("migrate");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("the same size and root"), "{stdout}");
+    assert!(data.join(ledger::store::STORAGE_FILE).exists());
+    assert!(data.join("ledger.redb.moved").exists());
+    assert!(!data.join(ledger::store::DB_FILE).exists());
+    assert_eq!(verified(&data), before);
+    let again = ledger()
+        .args(["migrate", "--quiet", "--data-dir"])
+        .arg(&data)
+        .args(["--to", &url])
+        .output()
+        .expect("migrate");
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already in PostgreSQL"));
+    let out = ledger()
+        .args(["migrate", "--quiet", "--data-dir"])
+        .arg(&data)
+        .args(["--to", "file"])
+        .output()
+        .expect("migrate back");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(data.join(ledger::store::DB_FILE).exists());
+    assert!(!data.join(ledger::store::STORAGE_FILE).exists());
+    assert_eq!(verified(&data), before);
 }

@@ -46,6 +46,22 @@ pub struct TestServer {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// `api::init::init` on a log kept in the redb data file.
+pub fn init_file(dir: &std::path::Path) -> api::init::Initialized {
+    api::init::init_with(
+        dir,
+        "test.example/log",
+        "operator@test",
+        None,
+        None,
+        ledger::Config {
+            backend: Some(ledger::store::BackendFactory::file()),
+            ..ledger::Config::default()
+        },
+    )
+    .expect("init")
+}
+
 impl TestServer {
     /// A fresh, initialised data directory served with `tweak`ed settings.
     pub fn start(tweak: impl FnOnce(&mut ServeConfig)) -> TestServer {
@@ -55,11 +71,19 @@ impl TestServer {
         Self::start_on(dir, init.log_key, init.operator, tweak)
     }
 
+    /// [`TestServer::start`] on a log kept in the redb data file whatever
+    /// `LEDGER_STORAGE` says: for the suites that read or change the data
+    /// directory's files themselves.
+    pub fn start_file(tweak: impl FnOnce(&mut ServeConfig)) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init = init_file(dir.path());
+        Self::start_on(dir, init.log_key, init.operator, tweak)
+    }
+
     /// A fresh, initialised data directory served on `backend`'s storage.
     pub fn start_with_storage(backend: ledger::store::BackendFactory) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let init = api::init::init(dir.path(), "test.example/log", "operator@test", None, None)
-            .expect("init");
+        let init = init_file(dir.path());
         Self::start_inner(
             dir,
             init.log_key,
@@ -365,6 +389,17 @@ pub fn serve_on_loopback(rt: &tokio::runtime::Runtime, app: axum::Router) -> Str
 pub fn run_ledger(args: &[&str]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
         .args(args)
+        .output()
+        .expect("run ledger")
+}
+
+/// [`run_ledger`] with `LEDGER_STORAGE` unset: a data directory `init`
+/// makes keeps its log in the redb file (for the suites that copy or
+/// change the data file itself).
+pub fn run_ledger_file(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ledger"))
+        .args(args)
+        .env_remove(ledger::store::STORAGE_ENV)
         .output()
         .expect("run ledger")
 }

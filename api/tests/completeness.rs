@@ -224,7 +224,16 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
 /// 0.95 in run-1): a newer, lower score of case-1 and a score of case-2
 /// with a block failure (run-2), and case-3 retired.
 fn world() -> TestServer {
-    let s = TestServer::start(|_| {});
+    world_on(TestServer::start(|_| {}))
+}
+
+/// [`world`] on a log kept in the redb data file, for a test that copies
+/// the data directory to fork the log.
+fn world_in_file() -> TestServer {
+    world_on(TestServer::start_file(|_| {}))
+}
+
+fn world_on(s: TestServer) -> TestServer {
     let c = s.client();
     seed(&s, &c);
     let mut p = s.poster(&c);
@@ -419,7 +428,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// signed with the same key) is refused before any projection is compared.
 #[test]
 fn a_log_that_does_not_extend_the_replica_is_refused() {
-    let s = world();
+    let s = world_in_file();
     let operator = s.operator.clone();
     let vkey = s.vkey.clone();
     let data = s.stop();

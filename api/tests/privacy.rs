@@ -50,11 +50,24 @@ fn verify_dir(dir: &std::path::Path) -> (Option<i32>, String) {
 /// one score and one revocation carrying secrets. Returns the auditor's
 /// token.
 fn server_with_secrets() -> (TestServer, String) {
+    secrets_on(TestServer::start)
+}
+
+/// [`server_with_secrets`] on a log kept in the redb data file, for the
+/// tests that read or change `private.keys` and the data file themselves.
+fn server_with_secrets_in_file() -> (TestServer, String) {
+    secrets_on(TestServer::start_file)
+}
+
+/// How a test server is started with settings changed.
+type Tweak = Box<dyn FnOnce(&mut api::config::ServeConfig)>;
+
+fn secrets_on(start: fn(Tweak) -> TestServer) -> (TestServer, String) {
     let readers = tempfile::NamedTempFile::new().expect("readers");
     let (token, line) = api::readers::new_token("auditor", "test-auditor").expect("token");
     std::fs::write(readers.path(), format!("{line}\n")).expect("write");
     let path = readers.into_temp_path().keep().expect("keep");
-    let s = TestServer::start(|c| c.readers_file = Some(path));
+    let s = start(Box::new(move |c| c.readers_file = Some(path)));
     s.wait_ready();
     let c = s.client();
     seed(&s, &c);
@@ -324,7 +337,7 @@ fn the_data_directory_holds_no_sensitive_value_in_clear() {
 /// reported as corruption, never served as some other value.
 #[test]
 fn attack_a_key_changed_on_disk_is_caught_not_served() {
-    let (s, token) = server_with_secrets();
+    let (s, token) = server_with_secrets_in_file();
     let auditor = Client::new(&s.base, Some(token));
     let entries = all_entries(&auditor);
     let target = entries
@@ -349,7 +362,7 @@ fn attack_a_key_changed_on_disk_is_caught_not_served() {
 /// changed on disk fails it, naming the entry.
 #[test]
 fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
-    let (s, _) = server_with_secrets();
+    let (s, _) = server_with_secrets_in_file();
     let dir = s.stop();
     let (code, out) = verify_dir(dir.path());
     assert_eq!(code, Some(0), "{out}");
@@ -379,7 +392,7 @@ fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
 /// earlier checkpoint, proof and `ledger verify` still passes.
 #[test]
 fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
-    let (s, token) = server_with_secrets();
+    let (s, token) = server_with_secrets_in_file();
     let c = s.client();
     let auditor = Client::new(&s.base, Some(token.clone()));
     let work = tempfile::tempdir().expect("work");

@@ -8,7 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::{
-    metric, run_ledger as run, spawn_ledger, spawn_ledger_live, stop_ledger as stop, within_30s,
+    metric, run_ledger as run, run_ledger_file, spawn_ledger, spawn_ledger_live,
+    stop_ledger as stop, within_30s,
 };
 use verifier::client::Client;
 
@@ -82,8 +83,9 @@ fn serve_is_not_ready_when_its_log_disagrees_with_an_anchor() {
     let data = dir.path().join("data");
     let d = data.to_str().expect("utf8");
     let anchors = data.join("anchors");
+    // The data file is copied below: keep the log in it.
     assert!(
-        run(&["init", "--data-dir", d, "--origin", "anchors.test/log"])
+        run_ledger_file(&["init", "--data-dir", d, "--origin", "anchors.test/log"])
             .status
             .success()
     );

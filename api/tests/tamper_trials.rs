@@ -88,7 +88,7 @@ fn used_pages(file: &[u8]) -> Vec<usize> {
 
 #[test]
 fn two_hundred_random_tamper_trials_never_serve_a_wrong_number() {
-    let s = TestServer::start(|_| {});
+    let s = TestServer::start_file(|_| {});
     let c = s.client();
     seed(&s, &c);
     let key = anchors::LogKey::from_private(

@@ -41,6 +41,7 @@ pub mod hash;
 mod log;
 pub mod lookup;
 pub mod merkle;
+pub mod migrate;
 mod overlay;
 pub mod private;
 pub mod sealed;

@@ -26,6 +26,7 @@ pub use view::LogView;
 pub(crate) use reads::{checked_entries, checked_entry};
 
 use committer::commit_loop;
+pub(crate) use committer::integrate;
 pub use opening::LookupsState;
 pub(crate) use opening::{catch_up_lookups, load_frontier, self_check};
 use opening::{open_lookups_beside, LookupsSlot};

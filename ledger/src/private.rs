@@ -180,7 +180,7 @@ impl KeyFile {
                 *slots += keys.len() as u64;
                 Ok(first)
             }
-            Keys::Database(k) => k.append(keys),
+            Keys::Database(k) => crate::store::pg::off_runtime(|| k.append(keys)),
         }
     }
 
@@ -196,7 +196,7 @@ impl KeyFile {
                     .map_err(io)?;
                 Ok((key != [0u8; 32]).then_some(key))
             }
-            Keys::Database(k) => k.get(slot),
+            Keys::Database(k) => crate::store::pg::off_runtime(|| k.get(slot)),
         }
     }
 
@@ -204,7 +204,7 @@ impl KeyFile {
     pub fn written(&self, slot: u64) -> Result<bool, Error> {
         match &self.0 {
             Keys::File { slots, .. } => Ok(slot < *slots),
-            Keys::Database(k) => k.written(slot),
+            Keys::Database(k) => crate::store::pg::off_runtime(|| k.written(slot)),
         }
     }
 
@@ -213,7 +213,7 @@ impl KeyFile {
     /// left as it is.
     pub fn shred(&mut self, slot: u64) -> Result<bool, Error> {
         if let Keys::Database(k) = &self.0 {
-            return k.shred(slot);
+            return crate::store::pg::off_runtime(|| k.shred(slot));
         }
         if !self.written(slot)? {
             return Ok(false);

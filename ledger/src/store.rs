@@ -329,13 +329,15 @@ impl Store {
         if backend.is_none() {
             match Location::of(dir)? {
                 Some(Location::Postgres(at)) => {
-                    return Ok(Store::Postgres(pg::PgStore::open(&at)?))
+                    return Ok(Store::Postgres(pg::off_runtime(|| pg::PgStore::open(&at))?))
                 }
                 Some(Location::File) => {}
                 None => {
                     if let Some(url) = pg::storage_from_env() {
-                        let at = pg::PgStore::create_for(dir, &url)?;
-                        return Ok(Store::Postgres(pg::PgStore::open(&at)?));
+                        return pg::off_runtime(|| {
+                            let at = pg::PgStore::create_for(dir, &url)?;
+                            Ok(Store::Postgres(pg::PgStore::open(&at)?))
+                        });
                     }
                 }
             }
@@ -356,7 +358,9 @@ impl Store {
     /// Opens an existing log; refuses a directory without one.
     pub fn open_existing(dir: &Path) -> Result<Store, Error> {
         match Location::of(dir)? {
-            Some(Location::Postgres(at)) => Ok(Store::Postgres(pg::PgStore::open_existing(&at)?)),
+            Some(Location::Postgres(at)) => Ok(Store::Postgres(pg::off_runtime(|| {
+                pg::PgStore::open_existing(&at)
+            })?)),
             _ => Ok(Store::File(file::FileStore::open_existing(dir)?)),
         }
     }
@@ -390,7 +394,7 @@ impl Store {
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
         match self {
             Store::File(s) => s.put_aux(name, bytes),
-            Store::Postgres(s) => s.put_aux(name, bytes),
+            Store::Postgres(s) => pg::off_runtime(|| s.put_aux(name, bytes)),
         }
     }
 
@@ -398,7 +402,7 @@ impl Store {
     pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         match self {
             Store::File(s) => s.get_aux(name),
-            Store::Postgres(s) => s.get_aux(name),
+            Store::Postgres(s) => pg::off_runtime(|| s.get_aux(name)),
         }
     }
 
@@ -406,7 +410,7 @@ impl Store {
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         Ok(match self {
             Store::File(s) => Snapshot::File(s.snapshot()?),
-            Store::Postgres(s) => Snapshot::Postgres(s.snapshot()?),
+            Store::Postgres(s) => Snapshot::Postgres(pg::off_runtime(|| s.snapshot())?),
         })
     }
 
@@ -420,7 +424,7 @@ impl Store {
     ) -> Result<(), Error> {
         match self {
             Store::File(s) => s.commit(rows, private, new_head),
-            Store::Postgres(s) => s.commit(rows, private, new_head),
+            Store::Postgres(s) => pg::off_runtime(|| s.commit(rows, private, new_head)),
         }
     }
 
@@ -452,7 +456,7 @@ macro_rules! each {
     ($self:ident, $s:ident => $e:expr) => {
         match $self {
             Snapshot::File($s) => $e,
-            Snapshot::Postgres($s) => $e,
+            Snapshot::Postgres($s) => pg::off_runtime(|| $e),
         }
     };
 }
@@ -529,6 +533,11 @@ impl Snapshot {
         each!(self, s => s.aux(name))
     }
 
+    /// Every record of derived state, by name.
+    pub fn aux_all(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        each!(self, s => s.aux_all())
+    }
+
     /// Reads the stored hashes at `indexes`; a missing one is
     /// [`CorruptionKind::MissingEntry`] naming the leaf that wrote it.
     pub fn hashes_at(&self, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
@@ -551,7 +560,7 @@ impl Iterator for HashRecords {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             HashRecords::File(r) => r.next(),
-            HashRecords::Postgres(r) => r.next(),
+            HashRecords::Postgres(r) => pg::off_runtime(|| r.next()),
         }
     }
 }
@@ -571,7 +580,7 @@ impl Iterator for Records {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             Records::File(r) => r.next(),
-            Records::Postgres(r) => r.next(),
+            Records::Postgres(r) => pg::off_runtime(|| r.next()),
         }
     }
 }

@@ -224,3 +224,60 @@ fn the_database_killed_during_appends_loses_no_acknowledged_write() {
         acked.len()
     );
 }
+
+/// A source whose entry was changed on disk is not moved: the re-append
+/// finds the chain hash that does not follow, names the entry, and the
+/// directory stays on its data file with no storage file written.
+#[test]
+fn attack_a_tampered_log_is_refused_by_migrate_and_stays_where_it_was() {
+    let url = testkit::pg::url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    testkit::build_file_log(dir.path(), 300);
+    testkit::RawDisk::open(dir.path()).set_leaf(123, b"forged");
+    let to = ledger::migrate::Target::Postgres(PgAt {
+        url,
+        schema: ledger::store::pg::new_schema_name().expect("name"),
+    });
+    match ledger::migrate::migrate(dir.path(), to, &mut |_, _| {}) {
+        Err(ledger::Error::Corrupt(c)) => {
+            assert_eq!((c.index, c.kind), (123, ledger::CorruptionKind::Chain))
+        }
+        other => panic!("expected a corruption at 123, got {other:?}"),
+    }
+    assert_eq!(
+        ledger::store::Location::of(dir.path()).expect("location"),
+        Some(ledger::store::Location::File)
+    );
+}
+
+/// A raw log moved to PostgreSQL and back keeps every leaf at its index,
+/// its head, and its proofs.
+#[test]
+fn a_log_moved_to_postgres_and_back_keeps_its_head_and_entries() {
+    let url = testkit::pg::url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    testkit::build_file_log(dir.path(), 5000);
+    let head = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
+    let mut seen = Vec::new();
+    let to = ledger::migrate::Target::Postgres(PgAt {
+        url,
+        schema: ledger::store::pg::new_schema_name().expect("name"),
+    });
+    let moved =
+        ledger::migrate::migrate(dir.path(), to, &mut |d, t| seen.push((d, t))).expect("to pg");
+    assert_eq!((moved.size, moved.root), (head.size, head.root));
+    assert_eq!(seen.last(), Some(&(5000, 5000)));
+    let log = Ledger::open(dir.path(), Config::default()).expect("open on pg");
+    assert_eq!(log.head().root, head.root);
+    assert_eq!(log.entry(4321).expect("entry").leaf, sample_leaf(4321));
+    drop(log);
+    let back = ledger::migrate::migrate(dir.path(), ledger::migrate::Target::File, &mut |_, _| {})
+        .expect("back to the file");
+    assert_eq!((back.size, back.root), (head.size, head.root));
+    assert_eq!(
+        ledger::store::Location::of(dir.path()).expect("location"),
+        Some(ledger::store::Location::File)
+    );
+    let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
+    assert_eq!((v.size, v.root), (head.size, head.root));
+}

@@ -78,7 +78,5 @@ pub fn panicky(armed: &Arc<AtomicU8>) -> BackendFactory {
 /// A backend factory for the plain data file, no fault injected: pins a
 /// log to redb ([`crate::file_config`]).
 pub fn plain_file() -> BackendFactory {
-    BackendFactory(Arc::new(|path: &std::path::Path| {
-        Ok(Box::new(file_backend(path)?) as Box<dyn StorageBackend>)
-    }))
+    BackendFactory::file()
 }

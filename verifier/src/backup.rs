@@ -402,9 +402,7 @@ fn rebuild(
     // The header was read by the caller.
     let lines = std::io::BufReader::new(file).lines().skip(1);
     {
-        let log = ledger::Ledger::open_with(dir, ledger::Config::default(), |_, _| {
-            Ok(ledger::RawPrivate)
-        })?;
+        let log = ledger::Ledger::open_with(dir, restore_config(), |_, _| Ok(ledger::RawPrivate))?;
         let mut pending: Vec<ledger::PendingReceipt<ledger::RawPrivate>> = Vec::new();
         let mut expected = 0;
         // One past the last entry whose disclosures the backup lacks.
@@ -473,10 +471,21 @@ fn rebuild(
     // Every event must replay under the rules.
     events::EventLog::open(
         dir,
-        ledger::Config::default(),
+        restore_config(),
         key.event_signing_key(),
         std::sync::Arc::new(events::SystemClock),
     )
     .context("the restored events do not replay")?;
     Ok(())
+}
+
+/// A restore writes a redb data file and moves it into place, whatever
+/// `LEDGER_STORAGE` says: a log kept in PostgreSQL is backed up and
+/// restored with PostgreSQL's own tools (ops/postgres.md), and can be moved
+/// there afterwards with `ledger migrate`.
+fn restore_config() -> ledger::Config {
+    ledger::Config {
+        backend: Some(ledger::store::BackendFactory::file()),
+        ..ledger::Config::default()
+    }
 }

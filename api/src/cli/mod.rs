@@ -18,6 +18,7 @@ mod bundle;
 mod demo;
 mod export;
 mod init;
+mod migrate;
 mod post;
 mod proof;
 mod serve;
@@ -86,6 +87,9 @@ enum Command {
     /// Restore a backup into an empty data directory, proving it against its signed checkpoint
     /// and the anchors before anything serves it.
     Restore(backup::RestoreArgs),
+    /// Move a data directory's log between the redb file and a PostgreSQL schema: every hash
+    /// recomputed, the copy proven to reach the source's size and root, the source kept.
+    Migrate(migrate::MigrateArgs),
     /// Enrol a principal: post a principal.enrolled event signed with the operator's key.
     Enrol(post::EnrolArgs),
     /// Post signed envelopes from files through POST /v1/events/batch and check every receipt.
@@ -207,6 +211,7 @@ pub fn main() -> ExitCode {
         Command::Audit(a) => audit::run(a),
         Command::Backup(a) => backup::backup(a),
         Command::Restore(a) => backup::restore(a),
+        Command::Migrate(a) => migrate::run(a),
         Command::Enrol(a) => post::enrol(a),
         Command::Post(a) => post::run(a),
         Command::Revoke(a) => post::revoke(a),

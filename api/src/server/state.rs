@@ -191,19 +191,6 @@ impl AppState {
         clock: Arc<dyn Clock>,
         storage: ledger::Config,
     ) -> anyhow::Result<AppState> {
-        // The PostgreSQL client the log layer uses blocks on a runtime of
-        // its own, which cannot run inside the server's: until the server
-        // moves those calls off its runtime, it refuses such a log plainly
-        // rather than failing on its first read.
-        if let Some(ledger::store::Location::Postgres(at)) =
-            ledger::store::Location::of(&config.data_dir)?
-        {
-            anyhow::bail!(
-                "{}: the log is kept in PostgreSQL ({}); `ledger serve` does not serve such a log yet (init, verify and the library do)",
-                config.data_dir.display(),
-                at.describe()
-            );
-        }
         // O(log n): the event state is caught up in the background
         // (`checks::load_event_state`), so the server listens at once and
         // serves checked reads, proofs and checkpoints meanwhile; writes

@@ -509,24 +509,24 @@ fn seal_private(
 /// What integrating a batch's leaves into the tree and the chain yields:
 /// everything the store writes for them besides the leaves and their keys.
 #[derive(Debug, Clone)]
-struct Integrated {
+pub(crate) struct Integrated {
     /// Per leaf, in order: its RFC 6962 leaf hash and its chain hash.
-    acks: Vec<(Hash, Hash)>,
+    pub(crate) acks: Vec<(Hash, Hash)>,
     /// Per leaf, in order: the stored hashes its append writes (its leaf
     /// hash, then each subtree it completes, bottom up), from
     /// `stored_hash_index(0, index)` on.
-    stored: Vec<Vec<Hash>>,
+    pub(crate) stored: Vec<Vec<Hash>>,
     /// The tree's right edge after the batch.
-    frontier: Frontier,
+    pub(crate) frontier: Frontier,
     /// The head after the batch: size, root and last chain hash.
-    head: Head,
+    pub(crate) head: Head,
 }
 
 /// Integrates `leaves`, appended in order after the log whose right edge is
 /// `frontier` and whose head is `head` (of the same size). Pure: it computes
 /// what the commit writes and touches no storage. No leaves leave the edge
 /// and the head as they are.
-fn integrate(frontier: &Frontier, head: &Head, leaves: &[Vec<u8>]) -> Integrated {
+pub(crate) fn integrate(frontier: &Frontier, head: &Head, leaves: &[Vec<u8>]) -> Integrated {
     let mut frontier = frontier.clone();
     let mut chain = head.chain;
     let mut acks = Vec::with_capacity(leaves.len());

@@ -106,6 +106,25 @@ pub type MakeBackend =
 #[derive(Clone)]
 pub struct BackendFactory(pub std::sync::Arc<MakeBackend>);
 
+impl BackendFactory {
+    /// The plain data file, no fault injected: a log configured with it is
+    /// kept in the redb file whatever `LEDGER_STORAGE` says (a restore
+    /// writes one; tests that attack the file's layout use one).
+    pub fn file() -> BackendFactory {
+        BackendFactory(Arc::new(|path: &Path| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?;
+            let b = redb::backends::FileBackend::new(file)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            Ok(Box::new(b) as Box<dyn redb::StorageBackend>)
+        }))
+    }
+}
+
 impl std::fmt::Debug for BackendFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("BackendFactory")
@@ -865,6 +884,18 @@ impl FileSnapshot {
 
     /// Derived state saved under `name` (see [`FileStore::put_aux`]), as of this
     /// snapshot.
+    /// Every record of derived state, by name.
+    pub fn aux_all(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?
+            .iter()
+            .map_err(storage)?
+            .map(|r| {
+                r.map(|(k, v)| (k.value().to_owned(), v.value().to_vec()))
+                    .map_err(storage)
+            })
+            .collect()
+    }
+
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         Ok(
             opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?

@@ -204,8 +204,6 @@ fn read_storage_file(path: &Path) -> Result<PgAt, Error> {
 /// Writes the `storage` file that points `dir` at `at` (mode 0600: the URL
 /// may hold a password), durably; refuses when `dir` already has a log.
 pub fn write_storage_file(dir: &Path, at: &PgAt) -> Result<(), Error> {
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     std::fs::create_dir_all(dir).map_err(io)?;
     if let Some(found) = Location::of(dir)? {
         return Err(io(std::io::Error::new(
@@ -213,21 +211,32 @@ pub fn write_storage_file(dir: &Path, at: &PgAt) -> Result<(), Error> {
             format!("{} already has a log ({found:?})", dir.display()),
         )));
     }
+    point_at(dir, at)
+}
+
+/// Writes `dir`'s `storage` file naming `at`, whatever `dir` holds: a new
+/// file renamed over the old one, then the directory synced, so a crash
+/// leaves the old pointer or the new one, never a torn one.
+pub(crate) fn point_at(dir: &Path, at: &PgAt) -> Result<(), Error> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
     check_schema_name(&at.schema)?;
     let text = format!(
         "# Evidence Ledger: this data directory's log is kept in PostgreSQL.\n\
          backend = postgres\nurl = {}\nschema = {}\n",
         at.url, at.schema
     );
-    let path = dir.join(STORAGE_FILE);
+    let tmp = dir.join(format!("{STORAGE_FILE}.new"));
+    let _ = std::fs::remove_file(&tmp);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
+        .open(&tmp)
         .map_err(io)?;
     f.write_all(text.as_bytes()).map_err(io)?;
     f.sync_all().map_err(io)?;
+    std::fs::rename(&tmp, dir.join(STORAGE_FILE)).map_err(io)?;
     super::sync_dir(dir)
 }
 
@@ -321,9 +330,66 @@ fn hash32(index: u64, what: &str, b: &[u8]) -> Result<[u8; 32], Error> {
     })
 }
 
+/// Runs `f`, which calls the PostgreSQL client, where that client may
+/// block: the synchronous client drives a runtime of its own, and tokio
+/// refuses to start one on a thread that is running its async tasks. On a
+/// worker of a multi-threaded runtime (the server's), `f` runs in
+/// `block_in_place`; inside a current-thread runtime, on a thread of its
+/// own; elsewhere, as it is.
+pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Err(_) => f(),
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(_) => std::thread::scope(|s| {
+            s.spawn(f)
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }),
+    }
+}
+
+/// A client that closes where it may block ([`off_runtime`]): the
+/// client's own `Drop` waits on its runtime.
+pub struct Session(Option<Client>);
+
+impl Session {
+    fn new(c: Client) -> Session {
+        Session(Some(c))
+    }
+}
+
+impl std::ops::Deref for Session {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        match &self.0 {
+            Some(c) => c,
+            // Taken only in `drop`.
+            None => unreachable!("session used after close"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut Client {
+        match &mut self.0 {
+            Some(c) => c,
+            None => unreachable!("session used after close"),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            off_runtime(move || drop(c));
+        }
+    }
+}
+
 /// One connection, and the statements prepared on it.
 pub struct Conn {
-    client: Client,
+    client: Session,
     /// Set when a transaction did not end cleanly: the pool closes it
     /// rather than hand it out again.
     broken: bool,
@@ -361,7 +427,7 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Conn, postgres::Error> {
         Ok(Conn {
-            client: self.config.connect(NoTls)?,
+            client: Session::new(self.config.connect(NoTls)?),
             broken: false,
             prepared: HashMap::new(),
         })
@@ -488,7 +554,7 @@ CREATE TRIGGER never_truncated BEFORE TRUNCATE ON {s}.key_slots FOR EACH STATEME
 pub struct PgStore {
     /// The session that holds the schema's write lock, for a store opened
     /// to write ([`PgStore::open`]); closing it releases the lock.
-    _writer: Option<Mutex<Client>>,
+    _writer: Option<Mutex<Session>>,
     pool: Pool,
     at: PgAt,
     upper: Arc<UpperHashes>,
@@ -506,6 +572,10 @@ impl PgStore {
     /// the new schema `at.schema`, in one transaction; refuses a schema that
     /// exists.
     pub fn create(at: &PgAt) -> Result<(), Error> {
+        off_runtime(|| PgStore::create_here(at))
+    }
+
+    fn create_here(at: &PgAt) -> Result<(), Error> {
         check_schema_name(&at.schema)?;
         let mut client = connect_config(&at.url)?
             .connect(NoTls)
@@ -547,7 +617,7 @@ impl PgStore {
             url: url.to_owned(),
             schema: new_schema_name()?,
         };
-        PgStore::create(&at)?;
+        PgStore::create_here(&at)?;
         write_storage_file(dir, &at)?;
         Ok(at)
     }
@@ -584,7 +654,7 @@ impl PgStore {
             )));
         }
         Ok(PgStore {
-            _writer: Some(Mutex::new(writer)),
+            _writer: Some(Mutex::new(Session::new(writer))),
             ..store
         })
     }
@@ -850,9 +920,12 @@ struct SnapConn {
 
 impl Drop for SnapConn {
     fn drop(&mut self) {
-        if self.conn.client.batch_execute("ROLLBACK").is_err() {
-            self.conn.broken = true;
-        }
+        let conn = &mut self.conn;
+        off_runtime(move || {
+            if conn.client.batch_execute("ROLLBACK").is_err() {
+                conn.broken = true;
+            }
+        });
     }
 }
 
@@ -1077,6 +1150,18 @@ impl PgSnapshot {
                 )
             })?
             .map(|r| r.get(0)))
+    }
+
+    pub fn aux_all(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        let rows = self.with(|c| {
+            c.query(
+                "aux_all",
+                |s| format!("SELECT name, value FROM {s}.aux ORDER BY name"),
+                &[],
+                "reading derived state",
+            )
+        })?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
