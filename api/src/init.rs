@@ -100,3 +100,42 @@ pub fn init_with(
         operator_key_path,
     })
 }
+
+/// Points the new data directory `dir` at a log already kept in the
+/// PostgreSQL schema `at`, as one more frontend of it: the directory gets
+/// the log's key (read from `log_key`, the file `ledger init` wrote for the
+/// log) and a `storage` file, and nothing is appended. Refuses a schema
+/// with no log, and a key the log does not enroll as its ledger key.
+pub fn join(dir: &Path, at: &ledger::store::pg::PgAt, log_key: &Path) -> anyhow::Result<LogKey> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let log_key_path = dir.join("log.key");
+    if log_key_path.exists() || ledger::store::Location::of(dir)?.is_some() {
+        bail!("{} is already initialised", dir.display());
+    }
+    let text = std::fs::read_to_string(log_key)
+        .with_context(|| format!("reading the log key {}", log_key.display()))?;
+    let key = LogKey::from_private(text.trim())
+        .with_context(|| format!("{} is not a log key", log_key.display()))?;
+    drop(
+        ledger::store::pg::PgStore::open_existing(at)
+            .with_context(|| format!("opening the log in {}", at.describe()))?,
+    );
+    ledger::store::pg::write_storage_file(dir, at)?;
+    write_secret(&log_key_path, &key.private_key())?;
+    let checked = (|| -> anyhow::Result<()> {
+        let events = EventLog::open(
+            dir,
+            ledger::Config::default(),
+            key.event_signing_key(),
+            Arc::new(SystemClock),
+        )?;
+        events.check_ledger_key().map_err(anyhow::Error::msg)
+    })();
+    if let Err(e) = checked {
+        // Leave nothing that looks like a frontend of this log.
+        let _ = std::fs::remove_file(dir.join(ledger::store::STORAGE_FILE));
+        let _ = std::fs::remove_file(&log_key_path);
+        return Err(e.context(format!("{} is not this log's key", log_key.display())));
+    }
+    Ok(key)
+}

@@ -84,18 +84,7 @@ impl HandleValues {
         mut disclosed: impl FnMut(u64) -> Result<Option<String>, E>,
     ) -> Result<HandleValues, E> {
         let mut v = HandleValues::default();
-        for (key, &origin) in &state.handles {
-            let class = match key.split_once('/') {
-                Some(("case", _)) => HandleClass::Case,
-                Some(("identity", _)) => HandleClass::Identity,
-                Some(("workflow", _)) => HandleClass::Workflow,
-                _ => continue,
-            };
-            let handle = &key[class.as_str().len() + 1..];
-            if let Some(value) = disclosed(origin)? {
-                v.bind(class, handle, Some(origin), value_hash(class, &value));
-            }
-        }
+        v.learn(state, 0, &mut disclosed)?;
         let clear = |class, id: &String| state.handle_origin(class, id).is_none();
         let mut in_clear: Vec<(HandleClass, &String)> = Vec::new();
         in_clear.extend(
@@ -123,6 +112,34 @@ impl HandleValues {
             }
         }
         Ok(v)
+    }
+
+    /// Learns every handle `state` records as given at entry `from` or
+    /// later, with the value `disclosed` reads from that entry (`None` when
+    /// redacted or not kept here): the handles other writers of a shared
+    /// log gave since this index last saw it.
+    pub fn learn<E>(
+        &mut self,
+        state: &State,
+        from: u64,
+        mut disclosed: impl FnMut(u64) -> Result<Option<String>, E>,
+    ) -> Result<(), E> {
+        for (key, &origin) in &state.handles {
+            if origin < from {
+                continue;
+            }
+            let class = match key.split_once('/') {
+                Some(("case", _)) => HandleClass::Case,
+                Some(("identity", _)) => HandleClass::Identity,
+                Some(("workflow", _)) => HandleClass::Workflow,
+                _ => continue,
+            };
+            let handle = &key[class.as_str().len() + 1..];
+            if let Some(value) = disclosed(origin)? {
+                self.bind(class, handle, Some(origin), value_hash(class, &value));
+            }
+        }
+        Ok(())
     }
 
     fn bind(&mut self, class: HandleClass, handle: &str, origin: Option<u64>, vh: ValueHash) {

@@ -102,6 +102,10 @@ pub struct Submission {
     decoded: Decoded,
     /// In [`crate::disclose::fields`] order: what is kept beside the entry.
     disclosures: Vec<String>,
+    /// Its signer was not enrolled in the state the door knew, on a log
+    /// other writers append to: the committer checks the signature once it
+    /// has caught up with them ([`verify_submission_deferred`]).
+    unverified: bool,
 }
 
 impl Submission {
@@ -116,22 +120,48 @@ impl Submission {
 /// envelope signature with the signer's enrolled key (or, for an enrolment,
 /// the key it enrols).
 pub fn verify_submission(bytes: &[u8], keys: &KeyCache) -> Result<Submission, Rejection> {
+    verify_submission_deferred(bytes, keys, false)
+}
+
+/// [`verify_submission`], except that with `defer_unknown` a write whose
+/// signer the door does not know yet is passed on unverified: on a log
+/// others append to, the signer may have been enrolled by another writer
+/// since this one last caught up, and the committer, which catches up
+/// before it decides, checks the signature then (or refuses
+/// `unknown_signer`).
+pub fn verify_submission_deferred(
+    bytes: &[u8],
+    keys: &KeyCache,
+    defer_unknown: bool,
+) -> Result<Submission, Rejection> {
     let write = crate::envelope::split_write(bytes)?;
     let mut d = decode_envelope(write.envelope)?;
     let disclosures = crate::disclose::open(&d.payload, &write.disclosures)?;
-    let key = signer_key(&d, keys).ok_or_else(|| {
-        Rejection::new(
-            RejectCode::UnknownSigner,
-            "signer",
-            "no enrolled principal has this key id",
-        )
-    })?;
+    let Some(key) = signer_key(&d, keys) else {
+        if defer_unknown {
+            return Ok(Submission {
+                decoded: d,
+                disclosures,
+                unverified: true,
+            });
+        }
+        return Err(unknown_signer());
+    };
     d.verify(&key)?;
     preverify_cosignatures(&mut d, keys);
     Ok(Submission {
         decoded: d,
         disclosures,
+        unverified: false,
     })
+}
+
+fn unknown_signer() -> Rejection {
+    Rejection::new(
+        RejectCode::UnknownSigner,
+        "signer",
+        "no enrolled principal has this key id",
+    )
 }
 
 /// The key `d` must be signed with: its signer's enrolled key, or, for an
@@ -440,9 +470,21 @@ impl Sequencer for EventSequencer {
             return Sequenced::Reject(catching_up());
         }
         let Submission {
-            decoded: d,
+            decoded: mut d,
             disclosures,
+            unverified,
         } = input;
+        if unverified {
+            // Caught up with every other writer before this batch: the
+            // signer is enrolled now, or never was.
+            let Some(key) = signer_key(&d, &self.keys) else {
+                return Sequenced::Reject(unknown_signer());
+            };
+            if let Err(r) = d.verify(&key) {
+                return Sequenced::Reject(r);
+            }
+            preverify_cosignatures(&mut d, &self.keys);
+        }
         let accepted = |at| Accepted {
             id: d.payload.id.clone(),
             kind: d.payload.event.kind(),
@@ -531,6 +573,60 @@ impl Sequencer for EventSequencer {
         crate::envelope::decode_logged_leaf(leaf)
             .ok()
             .map(|(d, _)| envelope_key(&d))
+    }
+
+    /// Entries other writers of a shared log appended are folded into the
+    /// state (each re-checked against the rules and its signature, as at
+    /// the door), the keys enrolled by them are known, and the door's index
+    /// learns the handles they gave from their kept disclosures. A
+    /// redaction among them, or the log's switch to schema 3, reloads the
+    /// whole index. Anything that does not fold in rebuilds the state from
+    /// the log as after a failed batch.
+    fn caught_up(&mut self, log: &LogView<'_>) {
+        self.pending.clear();
+        if self.loading {
+            // The start's own load reads the whole log when it runs.
+            self.handles.failed(0);
+            return;
+        }
+        let from = self.state.size;
+        let redactions = self.state.redactions.len();
+        let disclosed = |origin: u64| -> Result<Option<String>, ledger::Error> {
+            let entry = log.entry(origin)?;
+            let Ok((d, _)) = crate::envelope::decode_logged_leaf(&entry.leaf) else {
+                return Ok(None);
+            };
+            let parts: Vec<String> = log
+                .private_parts(origin)?
+                .into_iter()
+                .map(|p| match p {
+                    ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
+                    ledger::private::Part::Shredded => String::new(),
+                })
+                .collect();
+            Ok(crate::handles::companion_value(&d.payload.event, &parts))
+        };
+        let state = match std::mem::take(&mut self.state).replay_from(log, true) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, from, "entries other writers appended do not fold in; rebuilding the state");
+                return self.failed(log);
+            }
+        };
+        self.handles.failed(from);
+        let reload =
+            state.redactions.len() != redactions || state.handles_from.is_none_or(|h| h >= from);
+        let learned = if reload {
+            crate::handles::HandleValues::load(&state, disclosed).map(|h| self.handles = h)
+        } else {
+            self.handles.learn(&state, from, disclosed)
+        };
+        if let Err(e) = learned {
+            tracing::error!(error = %e, "the values behind handles others gave cannot be read; refusing writes");
+            self.broken = true;
+        }
+        self.keys.reset(&state);
+        self.state = state;
     }
 
     fn failed(&mut self, log: &LogView<'_>) {
@@ -855,7 +951,7 @@ impl EventLog {
         if let Some(refused) = self.lookups_refusal() {
             return Err(refused);
         }
-        verify_submission(envelope, &self.keys)
+        verify_submission_deferred(envelope, &self.keys, self.ledger.is_shared())
     }
 
     /// The size of the state snapshot this open started from (the entries

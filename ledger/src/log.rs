@@ -139,6 +139,15 @@ pub trait Sequencer: Send + 'static {
     /// The batch was not committed; restore state to match `log`.
     fn failed(&mut self, log: &LogView<'_>);
 
+    /// Other writers appended entries after those this sequencer has seen
+    /// (a log in PostgreSQL that several processes write): fold them in, so
+    /// that the next batch is decided against exactly the log it follows.
+    /// `log` is a view at the new head, its private parts readable. The
+    /// default rebuilds, as after a failed batch.
+    fn caught_up(&mut self, log: &LogView<'_>) {
+        self.failed(log);
+    }
+
     /// Whether this sequencer names entries by key ([`EntryKey`]). Only a
     /// keyed ledger writes the key lookup and moves its watermark; opening
     /// a directory whose key lookup is behind (a raw opener appended, or
@@ -352,6 +361,52 @@ fn key_file<'a>(
         *file = Some(shared.store()?.open_keys(&shared.dir, snap)?);
     }
     Ok(file)
+}
+
+/// The private parts of committed entry `index` as of `snap`
+/// ([`Ledger::private_parts`]).
+fn read_private_parts(
+    shared: &Shared,
+    snap: &Snapshot,
+    index: u64,
+) -> Result<Vec<crate::private::Part>, Error> {
+    let Some(row) = snap.private_row(index)? else {
+        return Ok(Vec::new());
+    };
+    let sealed = crate::private::decode_record(index, &row)?;
+    let file = key_file(shared, snap)?;
+    let Some(file) = file.as_ref() else {
+        return Ok(Vec::new());
+    };
+    sealed
+        .iter()
+        .enumerate()
+        .map(|(i, part)| {
+            if snap.is_redacted(index, i as u16)? {
+                return Ok(crate::private::Part::Shredded);
+            }
+            let key = file.get(part.slot)?;
+            match key {
+                Some(k) => Ok(crate::private::Part::Open(crate::private::open_part(
+                    index,
+                    i as u16,
+                    &k,
+                    &part.ciphertext,
+                )?)),
+                None if file.written(part.slot)? => Ok(crate::private::Part::Shredded),
+                None => Err(crate::error::Corruption::new(
+                    index,
+                    crate::error::CorruptionKind::Malformed,
+                    format!(
+                        "private part {i} names key slot {}, which {} does not hold",
+                        part.slot,
+                        file.describe()
+                    ),
+                )
+                .into()),
+            }
+        })
+        .collect()
 }
 
 /// Destroys the key of every redacted part whose key is still there: the
@@ -605,43 +660,7 @@ impl<S: Sequencer> Ledger<S> {
     /// is [`Error::Corrupt`].
     pub fn private_parts(&self, index: u64) -> Result<Vec<crate::private::Part>, Error> {
         let snap = self.snapshot()?;
-        let Some(row) = snap.private_row(index)? else {
-            return Ok(Vec::new());
-        };
-        let sealed = crate::private::decode_record(index, &row)?;
-        let file = key_file(&self.shared, &snap)?;
-        let Some(file) = file.as_ref() else {
-            return Ok(Vec::new());
-        };
-        sealed
-            .iter()
-            .enumerate()
-            .map(|(i, part)| {
-                if snap.is_redacted(index, i as u16)? {
-                    return Ok(crate::private::Part::Shredded);
-                }
-                let key = file.get(part.slot)?;
-                match key {
-                    Some(k) => Ok(crate::private::Part::Open(crate::private::open_part(
-                        index,
-                        i as u16,
-                        &k,
-                        &part.ciphertext,
-                    )?)),
-                    None if file.written(part.slot)? => Ok(crate::private::Part::Shredded),
-                    None => Err(crate::error::Corruption::new(
-                        index,
-                        crate::error::CorruptionKind::Malformed,
-                        format!(
-                            "private part {i} names key slot {}, which {} does not hold",
-                            part.slot,
-                            file.describe()
-                        ),
-                    )
-                    .into()),
-                }
-            })
-            .collect()
+        read_private_parts(&self.shared, &snap, index)
     }
 
     /// Whether the key of part `part` of entry `index` is gone from the key
@@ -671,6 +690,13 @@ impl<S: Sequencer> Ledger<S> {
     /// which records it in the data file first.
     pub fn shred_private_part(&self, index: u64, part: usize) -> Result<bool, Error> {
         shred_part(&self.shared, index, part)
+    }
+
+    /// Whether other processes may append to this log too (it is kept in
+    /// PostgreSQL): the committer follows what they commit, and decides
+    /// each batch under the head row's lock.
+    pub fn is_shared(&self) -> bool {
+        self.shared.store().is_ok_and(|s| s.is_shared())
     }
 
     /// A receiver that sees every new committed head.

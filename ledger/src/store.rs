@@ -36,8 +36,9 @@ pub mod pg;
 
 pub(crate) use file::FORMAT_KEY;
 pub use file::{
-    BackendFactory, MakeBackend, AUX, DB_FILE, ENTRIES, ENTRY_BUNDLES, FORMAT_VERSION, HASHES,
-    META, OLDEST_FORMAT, PRIVATE_PARTS, REDACTED_PARTS, V2_ENTRY_KEYS, V2_LEAF_INDEX,
+    file_backend, BackendFactory, MakeBackend, AUX, DB_FILE, ENTRIES, ENTRY_BUNDLES,
+    FORMAT_VERSION, HASHES, META, OLDEST_FORMAT, PRIVATE_PARTS, REDACTED_PARTS, V2_ENTRY_KEYS,
+    V2_LEAF_INDEX,
 };
 pub use pg::{Location, STORAGE_ENV, STORAGE_FILE};
 
@@ -428,6 +429,46 @@ impl Store {
         }
     }
 
+    /// Whether other processes may write this log too (PostgreSQL): the
+    /// committer then holds the head for each batch ([`Store::hold_head`])
+    /// and follows what others commit.
+    pub fn is_shared(&self) -> bool {
+        matches!(self, Store::Postgres(_))
+    }
+
+    /// Holds the log's head for one batch: nothing for the redb file (one
+    /// process writes it, by its file lock), the head row's lock in
+    /// PostgreSQL, with the head committed when it was taken.
+    pub(crate) fn hold_head(&self) -> Result<Hold, Error> {
+        match self {
+            Store::File(_) => Ok(Hold::File),
+            Store::Postgres(s) => Ok(Hold::Postgres(Box::new(pg::off_runtime(|| s.lock_head())?))),
+        }
+    }
+
+    /// The head other writers may have moved: `None` for the redb file.
+    pub(crate) fn shared_head(&self) -> Result<Option<Head>, Error> {
+        match self {
+            Store::File(_) => Ok(None),
+            Store::Postgres(s) => Ok(Some(pg::off_runtime(|| s.committed_head())?)),
+        }
+    }
+
+    /// [`Store::commit`] under a hold from [`Store::hold_head`], which it
+    /// releases.
+    pub(crate) fn commit_held(
+        &self,
+        hold: Hold,
+        rows: &[Row<'_>],
+        private: &crate::private::Batch,
+        new_head: &Head,
+    ) -> Result<(), Error> {
+        match hold {
+            Hold::File => self.commit(rows, private, new_head),
+            Hold::Postgres(lock) => pg::off_runtime(|| (*lock).commit(rows, private, new_head)),
+        }
+    }
+
     /// The keys of private parts: `private.keys` in the data directory
     /// beside a redb file, held to the number of slots the file refers to;
     /// the table `private_keys` of a PostgreSQL schema.
@@ -439,6 +480,24 @@ impl Store {
         match self {
             Store::File(_) => crate::private::KeyFile::open(dir, snap.private_next_slot()?),
             Store::Postgres(s) => Ok(crate::private::KeyFile::in_database(s.keys())),
+        }
+    }
+}
+
+/// A writer's hold on the head for one batch ([`Store::hold_head`]).
+#[derive(Debug)]
+pub(crate) enum Hold {
+    File,
+    Postgres(Box<pg::HeadLock>),
+}
+
+impl Hold {
+    /// The committed head when the hold was taken, where other writers may
+    /// have moved it (PostgreSQL).
+    pub(crate) fn shared_head(&self) -> Option<Head> {
+        match self {
+            Hold::File => None,
+            Hold::Postgres(l) => Some(l.head),
         }
     }
 }

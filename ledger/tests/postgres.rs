@@ -95,26 +95,48 @@ fn attack_a_private_key_can_only_be_overwritten_with_zeros() {
     .expect("a key is shredded to zeros");
 }
 
+/// Two writers on one schema (two data directories, two `Ledger`s, as two
+/// frontends would be) append at once: every index is given once, each
+/// entry is where its writer was told, and each writer follows the other's
+/// entries without writing (its head reaches the other's).
 #[test]
-fn a_second_writer_on_one_schema_is_refused_at_open_and_a_reader_is_not() {
+fn two_writers_on_one_schema_append_at_once_and_follow_each_other() {
     let url = testkit::pg::url();
     let (dir, at) = pg_dir(&url);
-    let first = Ledger::open(dir.path(), Config::default()).expect("open");
-    first.append(sample_leaf(0)).expect("append");
-    // Another data directory pointed at the same schema.
     let other = tempfile::tempdir().expect("tempdir");
     ledger::store::pg::write_storage_file(other.path(), &at).expect("storage file");
-    let e = Ledger::open(other.path(), Config::default())
-        .err()
-        .expect("a second writer is refused");
-    assert!(e.to_string().contains("open to write"), "{e}");
-    // Reading (verify) needs no write lock.
+    let a = Arc::new(Ledger::open(dir.path(), Config::default()).expect("open a"));
+    let b = Arc::new(Ledger::open(other.path(), Config::default()).expect("open b"));
+    let acked: Mutex<HashMap<u64, Vec<u8>>> = Mutex::default();
+    std::thread::scope(|s| {
+        for (w, log) in [(0, &a), (1, &b), (2, &a), (3, &b)] {
+            let acked = &acked;
+            s.spawn(move || {
+                for i in 0..200 {
+                    let leaf = format!("writer {w} entry {i}").into_bytes();
+                    let got = log.append(leaf.clone()).expect("append");
+                    let prev = acked
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(got.index, leaf);
+                    assert!(prev.is_none(), "index {} given twice", got.index);
+                }
+            });
+        }
+    });
+    let acked = acked.into_inner().unwrap_or_else(|p| p.into_inner());
+    assert_eq!(acked.len(), 800);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while a.head() != b.head() || a.head().size != 800 {
+        assert!(Instant::now() < deadline, "the writers did not converge");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (index, leaf) in &acked {
+        assert_eq!(&b.entry(*index).expect("entry").leaf, leaf);
+    }
+    drop((a, b));
     let v = ledger::verify_dir(other.path(), &mut |_, _| {}).expect("verify");
-    assert_eq!(v.size, 1);
-    // The lock goes with the writer.
-    drop(first);
-    let second = Ledger::open(other.path(), Config::default()).expect("open after the first");
-    assert_eq!(second.append(sample_leaf(1)).expect("append").index, 1);
+    assert_eq!(v.size, 800);
 }
 
 #[test]
@@ -140,6 +162,94 @@ fn a_log_created_through_ledger_storage_reopens_from_its_data_directory() {
     assert!(!p.is_empty());
 }
 
+/// Four threads appending through one log until stopped, each
+/// acknowledged index remembered once (a second acknowledgement of an index
+/// fails the test); appends refused while the database is away are counted.
+struct Writers {
+    acked: Arc<Mutex<HashMap<u64, Vec<u8>>>>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Writers {
+    fn start(log: &Arc<Ledger>) -> Writers {
+        let acked: Arc<Mutex<HashMap<u64, Vec<u8>>>> = Arc::default();
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..4u64)
+            .map(|t| {
+                let (log, acked, stop) = (Arc::clone(log), Arc::clone(&acked), Arc::clone(&stop));
+                std::thread::spawn(move || {
+                    let mut failed = 0u64;
+                    for seq in 0u64.. {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let leaf = format!("t{t}-{seq}").into_bytes();
+                        match log.append(leaf.clone()) {
+                            Ok(a) => {
+                                let prev = acked
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .insert(a.index, leaf);
+                                assert!(prev.is_none(), "index {} acknowledged twice", a.index);
+                            }
+                            Err(_) => {
+                                failed += 1;
+                                std::thread::sleep(Duration::from_millis(20));
+                            }
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        Writers {
+            acked,
+            stop,
+            threads,
+        }
+    }
+
+    fn count(&self) -> usize {
+        self.acked.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Waits until `n` more appends are acknowledged.
+    fn wait_for(&self, n: usize, what: &str) {
+        let before = self.count();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.count() < before + n {
+            assert!(Instant::now() < deadline, "no appends acknowledged {what}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Stops the threads: every acknowledged append, and how many were
+    /// refused.
+    fn stop(self) -> (HashMap<u64, Vec<u8>>, u64) {
+        self.stop.store(true, Ordering::SeqCst);
+        let failed = self
+            .threads
+            .into_iter()
+            .map(|w| w.join().expect("writer"))
+            .sum();
+        let acked = self.acked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        (acked, failed)
+    }
+}
+
+/// Every acknowledged append is at its index with its bytes, and the log
+/// verifies.
+fn all_there(dir: &std::path::Path, acked: &HashMap<u64, Vec<u8>>) {
+    let log = Ledger::open(dir, Config::default()).expect("reopen");
+    for (index, leaf) in acked {
+        assert_eq!(&log.entry(*index).expect("acknowledged entry").leaf, leaf);
+    }
+    drop(log);
+    let v = ledger::verify_dir(dir, &mut |_, _| {}).expect("verify");
+    assert!(v.size >= acked.len() as u64);
+}
+
 /// SIGKILL the database three times while four threads append through one
 /// log, restarting it each time: every append acknowledged before or after
 /// a kill is at its index with its bytes, no index was acknowledged twice,
@@ -150,77 +260,57 @@ fn the_database_killed_during_appends_loses_no_acknowledged_write() {
     let cluster = testkit::pg::Cluster::start();
     let (dir, _at) = pg_dir(&cluster.url);
     let log = Arc::new(Ledger::open(dir.path(), Config::default()).expect("open"));
-    let acked: Arc<Mutex<HashMap<u64, Vec<u8>>>> = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4u64)
-        .map(|t| {
-            let (log, acked, stop) = (Arc::clone(&log), Arc::clone(&acked), Arc::clone(&stop));
-            std::thread::spawn(move || {
-                let mut failed = 0u64;
-                for seq in 0u64.. {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let leaf = format!("t{t}-{seq}").into_bytes();
-                    match log.append(leaf.clone()) {
-                        Ok(a) => {
-                            let prev = acked
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .insert(a.index, leaf);
-                            assert!(prev.is_none(), "index {} acknowledged twice", a.index);
-                        }
-                        Err(_) => {
-                            failed += 1;
-                            std::thread::sleep(Duration::from_millis(20));
-                        }
-                    }
-                }
-                failed
-            })
-        })
-        .collect();
-    let count = |acked: &Arc<Mutex<HashMap<u64, Vec<u8>>>>| {
-        acked.lock().unwrap_or_else(|p| p.into_inner()).len()
-    };
+    let writers = Writers::start(&log);
     for kill in 0..3 {
-        let before = count(&acked);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while count(&acked) < before + 50 {
-            assert!(
-                Instant::now() < deadline,
-                "no appends acknowledged before kill {kill}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        writers.wait_for(50, &format!("before kill {kill}"));
         cluster.kill();
         std::thread::sleep(Duration::from_millis(200));
         cluster.run();
     }
-    let before = count(&acked);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while count(&acked) < before + 50 {
-        assert!(
-            Instant::now() < deadline,
-            "appends did not resume after the last restart"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    stop.store(true, Ordering::SeqCst);
-    let failed: u64 = writers.into_iter().map(|w| w.join().expect("writer")).sum();
-    let acked = Arc::try_unwrap(acked)
-        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
-        .unwrap_or_else(|a| a.lock().unwrap_or_else(|p| p.into_inner()).clone());
+    writers.wait_for(50, "after the last restart");
+    let (acked, failed) = writers.stop();
     drop(log);
-    let log = Ledger::open(dir.path(), Config::default()).expect("reopen");
-    for (index, leaf) in &acked {
-        assert_eq!(&log.entry(*index).expect("acknowledged entry").leaf, leaf);
-    }
-    drop(log);
-    let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
-    assert!(v.size >= acked.len() as u64);
+    all_there(dir.path(), &acked);
     eprintln!(
         "database killed 3 times: {} acknowledged, {failed} refused while it was down, 0 lost",
+        acked.len()
+    );
+}
+
+/// Failover: a primary with a synchronous streaming standby, the log's URL
+/// naming both (`target_session_attrs=read-write`). Under four appending
+/// threads the primary is SIGKILLed and the standby promoted: appends
+/// resume through it, and every append acknowledged before or after is at
+/// its index with its bytes on the promoted server, none twice, and the
+/// log verifies there.
+#[test]
+fn a_synchronous_standby_promoted_after_the_primary_dies_holds_every_acknowledged_write() {
+    let primary = testkit::pg::Cluster::start_with(&["synchronous_standby_names='*'"]);
+    let standby = testkit::pg::Cluster::standby_of(&primary);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while primary.query("SELECT sync_state::text FROM pg_stat_replication") != ["sync"] {
+        assert!(
+            Instant::now() < deadline,
+            "the standby never became synchronous"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{},127.0.0.1:{}/postgres?target_session_attrs=read-write",
+        primary.port, standby.port
+    );
+    let (dir, _at) = pg_dir(&url);
+    let log = Arc::new(Ledger::open(dir.path(), Config::default()).expect("open"));
+    let writers = Writers::start(&log);
+    writers.wait_for(200, "before the primary died");
+    primary.kill();
+    standby.promote();
+    writers.wait_for(200, "after the standby was promoted");
+    let (acked, failed) = writers.stop();
+    drop(log);
+    all_there(dir.path(), &acked);
+    eprintln!(
+        "failover: {} acknowledged, {failed} refused between the primary's death and the promotion, 0 lost",
         acked.len()
     );
 }

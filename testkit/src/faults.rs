@@ -53,15 +53,7 @@ impl StorageBackend for Panicky {
 
 /// The data file at `path` as redb's own file backend (created if absent),
 /// for a fault-injecting backend to wrap.
-pub fn file_backend(path: &std::path::Path) -> std::io::Result<redb::backends::FileBackend> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
-    redb::backends::FileBackend::new(file).map_err(|e| std::io::Error::other(e.to_string()))
-}
+pub use ledger::store::file_backend;
 
 /// A backend factory whose data files panic as `armed` says.
 pub fn panicky(armed: &Arc<AtomicU8>) -> BackendFactory {

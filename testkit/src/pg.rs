@@ -21,6 +21,8 @@ pub struct Cluster {
     pub data: PathBuf,
     pub port: u16,
     dir: PathBuf,
+    /// Server options (`-c name=value`) beyond the ones every cluster gets.
+    options: Vec<String>,
     guard: Mutex<Option<Child>>,
 }
 
@@ -90,36 +92,81 @@ fn free_port() -> u16 {
 impl Cluster {
     /// Makes and starts a new cluster in a directory of its own.
     pub fn start() -> Cluster {
-        let dir =
-            std::env::temp_dir().join(format!("ledger-pg-{}-{}", std::process::id(), free_port()));
-        std::fs::create_dir_all(&dir).expect("cluster dir");
-        chown_to_postgres(&dir);
+        Cluster::start_with(&[])
+    }
+
+    /// [`Cluster::start`] with more server options (`name=value`).
+    pub fn start_with(options: &[&str]) -> Cluster {
+        let dir = new_dir();
         let data = dir.join("data");
-        let bin = bin_dir();
         let init = format!(
             "{}/initdb -D {} -U postgres --auth=trust -E UTF8 --no-sync >/dev/null",
-            bin.display(),
+            bin_dir().display(),
             data.display()
         );
         let st = as_postgres(&init).status().expect("initdb");
         assert!(st.success(), "initdb failed");
+        Cluster::serve(dir, options)
+    }
+
+    /// A streaming standby of `primary` (`pg_basebackup -R`: it follows the
+    /// primary's WAL, and a primary whose `synchronous_standby_names`
+    /// matches it waits for its flush before a commit returns).
+    pub fn standby_of(primary: &Cluster) -> Cluster {
+        let dir = new_dir();
+        let data = dir.join("data");
+        let backup = format!(
+            "{}/pg_basebackup -h 127.0.0.1 -p {} -U postgres -D {} -R -X stream -c fast --no-sync",
+            bin_dir().display(),
+            primary.port,
+            data.display()
+        );
+        let st = as_postgres(&backup).status().expect("pg_basebackup");
+        assert!(st.success(), "pg_basebackup failed");
+        Cluster::serve(dir, &["hot_standby=on"])
+    }
+
+    fn serve(dir: PathBuf, options: &[&str]) -> Cluster {
         let port = free_port();
         let c = Cluster {
             url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
-            data,
+            data: dir.join("data"),
             port,
             dir,
+            options: options.iter().map(|o| (*o).to_owned()).collect(),
             guard: Mutex::new(None),
         };
         c.run();
         c
     }
 
+    /// Promotes a standby to primary and waits until it takes writes.
+    pub fn promote(&self) {
+        let cmd = format!(
+            "{}/pg_ctl promote -w -D {} >/dev/null",
+            bin_dir().display(),
+            self.data.display()
+        );
+        let st = as_postgres(&cmd).status().expect("pg_ctl promote");
+        assert!(st.success(), "pg_ctl promote failed");
+    }
+
+    /// The answer to one query with one text column, row by row.
+    pub fn query(&self, sql: &str) -> Vec<String> {
+        let mut c = postgres::Client::connect(&self.url, postgres::NoTls).expect("connect");
+        c.query(sql, &[])
+            .expect("query")
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect()
+    }
+
     /// Starts the server on this cluster's data directory, stopped by a
     /// SIGKILL when [`Cluster::kill`] is called or this process ends.
     pub fn run(&self) {
+        let extra: String = self.options.iter().map(|o| format!(" -c {o}")).collect();
         let server = format!(
-            "{}/postgres -D {} -p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB",
+            "{}/postgres -D {} -p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=300 -c shared_buffers=32MB{extra}",
             bin_dir().display(),
             self.data.display(),
             self.port,
@@ -196,6 +243,15 @@ impl Drop for Cluster {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A new directory for a cluster, owned by the user its server runs as.
+fn new_dir() -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("ledger-pg-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).expect("cluster dir");
+    chown_to_postgres(&dir);
+    dir
 }
 
 fn chown_to_postgres(dir: &Path) {

@@ -20,12 +20,20 @@ pub struct InitArgs {
     /// Keep the log in PostgreSQL: a postgres:// URL naming the database, in which a new
     /// schema is created (the data directory keeps the keys and a `storage` file that points at
     /// it). Default: ledger.redb in the data directory.
-    #[arg(long, env = "LEDGER_STORAGE")]
+    #[arg(long, env = "LEDGER_STORAGE", hide_env_values = true)]
     storage: Option<String>,
     /// The PostgreSQL schema to create for the log (a lower-case letter, then lower-case
     /// letters, digits or underscores). Default: ledger_ and 16 random hex digits.
     #[arg(long, requires = "storage")]
     schema: Option<String>,
+    /// Join the log already in --storage/--schema as one more frontend: nothing is created
+    /// or appended; the data directory gets the log's key (--log-key) and a storage file.
+    #[arg(long, requires_all = ["storage", "schema", "log_key"])]
+    join: bool,
+    /// With --join: the log's key file, as `ledger init` wrote it for the log (copy it
+    /// securely from the first frontend).
+    #[arg(long, requires = "join")]
+    log_key: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -64,6 +72,8 @@ pub fn run(a: InitArgs) -> anyhow::Result<()> {
         operator_key,
         storage,
         schema,
+        join,
+        log_key,
     } = a;
     let (dir, origin, identity) = (&data_dir, &origin, &operator_identity);
     let operator_key = operator_key.as_deref();
@@ -85,6 +95,20 @@ pub fn run(a: InitArgs) -> anyhow::Result<()> {
             Some(ledger::store::pg::PgAt { url, schema })
         }
     };
+    if join {
+        let (Some(at), Some(log_key)) = (&at, &log_key) else {
+            anyhow::bail!("--join needs --storage, --schema and --log-key");
+        };
+        let key = api::init::join(dir, at, log_key)?;
+        println!(
+            "joined {} as a frontend of the log in PostgreSQL, {}",
+            dir.display(),
+            at.describe()
+        );
+        println!("verifier key:          {}", key.verifier_key());
+        println!("\nnext: ledger serve --data-dir {}", dir.display());
+        return Ok(());
+    }
     let i = api::init::init(dir, origin, identity, operator_key, at.as_ref())?;
     println!("initialised {}", dir.display());
     match &at {

@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::hash::{chain_hash, leaf_hash, Hash};
 use crate::lookup::{LookupRow, Lookups};
 use crate::merkle::{stored_hash_index, Frontier};
-use crate::store::{Head, Row, Store};
+use crate::store::{Head, Hold, Row, Store};
 
 /// The committer thread: gathers queued requests into batches of at most
 /// `config.max_batch`, runs each batch, and recovers from storage failures.
@@ -37,7 +37,45 @@ pub(super) fn commit_loop<S: Sequencer>(
     // Set after a storage panic whose recovery failed: the next batch
     // reloads the durable head before anything else.
     let mut must_recover = false;
-    while let Ok(first) = rx.recv() {
+    // A log others write too (PostgreSQL) is followed between batches: its
+    // head is read every FOLLOW_EVERY while no write is queued, and what
+    // others appended is folded in and published; a database that stopped
+    // answering is reopened on the same beat, not only at the next write.
+    let shared_log = matches!(
+        crate::store::Location::of(&shared.dir),
+        Ok(Some(crate::store::Location::Postgres(_)))
+    );
+    loop {
+        let first = if shared_log {
+            match rx.recv_timeout(FOLLOW_EVERY) {
+                Ok(r) => r,
+                Err(RecvTimeoutError::Timeout) => {
+                    let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+                    let stale = must_recover || shared.store().is_err();
+                    let step = crate::store::guarded("following the log", || {
+                        if stale {
+                            recover(shared, &mut frontier, &mut head, &mut *guard)
+                        } else {
+                            follow(shared, &mut frontier, &mut head, &mut *guard)
+                        }
+                    });
+                    match step {
+                        Ok(()) => must_recover = false,
+                        Err(e) => {
+                            must_recover = stale;
+                            tracing::warn!(error = %e, "cannot follow the log others write; tried again shortly");
+                        }
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match rx.recv() {
+                Ok(r) => r,
+                Err(_) => break,
+            }
+        };
         let mut batch = vec![first];
         let deadline = Instant::now() + config.max_wait;
         while batch.len() < max_batch {
@@ -85,8 +123,22 @@ pub(super) fn commit_loop<S: Sequencer>(
         if recovered.is_ok() {
             must_recover = false;
         }
-        let snap = match recovered.and_then(|()| shared.store()?.snapshot()) {
-            Ok(s) => s,
+        let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        // Hold the head for this batch (PostgreSQL: the head row's lock,
+        // which every other writer waits for), fold in whatever others
+        // appended, and only then read the log the batch is decided on.
+        let prepared = recovered.and_then(|()| {
+            crate::store::guarded("holding the head", || {
+                let store = shared.store()?;
+                let hold = store.hold_head()?;
+                if let Some(at) = hold.shared_head() {
+                    catch_up(shared, &mut frontier, &mut head, &mut *guard, at)?;
+                }
+                Ok((hold, store.snapshot()?))
+            })
+        });
+        let (hold, snap) = match prepared {
+            Ok(p) => p,
             Err(e) => {
                 for req in batch {
                     let _ = req.reply.send(Err(AppendError::Ledger(e.clone())));
@@ -96,7 +148,6 @@ pub(super) fn commit_loop<S: Sequencer>(
         };
         let (inputs, mut replies): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|r| (r.input, Some(r.reply))).unzip();
-        let mut guard = sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let before = (frontier.clone(), head);
         let ran = crate::store::guarded("appending", || {
             // Writing the lookups after a commit failed: catch them up
@@ -118,6 +169,7 @@ pub(super) fn commit_loop<S: Sequencer>(
                 &mut frontier,
                 &mut head,
                 &mut *guard,
+                hold,
             );
             Ok(())
         });
@@ -143,6 +195,84 @@ pub(super) fn commit_loop<S: Sequencer>(
             }
         }
     }
+}
+
+/// How often a committer with no writes queued reads the head of a log
+/// others write too.
+const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
+/// Between batches: catches up with what other writers of a shared log
+/// committed, if they did.
+fn follow<S: Sequencer>(
+    shared: &Shared,
+    frontier: &mut Frontier,
+    head: &mut Head,
+    sequencer: &mut S,
+) -> Result<(), Error> {
+    let Some(at) = shared.store()?.shared_head()? else {
+        return Ok(());
+    };
+    catch_up(shared, frontier, head, sequencer, at)
+}
+
+/// Brings the committer to `to`, the head other writers of a shared log
+/// committed: checks that it extends the head this committer had (the
+/// tree's root at the old size and the old last chain hash unchanged, the
+/// new head's stored hashes hashing to its root), catches the lookups up,
+/// folds the new entries into the sequencer ([`Sequencer::caught_up`]), and
+/// publishes the new head. Nothing to do when `to` is the head it has.
+fn catch_up<S: Sequencer>(
+    shared: &Shared,
+    frontier: &mut Frontier,
+    head: &mut Head,
+    sequencer: &mut S,
+    to: Head,
+) -> Result<(), Error> {
+    if to == *head {
+        return Ok(());
+    }
+    let moved_back = |why: &str| -> Error {
+        crate::error::Corruption::new(
+            head.size.min(to.size),
+            crate::error::CorruptionKind::Tree,
+            format!(
+                "the shared log's head (size {}) does not extend the one this writer had (size {}): {why}",
+                to.size, head.size
+            ),
+        )
+        .into()
+    };
+    if to.size <= head.size {
+        return Err(moved_back("it is not longer"));
+    }
+    let store = shared.store()?;
+    let snap = store.snapshot()?;
+    let now = snap.head()?;
+    if now.size < to.size {
+        return Err(moved_back("the log read after it is shorter"));
+    }
+    let to = now;
+    let next = self_check(&snap, &to)?;
+    if head.size > 0 {
+        let view = LogView::without_lookups(&snap, to);
+        if view.root_at(head.size)? != head.root {
+            return Err(moved_back("the tree at the old size has another root"));
+        }
+        if view.entry(head.size - 1)?.chain_hash != head.chain {
+            return Err(moved_back("the old last entry has another chain hash"));
+        }
+    }
+    let lookups = shared.lookups()?;
+    catch_up_or_count::<S>(shared, lookups, &to)?;
+    let read = |index: u64| super::read_private_parts(shared, &snap, index);
+    let view = LogView::new(&snap, to, lookups).with_private(&read);
+    let from = head.size;
+    sequencer.caught_up(&view);
+    (*frontier, *head) = (next, to);
+    *shared.head.write().unwrap_or_else(|p| p.into_inner()) = to;
+    shared.watch.send_replace(to);
+    tracing::debug!(from, to = to.size, "caught up with other writers");
+    Ok(())
 }
 
 /// What happens to one request once its batch is committed.
@@ -172,6 +302,7 @@ struct Decided<S: Sequencer> {
 /// transaction and answers every request. The in-memory `frontier` and `head`
 /// advance only when the commit succeeds; after a failed commit they are
 /// reloaded from disk.
+#[allow(clippy::too_many_arguments)]
 fn run_batch<S: Sequencer>(
     shared: &Shared,
     view: &LogView<'_>,
@@ -180,6 +311,7 @@ fn run_batch<S: Sequencer>(
     frontier: &mut Frontier,
     head: &mut Head,
     sequencer: &mut S,
+    hold: Hold,
 ) {
     let first_index = frontier.size();
     let decided = decide(sequencer, inputs, first_index, view);
@@ -192,7 +324,16 @@ fn run_batch<S: Sequencer>(
     let result = if decided.leaves.is_empty() {
         Ok(())
     } else {
-        commit(shared, first_index, &decided, stored, &acks, &next_head).map(|()| {
+        commit(
+            shared,
+            first_index,
+            &decided,
+            stored,
+            &acks,
+            &next_head,
+            hold,
+        )
+        .map(|()| {
             // The in-memory edge and head move only once the batch is durable.
             (*frontier, *head) = (next_frontier, next_head);
         })
@@ -436,6 +577,7 @@ fn commit<S: Sequencer>(
     stored: Vec<Vec<Hash>>,
     acks: &[(Hash, Hash)],
     next_head: &Head,
+    hold: Hold,
 ) -> Result<(), Error> {
     let rows: Vec<Row<'_>> = decided
         .leaves
@@ -462,7 +604,7 @@ fn commit<S: Sequencer>(
         .collect();
     shared
         .store()
-        .and_then(|s| s.commit(&rows, &private, next_head))
+        .and_then(|s| s.commit_held(hold, &rows, &private, next_head))
 }
 
 /// Seals the batch's private parts, each under a fresh key, and makes the

@@ -14,7 +14,11 @@ pub struct LogView<'a> {
     snap: &'a Snapshot,
     head: Head,
     lookups: Option<&'a Lookups>,
+    private: Option<PrivateReader<'a>>,
 }
+
+/// Reads the private parts of a committed entry ([`crate::private`]).
+pub type PrivateReader<'a> = &'a dyn Fn(u64) -> Result<Vec<crate::private::Part>, Error>;
 
 impl<'a> LogView<'a> {
     /// A view of `snap` as of `head`, with the log's lookups.
@@ -23,6 +27,7 @@ impl<'a> LogView<'a> {
             snap,
             head,
             lookups: Some(lookups),
+            private: None,
         }
     }
 
@@ -34,6 +39,32 @@ impl<'a> LogView<'a> {
             snap,
             head,
             lookups: None,
+            private: None,
+        }
+    }
+
+    /// This view, with the private parts of its entries readable through
+    /// `read` ([`LogView::private_parts`]).
+    pub fn with_private(mut self, read: PrivateReader<'a>) -> Self {
+        self.private = Some(read);
+        self
+    }
+
+    /// The private parts of committed entry `index`, as
+    /// [`crate::Ledger::private_parts`] reads them; an error when this view
+    /// was made without them.
+    pub fn private_parts(&self, index: u64) -> Result<Vec<crate::private::Part>, Error> {
+        if index >= self.head.size {
+            return Err(Error::IndexOutOfRange {
+                index,
+                size: self.head.size,
+            });
+        }
+        match self.private {
+            Some(read) => read(index),
+            None => Err(crate::lookup::lookup_err(
+                "this view of the log does not read private parts",
+            )),
         }
     }
 

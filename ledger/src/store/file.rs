@@ -112,17 +112,21 @@ impl BackendFactory {
     /// writes one; tests that attack the file's layout use one).
     pub fn file() -> BackendFactory {
         BackendFactory(Arc::new(|path: &Path| {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(path)?;
-            let b = redb::backends::FileBackend::new(file)
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-            Ok(Box::new(b) as Box<dyn redb::StorageBackend>)
+            Ok(Box::new(file_backend(path)?) as Box<dyn redb::StorageBackend>)
         }))
     }
+}
+
+/// The data file at `path` as redb's own file backend (created if absent),
+/// for [`BackendFactory::file`] and for a fault-injecting backend to wrap.
+pub fn file_backend(path: &Path) -> std::io::Result<redb::backends::FileBackend> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    redb::backends::FileBackend::new(file).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 impl std::fmt::Debug for BackendFactory {

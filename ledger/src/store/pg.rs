@@ -552,9 +552,6 @@ CREATE TRIGGER never_truncated BEFORE TRUNCATE ON {s}.key_slots FOR EACH STATEME
 
 /// The log in one PostgreSQL schema.
 pub struct PgStore {
-    /// The session that holds the schema's write lock, for a store opened
-    /// to write ([`PgStore::open`]); closing it releases the lock.
-    _writer: Option<Mutex<Session>>,
     pool: Pool,
     at: PgAt,
     upper: Arc<UpperHashes>,
@@ -622,49 +619,18 @@ impl PgStore {
         Ok(at)
     }
 
-    /// Opens the log in `at` to write it; refuses a schema without one, one
-    /// written by a newer build, or one another process has open to write.
-    ///
-    /// One writer per schema: the store holds a session-level advisory
-    /// lock named after the schema on a connection of its own, released
-    /// when the store is dropped or its process dies (the database ends
-    /// the session). A second `ledger serve` on the same schema is refused
-    /// at open, as a second one on the same redb file is.
+    /// Opens the log in `at` to write it; refuses a schema without one, or
+    /// one written by a newer build. Several processes may write one
+    /// schema: each batch is sequenced under the head row's lock
+    /// ([`PgStore::lock_head`]).
     pub fn open(at: &PgAt) -> Result<PgStore, Error> {
-        // Connect first, directly: a database that does not answer fails
-        // the open at once (a pool would keep retrying for its timeout).
-        let mut writer = connect_config(&at.url)?
-            .connect(NoTls)
-            .map_err(|e| db("connecting", e))?;
-        let store = PgStore::open_existing(at)?;
-        let got: bool = writer
-            .query_one(
-                "SELECT pg_try_advisory_lock(hashtextextended('evidence-ledger/' || $1, 0))",
-                &[&at.schema],
-            )
-            .map_err(|e| db("taking the log's write lock", e))?
-            .get(0);
-        if !got {
-            return Err(io(std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                format!(
-                    "another process has the log in {} open to write",
-                    at.describe()
-                ),
-            )));
-        }
-        Ok(PgStore {
-            _writer: Some(Mutex::new(Session::new(writer))),
-            ..store
-        })
+        PgStore::open_existing(at)
     }
 
-    /// Opens an existing log to read it (and for `ledger verify`): no
-    /// write lock is taken.
+    /// Opens an existing log (it never creates one).
     pub fn open_existing(at: &PgAt) -> Result<PgStore, Error> {
         check_schema_name(&at.schema)?;
         let store = PgStore {
-            _writer: None,
             pool: make_pool(&at.url)?,
             at: at.clone(),
             upper: Arc::new(UpperHashes::new()),
@@ -839,6 +805,30 @@ impl PgStore {
         if found != expected {
             return Err(Error::HeadMoved { expected, found });
         }
+        write_batch(
+            &mut tx,
+            &s,
+            rows,
+            private,
+            new_head,
+            [put_entries, put_hashes, set_head],
+        )?;
+        tx.commit().map_err(w)
+    }
+}
+
+/// Inserts a batch's rows and moves the head, in the caller's transaction
+/// (which holds the head row's lock).
+fn write_batch(
+    tx: &mut impl postgres::GenericClient,
+    s: &str,
+    rows: &[Row<'_>],
+    private: &crate::private::Batch,
+    new_head: &Head,
+    [put_entries, put_hashes, set_head]: [Statement; 3],
+) -> Result<(), Error> {
+    let w = |e| db("committing a batch", e);
+    {
         if !rows.is_empty() {
             let mut idx = Vec::with_capacity(rows.len());
             let mut chains = Vec::with_capacity(rows.len());
@@ -900,7 +890,66 @@ impl PgStore {
             ],
         )
         .map_err(w)?;
-        tx.commit().map_err(w)
+        Ok(())
+    }
+}
+
+impl PgStore {
+    /// The head row, locked (`SELECT … FOR UPDATE`) in a transaction that
+    /// the returned lock holds until it commits a batch or is dropped:
+    /// every other writer of the schema waits meanwhile, so a batch
+    /// sequenced while holding it is sequenced against exactly the history
+    /// it will follow.
+    pub fn lock_head(&self) -> Result<HeadLock, Error> {
+        let mut c = self.conn()?;
+        let s = self.at.schema.clone();
+        let r = (|| {
+            let lock = c.stmt("lock_head_row", || {
+                format!("SELECT size, root, chain FROM {s}.head WHERE id = 1 FOR UPDATE")
+            })?;
+            c.client
+                .batch_execute("BEGIN")
+                .map_err(|e| db("locking the head", e))?;
+            let row = c
+                .client
+                .query_one(&lock, &[])
+                .map_err(|e| db("locking the head", e))?;
+            Ok(Head {
+                size: to_u64(row.get(0), 0, "head size")?,
+                root: Hash(hash32(0, "head root", row.get(1))?),
+                chain: Hash(hash32(0, "head chain", row.get(2))?),
+            })
+        })();
+        match r {
+            Ok(head) => Ok(HeadLock {
+                conn: Some(c),
+                head,
+                schema: self.at.schema.clone(),
+            }),
+            Err(e) => {
+                c.broken = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// The committed head, read without a lock (another writer may move it
+    /// the moment after).
+    pub fn committed_head(&self) -> Result<Head, Error> {
+        let mut c = self.conn()?;
+        let s = self.at.schema.clone();
+        let st = c.stmt("read_head", || {
+            format!("SELECT size, root, chain FROM {s}.head WHERE id = 1")
+        })?;
+        let row = c
+            .client
+            .query_one(&st, &[])
+            .map_err(|e| db("reading the head", e))?;
+        Ok(Head {
+            size: to_u64(row.get(0), 0, "head size")?,
+            root: Hash(hash32(0, "head root", row.get(1))?),
+            chain: Hash(hash32(0, "head chain", row.get(2))?),
+        })
     }
 
     /// The private parts' keys, in this schema.
@@ -908,6 +957,85 @@ impl PgStore {
         PgKeys {
             pool: self.pool.clone(),
             schema: self.at.schema.clone(),
+        }
+    }
+}
+
+/// The head row of a PostgreSQL log, locked for one batch
+/// ([`PgStore::lock_head`]): rolled back when dropped without a commit.
+pub struct HeadLock {
+    conn: Option<Pooled>,
+    /// The committed head when the lock was taken.
+    pub head: Head,
+    schema: String,
+}
+
+impl std::fmt::Debug for HeadLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeadLock")
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+impl HeadLock {
+    /// Writes `rows`, the private parts and `new_head` and commits, which
+    /// releases the lock. The rows start at the locked head.
+    pub(crate) fn commit(
+        mut self,
+        rows: &[Row<'_>],
+        private: &crate::private::Batch,
+        new_head: &Head,
+    ) -> Result<(), Error> {
+        let expected = new_head.size - rows.len() as u64;
+        if expected != self.head.size {
+            return Err(Error::HeadMoved {
+                expected,
+                found: self.head.size,
+            });
+        }
+        let Some(mut c) = self.conn.take() else {
+            return Err(io(std::io::Error::other("the head lock was already used")));
+        };
+        let s = self.schema.clone();
+        let r = (|| {
+            let put_entries = c.stmt("put_entries", || {
+                format!("INSERT INTO {s}.entries (idx, chain, leaf) SELECT * FROM unnest($1::int8[], $2::bytea[], $3::bytea[])")
+            })?;
+            let put_hashes = c.stmt("put_hashes", || {
+                format!("INSERT INTO {s}.hashes (idx, hash) SELECT * FROM unnest($1::int8[], $2::bytea[])")
+            })?;
+            let set_head = c.stmt("set_head", || {
+                format!("UPDATE {s}.head SET size = $1, root = $2, chain = $3 WHERE id = 1")
+            })?;
+            write_batch(
+                &mut *c.client,
+                &s,
+                rows,
+                private,
+                new_head,
+                [put_entries, put_hashes, set_head],
+            )?;
+            c.client
+                .batch_execute("COMMIT")
+                .map_err(|e| db("committing a batch", e))
+        })();
+        if r.is_err() {
+            // A failed COMMIT leaves the outcome unknown; never reuse it.
+            c.broken = true;
+        }
+        r
+    }
+}
+
+impl Drop for HeadLock {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.conn.take() {
+            off_runtime(move || {
+                if c.client.batch_execute("ROLLBACK").is_err() {
+                    c.broken = true;
+                }
+            });
         }
     }
 }
@@ -1014,21 +1142,16 @@ impl PgSnapshot {
     }
 
     pub fn records_from(&self, start: u64) -> Result<PgRecords, Error> {
-        Ok(PgRecords {
-            conn: Arc::clone(&self.conn),
-            next: start,
-            pending: Vec::new().into_iter(),
-            done: false,
-        })
+        Ok(Chunked::new(
+            &self.conn,
+            start,
+            RECORDS_CHUNK,
+            fetch_records,
+        ))
     }
 
     pub fn hashes_from(&self, start: u64) -> Result<PgHashes, Error> {
-        Ok(PgHashes {
-            conn: Arc::clone(&self.conn),
-            next: start,
-            pending: Vec::new().into_iter(),
-            done: false,
-        })
+        Ok(Chunked::new(&self.conn, start, HASHES_CHUNK, fetch_hashes))
     }
 
     pub fn hash(&self, stored_index: u64) -> Result<Option<Hash>, Error> {
@@ -1229,115 +1352,51 @@ impl PgSnapshot {
     }
 }
 
-/// Stored records of a PostgreSQL log in index order, read
-/// [`RECORDS_CHUNK`] at a time inside the snapshot's transaction.
-pub struct PgRecords {
+/// Reads up to `chunk` rows from index `from` on, in index order.
+type Fetch<T> = fn(&mut SnapConn, i64, i64) -> Result<Vec<(u64, T)>, Error>;
+
+/// Rows of one table in index order from an index on, read `chunk` at a
+/// time inside the snapshot's transaction: the one loop behind
+/// [`PgRecords`] and [`PgHashes`].
+pub struct Chunked<T> {
     conn: Arc<Mutex<SnapConn>>,
     next: u64,
-    pending: std::vec::IntoIter<(u64, Vec<u8>)>,
+    chunk: i64,
+    fetch: Fetch<T>,
+    pending: std::vec::IntoIter<(u64, T)>,
     done: bool,
 }
 
-impl PgRecords {
-    fn fetch(&mut self) -> Result<Vec<(u64, Vec<u8>)>, Error> {
-        let from = to_i64(self.next, "entry index")?;
-        let rows = {
+impl<T> Chunked<T> {
+    fn new(conn: &Arc<Mutex<SnapConn>>, start: u64, chunk: i64, fetch: Fetch<T>) -> Chunked<T> {
+        Chunked {
+            conn: Arc::clone(conn),
+            next: start,
+            chunk,
+            fetch,
+            pending: Vec::new().into_iter(),
+            done: false,
+        }
+    }
+}
+
+impl<T> Iterator for Chunked<T> {
+    type Item = Result<(u64, T), Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(r) = self.pending.next() {
+            return Some(Ok(r));
+        }
+        if self.done {
+            return None;
+        }
+        let fetched = to_i64(self.next, "index").and_then(|from| {
             let mut c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-            c.query(
-                "records",
-                |s| format!("SELECT idx, chain, leaf FROM {s}.entries WHERE idx >= $1 ORDER BY idx LIMIT {RECORDS_CHUNK}"),
-                &[&from],
-                "reading entries",
-            )?
-        };
-        rows.iter()
-            .map(|r| {
-                let idx = to_u64(r.get(0), self.next, "entry index")?;
-                let chain: &[u8] = r.get(1);
-                let leaf: &[u8] = r.get(2);
-                let mut rec = Vec::with_capacity(chain.len() + leaf.len());
-                rec.extend_from_slice(chain);
-                rec.extend_from_slice(leaf);
-                Ok((idx, rec))
-            })
-            .collect()
-    }
-}
-
-impl Iterator for PgRecords {
-    type Item = Result<(u64, Vec<u8>), Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(r) = self.pending.next() {
-            return Some(Ok(r));
-        }
-        if self.done {
-            return None;
-        }
-        match self.fetch() {
-            Ok(batch) => {
-                if (batch.len() as i64) < RECORDS_CHUNK {
-                    self.done = true;
-                }
-                if let Some((last, _)) = batch.last() {
-                    self.next = last + 1;
-                }
-                self.pending = batch.into_iter();
-                self.pending.next().map(Ok)
-            }
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-/// Stored hashes of a PostgreSQL log in index order, read [`HASHES_CHUNK`]
-/// at a time inside the snapshot's transaction.
-pub struct PgHashes {
-    conn: Arc<Mutex<SnapConn>>,
-    next: u64,
-    pending: std::vec::IntoIter<(u64, Hash)>,
-    done: bool,
-}
-
-impl Iterator for PgHashes {
-    type Item = Result<(u64, Hash), Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(r) = self.pending.next() {
-            return Some(Ok(r));
-        }
-        if self.done {
-            return None;
-        }
-        let fetched = (|| {
-            let from = to_i64(self.next, "stored hash index")?;
-            let rows = {
-                let mut c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-                c.query(
-                    "hashes_from",
-                    |s| format!("SELECT idx, hash FROM {s}.hashes WHERE idx >= $1 ORDER BY idx LIMIT {HASHES_CHUNK}"),
-                    &[&from],
-                    "reading stored hashes",
-                )?
-            };
-            rows.iter()
-                .map(|r| {
-                    let i = to_u64(r.get(0), 0, "stored hash index")?;
-                    let h = hash32(
-                        crate::merkle::last_leaf_of_stored(i),
-                        "stored hash",
-                        r.get(1),
-                    )?;
-                    Ok((i, Hash(h)))
-                })
-                .collect::<Result<Vec<_>, Error>>()
-        })();
+            (self.fetch)(&mut c, from, self.chunk)
+        });
         match fetched {
             Ok(batch) => {
-                if (batch.len() as i64) < HASHES_CHUNK {
+                if (batch.len() as i64) < self.chunk {
                     self.done = true;
                 }
                 if let Some((last, _)) = batch.last() {
@@ -1352,6 +1411,58 @@ impl Iterator for PgHashes {
             }
         }
     }
+}
+
+/// Stored records (chain hash ‖ leaf bytes) of a PostgreSQL log in index
+/// order, [`RECORDS_CHUNK`] at a time.
+pub type PgRecords = Chunked<Vec<u8>>;
+
+/// Stored hashes of a PostgreSQL log in index order, [`HASHES_CHUNK`] at a
+/// time.
+pub type PgHashes = Chunked<Hash>;
+
+fn fetch_records(c: &mut SnapConn, from: i64, chunk: i64) -> Result<Vec<(u64, Vec<u8>)>, Error> {
+    let rows = c.query(
+        "records",
+        |s| {
+            format!(
+                "SELECT idx, chain, leaf FROM {s}.entries WHERE idx >= $1 ORDER BY idx LIMIT $2"
+            )
+        },
+        &[&from, &chunk],
+        "reading entries",
+    )?;
+    rows.iter()
+        .map(|r| {
+            let idx = to_u64(r.get(0), 0, "entry index")?;
+            let chain: &[u8] = r.get(1);
+            let leaf: &[u8] = r.get(2);
+            let mut rec = Vec::with_capacity(chain.len() + leaf.len());
+            rec.extend_from_slice(chain);
+            rec.extend_from_slice(leaf);
+            Ok((idx, rec))
+        })
+        .collect()
+}
+
+fn fetch_hashes(c: &mut SnapConn, from: i64, chunk: i64) -> Result<Vec<(u64, Hash)>, Error> {
+    let rows = c.query(
+        "hashes_from",
+        |s| format!("SELECT idx, hash FROM {s}.hashes WHERE idx >= $1 ORDER BY idx LIMIT $2"),
+        &[&from, &chunk],
+        "reading stored hashes",
+    )?;
+    rows.iter()
+        .map(|r| {
+            let i = to_u64(r.get(0), 0, "stored hash index")?;
+            let h = hash32(
+                crate::merkle::last_leaf_of_stored(i),
+                "stored hash",
+                r.get(1),
+            )?;
+            Ok((i, Hash(h)))
+        })
+        .collect()
 }
 
 /// The private parts' keys in a PostgreSQL schema (`private_keys`), one row
