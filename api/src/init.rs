@@ -45,19 +45,22 @@ pub fn init(
         origin,
         operator_identity,
         operator_key,
-        storage,
+        storage.map(|at| (at, None)),
         ledger::Config::default(),
     )
 }
 
-/// [`init`] with the log's own settings: `config.backend` set keeps the log
-/// in the redb file whatever `LEDGER_STORAGE` says.
+/// [`init`] with the log's own settings (`config.backend` set keeps the log
+/// in the redb file whatever `LEDGER_STORAGE` says), and for a log in
+/// PostgreSQL, the login that is to own its schema (the schema is then
+/// created through it, and the storage URL's login granted only what a
+/// writer needs: ops/postgres.md, "Roles").
 pub fn init_with(
     dir: &Path,
     origin: &str,
     operator_identity: &str,
     operator_key: Option<&Path>,
-    storage: Option<&ledger::store::pg::PgAt>,
+    storage: Option<(&ledger::store::pg::PgAt, Option<&str>)>,
     config: ledger::Config,
 ) -> anyhow::Result<Initialized> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -65,9 +68,12 @@ pub fn init_with(
     if log_key_path.exists() || ledger::store::Location::of(dir)?.is_some() {
         bail!("{} is already initialised", dir.display());
     }
-    if let Some(at) = storage {
-        ledger::store::pg::PgStore::create(at)
-            .with_context(|| format!("creating the log in {}", at.describe()))?;
+    if let Some((at, owner)) = storage {
+        match owner {
+            Some(owner) => ledger::store::pg::PgStore::create_owned(at, owner),
+            None => ledger::store::pg::PgStore::create(at),
+        }
+        .with_context(|| format!("creating the log in {}", at.describe()))?;
         ledger::store::pg::write_storage_file(dir, at)?;
     }
     let log_key = LogKey::generate(origin)?;

@@ -14,9 +14,14 @@
 //! when it is loaded). The target is then verified in full before the
 //! directory is pointed at it.
 //!
-//! The source is opened to write, so no server can run on it meanwhile,
-//! and it is kept: the redb file renamed to `ledger.redb.moved`, the
-//! PostgreSQL schema left as it is (drop it once the move is trusted).
+//! The source is opened to write and held until the directory points at
+//! the target, so no server of this directory can open it meanwhile; a
+//! source in PostgreSQL that grew meanwhile (another frontend) is not
+//! moved. The source is kept: the redb file renamed to `ledger.redb.moved`
+//! (and `private.keys` to `private.keys.moved`), the PostgreSQL schema
+//! left as it is. Those copies hold every private part's key, including
+//! the keys of parts redacted after the move: destroy them once the move
+//! is trusted (docs/PRIVACY.md).
 
 use std::path::Path;
 
@@ -67,6 +72,18 @@ fn refuse(why: impl Into<String>) -> Error {
 /// Moves the log of the data directory `dir` to `to`, reporting progress
 /// as (entries copied, total); see the module's contract.
 pub fn migrate(dir: &Path, to: Target, progress: &mut dyn FnMut(u64, u64)) -> Result<Moved, Error> {
+    migrate_owned(dir, to, None, progress)
+}
+
+/// [`migrate`], a new PostgreSQL schema created through `owner_url` (a
+/// login that is to own it), the target's login granted only what a writer
+/// needs ([`PgStore::create_owned`]).
+pub fn migrate_owned(
+    dir: &Path,
+    to: Target,
+    owner_url: Option<&str>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Moved, Error> {
     let from =
         Location::of(dir)?.ok_or_else(|| refuse(format!("{} holds no log", dir.display())))?;
     match (&from, &to) {
@@ -87,11 +104,19 @@ pub fn migrate(dir: &Path, to: Target, progress: &mut dyn FnMut(u64, u64)) -> Re
             dir.join(crate::store::DB_FILE).display()
         )));
     }
-    let moved = (|| {
+    let keys_existed = dir.join(crate::private::KEYS_FILE).exists();
+    // The source stays open until the directory points at the target, so
+    // that no server can open it meanwhile (the redb file's lock), and its
+    // head is read again just before the switch: a log in PostgreSQL that
+    // another frontend wrote meanwhile is not moved.
+    let result = (|| {
         let source = Store::open(dir)?;
         let target = match &to {
             Target::Postgres(at) => {
-                PgStore::create(at)?;
+                match owner_url {
+                    Some(owner) => PgStore::create_owned(at, owner)?,
+                    None => PgStore::create(at)?,
+                }
                 Store::Postgres(crate::store::pg::off_runtime(|| PgStore::open(at))?)
             }
             Target::File => Store::File(crate::store::file::FileStore::open_with(dir, None)?),
@@ -107,14 +132,24 @@ pub fn migrate(dir: &Path, to: Target, progress: &mut dyn FnMut(u64, u64)) -> Re
             )
             .into());
         }
-        Ok(moved)
+        drop(snap);
+        drop(target);
+        if source.snapshot()?.head()?.size != moved.size {
+            return Err(refuse(
+                "the source grew while it was copied (a frontend still writes it): stop every server of this log and move it again",
+            ));
+        }
+        Ok((moved, source))
     })();
-    let moved = match moved {
+    let (moved, source) = match result {
         Ok(m) => m,
         Err(e) => {
             // A half-written file must not be found by the next attempt.
             if created_file {
                 let _ = std::fs::remove_file(dir.join(crate::store::DB_FILE));
+                if !keys_existed {
+                    let _ = std::fs::remove_file(dir.join(crate::private::KEYS_FILE));
+                }
             }
             return Err(e);
         }
@@ -142,6 +177,7 @@ pub fn migrate(dir: &Path, to: Target, progress: &mut dyn FnMut(u64, u64)) -> Re
         }
     }
     crate::store::sync_dir(dir)?;
+    drop(source);
     Ok(moved)
 }
 

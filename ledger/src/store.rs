@@ -415,6 +415,16 @@ impl Store {
         })
     }
 
+    /// A snapshot for the writer: in PostgreSQL, on one of the connections
+    /// kept for it, so that readers holding every read connection never
+    /// hold up a batch.
+    pub(crate) fn writer_snapshot(&self) -> Result<Snapshot, Error> {
+        Ok(match self {
+            Store::File(s) => Snapshot::File(s.snapshot()?),
+            Store::Postgres(s) => Snapshot::Postgres(pg::off_runtime(|| s.writer_snapshot())?),
+        })
+    }
+
     /// Writes `rows`, the private parts and `new_head` in one durable
     /// transaction. The rows are contiguous from the current head.
     pub(crate) fn commit(

@@ -64,6 +64,50 @@ fn attack_the_database_refuses_to_change_or_remove_what_the_log_wrote() {
     assert_eq!(v.size, 20);
 }
 
+/// A schema created through an owner login, the log written through a
+/// login granted only what a writer needs: the log works, and that login
+/// can neither disable nor drop a trigger, nor change, delete or truncate
+/// what the log wrote.
+#[test]
+fn attack_the_writers_login_cannot_switch_off_the_schemas_rules() {
+    let owner = testkit::pg::url();
+    let login = format!(
+        "ledger_login_{}",
+        &ledger::store::pg::new_schema_name().expect("name")[7..]
+    );
+    client(&owner)
+        .batch_execute(&format!("CREATE ROLE {login} LOGIN"))
+        .expect("role");
+    let login_url = owner.replacen("postgres@", &format!("{login}@"), 1);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let at = PgAt {
+        url: login_url.clone(),
+        schema: ledger::store::pg::new_schema_name().expect("name"),
+    };
+    PgStore::create_owned(&at, &owner).expect("create through the owner");
+    ledger::store::pg::write_storage_file(dir.path(), &at).expect("storage file");
+    testkit::build_log(dir.path(), 30);
+    let s = &at.schema;
+    let mut c = client(&login_url);
+    for sql in [
+        format!("ALTER TABLE {s}.entries DISABLE TRIGGER ALL"),
+        format!("DROP TRIGGER append_only ON {s}.entries"),
+        format!("DELETE FROM {s}.entries WHERE idx = 3"),
+        format!("TRUNCATE {s}.hashes"),
+        format!(
+            "CREATE OR REPLACE FUNCTION {s}.refuse() RETURNS trigger LANGUAGE sql AS 'SELECT NULL'"
+        ),
+        "SET session_replication_role = replica".to_string(),
+        format!("UPDATE {s}.entries SET leaf = 'forged' WHERE idx = 3"),
+    ] {
+        assert!(c.batch_execute(&sql).is_err(), "the login could: {sql}");
+    }
+    // What it may update, it may update only as the rules say.
+    refused(&mut c, &format!("UPDATE {s}.head SET size = 2"));
+    let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
+    assert_eq!(v.size, 30);
+}
+
 #[test]
 fn attack_a_private_key_can_only_be_overwritten_with_zeros() {
     let url = testkit::pg::url();

@@ -26,6 +26,11 @@ pub struct InitArgs {
     /// letters, digits or underscores). Default: ledger_ and 16 random hex digits.
     #[arg(long, requires = "storage")]
     schema: Option<String>,
+    /// Create the schema through this postgres:// URL, a login that is to own it, and grant the
+    /// login in --storage only what a writer needs (it can then neither drop nor disable the
+    /// schema's triggers). Default: the --storage login creates and owns it.
+    #[arg(long, requires = "storage", conflicts_with = "join")]
+    owner_url: Option<String>,
     /// Join the log already in --storage/--schema as one more frontend: nothing is created
     /// or appended; the data directory gets the log's key (--log-key) and a storage file.
     #[arg(long, requires_all = ["storage", "schema", "log_key"])]
@@ -74,6 +79,7 @@ pub fn run(a: InitArgs) -> anyhow::Result<()> {
         schema,
         join,
         log_key,
+        owner_url,
     } = a;
     let (dir, origin, identity) = (&data_dir, &origin, &operator_identity);
     let operator_key = operator_key.as_deref();
@@ -109,7 +115,22 @@ pub fn run(a: InitArgs) -> anyhow::Result<()> {
         println!("\nnext: ledger serve --data-dir {}", dir.display());
         return Ok(());
     }
-    let i = api::init::init(dir, origin, identity, operator_key, at.as_ref())?;
+    if let Some(u) = &owner_url {
+        if !ledger::store::pg::is_postgres_url(u) {
+            anyhow::bail!(
+                "--owner-url: {} is not a postgres:// or postgresql:// URL",
+                ledger::store::pg::redact_url(u)
+            );
+        }
+    }
+    let i = api::init::init_with(
+        dir,
+        origin,
+        identity,
+        operator_key,
+        at.as_ref().map(|at| (at, owner_url.as_deref())),
+        ledger::Config::default(),
+    )?;
     println!("initialised {}", dir.display());
     match &at {
         Some(at) => println!("log kept in:           PostgreSQL, {}", at.describe()),

@@ -25,6 +25,10 @@ pub struct MigrateArgs {
     /// underscores). Default: ledger_ and 16 random hex digits.
     #[arg(long)]
     schema: Option<String>,
+    /// With a postgres:// --to: create the schema through this login, which is to own it, and
+    /// grant the --to login only what a writer needs (ops/postgres.md, "Roles").
+    #[arg(long)]
+    owner_url: Option<String>,
     /// Do not draw a progress bar.
     #[arg(long)]
     quiet: bool,
@@ -53,6 +57,7 @@ pub fn run(a: MigrateArgs) -> anyhow::Result<()> {
             pg::redact_url(&a.to)
         );
     };
+    let to_file = matches!(target, ledger::migrate::Target::File);
     let to = match &target {
         ledger::migrate::Target::File => a
             .data_dir
@@ -62,10 +67,18 @@ pub fn run(a: MigrateArgs) -> anyhow::Result<()> {
         ledger::migrate::Target::Postgres(at) => format!("PostgreSQL, {}", at.describe()),
     };
     let pb = progress_bar(a.quiet, "copying");
-    let moved = ledger::migrate::migrate(&a.data_dir, target, &mut |done, total| {
-        pb.set_length(total);
-        pb.set_position(done);
-    });
+    if a.owner_url.is_some() && to_file {
+        anyhow::bail!("--owner-url creates a PostgreSQL schema; --to file has none");
+    }
+    let moved = ledger::migrate::migrate_owned(
+        &a.data_dir,
+        target,
+        a.owner_url.as_deref(),
+        &mut |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        },
+    );
     pb.finish_and_clear();
     let m = moved?;
     println!(
@@ -78,14 +91,17 @@ pub fn run(a: MigrateArgs) -> anyhow::Result<()> {
         m.private_rows, m.keys, m.redacted
     );
     println!(
-        "the source is kept ({}); remove it once the move is trusted",
-        match to.starts_with("PostgreSQL") {
-            true => format!(
-                "{}{}",
+        "the source is kept ({}), with every private part's key: destroy it once the move is trusted",
+        if to_file {
+            "the PostgreSQL schema the storage file named".to_owned()
+        } else {
+            format!(
+                "{}{} and {}{}",
                 ledger::store::DB_FILE,
+                ledger::migrate::MOVED_SUFFIX,
+                ledger::private::KEYS_FILE,
                 ledger::migrate::MOVED_SUFFIX
-            ),
-            false => "the PostgreSQL schema the storage file named".to_owned(),
+            )
         }
     );
     Ok(())

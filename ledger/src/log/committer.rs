@@ -134,7 +134,7 @@ pub(super) fn commit_loop<S: Sequencer>(
                 if let Some(at) = hold.shared_head() {
                     catch_up(shared, &mut frontier, &mut head, &mut *guard, at)?;
                 }
-                Ok((hold, store.snapshot()?))
+                Ok((hold, store.writer_snapshot()?))
             })
         });
         let (hold, snap) = match prepared {
@@ -246,7 +246,7 @@ fn catch_up<S: Sequencer>(
         return Err(moved_back("it is not longer"));
     }
     let store = shared.store()?;
-    let snap = store.snapshot()?;
+    let snap = store.writer_snapshot()?;
     let now = snap.head()?;
     if now.size < to.size {
         return Err(moved_back("the log read after it is shorter"));
@@ -622,7 +622,7 @@ fn seal_private(
     }
     let keys = crate::private::fresh_keys(count)?;
     let mut first_slot = {
-        let snap = shared.store()?.snapshot()?;
+        let snap = shared.store()?.writer_snapshot()?;
         let mut file = super::key_file(shared, &snap)?;
         file.as_mut().map(|f| f.append(&keys)).unwrap_or(Ok(0))?
     };

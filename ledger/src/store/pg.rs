@@ -59,8 +59,14 @@ pub const STORAGE_FILE: &str = "storage";
 pub const STORAGE_ENV: &str = "LEDGER_STORAGE";
 /// The PostgreSQL layout this build writes and reads.
 pub const PG_FORMAT_VERSION: u32 = 1;
-/// Connections one store keeps at most.
+/// Connections one store keeps at most for reads (snapshots).
 const POOL_SIZE: u32 = 16;
+/// Connections kept apart for the writer (the head's lock, the commit, the
+/// committer's own snapshots) and for the private parts' keys, so that
+/// readers holding every read connection never hold up a commit, and a
+/// reader that holds a snapshot while it reads a key never waits on a pool
+/// its peers exhaust.
+const SIDE_POOL_SIZE: u32 = 6;
 /// Entries read per query while iterating.
 const RECORDS_CHUNK: i64 = 2048;
 /// Stored hashes read per query while iterating.
@@ -92,9 +98,11 @@ pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return "(not a URL)".to_owned();
     };
+    // Credentials run to the first '@', as the client reads them (a
+    // password may hold '/').
     let (auth, tail) = match rest.split_once('@') {
-        Some((a, t)) if !a.contains('/') => (Some(a), t),
-        _ => (None, rest),
+        Some((a, t)) => (Some(a), t),
+        None => (None, rest),
     };
     // Query parameters may carry a password too.
     let tail = match tail.split_once('?') {
@@ -102,7 +110,9 @@ pub fn redact_url(url: &str) -> String {
             let q: Vec<String> = query
                 .split('&')
                 .map(|kv| match kv.split_once('=') {
-                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    Some((k, _)) if k.to_ascii_lowercase().contains("pass") || k.contains('%') => {
+                        format!("{k}=***")
+                    }
                     _ => kv.to_owned(),
                 })
                 .collect();
@@ -319,6 +329,19 @@ fn to_u64(v: i64, index: u64, what: &str) -> Result<u64, Error> {
     })
 }
 
+/// Column `i` of a row, or a typed error (never a panic) when the database
+/// holds something else there: a tampered schema is input, not a bug.
+fn col<'a, T: postgres::types::FromSql<'a>>(r: &'a postgres::Row, i: usize) -> Result<T, Error> {
+    r.try_get(i).map_err(|e| {
+        Corruption::new(
+            0,
+            CorruptionKind::Malformed,
+            format!("column {i} of a PostgreSQL row: {e}"),
+        )
+        .into()
+    })
+}
+
 fn hash32(index: u64, what: &str, b: &[u8]) -> Result<[u8; 32], Error> {
     b.try_into().map_err(|_| {
         Corruption::new(
@@ -452,16 +475,24 @@ fn connect_config(url: &str) -> Result<postgres::Config, Error> {
             format!("{}: not a PostgreSQL URL: {e}", redact_url(url)),
         ))
     })?;
+    // statement_timeout=0: a commit cancelled while it waits for a
+    // synchronous standby would return success with only a warning, its
+    // write on the primary alone. Keepalives notice a dead peer in about
+    // 30 s instead of the system's two hours.
     config
-        .options("-c synchronous_commit=on")
+        .options("-c synchronous_commit=on -c statement_timeout=0")
         .application_name("evidence-ledger")
-        .connect_timeout(Duration::from_secs(10));
+        .connect_timeout(Duration::from_secs(10))
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(15))
+        .keepalives_interval(Duration::from_secs(5))
+        .keepalives_retries(3);
     Ok(config)
 }
 
-fn make_pool(url: &str) -> Result<Pool, Error> {
+fn make_pool(url: &str, size: u32) -> Result<Pool, Error> {
     r2d2::Pool::builder()
-        .max_size(POOL_SIZE)
+        .max_size(size)
         .min_idle(Some(0))
         .connection_timeout(Duration::from_secs(10))
         .error_handler(Box::new(r2d2::NopErrorHandler))
@@ -497,28 +528,29 @@ CREATE TABLE {s}.private_keys (
     key bytea NOT NULL CHECK (length(key) = 32));
 CREATE TABLE {s}.key_slots (id smallint PRIMARY KEY CHECK (id = 1), next bigint NOT NULL CHECK (next >= 0));
 
-CREATE FUNCTION {s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION {s}.refuse() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     RAISE EXCEPTION 'evidence ledger: % of %.% refused: its rows are never changed or removed',
         TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation';
 END $$;
-CREATE FUNCTION {s}.head_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION {s}.head_forward() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
-    IF NEW.id <> OLD.id OR NEW.size < OLD.size THEN
+    IF NEW.id <> OLD.id OR NEW.size < OLD.size
+        OR (NEW.size = OLD.size AND (NEW.root <> OLD.root OR NEW.chain <> OLD.chain)) THEN
         RAISE EXCEPTION 'evidence ledger: the head of %.% never moves back (size % to %)',
             TG_TABLE_SCHEMA, TG_TABLE_NAME, OLD.size, NEW.size USING ERRCODE = 'integrity_constraint_violation';
     END IF;
     RETURN NEW;
 END $$;
-CREATE FUNCTION {s}.key_shred_only() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION {s}.key_shred_only() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
-    IF NEW.slot <> OLD.slot OR NEW.key <> '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea THEN
+    IF NEW.slot <> OLD.slot OR NEW.key <> decode(repeat('00', 32), 'hex') THEN
         RAISE EXCEPTION 'evidence ledger: a key of %.% may only be overwritten with zeros',
             TG_TABLE_SCHEMA, TG_TABLE_NAME USING ERRCODE = 'integrity_constraint_violation';
     END IF;
     RETURN NEW;
 END $$;
-CREATE FUNCTION {s}.slots_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION {s}.slots_forward() RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 BEGIN
     IF NEW.id <> OLD.id OR NEW.next < OLD.next THEN
         RAISE EXCEPTION 'evidence ledger: key slots of %.% are never given out twice',
@@ -553,6 +585,10 @@ CREATE TRIGGER never_truncated BEFORE TRUNCATE ON {s}.key_slots FOR EACH STATEME
 /// The log in one PostgreSQL schema.
 pub struct PgStore {
     pool: Pool,
+    /// The writer's connections ([`SIDE_POOL_SIZE`]).
+    writer: Pool,
+    /// The private parts' keys' connections ([`SIDE_POOL_SIZE`]).
+    key_pool: Pool,
     at: PgAt,
     upper: Arc<UpperHashes>,
     lease: Arc<()>,
@@ -569,12 +605,22 @@ impl PgStore {
     /// the new schema `at.schema`, in one transaction; refuses a schema that
     /// exists.
     pub fn create(at: &PgAt) -> Result<(), Error> {
-        off_runtime(|| PgStore::create_here(at))
+        off_runtime(|| PgStore::create_here(at, None))
     }
 
-    fn create_here(at: &PgAt) -> Result<(), Error> {
+    /// [`PgStore::create`] through `owner_url`, a login that is to own the
+    /// schema, granting the login `at.url` names only what a writer needs:
+    /// `USAGE` on the schema, `SELECT` and `INSERT` on its tables, and
+    /// `UPDATE` on `head`, `aux`, `private_keys` and `key_slots` (each held
+    /// to its rule by a trigger). That login cannot drop or disable a
+    /// trigger, nor `DELETE` or `TRUNCATE` anything.
+    pub fn create_owned(at: &PgAt, owner_url: &str) -> Result<(), Error> {
+        off_runtime(|| PgStore::create_here(at, Some(owner_url)))
+    }
+
+    fn create_here(at: &PgAt, owner_url: Option<&str>) -> Result<(), Error> {
         check_schema_name(&at.schema)?;
-        let mut client = connect_config(&at.url)?
+        let mut client = connect_config(owner_url.unwrap_or(&at.url))?
             .connect(NoTls)
             .map_err(|e| db("connecting", e))?;
         let s = &at.schema;
@@ -602,6 +648,24 @@ impl PgStore {
             &[],
         )
         .map_err(|e| db("creating the log's key slots", e))?;
+        if owner_url.is_some() {
+            let login = connect_config(&at.url)?
+                .get_user()
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    io(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "the storage URL names no user to grant the log to",
+                    ))
+                })?;
+            let l = format!("\"{}\"", login.replace('"', "\"\""));
+            tx.batch_execute(&format!(
+                "GRANT USAGE ON SCHEMA {s} TO {l};
+                 GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA {s} TO {l};
+                 GRANT UPDATE ON {s}.head, {s}.aux, {s}.private_keys, {s}.key_slots TO {l};"
+            ))
+            .map_err(|e| db("granting the log to its login", e))?;
+        }
         tx.commit().map_err(|e| db("creating the log", e))?;
         tracing::info!(at = %at.describe(), "created a log in PostgreSQL");
         Ok(())
@@ -614,7 +678,7 @@ impl PgStore {
             url: url.to_owned(),
             schema: new_schema_name()?,
         };
-        PgStore::create_here(&at)?;
+        PgStore::create_here(&at, None)?;
         write_storage_file(dir, &at)?;
         Ok(at)
     }
@@ -631,7 +695,9 @@ impl PgStore {
     pub fn open_existing(at: &PgAt) -> Result<PgStore, Error> {
         check_schema_name(&at.schema)?;
         let store = PgStore {
-            pool: make_pool(&at.url)?,
+            pool: make_pool(&at.url, POOL_SIZE)?,
+            writer: make_pool(&at.url, SIDE_POOL_SIZE)?,
+            key_pool: make_pool(&at.url, SIDE_POOL_SIZE)?,
             at: at.clone(),
             upper: Arc::new(UpperHashes::new()),
             lease: Arc::new(()),
@@ -657,6 +723,19 @@ impl PgStore {
                 format!("no ledger in {}", self.at.describe()),
             )));
         }
+        let mighty = client
+            .query_one(
+                "SELECT coalesce((SELECT rolsuper FROM pg_roles WHERE rolname = current_user), false)
+                     OR coalesce((SELECT pg_get_userbyid(nspowner) = current_user FROM pg_namespace WHERE nspname = $1), false)",
+                &[&s],
+            )
+            .map_err(|e| db("reading the login's rights", e))?;
+        if col::<bool>(&mighty, 0)? {
+            tracing::warn!(
+                at = %self.at.describe(),
+                "the ledger's login owns its schema or is a superuser: the schema's triggers stop mistakes, not this login (ops/postgres.md, \"Roles\")"
+            );
+        }
         let row = client
             .query_opt(
                 &format!("SELECT value FROM {s}.meta WHERE name = $1"),
@@ -664,7 +743,7 @@ impl PgStore {
             )
             .map_err(|e| db("reading the format version", e))?
             .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "no format_version"))?;
-        let v: &[u8] = row.get(0);
+        let v: &[u8] = col(&row, 0)?;
         let found = u32::from_be_bytes(
             v.try_into()
                 .map_err(|_| Corruption::new(0, CorruptionKind::Malformed, "format_version"))?,
@@ -690,6 +769,10 @@ impl PgStore {
         self.pool.get().map_err(pool_err)
     }
 
+    fn writer_conn(&self) -> Result<Pooled, Error> {
+        self.writer.get().map_err(pool_err)
+    }
+
     /// The database and schema, without a password.
     pub fn describe(&self) -> String {
         self.at.describe()
@@ -707,7 +790,7 @@ impl PgStore {
 
     /// Saves derived state under `name`, durably.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        let mut c = self.conn()?;
+        let mut c = self.writer_conn()?;
         let s = self.at.schema.clone();
         let st = c.stmt("put_aux", || {
             format!("INSERT INTO {s}.aux (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value")
@@ -729,14 +812,23 @@ impl PgStore {
             .client
             .query_opt(&st, &[&name])
             .map_err(|e| db("reading derived state", e))?;
-        Ok(row.map(|r| r.get::<_, Vec<u8>>(0)))
+        row.map(|r| col(&r, 0)).transpose()
     }
 
     /// A consistent read snapshot: a `REPEATABLE READ`, read-only
     /// transaction on a connection of its own, held until the snapshot and
     /// every iterator over it are gone.
     pub fn snapshot(&self) -> Result<PgSnapshot, Error> {
-        let mut c = self.conn()?;
+        self.snapshot_on(self.conn()?)
+    }
+
+    /// [`PgStore::snapshot`] on one of the writer's connections: what the
+    /// committer reads while it decides a batch.
+    pub fn writer_snapshot(&self) -> Result<PgSnapshot, Error> {
+        self.snapshot_on(self.writer_conn()?)
+    }
+
+    fn snapshot_on(&self, mut c: Pooled) -> Result<PgSnapshot, Error> {
         if let Err(e) = c
             .client
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -764,7 +856,7 @@ impl PgStore {
         private: &crate::private::Batch,
         new_head: &Head,
     ) -> Result<(), Error> {
-        let mut c = self.conn()?;
+        let mut c = self.writer_conn()?;
         let expected = new_head.size - rows.len() as u64;
         let r = self.commit_on(&mut c, rows, private, new_head, expected);
         if r.is_err() {
@@ -800,7 +892,7 @@ impl PgStore {
         })?;
         let w = |e| db("committing a batch", e);
         let mut tx = c.client.transaction().map_err(w)?;
-        let found: i64 = tx.query_one(&lock, &[]).map_err(w)?.get(0);
+        let found: i64 = col(&tx.query_one(&lock, &[]).map_err(w)?, 0)?;
         let found = to_u64(found, 0, "head size")?;
         if found != expected {
             return Err(Error::HeadMoved { expected, found });
@@ -901,23 +993,25 @@ impl PgStore {
     /// sequenced while holding it is sequenced against exactly the history
     /// it will follow.
     pub fn lock_head(&self) -> Result<HeadLock, Error> {
-        let mut c = self.conn()?;
+        let mut c = self.writer_conn()?;
         let s = self.at.schema.clone();
         let r = (|| {
             let lock = c.stmt("lock_head_row", || {
                 format!("SELECT size, root, chain FROM {s}.head WHERE id = 1 FOR UPDATE")
             })?;
+            // Waiting longer than this for another writer's batch means it
+            // is stuck: give up, and the batch answers 503.
             c.client
-                .batch_execute("BEGIN")
+                .batch_execute("BEGIN; SET LOCAL lock_timeout = '30s'")
                 .map_err(|e| db("locking the head", e))?;
             let row = c
                 .client
                 .query_one(&lock, &[])
                 .map_err(|e| db("locking the head", e))?;
             Ok(Head {
-                size: to_u64(row.get(0), 0, "head size")?,
-                root: Hash(hash32(0, "head root", row.get(1))?),
-                chain: Hash(hash32(0, "head chain", row.get(2))?),
+                size: to_u64(col(&row, 0)?, 0, "head size")?,
+                root: Hash(hash32(0, "head root", col(&row, 1)?)?),
+                chain: Hash(hash32(0, "head chain", col(&row, 2)?)?),
             })
         })();
         match r {
@@ -936,7 +1030,7 @@ impl PgStore {
     /// The committed head, read without a lock (another writer may move it
     /// the moment after).
     pub fn committed_head(&self) -> Result<Head, Error> {
-        let mut c = self.conn()?;
+        let mut c = self.writer_conn()?;
         let s = self.at.schema.clone();
         let st = c.stmt("read_head", || {
             format!("SELECT size, root, chain FROM {s}.head WHERE id = 1")
@@ -946,16 +1040,16 @@ impl PgStore {
             .query_one(&st, &[])
             .map_err(|e| db("reading the head", e))?;
         Ok(Head {
-            size: to_u64(row.get(0), 0, "head size")?,
-            root: Hash(hash32(0, "head root", row.get(1))?),
-            chain: Hash(hash32(0, "head chain", row.get(2))?),
+            size: to_u64(col(&row, 0)?, 0, "head size")?,
+            root: Hash(hash32(0, "head root", col(&row, 1)?)?),
+            chain: Hash(hash32(0, "head chain", col(&row, 2)?)?),
         })
     }
 
     /// The private parts' keys, in this schema.
     pub(crate) fn keys(&self) -> PgKeys {
         PgKeys {
-            pool: self.pool.clone(),
+            pool: self.key_pool.clone(),
             schema: self.at.schema.clone(),
         }
     }
@@ -1115,9 +1209,9 @@ impl PgSnapshot {
             })?
             .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "no head record"))?;
         let head = Head {
-            size: to_u64(row.get(0), 0, "head size")?,
-            root: Hash(hash32(0, "head root", row.get(1))?),
-            chain: Hash(hash32(0, "head chain", row.get(2))?),
+            size: to_u64(col(&row, 0)?, 0, "head size")?,
+            root: Hash(hash32(0, "head root", col(&row, 1)?)?),
+            chain: Hash(hash32(0, "head chain", col(&row, 2)?)?),
         };
         Ok(*self.head.get_or_init(|| head))
     }
@@ -1135,8 +1229,8 @@ impl PgSnapshot {
         match row {
             None => Ok(None),
             Some(r) => Ok(Some(StoredEntry {
-                chain: Hash(hash32(index, "chain hash", r.get(0))?),
-                leaf: r.get(1),
+                chain: Hash(hash32(index, "chain hash", col(&r, 0)?)?),
+                leaf: col(&r, 1)?,
             })),
         }
     }
@@ -1175,7 +1269,7 @@ impl PgSnapshot {
         let h = hash32(
             crate::merkle::last_leaf_of_stored(stored_index),
             "stored hash",
-            row.get(0),
+            col(&row, 0)?,
         )?;
         if keep {
             self.upper.keep(stored_index, level, h);
@@ -1192,7 +1286,11 @@ impl PgSnapshot {
                 "reading the last index",
             )
         })?;
-        match row.and_then(|r| r.get::<_, Option<i64>>(0)) {
+        let max: Option<i64> = match row {
+            Some(r) => col(&r, 0)?,
+            None => None,
+        };
+        match max {
             None => Ok(None),
             Some(v) => Ok(Some(to_u64(v, 0, "index")?)),
         }
@@ -1216,7 +1314,7 @@ impl PgSnapshot {
             )
         })?;
         match row {
-            Some(r) => to_u64(r.get(0), 0, "key slots"),
+            Some(r) => to_u64(col(&r, 0)?, 0, "key slots"),
             None => Ok(0),
         }
     }
@@ -1232,8 +1330,8 @@ impl PgSnapshot {
         })?;
         rows.iter()
             .map(|r| {
-                let idx = to_u64(r.get(0), 0, "entry index")?;
-                let part: i32 = r.get(1);
+                let idx = to_u64(col(r, 0)?, 0, "entry index")?;
+                let part: i32 = col(r, 1)?;
                 let part = u16::try_from(part).map_err(|_| {
                     Error::from(Corruption::new(
                         idx,
@@ -1263,16 +1361,16 @@ impl PgSnapshot {
 
     pub fn private_row(&self, index: u64) -> Result<Option<Vec<u8>>, Error> {
         let i = to_i64(index, "entry index")?;
-        Ok(self
-            .with(|c| {
-                c.query_opt(
-                    "private_row",
-                    |s| format!("SELECT sealed FROM {s}.private_parts WHERE idx = $1"),
-                    &[&i],
-                    "reading private parts",
-                )
-            })?
-            .map(|r| r.get(0)))
+        self.with(|c| {
+            c.query_opt(
+                "private_row",
+                |s| format!("SELECT sealed FROM {s}.private_parts WHERE idx = $1"),
+                &[&i],
+                "reading private parts",
+            )
+        })?
+        .map(|r| col(&r, 0))
+        .transpose()
     }
 
     pub fn aux_all(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
@@ -1284,20 +1382,20 @@ impl PgSnapshot {
                 "reading derived state",
             )
         })?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        rows.iter().map(|r| Ok((col(r, 0)?, col(r, 1)?))).collect()
     }
 
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        Ok(self
-            .with(|c| {
-                c.query_opt(
-                    "aux",
-                    |s| format!("SELECT value FROM {s}.aux WHERE name = $1"),
-                    &[&name],
-                    "reading derived state",
-                )
-            })?
-            .map(|r| r.get(0)))
+        self.with(|c| {
+            c.query_opt(
+                "aux",
+                |s| format!("SELECT value FROM {s}.aux WHERE name = $1"),
+                &[&name],
+                "reading derived state",
+            )
+        })?
+        .map(|r| col(&r, 0))
+        .transpose()
     }
 
     pub fn hashes_at(&self, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
@@ -1319,13 +1417,13 @@ impl PgSnapshot {
                 )
             })?;
             for r in rows {
-                let i = to_u64(r.get(0), 0, "stored hash index")?;
+                let i = to_u64(col(&r, 0)?, 0, "stored hash index")?;
                 read.insert(
                     i,
                     hash32(
                         crate::merkle::last_leaf_of_stored(i),
                         "stored hash",
-                        r.get(1),
+                        col(&r, 1)?,
                     )?,
                 );
             }
@@ -1434,9 +1532,9 @@ fn fetch_records(c: &mut SnapConn, from: i64, chunk: i64) -> Result<Vec<(u64, Ve
     )?;
     rows.iter()
         .map(|r| {
-            let idx = to_u64(r.get(0), 0, "entry index")?;
-            let chain: &[u8] = r.get(1);
-            let leaf: &[u8] = r.get(2);
+            let idx = to_u64(col(r, 0)?, 0, "entry index")?;
+            let chain: &[u8] = col(r, 1)?;
+            let leaf: &[u8] = col(r, 2)?;
             let mut rec = Vec::with_capacity(chain.len() + leaf.len());
             rec.extend_from_slice(chain);
             rec.extend_from_slice(leaf);
@@ -1454,11 +1552,11 @@ fn fetch_hashes(c: &mut SnapConn, from: i64, chunk: i64) -> Result<Vec<(u64, Has
     )?;
     rows.iter()
         .map(|r| {
-            let i = to_u64(r.get(0), 0, "stored hash index")?;
+            let i = to_u64(col(r, 0)?, 0, "stored hash index")?;
             let h = hash32(
                 crate::merkle::last_leaf_of_stored(i),
                 "stored hash",
-                r.get(1),
+                col(r, 1)?,
             )?;
             Ok((i, Hash(h)))
         })
@@ -1493,13 +1591,14 @@ impl PgKeys {
         let r = (|| {
             let n = keys.len() as i64;
             let mut tx = c.client.transaction().map_err(w)?;
-            let first: i64 = tx
-                .query_one(
+            let first: i64 = col(
+                &tx.query_one(
                     &format!("UPDATE {s}.key_slots SET next = next + $1 WHERE id = 1 RETURNING next - $1"),
                     &[&n],
                 )
-                .map_err(w)?
-                .get(0);
+                .map_err(w)?,
+                0,
+            )?;
             let slots: Vec<i64> = (first..first + n).collect();
             let bytes: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
             tx.execute(
@@ -1527,7 +1626,7 @@ impl PgKeys {
                 &[&i],
             )
             .map_err(|e| db("reading a private-part key", e))?;
-        row.map(|r| hash32(0, "private-part key", r.get(0)))
+        row.map(|r| hash32(0, "private-part key", col(&r, 0)?))
             .transpose()
     }
 
@@ -1650,6 +1749,14 @@ mod tests {
             "postgres://ledger@db/ledger?password=***&sslmode=disable"
         );
         assert_eq!(redact_url("postgresql://db/x"), "postgresql://db/x");
+        assert_eq!(
+            redact_url("postgres://u:ab/cd@db.example/ledger"),
+            "postgres://u:***@db.example/ledger"
+        );
+        assert_eq!(
+            redact_url("postgres://db/ledger?pass%77ord=s3cret"),
+            "postgres://db/ledger?pass%77ord=***"
+        );
         assert_eq!(redact_url("nonsense"), "(not a URL)");
     }
 
