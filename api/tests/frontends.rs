@@ -221,3 +221,100 @@ fn attack_a_frontend_joined_with_another_key_is_refused() {
     );
     assert!(!b.join(ledger::store::STORAGE_FILE).exists());
 }
+
+/// Frontend A is SIGKILLed and restarted 20 times while four clients
+/// write, two through A and two through B. A client whose post gets no
+/// answer (the kill cut it) posts the same envelope through B: an envelope
+/// already in the log is acknowledged at its index, never appended again.
+/// Every acknowledged envelope is in the log at the index it was given,
+/// no index was given to two envelopes, and the log verifies.
+#[test]
+fn a_frontend_killed_twenty_times_under_writes_through_both_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Mutex, RwLock};
+    let url = testkit::pg::url();
+    let (dir, vkey, operator) = two_frontends(&url);
+    let (a_dir, b_dir) = (dir.path().join("a"), dir.path().join("b"));
+    let a_arg = a_dir.to_str().expect("utf8").to_owned();
+    let (server_b, base_b) = spawn_ledger(&["--data-dir", b_dir.to_str().expect("utf8")]);
+    let (mut server_a, base) = spawn_ledger(&["--data-dir", &a_arg]);
+    let base_a = RwLock::new(base);
+    let acked: Mutex<std::collections::HashMap<u64, String>> = Mutex::default();
+    let stop = AtomicBool::new(false);
+    let kills = 20;
+    std::thread::scope(|s| {
+        for w in 0..4 {
+            let (vkey, operator, acked, stop, base_a, base_b) =
+                (&vkey, &operator, &acked, &stop, &base_a, &base_b);
+            s.spawn(move || {
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    n += 1;
+                    let name = format!("killed-{w}-{n}");
+                    let env = verifier::post::sign_event(
+                        operator,
+                        "kill",
+                        Event::TaskClassRegistered(testkit::world::task_class(&name)),
+                    );
+                    let first = if w % 2 == 0 {
+                        base_a.read().unwrap_or_else(|p| p.into_inner()).clone()
+                    } else {
+                        base_b.clone()
+                    };
+                    let mut rc = verifier::post::post_one(&Client::new(&first, None), vkey, &env);
+                    for _ in 0..100 {
+                        if rc.is_ok() {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        rc = verifier::post::post_one(&Client::new(base_b, None), vkey, &env);
+                    }
+                    let rc = rc.expect("acknowledged through b in the end");
+                    let prev = acked
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(rc.index, name.clone());
+                    assert!(prev.is_none(), "index {} given to two envelopes", rc.index);
+                }
+            });
+        }
+        for _ in 0..kills {
+            std::thread::sleep(std::time::Duration::from_millis(
+                150 + rand::random::<u64>() % 250,
+            ));
+            let _ = server_a.kill();
+            let _ = server_a.wait();
+            let (next, base) = spawn_ledger(&["--data-dir", &a_arg]);
+            server_a = next;
+            *base_a.write().unwrap_or_else(|p| p.into_inner()) = base;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        stop.store(true, Ordering::SeqCst);
+    });
+    stop_ledger(server_a);
+    stop_ledger(server_b);
+    let acked = acked.into_inner().unwrap_or_else(|p| p.into_inner());
+    assert!(
+        acked.len() > 40,
+        "too few writes acknowledged: {}",
+        acked.len()
+    );
+    let log = ledger::Ledger::open(&b_dir, ledger::Config::default()).expect("open");
+    let class_at = |i: u64| {
+        let leaf = log.entry(i).expect("acknowledged entry").leaf;
+        let (d, _) = events::envelope::decode_logged_leaf(&leaf).expect("an event");
+        match d.payload.event {
+            Event::TaskClassRegistered(e) => e.task_class,
+            other => format!("{other:?}"),
+        }
+    };
+    for (index, name) in &acked {
+        assert_eq!(&class_at(*index), name, "entry {index}");
+    }
+    drop(log);
+    ledger::verify_dir(&b_dir, &mut |_, _| {}).expect("verify");
+    eprintln!(
+        "frontend a killed {kills} times: {} writes acknowledged through both, 0 lost",
+        acked.len()
+    );
+}

@@ -469,6 +469,19 @@ impl Sequencer for EventSequencer {
         if self.loading {
             return Sequenced::Reject(catching_up());
         }
+        if self.state.size < log.head().size {
+            // The state was loaded at a head that other writers of a
+            // shared log have since moved (the committer caught up while
+            // the start loaded it): fold the rest in before deciding.
+            self.caught_up(log);
+            if self.broken || self.state.size < log.head().size {
+                return Sequenced::Reject(Rejection::new(
+                    RejectCode::LedgerUnavailable,
+                    "",
+                    "the ledger could not fold in what other writers appended; restart it",
+                ));
+            }
+        }
         let Submission {
             decoded: mut d,
             disclosures,

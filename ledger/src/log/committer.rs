@@ -160,7 +160,8 @@ pub(super) fn commit_loop<S: Sequencer>(
                 }
                 return Ok(());
             }
-            let view = LogView::new(&snap, head, lookups);
+            let read = |index: u64| super::read_private_parts(shared, &snap, index);
+            let view = LogView::new(&snap, head, lookups).with_private(&read);
             run_batch(
                 shared,
                 &view,
