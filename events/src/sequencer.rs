@@ -314,6 +314,10 @@ pub struct EventSequencer {
     pending: HashMap<String, Found>,
     /// Which value each schema-3 handle stands for ([`crate::handles`]).
     handles: crate::handles::HandleValues,
+    /// Key ids enrolled by this batch, not committed yet: a write the door
+    /// passed unverified may not be signed by one (as at the door, a key
+    /// signs only once its enrolment is in the log).
+    enrolled_in_batch: std::collections::HashSet<String>,
 }
 
 /// The key index names an entry by its envelope id and payload digest.
@@ -490,7 +494,9 @@ impl Sequencer for EventSequencer {
         if unverified {
             // Caught up with every other writer before this batch: the
             // signer is enrolled now, or never was.
-            let Some(key) = signer_key(&d, &self.keys) else {
+            let Some(key) = signer_key(&d, &self.keys)
+                .filter(|_| !self.enrolled_in_batch.contains(&d.keyid))
+            else {
                 return Sequenced::Reject(unknown_signer());
             };
             if let Err(r) = d.verify(&key) {
@@ -543,6 +549,7 @@ impl Sequencer for EventSequencer {
         self.state.apply(&d, next, at);
         if let Event::PrincipalEnrolled(e) = &d.payload.event {
             if let Some(k) = parse_public_key(&e.public_key) {
+                self.enrolled_in_batch.insert(key_id(&k));
                 self.keys.insert(key_id(&k), k);
             }
         }
@@ -577,6 +584,7 @@ impl Sequencer for EventSequencer {
 
     fn committed(&mut self) {
         self.pending.clear();
+        self.enrolled_in_batch.clear();
         self.handles.committed();
     }
 
@@ -597,6 +605,7 @@ impl Sequencer for EventSequencer {
     /// the log as after a failed batch.
     fn caught_up(&mut self, log: &LogView<'_>) {
         self.pending.clear();
+        self.enrolled_in_batch.clear();
         if self.loading {
             // The start's own load reads the whole log when it runs.
             self.handles.failed(0);
@@ -644,6 +653,7 @@ impl Sequencer for EventSequencer {
 
     fn failed(&mut self, log: &LogView<'_>) {
         self.pending.clear();
+        self.enrolled_in_batch.clear();
         if self.loading {
             self.handles.failed(0);
             return;
@@ -785,6 +795,7 @@ impl EventLog {
                 loading: true,
                 pending: HashMap::new(),
                 handles: Default::default(),
+                enrolled_in_batch: Default::default(),
             })
         })?;
         Ok(EventLog {
