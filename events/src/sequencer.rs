@@ -494,8 +494,8 @@ impl Sequencer for EventSequencer {
         if unverified {
             // Caught up with every other writer before this batch: the
             // signer is enrolled now, or never was.
-            let Some(key) = signer_key(&d, &self.keys)
-                .filter(|_| !self.enrolled_in_batch.contains(&d.keyid))
+            let Some(key) =
+                signer_key(&d, &self.keys).filter(|_| !self.enrolled_in_batch.contains(&d.keyid))
             else {
                 return Sequenced::Reject(unknown_signer());
             };
