@@ -614,19 +614,7 @@ impl Sequencer for EventSequencer {
         let from = self.state.size;
         let redactions = self.state.redactions.len();
         let disclosed = |origin: u64| -> Result<Option<String>, ledger::Error> {
-            let entry = log.entry(origin)?;
-            let Ok((d, _)) = crate::envelope::decode_logged_leaf(&entry.leaf) else {
-                return Ok(None);
-            };
-            let parts: Vec<String> = log
-                .private_parts(origin)?
-                .into_iter()
-                .map(|p| match p {
-                    ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
-                    ledger::private::Part::Shredded => String::new(),
-                })
-                .collect();
-            Ok(crate::handles::companion_value(&d.payload.event, &parts))
+            companion_in(&log.entry(origin)?.leaf, || log.private_parts(origin))
         };
         let state = match std::mem::take(&mut self.state).replay_from(log, true) {
             Ok(s) => s,
@@ -670,6 +658,26 @@ impl Sequencer for EventSequencer {
             }
         }
     }
+}
+
+/// The value the schema-3 companion of the logged `leaf` discloses, from
+/// its kept private parts (`parts` reads them): `None` when the leaf names
+/// no value or the part was redacted.
+fn companion_in(
+    leaf: &[u8],
+    parts: impl FnOnce() -> Result<Vec<ledger::private::Part>, Error>,
+) -> Result<Option<String>, Error> {
+    let Ok((d, _)) = crate::envelope::decode_logged_leaf(leaf) else {
+        return Ok(None);
+    };
+    let parts: Vec<String> = parts()?
+        .into_iter()
+        .map(|p| match p {
+            ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
+            ledger::private::Part::Shredded => String::new(),
+        })
+        .collect();
+    Ok(crate::handles::companion_value(&d.payload.event, &parts))
 }
 
 /// A log of signed domain events.
@@ -903,20 +911,9 @@ impl EventLog {
     /// restore from a backup taken without a role); an error when it cannot
     /// be read.
     fn companion_disclosed(&self, origin: u64) -> Result<Option<String>, Error> {
-        let entry = self.ledger.entry(origin)?;
-        let Ok((d, _)) = crate::envelope::decode_logged_leaf(&entry.leaf) else {
-            return Ok(None);
-        };
-        let parts: Vec<String> = self
-            .ledger
-            .private_parts(origin)?
-            .into_iter()
-            .map(|p| match p {
-                ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
-                ledger::private::Part::Shredded => String::new(),
-            })
-            .collect();
-        Ok(crate::handles::companion_value(&d.payload.event, &parts))
+        companion_in(&self.ledger.entry(origin)?.leaf, || {
+            self.ledger.private_parts(origin)
+        })
     }
 
     /// Checks the signature of every entry [`EventLog::load_state`] replayed

@@ -374,15 +374,15 @@ pub fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 /// A client that closes where it may block ([`off_runtime`]): the
 /// client's own `Drop` waits on its runtime.
-pub struct Session(Option<Client>);
+pub struct ClosingClient(Option<Client>);
 
-impl Session {
-    fn new(c: Client) -> Session {
-        Session(Some(c))
+impl ClosingClient {
+    fn new(c: Client) -> ClosingClient {
+        ClosingClient(Some(c))
     }
 }
 
-impl std::ops::Deref for Session {
+impl std::ops::Deref for ClosingClient {
     type Target = Client;
     fn deref(&self) -> &Client {
         match &self.0 {
@@ -393,7 +393,7 @@ impl std::ops::Deref for Session {
     }
 }
 
-impl std::ops::DerefMut for Session {
+impl std::ops::DerefMut for ClosingClient {
     fn deref_mut(&mut self) -> &mut Client {
         match &mut self.0 {
             Some(c) => c,
@@ -402,7 +402,7 @@ impl std::ops::DerefMut for Session {
     }
 }
 
-impl Drop for Session {
+impl Drop for ClosingClient {
     fn drop(&mut self) {
         if let Some(c) = self.0.take() {
             off_runtime(move || drop(c));
@@ -412,7 +412,7 @@ impl Drop for Session {
 
 /// One connection, and the statements prepared on it.
 pub struct Conn {
-    client: Session,
+    client: ClosingClient,
     /// Set when a transaction did not end cleanly: the pool closes it
     /// rather than hand it out again.
     broken: bool,
@@ -450,7 +450,7 @@ impl r2d2::ManageConnection for Manager {
 
     fn connect(&self) -> Result<Conn, postgres::Error> {
         Ok(Conn {
-            client: Session::new(self.config.connect(NoTls)?),
+            client: ClosingClient::new(self.config.connect(NoTls)?),
             broken: false,
             prepared: HashMap::new(),
         })
