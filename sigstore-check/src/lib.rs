@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod rekor;
+pub mod synthetic;
 
 use sigstore_verify::bundle::Error as BundleError;
 use sigstore_verify::trust_root::{TrustedRoot, SIGSTORE_PRODUCTION_TRUSTED_ROOT};

@@ -534,6 +534,7 @@ class Signing:
     """One keyless signing of STATEMENT: a leaf, its signature, its log entry."""
 
     def __init__(self, log: Log, label: str, identity: str, minute: int, *, integrated_after=30, **leaf_opts):
+        self.label = label
         self.leaf_key = key("leaf/" + label, ec.SECP256R1())
         not_before = T0 + dt.timedelta(minutes=minute)
         self.cert = make_leaf(label, identity, self.leaf_key, not_before, **leaf_opts)
@@ -606,6 +607,41 @@ def trusted_root(root: x509.Certificate, intermediate: x509.Certificate) -> dict
     }
 
 
+def pkcs8(k) -> str:
+    return b64(
+        k.private_bytes(
+            serialization.Encoding.DER,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+
+
+def signers(*signings: "Signing") -> dict:
+    """What a signer at test time needs to make bundles over statements that
+    do not exist yet (the ledger's co-signed statements name the event's
+    digest): the Rekor key and, per signing's certificate, the certificate
+    and its leaf key. A certificate signs nothing by itself; each bundle
+    made from it gets its own signature, log entry, checkpoint and SET."""
+    return {
+        "SYNTHETIC": "test-only keys derived from public labels in gen.py",
+        "rekor": {
+            "name": REKOR_NAME,
+            "treeId": str(REKOR_TREE_ID),
+            "pkcs8": pkcs8(REKOR_KEY),
+        },
+        "signers": {
+            s.label: {
+                "certificate": b64(s.cert.public_bytes(serialization.Encoding.DER)),
+                "pkcs8": pkcs8(s.leaf_key),
+                "notBefore": int(s.cert.not_valid_before_utc.timestamp()),
+                "notAfter": int(s.cert.not_valid_after_utc.timestamp()),
+            }
+            for s in signings
+        },
+    }
+
+
 def write_json(name: str, obj: dict) -> None:
     (OUT / name).write_text(json.dumps(obj, indent=2) + "\n")
 
@@ -645,6 +681,7 @@ def main(argv: list[str]) -> None:
     write_json("cert-expired.bundle.json", expired.bundle())
     write_json("sct-bad-signature.bundle.json", bad_sct.bundle())
     write_json("sct-untrusted-log.bundle.json", rogue_ct.bundle())
+    write_json("signers.json", signers(good, second, uri, bad_sct, rogue_ct))
 
     # Byte flips on the good bundle's log evidence.
     b = copy.deepcopy(good_bundle)
