@@ -111,6 +111,7 @@ impl<'a> Poster<'a> {
         self.post(
             "operator",
             Event::PrincipalEnrolled(PrincipalEnrolled {
+                sigstore: None,
                 public_key: public_key_b64(&k.verifying_key()),
                 identity: format!("{name}@bench.example"),
                 identity_name: None,

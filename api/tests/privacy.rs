@@ -412,6 +412,7 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
         p.post(
             "operator",
             Event::PrincipalEnrolled(PrincipalEnrolled {
+                sigstore: None,
                 public_key: events::envelope::public_key_b64(&k.verifying_key()),
                 identity: format!("{name}@example.org"),
                 identity_name: None,

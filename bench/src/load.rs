@@ -232,6 +232,7 @@ impl Prepared {
             (&self.curators[1], "curator-b", Role::Curator),
         ] {
             let e = Event::PrincipalEnrolled(PrincipalEnrolled {
+                sigstore: None,
                 public_key: events::envelope::public_key_b64(&key.verifying_key()),
                 identity: format!("{name}-{}@bench.example", self.nonce),
                 identity_name: None,
@@ -259,6 +260,7 @@ impl Prepared {
     pub fn gate_enrolment(&self) -> Vec<u8> {
         let gate = derived_key(&self.nonce, "gate");
         let e = Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(&gate.verifying_key()),
             identity: format!("gate-{}@bench.example", self.nonce),
             identity_name: None,

@@ -200,6 +200,7 @@ pub fn sign_envelope(key: &SigningKey, payload: &Payload) -> Vec<u8> {
 /// Signs a co-signed statement (docs/EVENTS.md).
 pub fn cosign(key: &SigningKey, statement: &[u8]) -> crate::model::CoSignature {
     crate::model::CoSignature {
+        sigstore_bundle: None,
         key_id: key_id(&key.verifying_key()),
         signature: B64.encode(key.sign(statement).to_bytes()),
     }

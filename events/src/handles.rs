@@ -427,6 +427,7 @@ mod tests {
         payload(
             schema,
             Event::PrincipalEnrolled(PrincipalEnrolled {
+                sigstore: None,
                 public_key: String::new(),
                 identity: identity.into(),
                 identity_name: (schema >= SCHEMA_HANDLES).then(|| {
@@ -441,6 +442,7 @@ mod tests {
 
     fn cosignature() -> crate::model::CoSignature {
         crate::model::CoSignature {
+            sigstore_bundle: None,
             key_id: String::new(),
             signature: String::new(),
         }

@@ -208,6 +208,9 @@ catalogue! {
     /// Two maintainers destroy the kept disclosure of one committed field of
     /// an earlier entry (docs/PRIVACY.md, "Redaction").
     FieldRedacted = "field.redacted",
+    /// The operator records the Sigstore trusted root that co-signatures by
+    /// Sigstore identity are verified against from here on (docs/SIGSTORE.md).
+    SigstoreRootTrusted = "sigstore.root_trusted",
 }
 
 /// Roles decide which event kinds a principal may append.
@@ -281,6 +284,7 @@ impl Role {
                     | TaskClassRegistered
                     | RubricUpdated
                     | AnchorPublished
+                    | SigstoreRootTrusted
             ),
             Role::Curator => matches!(
                 kind,
@@ -344,9 +348,31 @@ impl Tier {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CoSignature {
+    /// The co-signer's key id: the hex SHA-256 of its Ed25519 public key, or
+    /// of its Sigstore identity ([`crate::sigstore_principal_id`]).
     pub key_id: String,
-    /// Base64 of the 64-byte Ed25519 signature.
+    /// Base64 of the 64-byte Ed25519 signature (a principal enrolled by key).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub signature: String,
+    /// A Sigstore bundle (JSON, kept verbatim) whose certificate names the
+    /// principal's enrolled Sigstore identity and signs the Sigstore form of
+    /// the statement ([`crate::sigstore_statement`]): a principal enrolled by
+    /// identity (docs/SIGSTORE.md).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub sigstore_bundle: Option<String>,
+}
+
+/// A principal named by its Sigstore identity: the certificate's SAN (an
+/// e-mail address or a URI) and its OIDC issuer, both compared exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SigstoreIdentity {
+    pub identity: String,
+    pub issuer: String,
 }
 
 /// A tree size and its RFC 6962 root (hex) in this log.
@@ -360,8 +386,19 @@ pub struct CheckpointRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalEnrolled {
-    /// Base64 of the 32-byte Ed25519 public key.
+    /// Base64 of the 32-byte Ed25519 public key; empty (absent) for a
+    /// principal enrolled by Sigstore identity.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub public_key: String,
+    /// A principal that co-signs with Sigstore bundles instead of a key. Its
+    /// SAN and issuer are in clear: every bundle it signs names them in its
+    /// certificate, as Sigstore's public log does (docs/PRIVACY.md).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
+    pub sigstore: Option<SigstoreIdentity>,
     /// The identity (schema 1 and 2), or its handle (schema 3).
     pub identity: String,
     /// Schema 3: the commitment to the identity (an e-mail address, say)
@@ -834,6 +871,20 @@ pub struct TierChanged {
     pub confirmed_by: CoSignature,
 }
 
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SigstoreRootTrusted {
+    /// The log's origin (its checkpoints' first line): what every Sigstore
+    /// statement of this log names, so a bundle signed for another log is
+    /// refused here.
+    pub origin: String,
+    /// The Sigstore trusted root (`trusted_root.json`), verbatim: the one
+    /// every Sigstore bundle appended after this entry is verified against,
+    /// until the next such entry.
+    pub trusted_root: String,
+}
+
+/// An anchor published (a file, a git repository, Rekor).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnchorPublished {

@@ -159,6 +159,48 @@ codes! {
     CosignersNotDistinct = "cosigners_not_distinct",
     /// A co-signature does not verify.
     CosignatureInvalid = "cosignature_invalid",
+    /// No Sigstore trusted root is recorded in this log yet (`sigstore.root_trusted`), so no Sigstore bundle can be verified.
+    SigstoreRootMissing = "sigstore_root_missing",
+    /// A `sigstore.root_trusted` event names another origin than this log's.
+    SigstoreOriginMismatch = "sigstore_origin_mismatch",
+    /// A Sigstore bundle is not JSON of a Sigstore bundle, or is inconsistent.
+    SigstoreBundleMalformed = "sigstore_bundle_malformed",
+    /// A Sigstore bundle of a version, content or key type not supported (a DSSE envelope where a message signature is needed, say).
+    SigstoreBundleUnsupported = "sigstore_bundle_unsupported",
+    /// The Sigstore trusted root is malformed or unusable.
+    SigstoreTrustRootInvalid = "sigstore_trust_root_invalid",
+    /// The bundle's certificate does not chain to a trusted Fulcio authority with code-signing usage.
+    SigstoreCertificateInvalid = "sigstore_certificate_invalid",
+    /// The bundle's certificate was expired, or not yet valid, at the verified signing time.
+    SigstoreCertificateNotValidAtTime = "sigstore_certificate_not_valid_at_time",
+    /// The certificate's SCT is missing or not signed by a trusted CT log.
+    SigstoreSctInvalid = "sigstore_sct_invalid",
+    /// An RFC 3161 timestamp did not verify, or the bundle has no verified time.
+    SigstoreTimestampInvalid = "sigstore_timestamp_invalid",
+    /// The bundle's log entry names a transparency log the trusted root lacks.
+    SigstoreTlogUnknown = "sigstore_tlog_unknown",
+    /// The inclusion proof is missing or does not prove the entry into the log.
+    SigstoreTlogInclusionInvalid = "sigstore_tlog_inclusion_invalid",
+    /// The log's checkpoint is missing, malformed, or not signed by the log.
+    SigstoreTlogCheckpointInvalid = "sigstore_tlog_checkpoint_invalid",
+    /// The SET is missing or does not verify.
+    SigstoreTlogPromiseInvalid = "sigstore_tlog_promise_invalid",
+    /// The log entry describes another signature, key or artifact.
+    SigstoreTlogEntryMismatch = "sigstore_tlog_entry_mismatch",
+    /// The integrated time is in the future or outside the certificate's validity.
+    SigstoreTlogTimeInvalid = "sigstore_tlog_time_invalid",
+    /// The bundle's signature does not verify.
+    SigstoreSignatureInvalid = "sigstore_signature_invalid",
+    /// The bundle signs another statement (one for another event, role or log: a replay).
+    SigstoreMessageMismatch = "sigstore_message_mismatch",
+    /// The bundle's certificate names another identity than the co-signer's enrolled one.
+    SigstoreIdentityMismatch = "sigstore_identity_mismatch",
+    /// The bundle's certificate names another OIDC issuer than the co-signer's enrolled one.
+    SigstoreIssuerMismatch = "sigstore_issuer_mismatch",
+    /// The verification reported a required check as not done.
+    SigstoreChecksIncomplete = "sigstore_checks_incomplete",
+    /// A Sigstore bundle refused for a reason this build does not classify.
+    SigstoreRefused = "sigstore_refused",
     /// The proposal id is already used.
     ProposalExists = "proposal_exists",
     /// No proposal has this id.
@@ -234,4 +276,48 @@ pub(crate) fn reject<T>(
     message: impl Into<String>,
 ) -> Result<T, Rejection> {
     Err(Rejection::new(code, field, message))
+}
+
+impl RejectCode {
+    /// The code for a Sigstore check that failed ([`sigstore_check::Code`]).
+    pub fn sigstore(code: sigstore_check::Code) -> RejectCode {
+        use sigstore_check::Code as S;
+        match code {
+            S::BundleMalformed => RejectCode::SigstoreBundleMalformed,
+            S::BundleUnsupported => RejectCode::SigstoreBundleUnsupported,
+            S::TrustRootInvalid => RejectCode::SigstoreTrustRootInvalid,
+            S::CertificateInvalid => RejectCode::SigstoreCertificateInvalid,
+            S::CertificateNotValidAtTime => RejectCode::SigstoreCertificateNotValidAtTime,
+            S::SctInvalid => RejectCode::SigstoreSctInvalid,
+            S::TimestampInvalid => RejectCode::SigstoreTimestampInvalid,
+            S::TlogUnknown => RejectCode::SigstoreTlogUnknown,
+            S::TlogInclusionInvalid => RejectCode::SigstoreTlogInclusionInvalid,
+            S::TlogCheckpointInvalid => RejectCode::SigstoreTlogCheckpointInvalid,
+            S::TlogPromiseInvalid => RejectCode::SigstoreTlogPromiseInvalid,
+            S::TlogEntryMismatch => RejectCode::SigstoreTlogEntryMismatch,
+            S::TlogTimeInvalid => RejectCode::SigstoreTlogTimeInvalid,
+            S::SignatureInvalid => RejectCode::SigstoreSignatureInvalid,
+            S::MessageMismatch => RejectCode::SigstoreMessageMismatch,
+            S::IdentityMismatch => RejectCode::SigstoreIdentityMismatch,
+            S::IssuerMismatch => RejectCode::SigstoreIssuerMismatch,
+            // The expected key is the enrolled identity, never a PEM key,
+            // in a co-signature: unreachable here, and still typed.
+            S::KeyInvalid | S::Refused => RejectCode::SigstoreRefused,
+            S::ChecksIncomplete => RejectCode::SigstoreChecksIncomplete,
+        }
+    }
+}
+
+#[cfg(test)]
+mod sigstore_codes {
+    /// Every Sigstore refusal keeps its wire code as a rejection.
+    #[test]
+    fn each_sigstore_code_keeps_its_name() {
+        for c in sigstore_check::Code::ALL {
+            let r = super::RejectCode::sigstore(c);
+            if !matches!(c, sigstore_check::Code::KeyInvalid) {
+                assert_eq!(r.as_str(), c.as_str());
+            }
+        }
+    }
 }

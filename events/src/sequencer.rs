@@ -80,7 +80,7 @@ impl KeyCache {
         let mut m = self.0.write().unwrap_or_else(|p| p.into_inner());
         m.clear();
         for (id, p) in &state.principals {
-            if let Ok(k) = VerifyingKey::from_bytes(&p.public_key) {
+            if let Some(Ok(k)) = p.public_key.as_ref().map(VerifyingKey::from_bytes) {
                 m.insert(id.clone(), k);
             }
         }
@@ -1323,6 +1323,7 @@ pub fn genesis_envelopes(
         signer: op_id.clone(),
         issued_at: issued_at.to_owned(),
         event: Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: public_key_b64(key),
             identity: identity.to_owned(),
             identity_name: None,

@@ -276,6 +276,7 @@ fn a_schema_1_log_switches_at_its_first_schema_2_entry() {
         "genesis-operator",
         "operator",
         Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(&key("operator").verifying_key()),
             identity: "operator".into(),
             identity_name: None,
@@ -286,6 +287,7 @@ fn a_schema_1_log_switches_at_its_first_schema_2_entry() {
     assert_eq!(log.schema(), SCHEMA_CLEAR);
     let enrol = |name: &str, role: Role| {
         Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(&key(name).verifying_key()),
             identity: format!("{name}@example.org"),
             identity_name: None,

@@ -761,6 +761,7 @@ fn self_issued_recommendation_from_a_client_is_refused() {
 fn second_self_enrolment_is_refused() {
     refused(C::UnknownSigner, "signer", |w| {
         let p = events::model::PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(&key("usurper").verifying_key()),
             identity: "usurper".into(),
             identity_name: None,
@@ -787,6 +788,7 @@ fn empty_log_accepts_only_the_operator_genesis() {
             signer: events::key_id(&key("harness").verifying_key()),
             issued_at: format_micros(T0),
             event: Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+                sigstore: None,
                 public_key: events::envelope::public_key_b64(&key("harness").verifying_key()),
                 identity: "harness".into(),
                 identity_name: None,
@@ -934,6 +936,7 @@ fn a_key_enrolled_in_a_batch_cannot_sign_later_in_that_batch() {
     let enrol = w.envelope(
         "operator",
         Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(&key("newcomer").verifying_key()),
             identity: "newcomer@example.org".into(),
             identity_name: None,

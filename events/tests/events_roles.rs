@@ -16,6 +16,7 @@ fn sample(kind: Kind, w: &World) -> Event {
     };
     match kind {
         Kind::PrincipalEnrolled => Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(&key("newcomer").verifying_key()),
             identity: "newcomer".into(),
             identity_name: None,
@@ -129,6 +130,12 @@ fn sample(kind: Kind, w: &World) -> Event {
             checkpoint: cp,
             location: "anchors/2026-11-22.txt".into(),
         }),
+        Kind::SigstoreRootTrusted => {
+            Event::SigstoreRootTrusted(events::model::SigstoreRootTrusted {
+                origin: "example.test/log".into(),
+                trusted_root: sigstore_check::synthetic::TRUSTED_ROOT.into(),
+            })
+        }
         Kind::StateCommitted => Event::StateCommitted(StateCommitted {
             checkpoint: cp,
             state_root: "00".repeat(32),

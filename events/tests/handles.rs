@@ -44,6 +44,7 @@ fn case_under(b: &Bound, name: &str) -> Event {
 
 fn enrolment(who: &str, identity: &str, name: &str) -> Event {
     Event::PrincipalEnrolled(PrincipalEnrolled {
+        sigstore: None,
         public_key: public_key_b64(&key(who).verifying_key()),
         identity: identity.into(),
         identity_name: Some(name.into()),
@@ -373,6 +374,7 @@ fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
     };
     let enrol = |who: &str, identity: &str, name: Option<Sensitive<String>>| {
         Event::PrincipalEnrolled(PrincipalEnrolled {
+            sigstore: None,
             public_key: public_key_b64(&key(who).verifying_key()),
             identity: identity.into(),
             identity_name: name,

@@ -201,6 +201,7 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
         signer: events::key_id(&testkit::world::key("operator").verifying_key()),
         issued_at: "2026-11-01T00:00:00Z".into(),
         event: events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(
                 &testkit::world::key("harness").verifying_key(),
             ),
@@ -247,6 +248,7 @@ fn failure_after_persisting_is_found_again_by_an_idempotent_retry() {
         signer: events::key_id(&testkit::world::key("operator").verifying_key()),
         issued_at: "2026-11-01T00:00:00Z".into(),
         event: events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+            sigstore: None,
             public_key: events::envelope::public_key_b64(
                 &testkit::world::key("harness-2").verifying_key(),
             ),

@@ -139,6 +139,7 @@ impl World {
         self.post(
             "operator",
             Event::PrincipalEnrolled(PrincipalEnrolled {
+                sigstore: None,
                 public_key: public_key_b64(&key(name).verifying_key()),
                 identity: format!("{name}@example.org"),
                 identity_name: None,

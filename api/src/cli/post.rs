@@ -251,6 +251,7 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
     let posted = post_as_operator(
         a.operator,
         events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
+            sigstore: None,
             public_key: a.public_key,
             identity,
             identity_name,

@@ -32,7 +32,7 @@ mod runs;
 
 pub use capabilities::CapabilityState;
 pub use catalogue::{CaseState, CaseStatus, ProposalState, ProposalStatus, TaskClassState};
-pub use principals::Principal;
+pub use principals::{sigstore_principal_id, sigstore_statement, Principal, SigstoreTrust};
 pub use promotion::RecommendationState;
 pub use runs::{InvocationState, RunState};
 
@@ -98,6 +98,10 @@ pub struct State {
     /// Every redacted field: (entry index, field path).
     #[serde(default)]
     pub redactions: std::collections::BTreeSet<(u64, String)>,
+    /// The Sigstore trusted root in force and the log's origin, once a
+    /// `sigstore.root_trusted` entry recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigstore: Option<SigstoreTrust>,
 }
 
 /// The key of a handle in [`State::handles`].
@@ -340,6 +344,7 @@ impl State {
             Event::FieldRedacted(e) => self.check_field_redacted(e, preverified, log),
             Event::AnchorPublished(e) => self.check_anchor_published(e, log),
             Event::StateCommitted(e) => self.check_state_committed(e, log),
+            Event::SigstoreRootTrusted(e) => self.check_sigstore_root_trusted(e),
         }
     }
 
@@ -384,6 +389,7 @@ impl State {
             Event::PromotionRecommended(e) => self.apply_promotion_recommended(e, index),
             Event::TierChanged(e) => self.apply_tier_changed(e),
             Event::FieldRedacted(e) => self.apply_field_redacted(e),
+            Event::SigstoreRootTrusted(e) => self.apply_sigstore_root_trusted(e, index),
             // Records that change no rule's inputs.
             Event::ScoreRecorded(_)
             | Event::PromotionRequested(_)

@@ -8,21 +8,85 @@
 //! and identities) holding the required role, each signature verifying over the
 //! statement.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use ed25519_dalek::{Signature, VerifyingKey};
 
 use super::{body, key_id_format, parse_public_key, sensitive_text, signature_bytes, text, State};
 use crate::envelope::{key_id, Decoded, Preverified};
-use crate::model::{CoSignature, Event, PrincipalEnrolled, PrincipalRevoked, Role};
+use crate::model::{
+    CoSignature, Event, PrincipalEnrolled, PrincipalRevoked, Role, SigstoreIdentity,
+    SigstoreRootTrusted,
+};
 use crate::reject::{reject, RejectCode as C, Rejection};
+use sigstore_check::{verify_message, Signer, TrustRoot};
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Principal {
-    pub public_key: [u8; 32],
+    /// The Ed25519 key; `None` for a principal enrolled by Sigstore
+    /// identity, which signs no envelope and co-signs with bundles.
+    pub public_key: Option<[u8; 32]>,
     pub identity: String,
     pub roles: BTreeSet<Role>,
     pub revoked: bool,
+    /// The Sigstore identity a principal enrolled by one co-signs as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigstore: Option<SigstoreIdentity>,
+}
+
+/// The Sigstore trust a log records (`sigstore.root_trusted`): its origin,
+/// and the trusted root in force since entry `since`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SigstoreTrust {
+    pub origin: String,
+    pub trusted_root: String,
+    pub since: u64,
+}
+
+/// The key id of a principal enrolled by Sigstore identity: hex SHA-256 of
+/// `evidence-ledger/v1 sigstore-principal\n{issuer}\n{identity}`.
+pub fn sigstore_principal_id(id: &SigstoreIdentity) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(
+        format!(
+            "evidence-ledger/v1 sigstore-principal\n{}\n{}",
+            id.issuer, id.identity
+        )
+        .as_bytes(),
+    ))
+}
+
+/// The bytes a principal enrolled by Sigstore identity signs for a
+/// co-signed `statement` (docs/EVENTS.md, "Co-signed statements"): the
+/// statement, prefixed with the log's origin and the role it is signed in,
+/// so that a bundle (public in Sigstore's log) cannot be replayed for
+/// another log, another role or another event.
+pub fn sigstore_statement(origin: &str, role: Role, statement: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "evidence-ledger/v1 sigstore-cosign\n{origin}\n{}\n",
+        role.as_str()
+    )
+    .into_bytes();
+    out.extend_from_slice(statement);
+    out
+}
+
+/// Parsed trusted roots, by the BLAKE3 of their JSON: a root is parsed once
+/// per process however often its bundles are checked.
+fn parsed_root(json: &str) -> Result<Arc<TrustRoot>, sigstore_check::Refusal> {
+    static ROOTS: OnceLock<Mutex<HashMap<[u8; 32], Arc<TrustRoot>>>> = OnceLock::new();
+    let key = *blake3::hash(json.as_bytes()).as_bytes();
+    let roots = ROOTS.get_or_init(Default::default);
+    if let Some(r) = roots.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(Arc::clone(r));
+    }
+    let root = Arc::new(TrustRoot::from_json(json)?);
+    roots
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, Arc::clone(&root));
+    Ok(root)
 }
 
 impl State {
@@ -34,7 +98,7 @@ impl State {
     /// The public key the envelope of `d` must verify with, if any.
     pub fn signer_key(&self, d: &Decoded) -> Option<VerifyingKey> {
         if let Some(p) = self.principals.get(&d.keyid) {
-            return VerifyingKey::from_bytes(&p.public_key).ok();
+            return VerifyingKey::from_bytes(p.public_key.as_ref()?).ok();
         }
         match &d.payload.event {
             Event::PrincipalEnrolled(e) => {
@@ -66,6 +130,13 @@ impl State {
                 "no enrolled principal has this key id",
             );
         };
+        if p.public_key.is_none() {
+            return reject(
+                C::UnknownSigner,
+                "signer",
+                "this principal is enrolled by Sigstore identity: it co-signs with bundles and signs no envelope",
+            );
+        }
         if p.revoked {
             return reject(
                 C::SignerRevoked,
@@ -126,6 +197,42 @@ impl State {
                     format!("co-signer must have the {} role", role.as_str()),
                 );
             }
+            let public_key = match (p.public_key, &p.sigstore, &cs.sigstore_bundle) {
+                (Some(k), _, None) => k,
+                (None, Some(id), Some(bundle)) => {
+                    if !cs.signature.is_empty() {
+                        return reject(
+                            C::InvalidValue,
+                            body(&format!("{field}.signature")),
+                            "a co-signature by Sigstore identity carries its bundle and no signature",
+                        );
+                    }
+                    self.check_bundle(bundle, id, role, statement, field)?;
+                    identities.push((cs.key_id.clone(), p.identity.clone()));
+                    continue;
+                }
+                (Some(_), _, Some(_)) => {
+                    return reject(
+                        C::CosignatureInvalid,
+                        body(&format!("{field}.sigstore_bundle")),
+                        "this co-signer is enrolled by key: it signs the statement with that key",
+                    )
+                }
+                (None, _, None) => {
+                    return reject(
+                        C::CosignatureInvalid,
+                        body(&format!("{field}.sigstore_bundle")),
+                        "this co-signer is enrolled by Sigstore identity: a Sigstore bundle over the statement is required",
+                    )
+                }
+                (None, None, Some(_)) => {
+                    return reject(
+                        C::CosignerUnknown,
+                        body(&format!("{field}.key_id")),
+                        "the enrolled principal has neither a key nor a Sigstore identity",
+                    )
+                }
+            };
             let sig: [u8; 64] = signature_bytes(&cs.signature).ok_or_else(|| {
                 Rejection::new(
                     C::MalformedBase64,
@@ -135,7 +242,7 @@ impl State {
             })?;
             let already = statement_digest.is_some_and(|statement_digest| {
                 preverified.contains(&Preverified {
-                    public_key: p.public_key,
+                    public_key,
                     signature: sig,
                     statement_digest,
                 })
@@ -143,7 +250,7 @@ impl State {
             if !already {
                 // Decompressing the key is a field square root: on the
                 // serial path, paid only when the signature is checked here.
-                let key = VerifyingKey::from_bytes(&p.public_key).map_err(|_| {
+                let key = VerifyingKey::from_bytes(&public_key).map_err(|_| {
                     Rejection::new(C::CosignerUnknown, body(field), "stored key is invalid")
                 })?;
                 if !crate::ed25519::verify_strict(&key, statement, &Signature::from_bytes(&sig)) {
@@ -166,14 +273,100 @@ impl State {
         Ok(())
     }
 
-    pub(super) fn check_principal_enrolled(&self, e: &PrincipalEnrolled) -> Result<(), Rejection> {
-        let key = parse_public_key(&e.public_key).ok_or_else(|| {
-            Rejection::new(
-                C::InvalidValue,
-                body("public_key"),
-                "not base64 of a valid 32-byte Ed25519 public key",
-            )
+    /// A Sigstore bundle by `id` over the Sigstore form of `statement`,
+    /// verified offline against the trusted root this log records now,
+    /// every check required (docs/SIGSTORE.md).
+    fn check_bundle(
+        &self,
+        bundle: &str,
+        id: &SigstoreIdentity,
+        role: Role,
+        statement: &[u8],
+        field: &str,
+    ) -> Result<(), Rejection> {
+        let at = || body(&format!("{field}.sigstore_bundle"));
+        let Some(trust) = &self.sigstore else {
+            return reject(
+                C::SigstoreRootMissing,
+                at(),
+                "no Sigstore trusted root is recorded in this log (sigstore.root_trusted)",
+            );
+        };
+        let refused =
+            |e: sigstore_check::Refusal| Rejection::new(C::sigstore(e.code), at(), e.detail);
+        let root = parsed_root(&trust.trusted_root).map_err(refused)?;
+        verify_message(
+            bundle,
+            &sigstore_statement(&trust.origin, role, statement),
+            &Signer::Identity {
+                identity: &id.identity,
+                issuer: &id.issuer,
+            },
+            &root,
+        )
+        .map_err(refused)?;
+        Ok(())
+    }
+
+    pub(super) fn check_sigstore_root_trusted(
+        &self,
+        e: &SigstoreRootTrusted,
+    ) -> Result<(), Rejection> {
+        text(&e.origin, "origin")?;
+        if let Some(t) = &self.sigstore {
+            if t.origin != e.origin {
+                return reject(
+                    C::SigstoreOriginMismatch,
+                    body("origin"),
+                    format!("this log's origin is {:?}", t.origin),
+                );
+            }
+        }
+        parsed_root(&e.trusted_root).map_err(|r| {
+            Rejection::new(C::SigstoreTrustRootInvalid, body("trusted_root"), r.detail)
         })?;
+        Ok(())
+    }
+
+    pub(super) fn apply_sigstore_root_trusted(&mut self, e: &SigstoreRootTrusted, index: u64) {
+        self.sigstore = Some(SigstoreTrust {
+            origin: e.origin.clone(),
+            trusted_root: e.trusted_root.clone(),
+            since: index,
+        });
+    }
+
+    pub(super) fn check_principal_enrolled(&self, e: &PrincipalEnrolled) -> Result<(), Rejection> {
+        let id = match (&e.sigstore, e.public_key.is_empty()) {
+            (None, _) => {
+                let key = parse_public_key(&e.public_key).ok_or_else(|| {
+                    Rejection::new(
+                        C::InvalidValue,
+                        body("public_key"),
+                        "not base64 of a valid 32-byte Ed25519 public key",
+                    )
+                })?;
+                key_id(&key)
+            }
+            (Some(s), true) => {
+                sigstore_identity(s)?;
+                if e.roles.contains(&Role::Operator) || e.roles.contains(&Role::Ledger) {
+                    return reject(
+                        C::InvalidValue,
+                        body("roles"),
+                        "a principal enrolled by Sigstore identity signs no envelope: the operator and ledger roles need a key",
+                    );
+                }
+                sigstore_principal_id(s)
+            }
+            (Some(_), false) => {
+                return reject(
+                    C::InvalidValue,
+                    body("sigstore"),
+                    "a principal is enrolled by a key or by a Sigstore identity, not both",
+                )
+            }
+        };
         text(&e.identity, "identity")?;
         if e.roles.is_empty() {
             return reject(
@@ -182,11 +375,15 @@ impl State {
                 "at least one role is required",
             );
         }
-        if self.principals.contains_key(&key_id(&key)) {
+        if self.principals.contains_key(&id) {
             return reject(
                 C::PrincipalExists,
-                body("public_key"),
-                "this key is already enrolled",
+                body(if e.sigstore.is_some() {
+                    "sigstore"
+                } else {
+                    "public_key"
+                }),
+                "this key or Sigstore identity is already enrolled",
             );
         }
         Ok(())
@@ -206,16 +403,19 @@ impl State {
     }
 
     pub(super) fn apply_principal_enrolled(&mut self, e: &PrincipalEnrolled) {
-        if let Some(k) = parse_public_key(&e.public_key) {
-            self.principals.insert(
-                key_id(&k),
-                Principal {
-                    public_key: k.to_bytes(),
-                    identity: e.identity.clone(),
-                    roles: e.roles.iter().copied().collect(),
-                    revoked: false,
-                },
-            );
+        let principal = |public_key, sigstore| Principal {
+            public_key,
+            identity: e.identity.clone(),
+            roles: e.roles.iter().copied().collect(),
+            revoked: false,
+            sigstore,
+        };
+        if let Some(s) = &e.sigstore {
+            self.principals
+                .insert(sigstore_principal_id(s), principal(None, Some(s.clone())));
+        } else if let Some(k) = parse_public_key(&e.public_key) {
+            self.principals
+                .insert(key_id(&k), principal(Some(k.to_bytes()), None));
         }
     }
 
@@ -224,4 +424,25 @@ impl State {
             p.revoked = true;
         }
     }
+}
+
+/// A Sigstore identity as enrolled: an e-mail address or an `https://` URI
+/// of printable characters, and an `https://` issuer.
+fn sigstore_identity(s: &SigstoreIdentity) -> Result<(), Rejection> {
+    let ok = |v: &str| !v.is_empty() && v.len() <= 512 && v.bytes().all(|b| b.is_ascii_graphic());
+    if !ok(&s.identity) || !(s.identity.contains('@') || s.identity.starts_with("https://")) {
+        return reject(
+            C::InvalidValue,
+            body("sigstore.identity"),
+            "an e-mail address or an https:// URI, as the certificate's SAN names it",
+        );
+    }
+    if !ok(&s.issuer) || !s.issuer.starts_with("https://") {
+        return reject(
+            C::InvalidValue,
+            body("sigstore.issuer"),
+            "the OIDC issuer's https:// URL, as the certificate names it",
+        );
+    }
+    Ok(())
 }
