@@ -712,6 +712,9 @@ pub struct EventLog {
     /// saved again.
     distrusted: std::sync::atomic::AtomicBool,
     snapshot_refused: std::sync::Mutex<Option<String>>,
+    /// The log's checkpoint origin, when the server said it
+    /// ([`EventLog::set_origin`]).
+    origin: std::sync::OnceLock<String>,
 }
 
 /// Appends while [`EventLog::with_writes_held`] holds every other write.
@@ -821,6 +824,7 @@ impl EventLog {
             resumed: std::sync::Mutex::new(None),
             distrusted: std::sync::atomic::AtomicBool::new(false),
             snapshot_refused: std::sync::Mutex::new(None),
+            origin: std::sync::OnceLock::new(),
         })
     }
 
@@ -972,7 +976,26 @@ impl EventLog {
         if let Some(refused) = self.lookups_refusal() {
             return Err(refused);
         }
-        verify_submission_deferred(envelope, &self.keys, self.ledger.is_shared())
+        let sub = verify_submission_deferred(envelope, &self.keys, self.ledger.is_shared())?;
+        if let (Event::SigstoreRootTrusted(e), Some(origin)) =
+            (&sub.decoded.payload.event, self.origin.get())
+        {
+            if &e.origin != origin {
+                return Err(Rejection::new(
+                    RejectCode::SigstoreOriginMismatch,
+                    "event.body.origin",
+                    format!("this log's origin is {origin:?}"),
+                ));
+            }
+        }
+        Ok(sub)
+    }
+
+    /// The origin of this log's checkpoints: a `sigstore.root_trusted`
+    /// event naming another one is refused at the door. Set once, by the
+    /// server that holds the log key.
+    pub fn set_origin(&self, origin: &str) {
+        let _ = self.origin.set(origin.to_owned());
     }
 
     /// The size of the state snapshot this open started from (the entries

@@ -190,6 +190,11 @@ impl TrustRoot {
     }
 }
 
+/// The JSON of the Sigstore public-good production root this build embeds.
+pub fn production_root_json() -> &'static str {
+    SIGSTORE_PRODUCTION_TRUSTED_ROOT
+}
+
 /// Whom a bundle must come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signer<'a> {

@@ -31,6 +31,12 @@ use crate::{Code, Refusal};
 pub const TRUSTED_ROOT: &str = include_str!("../testdata/synthetic/trusted_root.json");
 const SIGNERS: &str = include_str!("../testdata/synthetic/signers.json");
 
+/// Whether `trusted_root` is this synthetic root (or names its test-only
+/// CA), which nothing but a demo or a test may trust.
+pub fn is_synthetic(trusted_root: &str) -> bool {
+    trusted_root.trim() == TRUSTED_ROOT.trim() || trusted_root.contains("(TEST ONLY)")
+}
+
 /// The OIDC issuer every synthetic certificate names.
 pub const ISSUER: &str = "https://issuer.example.test";
 /// The SAN of the `curator` certificate.

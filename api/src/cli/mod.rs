@@ -103,6 +103,10 @@ enum Command {
     /// is safe: envelopes already in the log are acknowledged, not appended
     /// again.
     Post(post::PostArgs),
+    /// Record the Sigstore trusted root (and the log's origin) that co-signatures by Sigstore
+    /// identity are verified against from the next entry on: post a sigstore.root_trusted event
+    /// signed with the operator's key (docs/SIGSTORE.md).
+    SigstoreRoot(post::SigstoreRootArgs),
     /// Revoke a principal's key: post a principal.revoked event signed with the operator's key.
     Revoke(post::RevokeArgs),
     /// Redact one committed field of an entry, by two maintainers: post a field.redacted event;
@@ -213,6 +217,7 @@ pub fn main() -> ExitCode {
         Command::Restore(a) => backup::restore(a),
         Command::Migrate(a) => migrate::run(a),
         Command::Enrol(a) => post::enrol(a),
+        Command::SigstoreRoot(a) => post::sigstore_root(a),
         Command::Post(a) => post::run(a),
         Command::Revoke(a) => post::revoke(a),
         Command::Redact(a) => post::redact(a),

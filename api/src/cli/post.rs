@@ -67,8 +67,22 @@ pub struct EnrolArgs {
     #[command(flatten)]
     operator: Operator,
     /// The new principal's public key (base64), as `ledger keygen` prints it.
-    #[arg(long)]
-    public_key: String,
+    #[arg(
+        long,
+        required_unless_present = "sigstore_identity",
+        conflicts_with = "sigstore_identity"
+    )]
+    public_key: Option<String>,
+    /// Enrol by Sigstore identity instead of a key: the SAN its Fulcio
+    /// certificates name (an e-mail address, or a workflow's https:// URI).
+    /// Such a principal co-signs with Sigstore bundles and signs no envelope;
+    /// the SAN and issuer are kept in clear (docs/SIGSTORE.md).
+    #[arg(long, requires = "sigstore_issuer")]
+    sigstore_identity: Option<String>,
+    /// The OIDC issuer its certificates name (https://accounts.google.com,
+    /// https://token.actions.githubusercontent.com, ...).
+    #[arg(long, requires = "sigstore_identity")]
+    sigstore_issuer: Option<String>,
     /// Who holds the key (an e-mail address, say). The log keeps it only as
     /// a commitment; the entry names it by a handle (docs/PRIVACY.md,
     /// "Handles"), which this command prints.
@@ -83,6 +97,22 @@ pub struct EnrolArgs {
     /// maintainer, operator, ledger.
     #[arg(long = "role", required = true)]
     roles: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct SigstoreRootArgs {
+    #[command(flatten)]
+    operator: Operator,
+    /// The Sigstore trusted root to record (`trusted_root.json`, as
+    /// `cosign trusted-root create` or Sigstore's TUF repository gives it).
+    /// Without it, the public-good production root this build embeds (as
+    /// fresh as this build: refresh it from TUF for anything long-lived).
+    #[arg(long)]
+    trusted_root: Option<PathBuf>,
+    /// Allow recording the SYNTHETIC test root (its keys are public: anyone
+    /// can make bundles it accepts). For demos and tests only.
+    #[arg(long)]
+    allow_synthetic: bool,
 }
 
 #[derive(Args)]
@@ -251,8 +281,11 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
     let posted = post_as_operator(
         a.operator,
         events::Event::PrincipalEnrolled(events::model::PrincipalEnrolled {
-            sigstore: None,
-            public_key: a.public_key,
+            sigstore: a
+                .sigstore_identity
+                .zip(a.sigstore_issuer)
+                .map(|(identity, issuer)| events::model::SigstoreIdentity { identity, issuer }),
+            public_key: a.public_key.unwrap_or_default(),
             identity,
             identity_name,
             roles,
@@ -273,6 +306,40 @@ pub fn enrol(a: EnrolArgs) -> anyhow::Result<()> {
         println!("identity handle: {handle}");
     }
     Ok(())
+}
+
+/// `ledger sigstore-root`: records the Sigstore trusted root that
+/// co-signatures by Sigstore identity are verified against from the next
+/// entry on, with the log's origin (the name in its verifier key).
+pub fn sigstore_root(a: SigstoreRootArgs) -> anyhow::Result<()> {
+    let trusted_root = match &a.trusted_root {
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        None => sigstore_check::production_root_json().to_owned(),
+    };
+    sigstore_check::TrustRoot::from_json(&trusted_root)
+        .map_err(|e| anyhow::anyhow!("not a usable Sigstore trusted root: {e}"))?;
+    if sigstore_check::synthetic::is_synthetic(&trusted_root) && !a.allow_synthetic {
+        bail!("this is the SYNTHETIC test root, whose keys anyone can compute; pass --allow-synthetic only for a demo or a test log");
+    }
+    let client = Client::new(&a.operator.server, None);
+    let vkey = client.verifier_key(a.operator.key.clone(), |_| {})?;
+    let origin = vkey
+        .split('+')
+        .next()
+        .filter(|o| !o.is_empty())
+        .ok_or_else(|| anyhow::anyhow!("the verifier key names no origin"))?
+        .to_owned();
+    post_as_operator(
+        a.operator,
+        events::Event::SigstoreRootTrusted(events::model::SigstoreRootTrusted {
+            origin,
+            trusted_root,
+        }),
+        &[],
+    )
+    .map(|_| ())
 }
 
 pub fn revoke(a: RevokeArgs) -> anyhow::Result<()> {
