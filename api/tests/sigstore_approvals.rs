@@ -186,6 +186,26 @@ fn a_curator_enrolled_by_sigstore_identity_co_signs_a_case() {
     );
     c.provenance.reviewed_by = by_bundle(GOOD, f.synthetic.sign("curator", &st).expect("signed"));
     f.post("curator-a", Event::CaseAdded(c)).expect("appended");
+    // An auditor's replica replays the log through the server's API and
+    // finds every projection equal to its own fold.
+    let replica = tempfile::tempdir().expect("tempdir");
+    let note = f.c.get_text("/checkpoint").expect("checkpoint");
+    let cp = anchors::open_checkpoint(note.as_bytes(), &f.s.vkey).expect("signed");
+    let rules = verifier::audit::ReplayRules {
+        audited: (cp.size, cp.root),
+        settings: projections::Settings::default(),
+        now_micros: events::Clock::now_micros(&events::SystemClock),
+        max_skew_micros: 300 * 1_000_000,
+    };
+    let mut r = verifier::replay::Replica::open(replica.path()).expect("replica");
+    verifier::audit::audit_projections(
+        &f.c,
+        &[f.s.vkey.clone()],
+        &rules,
+        &mut r,
+        &mut |_, _, _| {},
+    )
+    .expect("the audit's replay accepts the log");
     // The bundles are kept in the leaves: a restart re-checks the whole
     // log (every bundle verified again against the root recorded before
     // it) and finds it sound.

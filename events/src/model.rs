@@ -363,6 +363,7 @@ pub struct CoSignature {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
     )]
+    #[schemars(with = "String")]
     pub sigstore_bundle: Option<String>,
 }
 
@@ -398,6 +399,7 @@ pub struct PrincipalEnrolled {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "present"
     )]
+    #[schemars(with = "SigstoreIdentity")]
     pub sigstore: Option<SigstoreIdentity>,
     /// The identity (schema 1 and 2), or its handle (schema 3).
     pub identity: String,
