@@ -36,7 +36,9 @@ The pieces, by user:
 Errors: `InvalidInput` (your input), one `ProblemError` subclass per server
 code (`evidence_ledger.problems`), `VerificationError` (an answer that does
 not verify), `TransportError`, `ReplicaError` (a replica directory that
-cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses).
+cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses), and
+`SigstoreUnavailable` (a log holding Sigstore co-signatures, replayed
+without the optional sigstore-python: `pip install evidence-ledger[sigstore]`).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from .errors import (
     ServerFault,
     ServiceUnavailable,
     SettingsMismatch,
+    SigstoreUnavailable,
     StaleCheckpoint,
     StaleCommitment,
     TransportError,
@@ -137,6 +140,7 @@ __all__ = [
     "ServiceUnavailable",
     "SettingsMismatch",
     "SigningKey",
+    "SigstoreUnavailable",
     "StaleCheckpoint",
     "StaleCommitment",
     "TransportError",

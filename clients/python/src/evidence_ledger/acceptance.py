@@ -47,6 +47,21 @@ values (`handle_value_bound`, `handle_value_mismatch`); the rules here,
 which read the leaves only, do not check it: a replay with a reader token
 checks it again from the disclosures (`handles.Audit`).
 
+Sigstore (docs/SIGSTORE.md): a principal is enrolled by an Ed25519 key or by a
+Sigstore identity (SAN and OIDC issuer, `sigstore_principal_id`), never both; one
+enrolled by identity holds neither the operator nor the ledger role, signs no
+envelope (`unknown_signer`), and co-signs with a Sigstore bundle over
+`sigstore_statement(origin, role, statement)`. The bundle is verified offline
+against the trusted root the log records at that point (the last
+`sigstore.root_trusted` before the entry), every check required, by
+`sigstore_check` with sigstore-python, an optional dependency: without it a
+log holding a bundle or a root stops the replay at that entry with
+`SigstoreUnavailable` (`pip install evidence-ledger[sigstore]`), never
+accepting it unverified. A root names the log's origin: another origin than
+the one recorded is refused (`sigstore_origin_mismatch`), and so is, given the
+log's checkpoint origin (`check(..., origin=...)`, as `Replica.follow` passes
+it), a first root naming another (the ledger's door refuses it).
+
 `tier.apply` is never appended by an honest ledger: one in the log breaks
 the rules.
 """
@@ -54,6 +69,7 @@ the rules.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import unicodedata
 from dataclasses import dataclass, field
@@ -62,10 +78,10 @@ from typing import Any, Callable, Mapping, Optional
 import nacl.exceptions
 import nacl.signing
 
-from . import merkle
+from . import merkle, sigstore_check
 from .disclose import SCHEMA_CLEAR, SCHEMA_COMMITTED, SCHEMA_HANDLES, commitments, handle_field, is_commitment
 from .envelope import Leaf
-from .errors import InvalidInput, RuleBroken
+from .errors import InvalidInput, RuleBroken, SigstoreUnavailable
 from .note import b64decode_strict
 from .timefmt import parse_utc_micros
 
@@ -82,6 +98,14 @@ def _no(code: str, f: str, reason: str) -> _Refused:
     return _Refused(code, f, reason)
 
 
+class _Unverifiable(Exception):
+    """A Sigstore bundle or root at `field` that cannot be verified here (no sigstore-python)."""
+
+    def __init__(self, field_: str) -> None:
+        super().__init__(field_)
+        self.field = field_
+
+
 TIERS = ("bronze", "silver", "gold")
 ROLES = ("harness", "curator", "gate", "rag-writer", "reconciler", "promotion-gate", "maintainer", "operator", "ledger")
 DISPOSITIONS = ("positive", "negative", "ambiguous")
@@ -95,7 +119,8 @@ RUBRIC_FAILURE_CODES = (
 
 #: Which kinds each role may append (`Role::may_append`); `tier.apply` is open to all.
 MAY_APPEND: Mapping[str, frozenset[str]] = {
-    "operator": frozenset({"principal.enrolled", "principal.revoked", "task_class.registered", "rubric.updated", "anchor.published"}),
+    "operator": frozenset({"principal.enrolled", "principal.revoked", "task_class.registered", "rubric.updated", "anchor.published",
+                           "sigstore.root_trusted"}),
     "curator": frozenset({"case.added", "case.retired", "proposal.approved", "proposal.rejected"}),
     "reconciler": frozenset({"case.proposed"}),
     "harness": frozenset({"run.started", "run.finished", "rubric.invoked", "rubric.completed", "rubric.failed", "score.recorded"}),
@@ -110,7 +135,6 @@ MAY_APPEND: Mapping[str, frozenset[str]] = {
 
 S, U32, U64, I64, F64, B = "str", "u32", "u64", "i64", "f64", "bool"
 Schema = Any
-COSIG: Schema = {"key_id": S, "signature": S}
 CHECKPOINT: Schema = {"size": U64, "root": S}
 #: The most bootstrap resamples a recommendation may state (`events::model::MAX_RESAMPLES`).
 MAX_RESAMPLES = 100_000
@@ -140,13 +164,17 @@ class Nullable(Omittable):
 
 
 TEXT = Sensitive(S)
+#: A co-signature: a key's signature over the statement (`signature`; absent: empty), or
+#: a Sigstore bundle over its Sigstore form, kept verbatim (`sigstore_bundle`).
+COSIG: Schema = {"key_id": S, "signature": Omittable(S), "sigstore_bundle": Omittable(S)}
 DISPOSITION = Sensitive(DISPOSITIONS)
 #: A schema-3 companion: the value behind a handle (`Option<Sensitive<String>>`).
 COMPANION = Nullable(Sensitive(S))
 DRAFT: Schema = {"case_id": S, "case_name": COMPANION, "title": TEXT, "disposition": DISPOSITION, "difficulty": TEXT,
                  "curation_class": S, "case_digest": S, "cassette_digest": S}
 BODIES: Mapping[str, Schema] = {
-    "principal.enrolled": {"public_key": S, "identity": S, "identity_name": COMPANION, "roles": [ROLES]},
+    "principal.enrolled": {"public_key": Omittable(S), "sigstore": Omittable({"identity": S, "issuer": S}), "identity": S,
+                           "identity_name": COMPANION, "roles": [ROLES]},
     "principal.revoked": {"key_id": S, "reason": TEXT},
     "task_class.registered": {
         "task_class": S,
@@ -195,6 +223,7 @@ BODIES: Mapping[str, Schema] = {
     "state.committed": {"checkpoint": CHECKPOINT, "state_root": S, "task_classes": U64},
     "field.redacted": {"entry": U64, "leaf_hash": S, "field": S, "reason": TEXT,
                        "requested_by": COSIG, "confirmed_by": COSIG},
+    "sigstore.root_trusted": {"origin": S, "trusted_root": S},
 }
 
 
@@ -350,6 +379,33 @@ def field_redact_statement(entry: int, leaf_hash: str, field_: str) -> bytes:
     return f"evidence-ledger/v1 field-redact\n{entry}\n{leaf_hash}\n{field_}".encode()
 
 
+def sigstore_principal_id(identity: str, issuer: str) -> str:
+    """The key id of a principal enrolled by Sigstore identity: hex SHA-256 of
+    `evidence-ledger/v1 sigstore-principal\n{issuer}\n{identity}` (`events::sigstore_principal_id`)."""
+    return hashlib.sha256(f"evidence-ledger/v1 sigstore-principal\n{issuer}\n{identity}".encode()).hexdigest()
+
+
+def sigstore_statement(origin: str, role: str, statement: bytes) -> bytes:
+    """What a principal enrolled by Sigstore identity signs for the co-signed `statement`:
+    the statement prefixed with the log's origin and the role it is signed in, so that a
+    bundle (public in Sigstore's log) is never good for another log, role or event
+    (`events::sigstore_statement`)."""
+    return f"evidence-ledger/v1 sigstore-cosign\n{origin}\n{role}\n".encode() + statement
+
+
+def _sigstore_identity(s: Mapping[str, str]) -> None:
+    """A Sigstore identity as enrolled: an e-mail address or an `https://` URI of
+    printable characters, and an `https://` issuer (`principals::sigstore_identity`)."""
+
+    def ok(v: str) -> bool:
+        return 0 < len(v) <= 512 and all("!" <= c <= "~" for c in v)
+
+    if not ok(s["identity"]) or not ("@" in s["identity"] or s["identity"].startswith("https://")):
+        raise _no("invalid_value", _body("sigstore.identity"), "an e-mail address or an https:// URI, as the certificate's SAN names it")
+    if not ok(s["issuer"]) or not s["issuer"].startswith("https://"):
+        raise _no("invalid_value", _body("sigstore.issuer"), "the OIDC issuer's https:// URL, as the certificate names it")
+
+
 #: Called for each checkpoint an event cites: (size, root hex, field).
 Cite = Callable[[int, str, str], None]
 
@@ -358,7 +414,8 @@ Cite = Callable[[int, str, str], None]
 class State:
     """What the log has established that decides whether the next entry is allowed."""
 
-    #: key id -> {public_key (hex), identity, roles, revoked}
+    #: key id -> {public_key (hex; None for a principal enrolled by Sigstore identity),
+    #: identity, roles, revoked, and sigstore ({identity, issuer}) for one enrolled by it}
     principals: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: name -> {registration (body), rubric_digest, tier}
     task_classes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -391,6 +448,9 @@ class State:
     committed: dict[int, list[Any]] = field(default_factory=dict)
     #: Every redacted field: (entry index, field path).
     redactions: set[tuple[int, str]] = field(default_factory=set)
+    #: The Sigstore trust the log records (`sigstore.root_trusted`): {origin, trusted_root
+    #: (its JSON, verbatim), since (the entry that recorded it)}; None before the first.
+    sigstore: Optional[dict[str, Any]] = None
 
     # --- signers and co-signers ---------------------------------------------------
 
@@ -408,6 +468,9 @@ class State:
         p = self.principals.get(keyid)
         if p is None:
             raise _no("unknown_signer", "signer", "no enrolled principal has this key id")
+        if p.get("public_key") is None:
+            raise _no("unknown_signer", "signer",
+                      "this principal is enrolled by Sigstore identity: it co-signs with bundles and signs no envelope")
         if not leaf.envelope.verify(bytes.fromhex(p["public_key"])):
             raise _no("signature_invalid", "signatures[0].sig", "does not verify with the signer's enrolled key")
         if p["revoked"]:
@@ -426,18 +489,48 @@ class State:
                 raise _no("cosigner_revoked", _body(f"{f}.key_id"), "this co-signer's key has been revoked")
             if role not in p["roles"]:
                 raise _no("cosigner_not_permitted", _body(f"{f}.key_id"), f"co-signer must have the {role} role")
+            public_key, sigstore, bundle = p.get("public_key"), p.get("sigstore"), cs.get("sigstore_bundle")
+            if public_key is None and sigstore is not None and bundle is not None:
+                if cs.get("signature", ""):
+                    raise _no("invalid_value", _body(f"{f}.signature"),
+                              "a co-signature by Sigstore identity carries its bundle and no signature")
+                self._check_bundle(bundle, sigstore, role, statement, f)
+                identities.append((cs["key_id"], p["identity"]))
+                continue
+            if public_key is not None and bundle is not None:
+                raise _no("cosignature_invalid", _body(f"{f}.sigstore_bundle"),
+                          "this co-signer is enrolled by key: it signs the statement with that key")
+            if public_key is None and bundle is None:
+                raise _no("cosignature_invalid", _body(f"{f}.sigstore_bundle"),
+                          "this co-signer is enrolled by Sigstore identity: a Sigstore bundle over the statement is required")
+            if public_key is None:
+                raise _no("cosigner_unknown", _body(f"{f}.key_id"), "the enrolled principal has neither a key nor a Sigstore identity")
             try:
-                sig = b64decode_strict(f, cs["signature"])
+                sig = b64decode_strict(f, cs.get("signature", ""))
             except InvalidInput:
                 sig = b""
             if len(sig) != 64:
                 raise _no("malformed_base64", _body(f"{f}.signature"), "not base64 of 64 bytes")
-            if not _verifies(bytes.fromhex(p["public_key"]), statement, sig):
+            if not _verifies(bytes.fromhex(public_key), statement, sig):
                 raise _no("cosignature_invalid", _body(f"{f}.signature"), "does not verify over the statement")
             identities.append((cs["key_id"], p["identity"]))
         if identities[0][0] == identities[1][0] or identities[0][1] == identities[1][1]:
             raise _no("cosigners_not_distinct", _body(pair[1][1]),
                       "the two co-signers must be different principals with different identities")
+
+    def _check_bundle(self, bundle: str, signer: Mapping[str, str], role: str, statement: bytes, f: str) -> None:
+        """A Sigstore bundle by `signer` over the Sigstore form of `statement`, verified
+        offline against the trusted root this log records now, every check required."""
+        at = _body(f"{f}.sigstore_bundle")
+        if self.sigstore is None:
+            raise _no("sigstore_root_missing", at, "no Sigstore trusted root is recorded in this log (sigstore.root_trusted)")
+        message = sigstore_statement(self.sigstore["origin"], role, statement)
+        try:
+            sigstore_check.verify_message(bundle, message, signer["identity"], signer["issuer"], self.sigstore["trusted_root"])
+        except sigstore_check.Refusal as r:
+            raise _no(r.code, at, r.detail) from None
+        except SigstoreUnavailable:
+            raise _Unverifiable(at) from None
 
     # --- schemas and handles --------------------------------------------------------
 
@@ -528,15 +621,21 @@ class State:
 
     # --- the rules ----------------------------------------------------------------
 
-    def check(self, leaf: Leaf, index: int, cite: Cite) -> None:
+    def check(self, leaf: Leaf, index: int, cite: Cite, origin: Optional[str] = None) -> None:
         """Raises `RuleBroken` unless the ledger's rules accept `leaf` as entry `index`
-        after the entries folded so far."""
+        after the entries folded so far. `origin`, the log's checkpoint origin when the
+        caller knows it, is what a `sigstore.root_trusted` must name (the ledger's door
+        refuses another). An entry holding a Sigstore bundle or root raises
+        `SigstoreUnavailable` when sigstore-python is not installed: it is not accepted
+        unverified."""
         try:
-            self._check(leaf, index, cite)
+            self._check(leaf, index, cite, origin)
         except _Refused as r:
             raise RuleBroken(index, r.code, r.field, r.reason) from None
+        except _Unverifiable as u:
+            raise SigstoreUnavailable(f"entry {index}: {u.field}", index, u.field) from None
 
-    def _check(self, leaf: Leaf, index: int, cite: Cite) -> None:
+    def _check(self, leaf: Leaf, index: int, cite: Cite, origin: Optional[str] = None) -> None:
         if index != self.size:
             raise _no("out_of_order", "index", f"the rules have seen {self.size} entries")
         if self.last_sequenced_at is not None and leaf.sequenced_at < self.last_sequenced_at:
@@ -546,6 +645,9 @@ class State:
         if schema is None:
             raise _no("unknown_event_kind", "event.kind", f"`{kind}` is not an event kind")
         _typed(b, schema, "event.body")
+        if kind == "sigstore.root_trusted" and origin is not None and b["origin"] != origin:
+            # The ledger's door (`EventLog::checked`), before any rule.
+            raise _no("sigstore_origin_mismatch", _body("origin"), f"this log's origin is {json.dumps(origin)}")
         if p["schema"] < self.schema():
             if self.handles_from is not None:
                 since, what = self.handles_from, "identifiers that name sensitive values only as handles"
@@ -565,14 +667,26 @@ class State:
         getattr(self, "_check_" + kind.replace(".", "_"))(b, leaf.sequenced_at, index, cite)
 
     def _check_principal_enrolled(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
-        raw = _public_key(b["public_key"])
-        if raw is None:
-            raise _no("invalid_value", _body("public_key"), "not base64 of a valid 32-byte Ed25519 public key")
+        sigstore, public_key = b.get("sigstore"), b.get("public_key", "")
+        if sigstore is None:
+            raw = _public_key(public_key)
+            if raw is None:
+                raise _no("invalid_value", _body("public_key"), "not base64 of a valid 32-byte Ed25519 public key")
+            pid = _key_id(raw)
+        elif public_key == "":
+            _sigstore_identity(sigstore)
+            if "operator" in b["roles"] or "ledger" in b["roles"]:
+                raise _no("invalid_value", _body("roles"),
+                          "a principal enrolled by Sigstore identity signs no envelope: the operator and ledger roles need a key")
+            pid = sigstore_principal_id(sigstore["identity"], sigstore["issuer"])
+        else:
+            raise _no("invalid_value", _body("sigstore"), "a principal is enrolled by a key or by a Sigstore identity, not both")
         _text(b["identity"], "identity")
         if not b["roles"]:
             raise _no("invalid_value", _body("roles"), "at least one role is required")
-        if _key_id(raw) in self.principals:
-            raise _no("principal_exists", _body("public_key"), "this key is already enrolled")
+        if pid in self.principals:
+            raise _no("principal_exists", _body("sigstore" if sigstore is not None else "public_key"),
+                      "this key or Sigstore identity is already enrolled")
 
     def _check_principal_revoked(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         _key_id_format(b["key_id"], "key_id")
@@ -843,6 +957,17 @@ class State:
         st = field_redact_statement(entry, b["leaf_hash"], b["field"])
         self._check_cosigners([(b["requested_by"], "requested_by"), (b["confirmed_by"], "confirmed_by")], "maintainer", st)
 
+    def _check_sigstore_root_trusted(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
+        _text(b["origin"], "origin")
+        if self.sigstore is not None and self.sigstore["origin"] != b["origin"]:
+            raise _no("sigstore_origin_mismatch", _body("origin"), f"this log's origin is {json.dumps(self.sigstore['origin'])}")
+        try:
+            sigstore_check.check_root(b["trusted_root"])
+        except sigstore_check.Refusal as r:
+            raise _no("sigstore_trust_root_invalid", _body("trusted_root"), r.detail) from None
+        except SigstoreUnavailable:
+            raise _Unverifiable(_body("trusted_root")) from None
+
     def _check_state_committed(self, b: Mapping[str, Any], at: int, index: int, cite: Cite) -> None:
         # The sequencer's check (events/src/state/promotion.rs): the commitment names
         # the log just before it; what its state root commits to is the fold's
@@ -876,8 +1001,13 @@ class State:
         if paths:
             self.committed[index] = [merkle.leaf_hash(leaf.envelope.leaf_bytes(at)).hex(), paths]
         if kind == "principal.enrolled":
-            raw = _public_key(b["public_key"])
-            if raw is not None:
+            sigstore = b.get("sigstore")
+            raw = _public_key(b.get("public_key", ""))
+            if sigstore is not None:
+                self.principals[sigstore_principal_id(sigstore["identity"], sigstore["issuer"])] = {
+                    "public_key": None, "identity": b["identity"], "roles": sorted(set(b["roles"])), "revoked": False,
+                    "sigstore": {"identity": sigstore["identity"], "issuer": sigstore["issuer"]}}
+            elif raw is not None:
                 self.principals[_key_id(raw)] = {"public_key": raw.hex(), "identity": b["identity"],
                                                  "roles": sorted(set(b["roles"])), "revoked": False}
         elif kind == "principal.revoked":
@@ -924,6 +1054,8 @@ class State:
             self.task_classes[b["task_class"]]["tier"] = b["to"]
         elif kind == "field.redacted":
             self.redactions.add((b["entry"], b["field"]))
+        elif kind == "sigstore.root_trusted":
+            self.sigstore = {"origin": b["origin"], "trusted_root": b["trusted_root"], "since": index}
 
     # --- saved form ---------------------------------------------------------------
 
@@ -939,6 +1071,7 @@ class State:
             "handles": dict(sorted(self.handles.items())),
             "committed": {str(k): v for k, v in sorted(self.committed.items())},
             "redactions": sorted([e, f] for e, f in self.redactions),
+            "sigstore": self.sigstore,
         }
 
     @classmethod
@@ -954,4 +1087,12 @@ class State:
             handles={str(k): int(i) for k, i in v.get("handles", {}).items()},
             committed={int(k): list(c) for k, c in v.get("committed", {}).items()},
             redactions={(int(e), str(f)) for e, f in v.get("redactions", [])},
+            sigstore=_sigstore_trust(v.get("sigstore")),
         )
+
+
+def _sigstore_trust(v: Any) -> Optional[dict[str, Any]]:
+    """The saved Sigstore trust (absent from states saved before it existed)."""
+    if v is None:
+        return None
+    return {"origin": str(v["origin"]), "trusted_root": str(v["trusted_root"]), "since": int(v["since"])}

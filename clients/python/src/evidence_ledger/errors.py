@@ -188,6 +188,24 @@ class RuleBroken(VerificationError):
         self.field = field
 
 
+class SigstoreUnavailable(VerificationError):
+    """A Sigstore bundle (a co-signature by a principal enrolled by Sigstore identity) or
+    a Sigstore trusted root (`sigstore.root_trusted`) must be verified, and the optional
+    `sigstore` package (sigstore-python) is not installed: `pip install
+    evidence-ledger[sigstore]`. Nothing was accepted unverified: the replay stops at the
+    entry, which is neither accepted nor found to break the rules. `index` is the entry
+    and `field` the JSON path of the bundle or root, when a replay raised it."""
+
+    def __init__(self, what: str, index: Optional[int] = None, field: Optional[str] = None) -> None:
+        super().__init__(
+            what,
+            "cannot be verified without the optional `sigstore` package (sigstore-python): "
+            "pip install evidence-ledger[sigstore]",
+        )
+        self.index = index
+        self.field = field
+
+
 class SettingsMismatch(VerificationError):
     """A projection states settings (window, confidence, resamples) other than the
     agreed ones, or a time too far from this machine's clock (found by replay)."""

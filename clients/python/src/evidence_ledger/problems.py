@@ -410,6 +410,132 @@ class CosignatureInvalid(RuleViolation):
     code = "cosignature_invalid"
 
 
+class SigstoreRootMissing(RuleViolation):
+    """`sigstore_root_missing`: No Sigstore trusted root is recorded in this log yet (`sigstore.root_trusted`), so no Sigstore bundle can be verified."""
+
+    code = "sigstore_root_missing"
+
+
+class SigstoreOriginMismatch(RuleViolation):
+    """`sigstore_origin_mismatch`: A `sigstore.root_trusted` event names another origin than this log's."""
+
+    code = "sigstore_origin_mismatch"
+
+
+class SigstoreBundleMalformed(RuleViolation):
+    """`sigstore_bundle_malformed`: A Sigstore bundle is not JSON of a Sigstore bundle, or is inconsistent."""
+
+    code = "sigstore_bundle_malformed"
+
+
+class SigstoreBundleUnsupported(RuleViolation):
+    """`sigstore_bundle_unsupported`: A Sigstore bundle of a version, content or key type not supported (a DSSE envelope where a message signature is needed, say)."""
+
+    code = "sigstore_bundle_unsupported"
+
+
+class SigstoreTrustRootInvalid(RuleViolation):
+    """`sigstore_trust_root_invalid`: The Sigstore trusted root is malformed or unusable."""
+
+    code = "sigstore_trust_root_invalid"
+
+
+class SigstoreCertificateInvalid(RuleViolation):
+    """`sigstore_certificate_invalid`: The bundle's certificate does not chain to a trusted Fulcio authority with code-signing usage."""
+
+    code = "sigstore_certificate_invalid"
+
+
+class SigstoreCertificateNotValidAtTime(RuleViolation):
+    """`sigstore_certificate_not_valid_at_time`: The bundle's certificate was expired, or not yet valid, at the verified signing time."""
+
+    code = "sigstore_certificate_not_valid_at_time"
+
+
+class SigstoreSctInvalid(RuleViolation):
+    """`sigstore_sct_invalid`: The certificate's SCT is missing or not signed by a trusted CT log."""
+
+    code = "sigstore_sct_invalid"
+
+
+class SigstoreTimestampInvalid(RuleViolation):
+    """`sigstore_timestamp_invalid`: An RFC 3161 timestamp did not verify, or the bundle has no verified time."""
+
+    code = "sigstore_timestamp_invalid"
+
+
+class SigstoreTlogUnknown(RuleViolation):
+    """`sigstore_tlog_unknown`: The bundle's log entry names a transparency log the trusted root lacks."""
+
+    code = "sigstore_tlog_unknown"
+
+
+class SigstoreTlogInclusionInvalid(RuleViolation):
+    """`sigstore_tlog_inclusion_invalid`: The inclusion proof is missing or does not prove the entry into the log."""
+
+    code = "sigstore_tlog_inclusion_invalid"
+
+
+class SigstoreTlogCheckpointInvalid(RuleViolation):
+    """`sigstore_tlog_checkpoint_invalid`: The log's checkpoint is missing, malformed, or not signed by the log."""
+
+    code = "sigstore_tlog_checkpoint_invalid"
+
+
+class SigstoreTlogPromiseInvalid(RuleViolation):
+    """`sigstore_tlog_promise_invalid`: The SET is missing or does not verify."""
+
+    code = "sigstore_tlog_promise_invalid"
+
+
+class SigstoreTlogEntryMismatch(RuleViolation):
+    """`sigstore_tlog_entry_mismatch`: The log entry describes another signature, key or artifact."""
+
+    code = "sigstore_tlog_entry_mismatch"
+
+
+class SigstoreTlogTimeInvalid(RuleViolation):
+    """`sigstore_tlog_time_invalid`: The integrated time is in the future or outside the certificate's validity."""
+
+    code = "sigstore_tlog_time_invalid"
+
+
+class SigstoreSignatureInvalid(RuleViolation):
+    """`sigstore_signature_invalid`: The bundle's signature does not verify."""
+
+    code = "sigstore_signature_invalid"
+
+
+class SigstoreMessageMismatch(RuleViolation):
+    """`sigstore_message_mismatch`: The bundle signs another statement (one for another event, role or log: a replay)."""
+
+    code = "sigstore_message_mismatch"
+
+
+class SigstoreIdentityMismatch(RuleViolation):
+    """`sigstore_identity_mismatch`: The bundle's certificate names another identity than the co-signer's enrolled one."""
+
+    code = "sigstore_identity_mismatch"
+
+
+class SigstoreIssuerMismatch(RuleViolation):
+    """`sigstore_issuer_mismatch`: The bundle's certificate names another OIDC issuer than the co-signer's enrolled one."""
+
+    code = "sigstore_issuer_mismatch"
+
+
+class SigstoreChecksIncomplete(RuleViolation):
+    """`sigstore_checks_incomplete`: The verification reported a required check as not done."""
+
+    code = "sigstore_checks_incomplete"
+
+
+class SigstoreRefused(RuleViolation):
+    """`sigstore_refused`: A Sigstore bundle refused for a reason this build does not classify."""
+
+    code = "sigstore_refused"
+
+
 class ProposalExists(Conflict):
     """`proposal_exists`: The proposal id is already used."""
 
@@ -711,6 +837,27 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "cosigner_not_permitted": CosignerNotPermitted,
     "cosigners_not_distinct": CosignersNotDistinct,
     "cosignature_invalid": CosignatureInvalid,
+    "sigstore_root_missing": SigstoreRootMissing,
+    "sigstore_origin_mismatch": SigstoreOriginMismatch,
+    "sigstore_bundle_malformed": SigstoreBundleMalformed,
+    "sigstore_bundle_unsupported": SigstoreBundleUnsupported,
+    "sigstore_trust_root_invalid": SigstoreTrustRootInvalid,
+    "sigstore_certificate_invalid": SigstoreCertificateInvalid,
+    "sigstore_certificate_not_valid_at_time": SigstoreCertificateNotValidAtTime,
+    "sigstore_sct_invalid": SigstoreSctInvalid,
+    "sigstore_timestamp_invalid": SigstoreTimestampInvalid,
+    "sigstore_tlog_unknown": SigstoreTlogUnknown,
+    "sigstore_tlog_inclusion_invalid": SigstoreTlogInclusionInvalid,
+    "sigstore_tlog_checkpoint_invalid": SigstoreTlogCheckpointInvalid,
+    "sigstore_tlog_promise_invalid": SigstoreTlogPromiseInvalid,
+    "sigstore_tlog_entry_mismatch": SigstoreTlogEntryMismatch,
+    "sigstore_tlog_time_invalid": SigstoreTlogTimeInvalid,
+    "sigstore_signature_invalid": SigstoreSignatureInvalid,
+    "sigstore_message_mismatch": SigstoreMessageMismatch,
+    "sigstore_identity_mismatch": SigstoreIdentityMismatch,
+    "sigstore_issuer_mismatch": SigstoreIssuerMismatch,
+    "sigstore_checks_incomplete": SigstoreChecksIncomplete,
+    "sigstore_refused": SigstoreRefused,
     "proposal_exists": ProposalExists,
     "proposal_unknown": ProposalUnknown,
     "proposal_not_pending": ProposalNotPending,

@@ -244,7 +244,9 @@ class Replica:
         committed fields (`client.checked_disclosures`), and `Incomplete` for a field
         answered as redacted that no `field.redacted` entry up to `cp` records: the
         server withholds a disclosure under a redaction the log does not hold (or the
-        redaction was appended after `cp` while this ran: run again). After
+        redaction was appended after `cp` while this ran: run again), and
+        `SigstoreUnavailable` for an entry holding a Sigstore bundle or trusted root when
+        the optional sigstore-python is not installed (never accepted unverified). After
         `check_recommendations_with`, each `promotion.recommended` entry taken must be
         the replica's own view at its checkpoint and time, a time between the sequencing
         times of the last entry it rests on and of itself (`Incomplete` otherwise,
@@ -270,7 +272,7 @@ class Replica:
                 if not page:
                     raise ForkDetected("entries", f"the server returned no entries at {at} below its checkpoint size {size}")
                 for e in page[: end - at]:
-                    decoded = self._take(e, cites)
+                    decoded = self._take(e, cites, cp.origin)
                     claimed.update((e.index, path) for path in e.redacted or [])
                     if self._agreed is not None:
                         if decoded.kind == "promotion.recommended":
@@ -297,9 +299,10 @@ class Replica:
         self.followed += size - head
         return size - head
 
-    def _take(self, e: EntryView, cites: list[tuple[int, str, str, int]]) -> Leaf:
+    def _take(self, e: EntryView, cites: list[tuple[int, str, str, int]], origin: Optional[str] = None) -> Leaf:
         """Checks the served entry `e` as the next one and folds it (while recommendations
-        are checked: keeps it to be folded, `_fold_to`); returns it decoded."""
+        are checked: keeps it to be folded, `_fold_to`); returns it decoded. `origin` is
+        the log's checkpoint origin, which a `sigstore.root_trusted` entry must name."""
         index = self.size
         if e.index != index:
             raise ForkDetected("entries", f"the server returned entry {e.index} where {index} was expected")
@@ -326,7 +329,7 @@ class Replica:
                 return
             cites.append((csize, croot, field, index))
 
-        self.rules.check(decoded, index, cite)
+        self.rules.check(decoded, index, cite, origin)
         # One value, one handle (docs/PRIVACY.md, "Handles"): from the disclosures served
         # to a reader with a role, and from the values in clear before the switch.
         self.handles.see(index, decoded.payload, e.disclosed)
