@@ -16,11 +16,74 @@ use sigstore_check::{Signer, TrustRoot};
 /// The suffix of a kept bundle: `<anchor file>.sigstore.json`.
 pub const BUNDLE_SUFFIX: &str = ".sigstore.json";
 
+/// What signs the anchors published to Rekor.
+pub enum Signing {
+    /// The anchoring key, whose public key verifiers pin.
+    Key(AnchoringKey),
+    /// Keyless, under the operator's own identity: for each try a new
+    /// ephemeral key, certified by the Fulcio at `fulcio` for the holder
+    /// of the OIDC identity `token` (held in memory for this run, never
+    /// written), whose claims say which identity the certificate names.
+    Keyless {
+        fulcio: String,
+        token: String,
+        claims: rekor::TokenClaims,
+    },
+}
+
+impl Signing {
+    /// Keyless signing with `token` through the Fulcio at `fulcio`.
+    pub fn keyless(fulcio: impl Into<String>, token: &str) -> anyhow::Result<Signing> {
+        let claims = rekor::token_claims(token).map_err(|e| anyhow!("{e}"))?;
+        Ok(Signing::Keyless {
+            fulcio: fulcio.into(),
+            token: token.trim().to_owned(),
+            claims,
+        })
+    }
+
+    /// Whom a kept bundle must come from.
+    pub fn signer(&self) -> Signer<'_> {
+        match self {
+            Signing::Key(k) => Signer::Key {
+                pem: k.public_pem(),
+            },
+            Signing::Keyless { claims, .. } => Signer::Identity {
+                identity: claims.identity(),
+                issuer: &claims.issuer,
+            },
+        }
+    }
+
+    /// `message` signed for Rekor: with the anchoring key, or with a new
+    /// ephemeral key and the certificate Fulcio gives it.
+    fn sign(&self, message: &[u8]) -> anyhow::Result<rekor::Signed> {
+        match self {
+            Signing::Key(k) => rekor::sign(k, message).map_err(|e| anyhow!("{e}")),
+            Signing::Keyless { fulcio, token, .. } => {
+                let (ephemeral, _) = AnchoringKey::generate().map_err(|e| anyhow!("{e}"))?;
+                let body = rekor::fulcio_request(&ephemeral, token).map_err(|e| anyhow!("{e}"))?;
+                let r = verifier::Client::new(fulcio, None)
+                    .post_json(rekor::FULCIO_CERT_PATH, &body)?;
+                if !(200..300).contains(&r.status) {
+                    anyhow::bail!(
+                        "Fulcio answered {} to the certificate request: {}",
+                        r.status,
+                        r.text().chars().take(300).collect::<String>()
+                    );
+                }
+                let leaf = rekor::fulcio_leaf(&r.body).map_err(|e| anyhow!("{e}"))?;
+                rekor::sign_with_certificate(&ephemeral, &leaf, message).map_err(|e| anyhow!("{e}"))
+            }
+        }
+    }
+}
+
 /// Where and how anchors are published to Rekor.
 pub struct Rekor {
     /// The log's base URL (e.g. `https://rekor.sigstore.dev`).
     pub url: String,
-    pub key: AnchoringKey,
+    pub signing: Signing,
     /// The root a kept bundle must verify against.
     pub root: TrustRoot,
     /// Tries per anchor before the run gives up (an outage).
@@ -35,9 +98,14 @@ impl Rekor {
     /// Publication to the Rekor v1 log at `url` with `key`, bundles checked
     /// against `root`: three tries per anchor, 0.5 s apart and doubling.
     pub fn new(url: impl Into<String>, key: AnchoringKey, root: TrustRoot) -> Rekor {
+        Rekor::signed_by(url, Signing::Key(key), root)
+    }
+
+    /// Publication signed by `signing` (a key, or keyless).
+    pub fn signed_by(url: impl Into<String>, signing: Signing, root: TrustRoot) -> Rekor {
         Rekor {
             url: url.into(),
-            key,
+            signing,
             root,
             attempts: 3,
             backoff: Duration::from_millis(500),
@@ -189,7 +257,13 @@ fn publish_one(
         // a new entry: a try whose answer was lost leaves an entry in the
         // log that nothing refers to, and the retry is not refused as a
         // duplicate of it.
-        let signed = rekor::sign(&rekor.key, &note).map_err(|e| anyhow!("{e}"))?;
+        let signed = match rekor.signing.sign(&note) {
+            Ok(signed) => signed,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
         match client.post_json(rekor::ENTRIES_PATH, &signed.request) {
             Ok(r) if r.status == 201 => {
                 answer = Some((signed, r.body));
@@ -211,14 +285,7 @@ fn publish_one(
     // will read it. A refusal here comes after Rekor logged the entry: the
     // entry stays in Rekor with nothing referring to it, and the next run
     // signs and submits again.
-    sigstore_check::verify_message(
-        &logged.bundle,
-        &note,
-        &Signer::Key {
-            pem: rekor.key.public_pem(),
-        },
-        &rekor.root,
-    )
+    sigstore_check::verify_message(&logged.bundle, &note, &rekor.signing.signer(), &rekor.root)
     .map_err(|e| {
         anyhow!("Rekor logged the anchor, but its answer does not make a bundle that verifies against the pinned trusted root (is the root current?): {e}")
     })?;
@@ -288,14 +355,15 @@ pub struct Checked {
 }
 
 /// Checks every kept bundle of `dir` offline: it must verify, against the
-/// pinned root, as a Rekor-logged signature by the anchoring key `public_pem`
-/// over exactly the bytes of its anchor file. A bundle without its anchor
+/// pinned root, as a Rekor-logged signature by `signer` (the anchoring key,
+/// or the operator's identity for keyless publication) over exactly the
+/// bytes of its anchor file. A bundle without its anchor
 /// is a failure too, and so is an anchor without a bundle when
 /// `require_all` is set (otherwise it is listed as missing). `Err` names
 /// the first that fails.
 pub fn check_bundles(
     dir: &Path,
-    public_pem: &str,
+    signer: &Signer<'_>,
     root: &TrustRoot,
     require_all: bool,
 ) -> anyhow::Result<Checked> {
@@ -318,7 +386,7 @@ pub fn check_bundles(
             Err(e) => return Err(e).with_context(|| format!("reading {}", bundle.display())),
         };
         let note = std::fs::read(&anchor).with_context(|| format!("reading {name}"))?;
-        sigstore_check::verify_message(&json, &note, &Signer::Key { pem: public_pem }, root)
+        sigstore_check::verify_message(&json, &note, signer, root)
             .map_err(|e| anyhow!("{}: {e}", bundle.display()))?;
         checked.verified += 1;
     }

@@ -106,6 +106,9 @@ impl AnchoringKey {
 pub struct Signed {
     digest: Sha256Hash,
     signature: sigstore_verify::types::SignatureBytes,
+    /// The Fulcio certificate (DER) a keyless signature is made under;
+    /// `None` for the anchoring key.
+    certificate: Option<Vec<u8>>,
     /// The JSON body of `POST {log}/api/v1/log/entries`: a `hashedrekord`
     /// 0.0.1 entry with the SHA-256 of the message, the signature and the
     /// public key.
@@ -114,6 +117,25 @@ pub struct Signed {
 
 /// Signs `message` with `key` and makes the `hashedrekord` request.
 pub fn sign(key: &AnchoringKey, message: &[u8]) -> Result<Signed, Refusal> {
+    sign_as(key, None, message)
+}
+
+/// Signs `message` with the ephemeral `key` that the Fulcio certificate
+/// `certificate` (DER) certifies, and makes the `hashedrekord` request
+/// naming that certificate: a keyless signature.
+pub fn sign_with_certificate(
+    key: &AnchoringKey,
+    certificate: &[u8],
+    message: &[u8],
+) -> Result<Signed, Refusal> {
+    sign_as(key, Some(certificate), message)
+}
+
+fn sign_as(
+    key: &AnchoringKey,
+    certificate: Option<&[u8]>,
+    message: &[u8],
+) -> Result<Signed, Refusal> {
     use base64::Engine as _;
     let digest = Sha256Hash::new(sha256(message));
     let signature = key
@@ -128,13 +150,17 @@ pub fn sign(key: &AnchoringKey, message: &[u8]) -> Result<Signed, Refusal> {
             "data": {"hash": {"algorithm": "sha256", "value": digest.to_hex()}},
             "signature": {
                 "content": b64.encode(signature.as_bytes()),
-                "publicKey": {"content": b64.encode(key.public_pem.as_bytes())},
+                "publicKey": {"content": b64.encode(match certificate {
+                    Some(der) => pem("CERTIFICATE", der),
+                    None => key.public_pem.clone(),
+                })},
             },
         },
     });
     Ok(Signed {
         digest,
         signature,
+        certificate: certificate.map(<[u8]>::to_vec),
         request: serde_json::to_vec(&request)
             .map_err(|e| Refusal::new(Code::Refused, e.to_string()))?,
     })
@@ -183,21 +209,110 @@ pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<Logged, Refusal> {
             signed.digest.into(),
         )),
     );
-    BundleV03::new(
-        VerificationMaterialV03::PublicKey {
+    let material = match &signed.certificate {
+        Some(der) => VerificationMaterialV03::Certificate(
+            sigstore_verify::types::DerCertificate::new(der.clone()),
+        ),
+        None => VerificationMaterialV03::PublicKey {
             hint: signed.digest_hint(),
         },
-        content,
-    )
-    .with_tlog_entry(tlog)
-    .into_bundle()
-    .to_json()
-    .map_err(|e| malformed(e.to_string()))
-    .map(|bundle| Logged {
-        bundle,
-        log_index,
-        uuid,
+    };
+    BundleV03::new(material, content)
+        .with_tlog_entry(tlog)
+        .into_bundle()
+        .to_json()
+        .map_err(|e| malformed(e.to_string()))
+        .map(|bundle| Logged {
+            bundle,
+            log_index,
+            uuid,
+        })
+}
+
+/// The path of Fulcio v2's certificate endpoint, below its base URL.
+pub const FULCIO_CERT_PATH: &str = "/api/v2/signingCert";
+
+/// What an OIDC identity token says of its holder, read (not verified:
+/// Fulcio verifies it) to make the request and to know which identity the
+/// certificate must name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenClaims {
+    /// `sub`: what the proof of possession signs.
+    pub subject: String,
+    /// `iss`: the OIDC issuer the certificate names.
+    pub issuer: String,
+    /// `email`, when the token has one: the SAN Fulcio puts in the
+    /// certificate for an e-mail identity; otherwise `sub`.
+    pub email: Option<String>,
+}
+
+impl TokenClaims {
+    /// The SAN the certificate is expected to name.
+    pub fn identity(&self) -> &str {
+        self.email.as_deref().unwrap_or(&self.subject)
+    }
+}
+
+/// The claims of a JWT identity token (its payload, base64url JSON).
+pub fn token_claims(token: &str) -> Result<TokenClaims, Refusal> {
+    use base64::Engine as _;
+    let bad = |why: &str| Refusal::new(Code::KeyInvalid, format!("identity token: {why}"));
+    let mut parts = token.trim().split('.');
+    let (Some(_), Some(payload), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad("not a JWT (three base64url parts)"));
+    };
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .map_err(|_| bad("the payload is not base64url"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&json).map_err(|_| bad("the payload is not JSON"))?;
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    Ok(TokenClaims {
+        subject: text("sub").ok_or_else(|| bad("no `sub` claim"))?,
+        issuer: text("iss").ok_or_else(|| bad("no `iss` claim"))?,
+        email: text("email"),
     })
+}
+
+/// The body of `POST {fulcio}/api/v2/signingCert` for the ephemeral `key`:
+/// the token, the public key, and the proof that the key's holder signed
+/// the token's subject.
+pub fn fulcio_request(key: &AnchoringKey, token: &str) -> Result<Vec<u8>, Refusal> {
+    use base64::Engine as _;
+    let claims = token_claims(token)?;
+    let proof = key
+        .pair
+        .sign(claims.subject.as_bytes())
+        .map_err(|e| Refusal::new(Code::SignatureInvalid, e.to_string()))?;
+    serde_json::to_vec(&serde_json::json!({
+        "credentials": {"oidcIdentityToken": token.trim()},
+        "publicKeyRequest": {
+            "publicKey": {"algorithm": "ECDSA", "content": key.public_pem},
+            "proofOfPossession": base64::engine::general_purpose::STANDARD.encode(proof.as_bytes()),
+        },
+    }))
+    .map_err(|e| Refusal::new(Code::Refused, e.to_string()))
+}
+
+/// The leaf certificate (DER) of Fulcio's answer: the first of its chain
+/// (`signedCertificateEmbeddedSct`, or the older detached-SCT form). Format
+/// conversion only: the bundle made with it is verified before use.
+pub fn fulcio_leaf(answer: &[u8]) -> Result<Vec<u8>, Refusal> {
+    let malformed =
+        |why: &str| Refusal::new(Code::CertificateInvalid, format!("Fulcio's answer: {why}"));
+    let v: serde_json::Value = serde_json::from_slice(answer).map_err(|_| malformed("not JSON"))?;
+    let chain = v
+        .get("signedCertificateEmbeddedSct")
+        .or_else(|| v.get("signedCertificateDetachedSct"))
+        .and_then(|c| c["chain"]["certificates"].as_array())
+        .ok_or_else(|| malformed("no certificate chain"))?;
+    let leaf = chain
+        .first()
+        .and_then(|c| c.as_str())
+        .ok_or_else(|| malformed("an empty chain"))?;
+    unpem("CERTIFICATE", leaf).map_err(|e| malformed(&e.detail))
 }
 
 impl Signed {

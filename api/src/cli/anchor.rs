@@ -42,11 +42,34 @@ pub enum AnchorAction {
 pub struct RekorArgs {
     /// Also publish to this Rekor v1 log (e.g. https://rekor.sigstore.dev): every anchor of the
     /// directory without a kept bundle, oldest first, so an outage catches up on the next run.
-    #[arg(long, env = "LEDGER_REKOR_URL", requires = "rekor_key")]
+    #[arg(long, env = "LEDGER_REKOR_URL")]
     rekor: Option<String>,
     /// The anchoring key (`ledger anchor rekor-keygen`).
-    #[arg(long, env = "LEDGER_REKOR_KEY")]
+    #[arg(
+        long,
+        env = "LEDGER_REKOR_KEY",
+        requires = "rekor",
+        conflicts_with = "fulcio"
+    )]
     rekor_key: Option<PathBuf>,
+    /// Keyless instead of --rekor-key: sign under the operator's own Sigstore identity, with a
+    /// short-lived certificate from this Fulcio (e.g. https://fulcio.sigstore.dev) for an
+    /// ephemeral key. Needs an OIDC identity token (--identity-token-file or
+    /// LEDGER_IDENTITY_TOKEN), which is used for this run and never stored.
+    #[arg(long, env = "LEDGER_FULCIO_URL", requires = "rekor")]
+    fulcio: Option<String>,
+    /// With --fulcio: a file holding the OIDC identity token (`-` reads standard input).
+    #[arg(long, requires = "fulcio", conflicts_with = "identity_token")]
+    identity_token_file: Option<PathBuf>,
+    /// With --fulcio: the OIDC identity token itself (prefer the file or standard input: an
+    /// argument shows in the process list).
+    #[arg(
+        long,
+        env = "LEDGER_IDENTITY_TOKEN",
+        hide_env_values = true,
+        requires = "fulcio"
+    )]
+    identity_token: Option<String>,
     /// The Sigstore trusted root a kept bundle must verify against (default: the production
     /// root embedded in this build).
     #[arg(long, env = "LEDGER_SIGSTORE_ROOT")]
@@ -70,9 +93,27 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
     // root fails the run while nothing is published.
     let rekor = match &rekor.rekor {
         Some(url) => {
-            let mut r = api::rekor::Rekor::new(
+            let signing = match (&rekor.fulcio, &rekor.rekor_key) {
+                (Some(fulcio), _) => {
+                    let token = identity_token(&rekor)?;
+                    let s = api::rekor::Signing::keyless(fulcio.clone(), &token)?;
+                    if let api::rekor::Signing::Keyless { claims, .. } = &s {
+                        eprintln!(
+                            "keyless: certificates for {} (issuer {}) from {fulcio}",
+                            claims.identity(),
+                            claims.issuer
+                        );
+                    }
+                    s
+                }
+                (None, Some(key)) => api::rekor::Signing::Key(api::rekor::read_key(key)?),
+                (None, None) => anyhow::bail!(
+                    "--rekor needs --rekor-key (the anchoring key) or --fulcio (keyless)"
+                ),
+            };
+            let mut r = api::rekor::Rekor::signed_by(
                 url.clone(),
-                api::rekor::read_key(rekor.rekor_key.as_deref().context("--rekor-key")?)?,
+                signing,
                 api::rekor::trust_root(rekor.sigstore_root.as_deref())?,
             );
             r.attempts = rekor.rekor_attempts;
@@ -145,6 +186,25 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The OIDC identity token for keyless publication: from the file (or
+/// standard input for `-`), or as given.
+fn identity_token(a: &RekorArgs) -> anyhow::Result<String> {
+    let token = match (&a.identity_token_file, &a.identity_token) {
+        (Some(path), _) if path.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+            s
+        }
+        (Some(path), _) => std::fs::read_to_string(path)
+            .with_context(|| format!("reading the identity token {}", path.display()))?,
+        (None, Some(t)) => t.clone(),
+        (None, None) => anyhow::bail!(
+            "--fulcio needs an OIDC identity token: --identity-token-file FILE, or LEDGER_IDENTITY_TOKEN"
+        ),
+    };
+    Ok(token.trim().to_owned())
 }
 
 /// `ledger anchor rekor-keygen --out FILE`.

@@ -40,15 +40,24 @@ pub struct VerifyArgs {
     anchor_keys: Vec<String>,
     /// Local, with --anchors: also check each anchor's kept Rekor bundle offline, as a
     /// signature by this anchoring key (PEM, `ledger anchor rekor-keygen`) logged in Rekor.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "rekor_identity")]
     rekor_pub: Option<PathBuf>,
-    /// With --rekor-pub: fail on an anchor without a kept bundle (by default it is listed as
-    /// not yet published: right after an anchor, or during a Rekor outage, it has none yet).
-    #[arg(long, requires = "rekor_pub")]
+    /// Local, with --anchors: check each anchor's kept Rekor bundle as a keyless signature
+    /// (`ledger anchor publish --fulcio`) by this Sigstore identity: the SAN its certificate
+    /// names (an e-mail address or a URI), compared exactly.
+    #[arg(long, requires = "rekor_issuer")]
+    rekor_identity: Option<String>,
+    /// With --rekor-identity: the OIDC issuer its certificate names.
+    #[arg(long, requires = "rekor_identity")]
+    rekor_issuer: Option<String>,
+    /// With --rekor-pub or --rekor-identity: fail on an anchor without a kept bundle (by
+    /// default it is listed as not yet published: right after an anchor, or during a Rekor
+    /// outage, it has none yet).
+    #[arg(long)]
     rekor_require_all: bool,
-    /// With --rekor-pub: the Sigstore trusted root (default: the production root embedded in
-    /// this build).
-    #[arg(long, env = "LEDGER_SIGSTORE_ROOT", requires = "rekor_pub")]
+    /// With --rekor-pub or --rekor-identity: the Sigstore trusted root (default: the production
+    /// root embedded in this build).
+    #[arg(long, env = "LEDGER_SIGSTORE_ROOT")]
     sigstore_root: Option<PathBuf>,
     /// Remote: the log's note verifier key.
     #[arg(long)]
@@ -119,8 +128,12 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         )),
         (None, None) => None,
     };
-    if a.rekor_pub.is_some() && source.is_none() {
-        bail!("--rekor-pub checks the bundles beside anchors: give --anchors or --anchors-repo");
+    let rekor_check = a.rekor_pub.is_some() || a.rekor_identity.is_some();
+    if rekor_check && source.is_none() {
+        bail!("--rekor-pub and --rekor-identity check the bundles beside anchors: give --anchors or --anchors-repo");
+    }
+    if !rekor_check && (a.rekor_require_all || a.sigstore_root.is_some()) {
+        bail!("--rekor-require-all and --sigstore-root go with --rekor-pub or --rekor-identity");
     }
     if let (Ok(_), Some((anchor_dir, anchors_path, list))) = (&result, source) {
         let key = verifier::keys::local_key(&dir)?;
@@ -137,15 +150,28 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
             .map_err(|e| fail(e.to_string()))?;
         println!("consistent with {} anchors in {anchor_dir}", checked.len());
-        if let Some(pem) = &a.rekor_pub {
+        if rekor_check {
             let dir = &anchors_path;
-            let pem = std::fs::read_to_string(pem)
-                .with_context(|| format!("reading {}", pem.display()))?;
+            let pem = match &a.rekor_pub {
+                Some(path) => std::fs::read_to_string(path)
+                    .with_context(|| format!("reading {}", path.display()))?,
+                None => String::new(),
+            };
+            let (signer, by) = match (&a.rekor_identity, &a.rekor_issuer) {
+                (Some(identity), Some(issuer)) => (
+                    sigstore_check::Signer::Identity { identity, issuer },
+                    format!("{identity} (issuer {issuer})"),
+                ),
+                _ => (
+                    sigstore_check::Signer::Key { pem: &pem },
+                    "the anchoring key".to_owned(),
+                ),
+            };
             let root = api::rekor::trust_root(a.sigstore_root.as_deref())?;
-            let r = api::rekor::check_bundles(dir, &pem, &root, a.rekor_require_all)
+            let r = api::rekor::check_bundles(dir, &signer, &root, a.rekor_require_all)
                 .map_err(|e| fail(format!("{e:#}")))?;
             println!(
-                "Rekor: {} anchors' bundles verified offline (logged, signed by the anchoring key, over the anchor's bytes)",
+                "Rekor: {} anchors' bundles verified offline (logged, signed by {by}, over the anchor's bytes)",
                 r.verified
             );
             if !r.missing.is_empty() {
