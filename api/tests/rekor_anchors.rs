@@ -33,6 +33,11 @@ impl Drop for StandIn {
 
 /// Starts the stand-in; its first `fail_first` submissions answer 503.
 fn stand_in(fail_first: u32) -> StandIn {
+    stand_in_with(&["--fail-first", &fail_first.to_string()])
+}
+
+/// Starts the stand-in (Rekor and Fulcio) with `args`.
+fn stand_in_with(args: &[&str]) -> StandIn {
     let dir = tempfile::tempdir().expect("dir");
     let port_file = dir.path().join("port");
     // Held at once, so that a failure below still kills and waits for it.
@@ -41,7 +46,7 @@ fn stand_in(fail_first: u32) -> StandIn {
             .arg(synthetic().join("rekor_standin.py"))
             .arg("--port-file")
             .arg(&port_file)
-            .args(["--fail-first", &fail_first.to_string()])
+            .args(args)
             .spawn()
             .expect("python3 runs the Rekor stand-in"),
         url: String::new(),
@@ -472,4 +477,193 @@ fn bundles_in_a_git_anchors_directory_are_pushed_and_checked_from_a_clone() {
         "{}",
         text(&out)
     );
+}
+
+/// An OIDC identity token as the stand-in's Fulcio reads it: its claims
+/// for `email` at the synthetic issuer, valid ten minutes; the signature
+/// part is not checked by the stand-in (real Fulcio checks it).
+fn token(email: &str) -> String {
+    use base64::Engine as _;
+    let enc = |v: serde_json::Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs();
+    format!(
+        "{}.{}.bm90LWNoZWNrZWQ",
+        enc(serde_json::json!({"alg": "RS256", "typ": "JWT"})),
+        enc(serde_json::json!({
+            "iss": sigstore_check::synthetic::ISSUER,
+            "sub": "operator-7",
+            "email": email,
+            "email_verified": true,
+            "exp": now + 600,
+        }))
+    )
+}
+
+impl Setup {
+    /// `ledger anchor publish` keyless, the token read from a file.
+    fn publish_keyless(&self, url: &str, token: &str) -> std::process::Output {
+        let file = self.anchors.with_file_name("token.jwt");
+        std::fs::write(&file, token).expect("token file");
+        let out = run_ledger(&[
+            "anchor",
+            "publish",
+            "--data-dir",
+            &self.data,
+            "--rekor",
+            url,
+            "--fulcio",
+            url,
+            "--identity-token-file",
+            file.to_str().expect("utf8"),
+            "--sigstore-root",
+            &self.root,
+            "--rekor-attempts",
+            "2",
+        ]);
+        std::fs::remove_file(&file).expect("token file removed");
+        out
+    }
+
+    /// `ledger verify --anchors` checking every kept bundle as a keyless
+    /// signature by `identity` at the synthetic issuer.
+    fn verify_identity(&self, identity: &str, strict: bool) -> std::process::Output {
+        let mut args = vec![
+            "verify",
+            "--data-dir",
+            &self.data,
+            "--quiet",
+            "--anchors",
+            self.anchors.to_str().expect("utf8"),
+            "--rekor-identity",
+            identity,
+            "--rekor-issuer",
+            sigstore_check::synthetic::ISSUER,
+            "--sigstore-root",
+            &self.root,
+        ];
+        if strict {
+            args.push("--rekor-require-all");
+        }
+        run_ledger(&args)
+    }
+}
+
+/// Every file below `dir`, read whole.
+fn every_file(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            out.extend(every_file(&p));
+        } else {
+            out.push((p.clone(), std::fs::read(&p).expect("read")));
+        }
+    }
+    out
+}
+
+#[test]
+fn keyless_an_anchor_is_published_under_the_operators_identity_and_checked_offline() {
+    let s = setup();
+    let standin = stand_in(0);
+    let t = token("ops@example.org");
+    let out = s.publish_keyless(&standin.url, &t);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("keyless: certificates for ops@example.org"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("Rekor: 1 anchor(s) published"),
+        "{}",
+        text(&out)
+    );
+    let bundles = s.files(".sigstore.json");
+    assert_eq!(bundles.len(), 1);
+    // The bundle carries the Fulcio certificate, not a key hint.
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&bundles[0]).expect("bundle")).expect("json");
+    assert!(
+        b["verificationMaterial"]["certificate"]["rawBytes"].is_string(),
+        "{b}"
+    );
+    let v = s.verify_identity("ops@example.org", true);
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains(
+            "Rekor: 1 anchors' bundles verified offline (logged, signed by ops@example.org"
+        ),
+        "{}",
+        text(&v)
+    );
+    // Checked as someone else's, or as the anchoring key's, it fails.
+    let v = s.verify_identity("mallory@example.org", false);
+    assert!(!v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("sigstore_identity_mismatch"),
+        "{}",
+        text(&v)
+    );
+    let v = s.verify(&s.public);
+    assert!(!v.status.success(), "{}", text(&v));
+    // The token is nowhere in the data directory.
+    let data = every_file(Path::new(&s.data));
+    assert!(!data.is_empty());
+    for (path, bytes) in data {
+        assert!(
+            !bytes.windows(t.len()).any(|w| w == t.as_bytes()),
+            "the identity token was written to {}",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn keyless_a_fulcio_outage_leaves_the_local_anchor_and_the_next_run_catches_up() {
+    let s = setup();
+    // Two tries per run: the first run meets two 503s from Fulcio.
+    let standin = stand_in_with(&["--fulcio-fail-first", "2"]);
+    let t = token("ops@example.org");
+    let out = s.publish_keyless(&standin.url, &t);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("Fulcio answered 503"), "{}", text(&out));
+    assert!(text(&out).contains("kept locally"), "{}", text(&out));
+    assert_eq!(s.files(".checkpoint").len(), 1, "the local anchor stays");
+    assert!(s.files(".sigstore.json").is_empty());
+    let out = s.publish_keyless(&standin.url, &t);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor: 2 anchor(s) published"),
+        "{}",
+        text(&out)
+    );
+    let v = s.verify_identity("ops@example.org", true);
+    assert!(v.status.success(), "{}", text(&v));
+}
+
+#[test]
+fn keyless_a_token_for_an_issuer_fulcio_does_not_serve_publishes_nothing() {
+    let s = setup();
+    let standin = stand_in(0);
+    use base64::Engine as _;
+    let enc = |v: serde_json::Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+    };
+    let t = format!(
+        "{}.{}.x",
+        enc(serde_json::json!({"alg": "RS256"})),
+        enc(
+            serde_json::json!({"iss": "https://elsewhere.example", "sub": "s", "exp": 4102444800u64})
+        )
+    );
+    let out = s.publish_keyless(&standin.url, &t);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("Fulcio answered 401"), "{}", text(&out));
+    assert!(s.files(".sigstore.json").is_empty());
 }
