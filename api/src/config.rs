@@ -65,6 +65,10 @@ pub struct ServeConfig {
     /// Try again to publish the anchors not yet in Rekor every this many
     /// seconds. Env: LEDGER_REKOR_RETRY_SECS.
     pub rekor_retry_secs: u64,
+    /// Accept a `sigstore.root_trusted` event that records the SYNTHETIC
+    /// test root (`sigstore_check::synthetic`, whose keys are public): for
+    /// demos and tests only. Env: LEDGER_SIGSTORE_ALLOW_SYNTHETIC_ROOT.
+    pub sigstore_allow_synthetic_root: bool,
     /// Keep a C2SP tlog-tiles directory (checkpoint, tiles, entry bundles)
     /// up to date here, for a static server or CDN. Env: LEDGER_TILES_DIR.
     pub tiles_dir: Option<PathBuf>,
@@ -121,6 +125,7 @@ impl Default for ServeConfig {
             rekor_key_file: None,
             sigstore_root: None,
             rekor_retry_secs: 600,
+            sigstore_allow_synthetic_root: false,
             tiles_dir: None,
             tiles_sync_secs: 5,
             tile_cache_mb: 64,

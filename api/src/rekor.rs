@@ -33,10 +33,23 @@ pub enum Signing {
 
 impl Signing {
     /// Keyless signing with `token` through the Fulcio at `fulcio`.
+    /// The token is a bearer credential: it is sent only over https, or
+    /// to a loopback address.
     pub fn keyless(fulcio: impl Into<String>, token: &str) -> anyhow::Result<Signing> {
+        let fulcio = fulcio.into();
+        let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+            .iter()
+            .any(|p| {
+                fulcio
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with([':', '/']))
+            });
+        if !fulcio.starts_with("https://") && !loopback {
+            anyhow::bail!("the identity token goes to Fulcio only over https (or to a loopback address): {fulcio}");
+        }
         let claims = rekor::token_claims(token).map_err(|e| anyhow!("{e}"))?;
         Ok(Signing::Keyless {
-            fulcio: fulcio.into(),
+            fulcio,
             token: token.trim().to_owned(),
             claims,
         })

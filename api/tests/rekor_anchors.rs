@@ -574,6 +574,7 @@ fn keyless_an_anchor_is_published_under_the_operators_identity_and_checked_offli
     let t = token("ops@example.org");
     let out = s.publish_keyless(&standin.url, &t);
     assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains(&t), "the token was printed");
     assert!(
         text(&out).contains("keyless: certificates for ops@example.org"),
         "{}",
@@ -666,4 +667,30 @@ fn keyless_a_token_for_an_issuer_fulcio_does_not_serve_publishes_nothing() {
     assert!(!out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("Fulcio answered 401"), "{}", text(&out));
     assert!(s.files(".sigstore.json").is_empty());
+}
+
+#[test]
+fn keyless_a_token_is_never_sent_to_fulcio_over_plain_http_elsewhere() {
+    let s = setup();
+    let t = token("ops@example.org");
+    let file = s.anchors.with_file_name("token.jwt");
+    std::fs::write(&file, &t).expect("token file");
+    let out = run_ledger(&[
+        "anchor",
+        "publish",
+        "--data-dir",
+        &s.data,
+        "--rekor",
+        "http://rekor.example.test",
+        "--fulcio",
+        "http://fulcio.example.test",
+        "--identity-token-file",
+        file.to_str().expect("utf8"),
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("only over https"), "{}", text(&out));
+    assert!(
+        !s.anchors.exists() || s.files(".checkpoint").is_empty(),
+        "nothing published"
+    );
 }

@@ -30,7 +30,12 @@ impl Fixture {
     /// The seeded server, its trusted root recorded (unless `root` is
     /// false), and the synthetic curators enrolled by identity.
     fn new(root: bool) -> Fixture {
-        let s = TestServer::start(|_| {});
+        Fixture::enrolled(root, ISSUER)
+    }
+
+    /// [`Fixture::new`], curator@example.org enrolled under `issuer`.
+    fn enrolled(root: bool, issuer: &str) -> Fixture {
+        let s = TestServer::start(|c| c.sigstore_allow_synthetic_root = true);
         let c = s.client();
         seed(&s, &c);
         let mut f = Fixture {
@@ -43,10 +48,8 @@ impl Fixture {
                 .expect("root recorded");
         }
         for (who, identity, issuer) in [
-            ("sigstore-curator", CURATOR, ISSUER),
+            ("sigstore-curator", CURATOR, issuer),
             ("sigstore-curator-b", CURATOR_B, ISSUER),
-            // Enrolled under another issuer than its certificates name.
-            ("other-issuer", CURATOR, "https://other-issuer.example.test"),
         ] {
             f.post("operator", enrol_by_identity(who, identity, issuer))
                 .expect("enrolled by identity");
@@ -238,8 +241,9 @@ fn attack_wrong_identity_is_refused() {
 
 #[test]
 fn attack_wrong_issuer_is_refused() {
-    let mut f = Fixture::new(true);
+    // Enrolled under another issuer than its certificates name.
     let other = (CURATOR, "https://other-issuer.example.test");
+    let mut f = Fixture::enrolled(true, other.1);
     let c = f.case(
         "w-iss",
         other,
@@ -439,4 +443,97 @@ fn a_principal_enrolled_by_identity_cannot_hold_the_operator_role() {
     let v: serde_json::Value = serde_json::from_slice(&r.body).expect("problem");
     assert_eq!(v["code"], "invalid_value", "{v}");
     assert_eq!(f.size(), before);
+}
+
+#[test]
+fn attack_one_san_enrolled_again_under_another_issuer_is_refused() {
+    // Public-good Fulcio issues one e-mail SAN through several issuers:
+    // enrolled twice, one person would be two co-signers.
+    let f = Fixture::new(true);
+    let before = f.size();
+    for identity in [CURATOR, "Curator@Example.org"] {
+        let r =
+            f.s.poster(&f.c)
+                .post_refused(
+                    "operator",
+                    enrol_by_identity("again", identity, "https://github.com/login/oauth"),
+                )
+                .expect("refused");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("problem");
+        assert_eq!(v["code"], "principal_exists", "{v}");
+        assert_eq!(v["field"], "event.body.sigstore.identity", "{v}");
+    }
+    assert_eq!(f.size(), before);
+}
+
+#[test]
+fn attack_the_synthetic_root_on_a_server_not_configured_for_it_is_refused() {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    let before = s.state.events.ledger().head().size;
+    // However it is written: the same keys, re-indented.
+    let v: serde_json::Value = serde_json::from_str(TRUSTED_ROOT).expect("json");
+    for root in [
+        TRUSTED_ROOT.to_owned(),
+        serde_json::to_string_pretty(&v).expect("json"),
+    ] {
+        let r = s
+            .poster(&c)
+            .post_refused("operator", root_event(ORIGIN, &root))
+            .expect("refused");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).expect("problem");
+        assert_eq!(v["code"], "sigstore_trust_root_invalid", "{v}");
+        assert_eq!(v["field"], "event.body.trusted_root", "{v}");
+    }
+    assert_eq!(s.state.events.ledger().head().size, before);
+}
+
+#[test]
+fn attack_a_genuine_bundle_padded_outside_the_profile_is_refused() {
+    // The bundle's JSON is not signed: whoever posts it can add what one
+    // verifier ignores and another refuses. Each pad is refused before
+    // any cryptography, and nothing is appended.
+    let mut f = Fixture::new(true);
+    let good = f.case("p-0", GOOD, "curator", Tamper::None, ORIGIN, Role::Curator);
+    let bundle = good
+        .provenance
+        .reviewed_by
+        .sigstore_bundle
+        .clone()
+        .expect("bundle");
+    let v: serde_json::Value = serde_json::from_str(&bundle).expect("json");
+    let mut unknown = v.clone();
+    unknown["verificationMaterial"]["note"] = "ignored by one verifier".into();
+    let mut two_entries = v.clone();
+    let entry = two_entries["verificationMaterial"]["tlogEntries"][0].clone();
+    two_entries["verificationMaterial"]["tlogEntries"]
+        .as_array_mut()
+        .expect("entries")
+        .push(entry);
+    let repeated = bundle.replacen('{', r#"{"mediaType":"x","#, 1);
+    let huge = {
+        let mut h = v.clone();
+        h["messageSignature"]["signature"] = "A".repeat(20_000).into();
+        h
+    };
+    for (i, padded) in [
+        unknown.to_string(),
+        two_entries.to_string(),
+        repeated,
+        huge.to_string(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut c = case(&format!("p-{}", i + 1));
+        c.provenance.reviewed_by = by_bundle(GOOD, padded);
+        f.refused(
+            Event::CaseAdded(c),
+            "sigstore_bundle_unsupported",
+            "reviewed_by.sigstore_bundle",
+        );
+    }
+    // The bundle as made still goes in.
+    f.post("curator-a", Event::CaseAdded(good))
+        .expect("appended");
 }

@@ -714,7 +714,7 @@ pub struct EventLog {
     snapshot_refused: std::sync::Mutex<Option<String>>,
     /// The log's checkpoint origin, when the server said it
     /// ([`EventLog::set_origin`]).
-    origin: std::sync::OnceLock<String>,
+    origin: std::sync::OnceLock<(String, bool)>,
 }
 
 /// Appends while [`EventLog::with_writes_held`] holds every other write.
@@ -977,7 +977,7 @@ impl EventLog {
             return Err(refused);
         }
         let sub = verify_submission_deferred(envelope, &self.keys, self.ledger.is_shared())?;
-        if let (Event::SigstoreRootTrusted(e), Some(origin)) =
+        if let (Event::SigstoreRootTrusted(e), Some((origin, synthetic_ok))) =
             (&sub.decoded.payload.event, self.origin.get())
         {
             if &e.origin != origin {
@@ -987,15 +987,23 @@ impl EventLog {
                     format!("this log's origin is {origin:?}"),
                 ));
             }
+            if !synthetic_ok && sigstore_check::synthetic::is_synthetic(&e.trusted_root) {
+                return Err(Rejection::new(
+                    RejectCode::SigstoreTrustRootInvalid,
+                    "event.body.trusted_root",
+                    "this root names keys of the synthetic test instance, which anyone can sign with; this server is not configured for a demo (sigstore_allow_synthetic_root)",
+                ));
+            }
         }
         Ok(sub)
     }
 
-    /// The origin of this log's checkpoints: a `sigstore.root_trusted`
-    /// event naming another one is refused at the door. Set once, by the
-    /// server that holds the log key.
-    pub fn set_origin(&self, origin: &str) {
-        let _ = self.origin.set(origin.to_owned());
+    /// The origin of this log's checkpoints, and whether the synthetic
+    /// Sigstore test root may be recorded: a `sigstore.root_trusted` event
+    /// naming another origin, or (unless allowed) recording that root, is
+    /// refused at the door. Set once, by the server that holds the log key.
+    pub fn set_origin(&self, origin: &str, allow_synthetic_root: bool) {
+        let _ = self.origin.set((origin.to_owned(), allow_synthetic_root));
     }
 
     /// The size of the state snapshot this open started from (the entries

@@ -31,10 +31,44 @@ use crate::{Code, Refusal};
 pub const TRUSTED_ROOT: &str = include_str!("../testdata/synthetic/trusted_root.json");
 const SIGNERS: &str = include_str!("../testdata/synthetic/signers.json");
 
-/// Whether `trusted_root` is this synthetic root (or names its test-only
-/// CA), which nothing but a demo or a test may trust.
+/// Whether `trusted_root` trusts any key or certificate of this synthetic
+/// instance (its CA certificates, its CT log or Rekor key), however the
+/// JSON is written: every `rawBytes` value is decoded and compared, and a
+/// root that is not JSON counts as synthetic (nothing may trust it
+/// anyway). Nothing but a demo or a test may trust such a root.
 pub fn is_synthetic(trusted_root: &str) -> bool {
-    trusted_root.trim() == TRUSTED_ROOT.trim() || trusted_root.contains("(TEST ONLY)")
+    fn raw_bytes(v: &serde_json::Value, out: &mut Vec<Vec<u8>>) {
+        match v {
+            serde_json::Value::Object(o) => {
+                for (k, x) in o {
+                    match (k.as_str(), x.as_str()) {
+                        ("rawBytes", Some(b)) => {
+                            let b = b.trim_end_matches('=');
+                            for engine in [
+                                base64::engine::general_purpose::STANDARD_NO_PAD,
+                                base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                            ] {
+                                if let Ok(d) = engine.decode(b) {
+                                    out.push(d);
+                                }
+                            }
+                        }
+                        _ => raw_bytes(x, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| raw_bytes(x, out)),
+            _ => {}
+        }
+    }
+    let parse = |s: &str| serde_json::from_str::<serde_json::Value>(s);
+    let (Ok(theirs), Ok(ours)) = (parse(trusted_root), parse(TRUSTED_ROOT)) else {
+        return true;
+    };
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    raw_bytes(&theirs, &mut a);
+    raw_bytes(&ours, &mut b);
+    a.iter().any(|x| b.contains(x))
 }
 
 /// The OIDC issuer every synthetic certificate names.
@@ -357,6 +391,27 @@ mod tests {
         assert_eq!(v.identity.as_deref(), Some(CURATOR));
         let b = s.sign("curator-b", b"another").expect("signs");
         check(&b, b"another", CURATOR_B).expect("verifies");
+    }
+
+    #[test]
+    fn the_synthetic_root_is_known_however_it_is_written() {
+        assert!(is_synthetic(TRUSTED_ROOT));
+        let v: serde_json::Value = serde_json::from_str(TRUSTED_ROOT).expect("json");
+        // Re-indented, its CA's names removed: still its keys.
+        let mut v2 = v.clone();
+        v2["certificateAuthorities"][0]
+            .as_object_mut()
+            .expect("ca")
+            .remove("subject");
+        assert!(is_synthetic(&v2.to_string()));
+        assert!(is_synthetic(
+            &serde_json::to_string_pretty(&v2).expect("pretty")
+        ));
+        // Only its Rekor key kept: still synthetic.
+        let mut v3 = serde_json::json!({"tlogs": v["tlogs"].clone()});
+        v3["mediaType"] = v["mediaType"].clone();
+        assert!(is_synthetic(&v3.to_string()));
+        assert!(!is_synthetic(crate::production_root_json()));
     }
 
     #[test]

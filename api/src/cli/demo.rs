@@ -58,6 +58,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         data_dir: dir.clone(),
         listen: addr,
         readers_file: Some(readers_file),
+        // The demo's curator by Sigstore identity signs with the synthetic
+        // test instance (docs/SIGSTORE.md); no other server accepts it.
+        sigstore_allow_synthetic_root: true,
         ..ServeConfig::default()
     };
     let state = std::sync::Arc::new(api::server::AppState::open(

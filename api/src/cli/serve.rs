@@ -62,6 +62,10 @@ pub struct ServeArgs {
     /// Try again to publish the anchors not yet in Rekor every this many seconds.
     #[arg(long, env = "LEDGER_REKOR_RETRY_SECS")]
     rekor_retry_secs: Option<u64>,
+    /// Accept recording the SYNTHETIC Sigstore test root, whose keys are public (demos and
+    /// tests only; docs/SIGSTORE.md).
+    #[arg(long, env = "LEDGER_SIGSTORE_ALLOW_SYNTHETIC_ROOT")]
+    sigstore_allow_synthetic_root: bool,
     /// Keep a C2SP tlog-tiles directory up to date for a static server.
     #[arg(long, env = "LEDGER_TILES_DIR")]
     tiles_dir: Option<PathBuf>,
@@ -123,6 +127,8 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         rekor_key_file: a.rekor_key.or(file.rekor_key_file),
         sigstore_root: a.sigstore_root.or(file.sigstore_root),
         rekor_retry_secs: a.rekor_retry_secs.unwrap_or(file.rekor_retry_secs),
+        sigstore_allow_synthetic_root: a.sigstore_allow_synthetic_root
+            || file.sigstore_allow_synthetic_root,
         tiles_dir: a.tiles_dir.or(file.tiles_dir),
         tiles_sync_secs: a.tiles_sync_secs.unwrap_or(file.tiles_sync_secs),
         tile_cache_mb: a.tile_cache_mb.unwrap_or(file.tile_cache_mb),

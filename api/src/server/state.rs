@@ -201,7 +201,7 @@ impl AppState {
             log_key.event_signing_key(),
             Arc::clone(&clock),
         )?;
-        events.set_origin(log_key.origin());
+        events.set_origin(log_key.origin(), config.sigstore_allow_synthetic_root);
         let settings = Settings {
             window_seconds: i64::from(config.window_days) * 24 * 3600,
             ..Settings::default()

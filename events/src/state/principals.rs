@@ -82,10 +82,13 @@ fn parsed_root(json: &str) -> Result<Arc<TrustRoot>, sigstore_check::Refusal> {
         return Ok(Arc::clone(r));
     }
     let root = Arc::new(TrustRoot::from_json(json)?);
-    roots
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key, Arc::clone(&root));
+    let mut roots = roots.lock().unwrap_or_else(|p| p.into_inner());
+    // A log records a handful of roots over its life; a process that
+    // checks more (a fuzzer, a hostile operator) keeps the cache bounded.
+    if roots.len() >= 16 {
+        roots.clear();
+    }
+    roots.insert(key, Arc::clone(&root));
     Ok(root)
 }
 
@@ -208,7 +211,7 @@ impl State {
                         );
                     }
                     self.check_bundle(bundle, id, role, statement, field)?;
-                    identities.push((cs.key_id.clone(), p.identity.clone()));
+                    identities.push((cs.key_id.clone(), p.identity.clone(), san(p)));
                     continue;
                 }
                 (Some(_), _, Some(_)) => {
@@ -261,13 +264,14 @@ impl State {
                     ));
                 }
             }
-            identities.push((cs.key_id.clone(), p.identity.clone()));
+            identities.push((cs.key_id.clone(), p.identity.clone(), san(p)));
         }
-        if identities[0].0 == identities[1].0 || identities[0].1 == identities[1].1 {
+        let [a, b] = [&identities[0], &identities[1]];
+        if a.0 == b.0 || a.1 == b.1 || (a.2.is_some() && a.2 == b.2) {
             return reject(
                 C::CosignersNotDistinct,
                 body(pair[1].1),
-                "the two co-signers must be different principals with different identities",
+                "the two co-signers must be different principals with different identities (and, by Sigstore identity, different SANs whatever their issuers)",
             );
         }
         Ok(())
@@ -292,6 +296,13 @@ impl State {
                 "no Sigstore trusted root is recorded in this log (sigstore.root_trusted)",
             );
         };
+        bundle_profile(bundle).map_err(|why| {
+            Rejection::new(
+                C::SigstoreBundleUnsupported,
+                at(),
+                format!("outside the profile this ledger accepts (docs/SIGSTORE.md): {why}"),
+            )
+        })?;
         let refused =
             |e: sigstore_check::Refusal| Rejection::new(C::sigstore(e.code), at(), e.detail);
         let root = parsed_root(&trust.trusted_root).map_err(refused)?;
@@ -375,6 +386,24 @@ impl State {
                 "at least one role is required",
             );
         }
+        if let Some(s) = &e.sigstore {
+            let wanted = s.identity.to_ascii_lowercase();
+            if let Some(other) = self
+                .principals
+                .values()
+                .filter(|p| !p.revoked)
+                .find(|p| san(p).as_deref() == Some(wanted.as_str()))
+            {
+                return reject(
+                    C::PrincipalExists,
+                    body("sigstore.identity"),
+                    format!(
+                        "this SAN is already enrolled (issuer {}): one person, one principal, whichever issuer vouches",
+                        other.sigstore.as_ref().map(|o| o.issuer.as_str()).unwrap_or_default()
+                    ),
+                );
+            }
+        }
         if self.principals.contains_key(&id) {
             return reject(
                 C::PrincipalExists,
@@ -424,6 +453,156 @@ impl State {
             p.revoked = true;
         }
     }
+}
+
+/// The most bytes a co-signature's bundle may hold: a bundle with one
+/// certificate and one log entry is 4 to 6 KiB.
+pub const MAX_BUNDLE_BYTES: usize = 16 * 1024;
+
+/// The one shape of bundle a co-signature may have, checked before any
+/// cryptography: JSON without repeated keys, at most
+/// [`MAX_BUNDLE_BYTES`], a known media type, a message signature, a
+/// Fulcio certificate (or chain), exactly one transparency-log entry with
+/// its inclusion proof, and no field the Sigstore bundle format does not
+/// define. The bundle's JSON is not covered by its signatures, so whoever
+/// posts it could otherwise pad a genuine bundle with what one verifier
+/// ignores and another refuses (a second log entry, an unknown field),
+/// making replays disagree, or with work for the serial committer.
+fn bundle_profile(bundle: &str) -> Result<(), String> {
+    use serde_json::Value;
+    fn keys(v: &Value, path: &str, allowed: &[&str]) -> Result<(), String> {
+        let o = v
+            .as_object()
+            .ok_or_else(|| format!("`{path}` is not an object"))?;
+        match o.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(k) => Err(format!("`{path}.{k}` is not a field of this profile")),
+            None => Ok(()),
+        }
+    }
+    fn array<'a>(v: &'a Value, path: &str, min: usize, max: usize) -> Result<&'a [Value], String> {
+        let a = v
+            .as_array()
+            .ok_or_else(|| format!("`{path}` is not an array"))?;
+        if a.len() < min || a.len() > max {
+            return Err(format!(
+                "`{path}` holds {} items, not {min} to {max}",
+                a.len()
+            ));
+        }
+        Ok(a)
+    }
+    const MEDIA: [&str; 3] = [
+        "application/vnd.dev.sigstore.bundle+json;version=0.1",
+        "application/vnd.dev.sigstore.bundle+json;version=0.2",
+        "application/vnd.dev.sigstore.bundle.v0.3+json",
+    ];
+    if bundle.len() > MAX_BUNDLE_BYTES {
+        return Err(format!("more than {MAX_BUNDLE_BYTES} bytes"));
+    }
+    let v = crate::canonical::parse_strict(bundle.as_bytes())
+        .map_err(|e| format!("not strict JSON: {e:?}"))?;
+    let v = crate::canonical::to_json(&v);
+    keys(
+        &v,
+        "",
+        &["mediaType", "verificationMaterial", "messageSignature"],
+    )?;
+    if !v["mediaType"].as_str().is_some_and(|m| MEDIA.contains(&m)) {
+        return Err("`mediaType` is not a bundle version 0.1 to 0.3".into());
+    }
+    let m = &v["verificationMaterial"];
+    keys(
+        m,
+        "verificationMaterial",
+        &[
+            "certificate",
+            "x509CertificateChain",
+            "tlogEntries",
+            "timestampVerificationData",
+        ],
+    )?;
+    match (m.get("certificate"), m.get("x509CertificateChain")) {
+        (Some(c), None) => keys(c, "verificationMaterial.certificate", &["rawBytes"])?,
+        (None, Some(c)) => {
+            keys(
+                c,
+                "verificationMaterial.x509CertificateChain",
+                &["certificates"],
+            )?;
+            let chain = array(
+                &c["certificates"],
+                "x509CertificateChain.certificates",
+                1,
+                3,
+            )?;
+            for (i, c) in chain.iter().enumerate() {
+                keys(
+                    c,
+                    &format!("x509CertificateChain.certificates[{i}]"),
+                    &["rawBytes"],
+                )?;
+            }
+        }
+        _ => return Err("not exactly one of `certificate`, `x509CertificateChain`".into()),
+    }
+    if let Some(t) = m.get("timestampVerificationData") {
+        keys(t, "timestampVerificationData", &["rfc3161Timestamps"])?;
+        let stamps = array(&t["rfc3161Timestamps"], "rfc3161Timestamps", 0, 2)?;
+        for (i, t) in stamps.iter().enumerate() {
+            keys(t, &format!("rfc3161Timestamps[{i}]"), &["signedTimestamp"])?;
+        }
+    }
+    let e = &array(&m["tlogEntries"], "tlogEntries", 1, 1)?[0];
+    keys(
+        e,
+        "tlogEntries[0]",
+        &[
+            "logIndex",
+            "logId",
+            "kindVersion",
+            "integratedTime",
+            "inclusionPromise",
+            "inclusionProof",
+            "canonicalizedBody",
+        ],
+    )?;
+    keys(&e["logId"], "tlogEntries[0].logId", &["keyId"])?;
+    keys(
+        &e["kindVersion"],
+        "tlogEntries[0].kindVersion",
+        &["kind", "version"],
+    )?;
+    if let Some(p) = e.get("inclusionPromise") {
+        keys(
+            p,
+            "tlogEntries[0].inclusionPromise",
+            &["signedEntryTimestamp"],
+        )?;
+    }
+    let p = e
+        .get("inclusionProof")
+        .ok_or("the log entry has no inclusion proof")?;
+    keys(
+        p,
+        "tlogEntries[0].inclusionProof",
+        &["logIndex", "rootHash", "treeSize", "hashes", "checkpoint"],
+    )?;
+    keys(&p["checkpoint"], "inclusionProof.checkpoint", &["envelope"])?;
+    let s = &v["messageSignature"];
+    keys(s, "messageSignature", &["messageDigest", "signature"])?;
+    keys(
+        &s["messageDigest"],
+        "messageSignature.messageDigest",
+        &["algorithm", "digest"],
+    )?;
+    Ok(())
+}
+
+/// The SAN a principal enrolled by Sigstore identity signs as, compared
+/// without regard to ASCII case (e-mail addresses are matched so by the
+/// issuers).
+fn san(p: &Principal) -> Option<String> {
+    p.sigstore.as_ref().map(|s| s.identity.to_ascii_lowercase())
 }
 
 /// A Sigstore identity as enrolled: an e-mail address or an `https://` URI
