@@ -138,6 +138,24 @@ class Synthetic:
             for label, s in v["signers"].items()
         }
 
+    def issue(self, label: str, identity: str, issuer: str, minute: int = 10) -> None:
+        """Issues the certificate `label` naming `identity` and `issuer` with gen.py's own
+        synthetic CA (its keys derived from public labels; importing gen.py writes
+        nothing), valid from `minute` minutes after gen.py's T0, as gen.py issues its
+        signers' certificates. For identities signers.json has no certificate for (the
+        same SAN under another issuer)."""
+        import datetime as dt
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("synthetic_sigstore_gen", SYNTHETIC / "gen.py")
+        assert spec is not None and spec.loader is not None
+        gen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gen)
+        key = gen.key("leaf/" + label, ec.SECP256R1())
+        not_before = gen.T0 + dt.timedelta(minutes=minute)
+        cert = gen.make_leaf(label, identity, key, not_before, issuer=issuer)
+        self.certs[label] = Cert(cert.public_bytes(serialization.Encoding.DER), key, int(not_before.timestamp()))
+
     def sign(self, label: str, message: bytes, tamper: Tamper = Tamper.NONE) -> str:
         """A bundle (v0.3 JSON) in which the certificate `label` signs `message`, logged
         30 s after the certificate's validity began, with `tamper` broken."""

@@ -59,10 +59,11 @@ def digest(tag: str) -> str:
 class Log:
     """A log built in memory, entries checked and folded as a replica does: the operator,
     two curators enrolled by key, a task class, the trusted root (unless `root` is
-    false), and three principals enrolled by Sigstore identity (the synthetic curators,
-    and curator@example.org under another issuer than its certificates name)."""
+    false), and the two synthetic curators enrolled by Sigstore identity,
+    curator@example.org under `issuer` (`Fixture::enrolled`: one SAN is enrolled under
+    one issuer only)."""
 
-    def __init__(self, root: bool = True, origin: Optional[str] = None) -> None:
+    def __init__(self, root: bool = True, origin: Optional[str] = None, issuer: str = ISSUER) -> None:
         self.state = State()
         self.origin = origin
         self.at = 1_790_000_000_000_000
@@ -76,9 +77,8 @@ class Log:
                                            failure_modes=[], breakdown_keys=[], rubric_digest=digest("rubric")).sign(self.op))
         if root:
             self.append(root_event(self.op, ORIGIN, TRUSTED_ROOT))
-        for who, identity, issuer in (("sigstore-curator", CURATOR, ISSUER), ("sigstore-curator-b", CURATOR_B, ISSUER),
-                                      ("other-issuer", CURATOR, OTHER_ISSUER)):
-            self.append(enrol_by_identity(self.op, who, identity, issuer))
+        for who, identity, iss in (("sigstore-curator", CURATOR, issuer), ("sigstore-curator-b", CURATOR_B, ISSUER)):
+            self.append(enrol_by_identity(self.op, who, identity, iss))
 
     def append(self, env: Envelope) -> None:
         self.at += 1
@@ -88,6 +88,12 @@ class Log:
         self.state.check(d, index, lambda size, root, field: None, self.origin)
         self.state.apply(d, index)
         self.leaves.append(leaf)
+
+    def fold(self, env: Envelope) -> None:
+        """Folds `env` without checking it: what a state saved before a rule existed holds."""
+        self.at += 1
+        index = self.state.size
+        self.state.apply(decode_leaf(env.leaf_bytes(self.at)), index)
 
     def refused(self, env: Envelope, code: str, field: str) -> RuleBroken:
         """`env` breaks the rules with `code` at a field ending in `field`; nothing folded."""
@@ -287,7 +293,8 @@ def test_attack_wrong_identity_is_refused(synthetic: Synthetic) -> None:
 
 
 def test_attack_wrong_issuer_is_refused(synthetic: Synthetic) -> None:
-    g = Log()
+    # Enrolled under another issuer than its certificates name.
+    g = Log(issuer=OTHER_ISSUER)
     g.refused(reviewed(g, synthetic, "w-iss", reviewer=(CURATOR, OTHER_ISSUER)), "sigstore_issuer_mismatch",
               "provenance.reviewed_by.sigstore_bundle")
 
@@ -410,15 +417,16 @@ def test_a_key_co_signature_for_a_sigstore_principal_and_the_reverse_are_refused
     # A present `null` is not an absent bundle.
     body["provenance"]["reviewed_by"] = {"key_id": sigstore_principal_id(*GOOD), "sigstore_bundle": None}
     g.refused(sign_payload(g.cur[0], "case.added", body), "invalid_type", "reviewed_by.sigstore_bundle")
+    # Not JSON: outside the ledger's profile, before the bundle is read as one.
     body["provenance"]["reviewed_by"] = by_bundle(GOOD, "not a bundle")
-    g.refused(sign_payload(g.cur[0], "case.added", body), "sigstore_bundle_malformed", "reviewed_by.sigstore_bundle")
+    g.refused(sign_payload(g.cur[0], "case.added", body), "sigstore_bundle_unsupported", "reviewed_by.sigstore_bundle")
 
 
 def test_a_principal_enrolled_by_identity_is_enrolled_once_with_neither_operator_nor_ledger_role() -> None:
     g = Log()
     for roles in (("operator",), ("curator", "ledger")):
         g.refused(enrol_by_identity(g.op, "op", "op@example.org", ISSUER, roles), "invalid_value", "event.body.roles")
-    g.refused(enrol_by_identity(g.op, "again", CURATOR, ISSUER), "principal_exists", "event.body.sigstore")
+    g.refused(enrol_by_identity(g.op, "again", CURATOR, ISSUER), "principal_exists", "event.body.sigstore.identity")
     g.refused(enrol_by_identity(g.op, "no-at", "curator.example.org", ISSUER), "invalid_value", "event.body.sigstore.identity")
     g.refused(enrol_by_identity(g.op, "space", "a b@example.org", ISSUER), "invalid_value", "event.body.sigstore.identity")
     g.refused(enrol_by_identity(g.op, "http", "x@example.org", "http://issuer.example.test"), "invalid_value",
@@ -428,9 +436,12 @@ def test_a_principal_enrolled_by_identity_is_enrolled_once_with_neither_operator
     g.refused(sign_payload(g.op, "principal.enrolled", both), "invalid_value", "event.body.sigstore")
     neither = {"identity": "y@people.example", "roles": ["curator"]}
     g.refused(sign_payload(g.op, "principal.enrolled", neither), "invalid_value", "event.body.public_key")
-    # The same identity under another issuer is another principal (enrolled in `Log`).
-    assert sigstore_principal_id(CURATOR, OTHER_ISSUER) in g.state.principals
     g.append(enrol_by_identity(g.op, "uri", "https://ci.example.test/workflows/release.yml@refs/heads/main", ISSUER))
+    # Revoked, its SAN may be enrolled again under another issuer, not under the same one
+    # (that principal id is taken for good).
+    g.append(ev.PrincipalRevoked(sigstore_principal_id(CURATOR, ISSUER), "moved").sign(g.op))
+    g.refused(enrol_by_identity(g.op, "again", CURATOR, ISSUER), "principal_exists", "event.body.sigstore")
+    g.append(enrol_by_identity(g.op, "again", CURATOR, OTHER_ISSUER))
 
 
 def test_a_principal_enrolled_by_identity_signs_no_envelope() -> None:
@@ -464,3 +475,212 @@ def test_without_sigstore_python_a_bundle_or_root_stops_the_replay_unverified(
     g.append(ev.PrincipalRevoked(g.cur[1].key_id, "rotated").sign(g.op))
     monkeypatch.undo()
     assert sigstore_check.available()
+
+
+# --- one SAN, one person; bundles in the ledger's profile -------------------------------
+
+
+def test_attack_one_san_enrolled_again_under_another_issuer_is_refused() -> None:
+    """Public-good Fulcio issues one e-mail SAN through several issuers: enrolled twice, one
+    person would be two co-signers. Refused whatever the issuer and the SAN's ASCII case,
+    after the checks of the enrolment's own form."""
+    g = Log()
+    for identity in (CURATOR, "Curator@Example.org"):
+        e = g.refused(enrol_by_identity(g.op, "again", identity, "https://github.com/login/oauth"), "principal_exists",
+                      "event.body.sigstore.identity")
+        assert e.field == "event.body.sigstore.identity" and ISSUER in e.reason
+    # The roles are checked first: a role refused, not the SAN.
+    g.refused(enrol_by_identity(g.op, "again", CURATOR, OTHER_ISSUER, ("operator",)), "invalid_value", "event.body.roles")
+    g.refused(enrol_by_identity(g.op, "again", CURATOR, OTHER_ISSUER, ()), "invalid_value", "event.body.roles")
+    # Another SAN is another person; a principal enrolled by key has no SAN.
+    g.append(enrol_by_identity(g.op, "third", "third@example.org", OTHER_ISSUER))
+    g.append(ev.PrincipalEnrolled.of(SigningKey.generate("k"), CURATOR, ["curator"]).sign(g.op))
+
+
+@pytest.mark.parametrize("identity", [CURATOR, "Curator@Example.org"])
+def test_attack_two_co_signers_with_one_san_under_two_issuers_are_not_distinct(synthetic: Synthetic, identity: str) -> None:
+    """A state saved before the rule above may hold one SAN under two issuers: both bundles
+    verify, and the two co-signers are still one person (SANs equal ignoring ASCII case)."""
+    synthetic.issue(f"other-issuer/{identity}", identity, OTHER_ISSUER)
+    g = Log()
+    twin = (identity, OTHER_ISSUER)
+    g.refused(enrol_by_identity(g.op, "twin", *twin), "principal_exists", "event.body.sigstore.identity")
+    g.fold(enrol_by_identity(g.op, "twin", *twin))
+    assert g.state.principals[sigstore_principal_id(*twin)]["sigstore"] == {"identity": identity, "issuer": OTHER_ISSUER}
+
+    def cosigned(name: str, added_by: tuple[str, str], added_label: str) -> Envelope:
+        d, bound = case(name)
+        body = case_body(g, d)
+        st = sigstore_statement(ORIGIN, "curator", statement(d))
+        body["provenance"]["added_by"] = by_bundle(added_by, synthetic.sign(added_label, st))
+        body["provenance"]["reviewed_by"] = by_bundle(GOOD, synthetic.sign("curator", st))
+        return sign_payload(g.cur[0], "case.added", body, bound=[bound])
+
+    e = g.refused(cosigned("twin-1", twin, f"other-issuer/{identity}"), "cosigners_not_distinct", "provenance.reviewed_by")
+    assert e.field == "event.body.provenance.reviewed_by"
+    # Each bundle verifies: beside another SAN, the pair goes in.
+    g.append(cosigned("twin-2", (CURATOR_B, ISSUER), "curator-b"))
+
+
+def test_attack_a_genuine_bundle_padded_outside_the_profile_is_refused(synthetic: Synthetic) -> None:
+    """The bundle's JSON is not signed: whoever posts it can add what one verifier ignores
+    and another refuses. Each pad is refused before any cryptography, and nothing is
+    appended."""
+    g = Log()
+    good = reviewed(g, synthetic, "p-0")
+    bundle = json.loads(good.payload)["event"]["body"]["provenance"]["reviewed_by"]["sigstore_bundle"]
+    v = json.loads(bundle)
+    unknown = json.loads(bundle)
+    unknown["verificationMaterial"]["note"] = "ignored by one verifier"
+    two_entries = json.loads(bundle)
+    two_entries["verificationMaterial"]["tlogEntries"].append(v["verificationMaterial"]["tlogEntries"][0])
+    repeated = bundle.replace("{", '{"mediaType":"x",', 1)
+    huge = json.loads(bundle)
+    huge["messageSignature"]["signature"] = "A" * 20_000
+    def compact(v: Any) -> str:
+        return json.dumps(v, separators=(",", ":"))
+
+    pads = [compact(unknown), compact(two_entries), repeated, compact(huge)]
+    for i, padded in enumerate(pads):
+        d, bound = case(f"p-{i + 1}")
+        body = case_body(g, d)
+        body["provenance"]["reviewed_by"] = by_bundle(GOOD, padded)
+        e = g.refused(sign_payload(g.cur[0], "case.added", body, bound=[bound]), "sigstore_bundle_unsupported",
+                      "reviewed_by.sigstore_bundle")
+        assert e.field == "event.body.provenance.reviewed_by.sigstore_bundle" and "outside the profile" in e.reason, e
+    # The bundle as made still goes in.
+    g.append(good)
+
+
+def test_the_profile_comes_after_the_root_and_before_any_cryptography(
+    synthetic: Synthetic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d, bound = case("q-1")
+    padded = json.loads(synthetic.sign("curator", sigstore_statement(ORIGIN, "curator", statement(d))))
+    padded["extra"] = 1
+
+    def env(g: Log) -> Envelope:
+        body = case_body(g, d)
+        body["provenance"]["reviewed_by"] = by_bundle(GOOD, json.dumps(padded))
+        return sign_payload(g.cur[0], "case.added", body, bound=[bound])
+
+    g = Log(root=False)
+    g.refused(env(g), "sigstore_root_missing", "reviewed_by.sigstore_bundle")
+    g = Log()
+    monkeypatch.setitem(sys.modules, "sigstore.verify", None)  # no sigstore-python: refused all the same
+    g.refused(env(g), "sigstore_bundle_unsupported", "reviewed_by.sigstore_bundle")
+
+
+def _bundle(synthetic: Synthetic) -> dict[str, Any]:
+    v: dict[str, Any] = json.loads(synthetic.sign("curator", b"m"))
+    return v
+
+
+def test_the_bundle_profile_follows_the_rust_one_line_by_line(synthetic: Synthetic) -> None:
+    """`principals::bundle_profile`: what it accepts and each way it refuses."""
+    from evidence_ledger.acceptance import MAX_BUNDLE_BYTES, bundle_profile
+
+    good = _bundle(synthetic)
+    cert = good["verificationMaterial"]["certificate"]
+    entry = good["verificationMaterial"]["tlogEntries"][0]
+
+    def edit(f: Any) -> str:
+        v = _bundle(synthetic)
+        f(v)
+        return json.dumps(v)
+
+    def vm(v: dict[str, Any]) -> dict[str, Any]:
+        m: dict[str, Any] = v["verificationMaterial"]
+        return m
+
+    def chain(n: int) -> Any:
+        return lambda v: (vm(v).pop("certificate"), vm(v).update(x509CertificateChain={"certificates": [cert] * n}))
+
+    def stamps(n: int) -> Any:
+        return lambda v: vm(v).update(timestampVerificationData={"rfc3161Timestamps": [{"signedTimestamp": "AA=="}] * n})
+
+    accepted = [
+        json.dumps(good),
+        json.dumps(good, indent=2),
+        edit(lambda v: v.update(mediaType="application/vnd.dev.sigstore.bundle+json;version=0.1")),
+        edit(chain(1)), edit(chain(3)), edit(stamps(0)), edit(stamps(2)),
+        edit(lambda v: vm(v)["tlogEntries"][0].pop("inclusionPromise")),
+        edit(lambda v: vm(v)["tlogEntries"][0].update(logIndex=9007199254740991)),
+        edit(lambda v: vm(v)["tlogEntries"][0].update(logIndex=-1.5e300)),
+        # serde_json reads an integer beyond u64 (or a negative one beyond 2^63) as a float.
+        json.dumps(good).replace('"hashes": [', '"hashes": [18446744073709551616, -9223372036854775809, ', 1),
+        # 127 nested arrays or objects, serde_json's most.
+        edit(lambda v: vm(v)["tlogEntries"][0]["inclusionProof"].update(hashes=json.loads("[" * 122 + "]" * 122))),
+    ]
+    assert "18446744073709551616" in accepted[-2]
+    for b in accepted:
+        assert bundle_profile(b) is None, b[:200]
+    refused = [
+        ("size", json.dumps(dict(good, messageSignature=dict(good["messageSignature"], signature="A" * MAX_BUNDLE_BYTES)))),
+        ("not json", "not json"),
+        ("trailing data", json.dumps(good) + " {}"),
+        ("repeated key deep inside", json.dumps(good).replace('"rawBytes":', '"rawBytes":"x","rawBytes":', 1)),
+        ("NaN", edit(lambda v: vm(v)["tlogEntries"][0].update(logIndex=float("nan")))),
+        ("Infinity", json.dumps(good).replace('{', '{"x":-Infinity,', 1)),
+        ("float out of range", json.dumps(good).replace('{', '{"x":1e400,', 1)),
+        ("integer precision", edit(lambda v: vm(v)["tlogEntries"][0].update(logIndex=9007199254740992))),
+        ("negative integer precision", edit(lambda v: vm(v)["tlogEntries"][0].update(logIndex=-(1 << 63)))),
+        ("lone surrogate", json.dumps(good).replace('"rawBytes":', '"rawBytes\\ud800":', 1)),
+        ("nesting", edit(lambda v: vm(v)["tlogEntries"][0]["inclusionProof"].update(hashes=json.loads("[" * 124 + "]" * 124)))),
+        ("not an object", "[]"),
+        ("unknown top-level field", edit(lambda v: v.update(dsseEnvelope={}))),
+        ("no media type", edit(lambda v: v.pop("mediaType"))),
+        ("unknown media type", edit(lambda v: v.update(mediaType="application/vnd.dev.sigstore.bundle.v0.4+json"))),
+        ("no verification material", edit(lambda v: v.pop("verificationMaterial"))),
+        ("unknown material", edit(lambda v: vm(v).update(publicKey={"hint": "x"}))),
+        ("certificate and chain", edit(lambda v: vm(v).update(x509CertificateChain={"certificates": [cert]}))),
+        ("neither", edit(lambda v: vm(v).pop("certificate"))),
+        ("null certificate", edit(lambda v: vm(v).update(certificate=None))),
+        ("certificate field", edit(lambda v: vm(v)["certificate"].update(extra=1))),
+        ("empty chain", edit(chain(0))),
+        ("long chain", edit(chain(4))),
+        ("chain without certificates", edit(lambda v: (vm(v).pop("certificate"), vm(v).update(x509CertificateChain={})))),
+        ("chain entry field", edit(lambda v: (vm(v).pop("certificate"),
+                                                vm(v).update(x509CertificateChain={"certificates": [dict(cert, x=1)]})))),
+        ("three timestamps", edit(stamps(3))),
+        ("timestamps missing", edit(lambda v: vm(v).update(timestampVerificationData={}))),
+        ("null timestamps", edit(lambda v: vm(v).update(timestampVerificationData=None))),
+        ("timestamp field", edit(lambda v: vm(v).update(timestampVerificationData={"rfc3161Timestamps": [{"x": 1}]}))),
+        ("no log entry", edit(lambda v: vm(v).update(tlogEntries=[]))),
+        ("no tlogEntries", edit(lambda v: vm(v).pop("tlogEntries"))),
+        ("two log entries", edit(lambda v: vm(v)["tlogEntries"].append(entry))),
+        ("entry field", edit(lambda v: vm(v)["tlogEntries"][0].update(extra=1))),
+        ("no logId", edit(lambda v: vm(v)["tlogEntries"][0].pop("logId"))),
+        ("logId field", edit(lambda v: vm(v)["tlogEntries"][0]["logId"].update(extra=1))),
+        ("no kindVersion", edit(lambda v: vm(v)["tlogEntries"][0].pop("kindVersion"))),
+        ("kindVersion field", edit(lambda v: vm(v)["tlogEntries"][0]["kindVersion"].update(extra=1))),
+        ("null promise", edit(lambda v: vm(v)["tlogEntries"][0].update(inclusionPromise=None))),
+        ("promise field", edit(lambda v: vm(v)["tlogEntries"][0]["inclusionPromise"].update(extra=1))),
+        ("no inclusion proof", edit(lambda v: vm(v)["tlogEntries"][0].pop("inclusionProof"))),
+        ("null inclusion proof", edit(lambda v: vm(v)["tlogEntries"][0].update(inclusionProof=None))),
+        ("proof field", edit(lambda v: vm(v)["tlogEntries"][0]["inclusionProof"].update(extra=1))),
+        ("no checkpoint", edit(lambda v: vm(v)["tlogEntries"][0]["inclusionProof"].pop("checkpoint"))),
+        ("checkpoint field", edit(lambda v: vm(v)["tlogEntries"][0]["inclusionProof"]["checkpoint"].update(extra=1))),
+        ("no message signature", edit(lambda v: v.pop("messageSignature"))),
+        ("message signature field", edit(lambda v: v["messageSignature"].update(extra=1))),
+        ("no message digest", edit(lambda v: v["messageSignature"].pop("messageDigest"))),
+        ("message digest field", edit(lambda v: v["messageSignature"]["messageDigest"].update(extra=1))),
+    ]
+    for why, b in refused:
+        assert bundle_profile(b) is not None, why
+    # serde_json's limit: 127 nested arrays or objects are read, 128 are not.
+    assert bundle_profile("[" * 127 + "]" * 127) == "`` is not an object"
+    assert "not strict JSON" in (bundle_profile("[" * 128 + "]" * 128) or "")
+    # Integer literals as serde_json reads them: beyond u64 (or below -2^63) a float.
+    for n in ("18446744073709551616", "-9223372036854775809", "9007199254740991", "-9007199254740991", "-0"):
+        assert bundle_profile(n) == "`` is not an object", n
+    for n in ("9007199254740992", "18446744073709551615", "-9007199254740992", "-9223372036854775808", "1" + "0" * 400):
+        assert "not strict JSON" in (bundle_profile(n) or ""), n
+    # The limit is on UTF-8 bytes, as Rust's `str::len`.
+    def signed(signature: str) -> str:
+        return json.dumps(dict(good, messageSignature=dict(good["messageSignature"], signature=signature)), ensure_ascii=False)
+
+    room = MAX_BUNDLE_BYTES - len(signed("").encode())
+    text = signed("é" * (room // 2) + "A" * (room % 2))
+    assert len(text.encode()) == MAX_BUNDLE_BYTES and len(text) < MAX_BUNDLE_BYTES and bundle_profile(text) is None
+    assert bundle_profile(signed("é" * (room // 2) + "A" * (room % 2) + "A")) == f"more than {MAX_BUNDLE_BYTES} bytes"

@@ -57,10 +57,17 @@ against the trusted root the log records at that point (the last
 `sigstore_check` with sigstore-python, an optional dependency: without it a
 log holding a bundle or a root stops the replay at that entry with
 `SigstoreUnavailable` (`pip install evidence-ledger[sigstore]`), never
-accepting it unverified. A root names the log's origin: another origin than
-the one recorded is refused (`sigstore_origin_mismatch`), and so is, given the
-log's checkpoint origin (`check(..., origin=...)`, as `Replica.follow` passes
-it), a first root naming another (the ledger's door refuses it).
+accepting it unverified. Before any cryptography, a bundle must be in the one shape
+the ledger accepts (`bundle_profile`: strict JSON of at most 16 KiB, a known media
+type, one log entry with its inclusion proof, no field the format does not define),
+else `sigstore_bundle_unsupported`. One SAN is one person: a principal enrolled by
+Sigstore identity whose SAN (ignoring ASCII case) an active one already holds,
+under any issuer, is refused (`principal_exists`), and two co-signers with the same
+SAN are not distinct (`cosigners_not_distinct`). A root names the log's origin:
+another origin than the one recorded is refused (`sigstore_origin_mismatch`), and
+so is, given the log's checkpoint origin (`check(..., origin=...)`, as
+`Replica.follow` passes it), a first root naming another (the ledger's door
+refuses it).
 
 `tier.apply` is never appended by an honest ledger: one in the log breaks
 the rules.
@@ -79,6 +86,7 @@ import nacl.exceptions
 import nacl.signing
 
 from . import merkle, sigstore_check
+from .canonical import MAX_SAFE_INTEGER
 from .disclose import SCHEMA_CLEAR, SCHEMA_COMMITTED, SCHEMA_HANDLES, commitments, handle_field, is_commitment
 from .envelope import Leaf
 from .errors import InvalidInput, RuleBroken, SigstoreUnavailable
@@ -406,6 +414,192 @@ def _sigstore_identity(s: Mapping[str, str]) -> None:
         raise _no("invalid_value", _body("sigstore.issuer"), "the OIDC issuer's https:// URL, as the certificate names it")
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _ascii_lower(s: str) -> str:
+    """`s` with ASCII letters lower-cased, nothing else changed (`str::to_ascii_lowercase`)."""
+    return s.translate(_ASCII_LOWER)
+
+
+def _san(p: Mapping[str, Any]) -> Optional[str]:
+    """The SAN a principal enrolled by Sigstore identity signs as, compared without regard
+    to ASCII case (e-mail addresses are matched so by the issuers); None for one enrolled
+    by key (`principals::san`)."""
+    s = p.get("sigstore")
+    return None if s is None else _ascii_lower(s["identity"])
+
+
+#: The most bytes (UTF-8) a co-signature's bundle may hold: a bundle with one certificate
+#: and one log entry is 4 to 6 KiB (`principals::MAX_BUNDLE_BYTES`).
+MAX_BUNDLE_BYTES = 16 * 1024
+
+_BUNDLE_MEDIA = (
+    "application/vnd.dev.sigstore.bundle+json;version=0.1",
+    "application/vnd.dev.sigstore.bundle+json;version=0.2",
+    "application/vnd.dev.sigstore.bundle.v0.3+json",
+)
+_U64_MAX = (1 << 64) - 1
+#: serde_json's nesting limit: the 128th nested array or object is refused.
+_JSON_DEPTH = 128
+
+
+class _OutOfProfile(Exception):
+    pass
+
+
+def _json_float(text: str) -> float:
+    x = float(text)
+    if math.isinf(x):
+        raise _OutOfProfile(f"not strict JSON: number out of range: {text[:40]}")
+    return x
+
+
+def _json_int(text: str) -> Any:
+    """An integer literal as serde_json reads it and `canonical::parse_strict` checks it: a
+    magnitude beyond u64 is a float (refused if infinite); a negative one beyond 2^63 a
+    float; any other beyond ±(2^53 − 1) refused (integer precision)."""
+    digits = text[1:] if text.startswith("-") else text
+    if len(digits) > 20 or int(digits) > _U64_MAX:
+        return _json_float(text)
+    n = int(digits)
+    if not text.startswith("-"):
+        if n > MAX_SAFE_INTEGER:
+            raise _OutOfProfile(f"not strict JSON: integer precision {text}")
+        return n
+    if n == 0 or n > 1 << 63:  # (n as i64).wrapping_neg() >= 0: serde_json reads a float
+        return -float(n)
+    if n > MAX_SAFE_INTEGER:
+        raise _OutOfProfile(f"not strict JSON: integer precision {text}")
+    return -n
+
+
+def _json_constant(text: str) -> Any:
+    raise _OutOfProfile(f"not strict JSON: {text} is not JSON")
+
+
+def _json_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _OutOfProfile(f"not strict JSON: duplicate key {k!r}")
+        out[k] = v
+    return out
+
+
+def _parse_strict_bundle(bundle: str) -> Any:
+    """`bundle` read as `canonical::parse_strict` reads its UTF-8 bytes (serde_json, then
+    the ledger's checks): no repeated key, no integer beyond ±(2^53 − 1) (as serde_json
+    reads integer literals), no NaN or infinity, no trailing data, no lone surrogate
+    escape, nesting under serde_json's limit."""
+    try:
+        v = json.loads(bundle, object_pairs_hook=_json_pairs, parse_int=_json_int,
+                       parse_float=_json_float, parse_constant=_json_constant)
+    except (ValueError, RecursionError) as e:
+        raise _OutOfProfile(f"not strict JSON: {e}") from None
+    stack: list[tuple[Any, int]] = [(v, 0)]
+    while stack:
+        x, depth = stack.pop()
+        strings: list[str] = []
+        if isinstance(x, str):
+            strings.append(x)
+        elif isinstance(x, (list, dict)):
+            if depth + 1 >= _JSON_DEPTH:
+                raise _OutOfProfile("not strict JSON: recursion limit exceeded")
+            if isinstance(x, dict):
+                strings.extend(x)
+                stack.extend((y, depth + 1) for y in x.values())
+            else:
+                stack.extend((y, depth + 1) for y in x)
+        if any("\ud800" <= c <= "\udfff" for t in strings for c in t):
+            raise _OutOfProfile("not strict JSON: lone surrogate in hex escape")
+    return v
+
+
+def _keys(v: Any, path: str, allowed: tuple[str, ...]) -> None:
+    if not isinstance(v, dict):
+        raise _OutOfProfile(f"`{path}` is not an object")
+    for k in sorted(v):  # serde_json's map is sorted: the same first offender
+        if k not in allowed:
+            raise _OutOfProfile(f"`{path}.{k}` is not a field of this profile")
+
+
+def _array(v: Any, path: str, least: int, most: int) -> list[Any]:
+    if not isinstance(v, list):
+        raise _OutOfProfile(f"`{path}` is not an array")
+    if not least <= len(v) <= most:
+        raise _OutOfProfile(f"`{path}` holds {len(v)} items, not {least} to {most}")
+    return v
+
+
+def _at(v: Any, k: str) -> Any:
+    """`v[k]` as serde_json indexes: a missing key (or a non-object) is null."""
+    return v.get(k) if isinstance(v, dict) else None
+
+
+_MISSING = object()
+
+
+def bundle_profile(bundle: str) -> Optional[str]:
+    """Why `bundle` is outside the one shape of bundle a co-signature may have, or None
+    (`principals::bundle_profile`), checked before any cryptography: JSON without repeated
+    keys, at most `MAX_BUNDLE_BYTES`, a known media type, a message signature, a Fulcio
+    certificate (or chain), exactly one transparency-log entry with its inclusion proof,
+    and no field the Sigstore bundle format does not define. The bundle's JSON is not
+    covered by its signatures: whoever posts it could otherwise pad a genuine bundle with
+    what one verifier ignores and another refuses."""
+    try:
+        _bundle_profile(bundle)
+    except _OutOfProfile as e:
+        return str(e)
+    return None
+
+
+def _bundle_profile(bundle: str) -> None:
+    try:
+        size = len(bundle.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _OutOfProfile("not strict JSON: not valid Unicode") from None
+    if size > MAX_BUNDLE_BYTES:
+        raise _OutOfProfile(f"more than {MAX_BUNDLE_BYTES} bytes")
+    v = _parse_strict_bundle(bundle)
+    _keys(v, "", ("mediaType", "verificationMaterial", "messageSignature"))
+    media = _at(v, "mediaType")
+    if not (isinstance(media, str) and media in _BUNDLE_MEDIA):
+        raise _OutOfProfile("`mediaType` is not a bundle version 0.1 to 0.3")
+    m = _at(v, "verificationMaterial")
+    _keys(m, "verificationMaterial", ("certificate", "x509CertificateChain", "tlogEntries", "timestampVerificationData"))
+    cert, chain = m.get("certificate", _MISSING), m.get("x509CertificateChain", _MISSING)
+    if cert is not _MISSING and chain is _MISSING:
+        _keys(cert, "verificationMaterial.certificate", ("rawBytes",))
+    elif cert is _MISSING and chain is not _MISSING:
+        _keys(chain, "verificationMaterial.x509CertificateChain", ("certificates",))
+        for i, c in enumerate(_array(_at(chain, "certificates"), "x509CertificateChain.certificates", 1, 3)):
+            _keys(c, f"x509CertificateChain.certificates[{i}]", ("rawBytes",))
+    else:
+        raise _OutOfProfile("not exactly one of `certificate`, `x509CertificateChain`")
+    if "timestampVerificationData" in m:
+        t = m["timestampVerificationData"]
+        _keys(t, "timestampVerificationData", ("rfc3161Timestamps",))
+        for i, stamp in enumerate(_array(_at(t, "rfc3161Timestamps"), "rfc3161Timestamps", 0, 2)):
+            _keys(stamp, f"rfc3161Timestamps[{i}]", ("signedTimestamp",))
+    e = _array(_at(m, "tlogEntries"), "tlogEntries", 1, 1)[0]
+    _keys(e, "tlogEntries[0]", ("logIndex", "logId", "kindVersion", "integratedTime", "inclusionPromise",
+                                "inclusionProof", "canonicalizedBody"))
+    _keys(_at(e, "logId"), "tlogEntries[0].logId", ("keyId",))
+    _keys(_at(e, "kindVersion"), "tlogEntries[0].kindVersion", ("kind", "version"))
+    if "inclusionPromise" in e:
+        _keys(e["inclusionPromise"], "tlogEntries[0].inclusionPromise", ("signedEntryTimestamp",))
+    if "inclusionProof" not in e:
+        raise _OutOfProfile("the log entry has no inclusion proof")
+    p = e["inclusionProof"]
+    _keys(p, "tlogEntries[0].inclusionProof", ("logIndex", "rootHash", "treeSize", "hashes", "checkpoint"))
+    _keys(_at(p, "checkpoint"), "inclusionProof.checkpoint", ("envelope",))
+    s = _at(v, "messageSignature")
+    _keys(s, "messageSignature", ("messageDigest", "signature"))
+    _keys(_at(s, "messageDigest"), "messageSignature.messageDigest", ("algorithm", "digest"))
+
+
 #: Called for each checkpoint an event cites: (size, root hex, field).
 Cite = Callable[[int, str, str], None]
 
@@ -479,7 +673,7 @@ class State:
             raise _no("role_not_permitted", "event.kind", f"roles [{', '.join(p['roles'])}] may not append {kind}")
 
     def _check_cosigners(self, pair: list[tuple[Mapping[str, str], str]], role: str, statement: bytes) -> None:
-        identities: list[tuple[str, str]] = []
+        identities: list[tuple[str, str, Optional[str]]] = []
         for cs, f in pair:
             _key_id_format(cs["key_id"], f"{f}.key_id")
             p = self.principals.get(cs["key_id"])
@@ -495,7 +689,7 @@ class State:
                     raise _no("invalid_value", _body(f"{f}.signature"),
                               "a co-signature by Sigstore identity carries its bundle and no signature")
                 self._check_bundle(bundle, sigstore, role, statement, f)
-                identities.append((cs["key_id"], p["identity"]))
+                identities.append((cs["key_id"], p["identity"], _san(p)))
                 continue
             if public_key is not None and bundle is not None:
                 raise _no("cosignature_invalid", _body(f"{f}.sigstore_bundle"),
@@ -513,10 +707,12 @@ class State:
                 raise _no("malformed_base64", _body(f"{f}.signature"), "not base64 of 64 bytes")
             if not _verifies(bytes.fromhex(public_key), statement, sig):
                 raise _no("cosignature_invalid", _body(f"{f}.signature"), "does not verify over the statement")
-            identities.append((cs["key_id"], p["identity"]))
-        if identities[0][0] == identities[1][0] or identities[0][1] == identities[1][1]:
+            identities.append((cs["key_id"], p["identity"], _san(p)))
+        a, b = identities
+        if a[0] == b[0] or a[1] == b[1] or (a[2] is not None and a[2] == b[2]):
             raise _no("cosigners_not_distinct", _body(pair[1][1]),
-                      "the two co-signers must be different principals with different identities")
+                      "the two co-signers must be different principals with different identities (and, by Sigstore "
+                      "identity, different SANs whatever their issuers)")
 
     def _check_bundle(self, bundle: str, signer: Mapping[str, str], role: str, statement: bytes, f: str) -> None:
         """A Sigstore bundle by `signer` over the Sigstore form of `statement`, verified
@@ -524,6 +720,9 @@ class State:
         at = _body(f"{f}.sigstore_bundle")
         if self.sigstore is None:
             raise _no("sigstore_root_missing", at, "no Sigstore trusted root is recorded in this log (sigstore.root_trusted)")
+        why = bundle_profile(bundle)
+        if why is not None:
+            raise _no("sigstore_bundle_unsupported", at, f"outside the profile this ledger accepts (docs/SIGSTORE.md): {why}")
         message = sigstore_statement(self.sigstore["origin"], role, statement)
         try:
             sigstore_check.verify_message(bundle, message, signer["identity"], signer["issuer"], self.sigstore["trusted_root"])
@@ -684,6 +883,13 @@ class State:
         _text(b["identity"], "identity")
         if not b["roles"]:
             raise _no("invalid_value", _body("roles"), "at least one role is required")
+        if sigstore is not None:
+            wanted = _ascii_lower(sigstore["identity"])
+            other = next((p for p in self.principals.values() if not p["revoked"] and _san(p) == wanted), None)
+            if other is not None:
+                raise _no("principal_exists", _body("sigstore.identity"),
+                          f"this SAN is already enrolled (issuer {other['sigstore']['issuer']}): one person, one principal, "
+                          "whichever issuer vouches")
         if pid in self.principals:
             raise _no("principal_exists", _body("sigstore" if sigstore is not None else "public_key"),
                       "this key or Sigstore identity is already enrolled")

@@ -34,13 +34,15 @@ the Rust crate does them. A refusal is a `Refusal` with the ledger's code
 (`sigstore_*`, docs/reject_codes.md), read from the library's exception where it
 tells the check apart, and `sigstore_refused` where it does not.
 
-What sigstore-python refuses and the Rust crate accepts, so that a replay here
-may stop (`RuleBroken`) at an entry the ledger appended: a bundle with more than
-one log entry, a v0.1 bundle with a SET and no inclusion proof, a certificate
-with more than one SCT, fields the Sigstore specification does not define; a
-trusted root of another media type than version 0.1, with fields it does not
-define or without any transparency log or Fulcio authority. No bundle of the
-Sigstore clients or of the ledger's own signer is any of these.
+The ledger's rules refuse, before this check, a bundle outside its profile
+(`acceptance.bundle_profile`, `sigstore_bundle_unsupported`): more than one log
+entry, no inclusion proof, a field the bundle format does not define, repeated
+keys, more than 16 KiB. What sigstore-python still refuses and the Rust crate
+accepts, so that a replay here may stop (`RuleBroken`) at an entry the ledger
+appended: a certificate with more than one SCT; a trusted root of another media
+type than version 0.1, with fields it does not define or without any
+transparency log or Fulcio authority. No bundle of the Sigstore clients or of
+the ledger's own signer is any of these.
 """
 
 from __future__ import annotations
