@@ -66,9 +66,19 @@ pub struct HandleValues {
 /// The value `event`'s companion discloses, from the disclosures kept with
 /// it (in [`crate::disclose::fields`] order).
 pub fn companion_value(event: &Event, disclosures: &[String]) -> Option<String> {
-    let h = handle_field(event)?;
-    let part = part_of(event, h.name_path)?;
-    match parse(disclosures.get(part)?, "").ok()?.value {
+    companion_disclosed(event, disclosures.get(companion_part(event)?)?)
+}
+
+/// The private part that keeps the disclosure of `event`'s handle value
+/// (its companion), when it names one.
+pub fn companion_part(event: &Event) -> Option<usize> {
+    part_of(event, handle_field(event)?.name_path)
+}
+
+/// The value `disclosure`, the companion part of `event`, discloses.
+pub fn companion_disclosed(event: &Event, disclosure: &str) -> Option<String> {
+    handle_field(event)?;
+    match parse(disclosure, "").ok()?.value {
         crate::canonical::Value::Str(s) => Some(s),
         _ => None,
     }

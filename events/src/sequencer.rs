@@ -614,7 +614,9 @@ impl Sequencer for EventSequencer {
         let from = self.state.size;
         let redactions = self.state.redactions.len();
         let disclosed = |origin: u64| -> Result<Option<String>, ledger::Error> {
-            companion_in(&log.entry(origin)?.leaf, || log.private_parts(origin))
+            companion_in(&log.entry(origin)?.leaf, |part| {
+                Ok(log.private_part(origin, part)?.into_iter().collect())
+            })
         };
         let state = match std::mem::take(&mut self.state).replay_from(log, true) {
             Ok(s) => s,
@@ -665,19 +667,23 @@ impl Sequencer for EventSequencer {
 /// no value or the part was redacted.
 fn companion_in(
     leaf: &[u8],
-    parts: impl FnOnce() -> Result<Vec<ledger::private::Part>, Error>,
+    part: impl FnOnce(usize) -> Result<Vec<ledger::private::Part>, Error>,
 ) -> Result<Option<String>, Error> {
     let Ok((d, _)) = crate::envelope::decode_logged_leaf(leaf) else {
         return Ok(None);
     };
-    let parts: Vec<String> = parts()?
-        .into_iter()
-        .map(|p| match p {
-            ledger::private::Part::Open(b) => String::from_utf8(b).unwrap_or_default(),
-            ledger::private::Part::Shredded => String::new(),
-        })
-        .collect();
-    Ok(crate::handles::companion_value(&d.payload.event, &parts))
+    let Some(at) = crate::handles::companion_part(&d.payload.event) else {
+        return Ok(None);
+    };
+    // Only the companion's part is read (one key), not every part.
+    let disclosure = match part(at)?.into_iter().next() {
+        Some(ledger::private::Part::Open(b)) => String::from_utf8(b).unwrap_or_default(),
+        Some(ledger::private::Part::Shredded) | None => return Ok(None),
+    };
+    Ok(crate::handles::companion_disclosed(
+        &d.payload.event,
+        &disclosure,
+    ))
 }
 
 /// A log of signed domain events.
@@ -915,8 +921,12 @@ impl EventLog {
     /// restore from a backup taken without a role); an error when it cannot
     /// be read.
     fn companion_disclosed(&self, origin: u64) -> Result<Option<String>, Error> {
-        companion_in(&self.ledger.entry(origin)?.leaf, || {
-            self.ledger.private_parts(origin)
+        companion_in(&self.ledger.entry(origin)?.leaf, |part| {
+            Ok(self
+                .ledger
+                .private_part(origin, part)?
+                .into_iter()
+                .collect())
         })
     }
 

@@ -365,10 +365,12 @@ fn key_file<'a>(
 
 /// The private parts of committed entry `index` as of `snap`
 /// ([`Ledger::private_parts`]).
+/// The private parts of entry `index`: every one, or only part `only`.
 fn read_private_parts(
     shared: &Shared,
     snap: &Snapshot,
     index: u64,
+    only: Option<usize>,
 ) -> Result<Vec<crate::private::Part>, Error> {
     let Some(row) = snap.private_row(index)? else {
         return Ok(Vec::new());
@@ -381,6 +383,7 @@ fn read_private_parts(
     sealed
         .iter()
         .enumerate()
+        .filter(|(i, _)| only.is_none_or(|p| p == *i))
         .map(|(i, part)| {
             if snap.is_redacted(index, i as u16)? {
                 return Ok(crate::private::Part::Shredded);
@@ -660,7 +663,20 @@ impl<S: Sequencer> Ledger<S> {
     /// is [`Error::Corrupt`].
     pub fn private_parts(&self, index: u64) -> Result<Vec<crate::private::Part>, Error> {
         let snap = self.snapshot()?;
-        read_private_parts(&self.shared, &snap, index)
+        read_private_parts(&self.shared, &snap, index, None)
+    }
+
+    /// Part `part` of committed entry `index` alone, as
+    /// [`Ledger::private_parts`] reads it: `None` when there is no such part.
+    pub fn private_part(
+        &self,
+        index: u64,
+        part: usize,
+    ) -> Result<Option<crate::private::Part>, Error> {
+        let snap = self.snapshot()?;
+        Ok(read_private_parts(&self.shared, &snap, index, Some(part))?
+            .into_iter()
+            .next())
     }
 
     /// Whether the key of part `part` of entry `index` is gone from the key

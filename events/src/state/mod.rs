@@ -417,9 +417,19 @@ impl State {
         log: &ledger::LogView<'_>,
         verify_signatures: bool,
     ) -> Result<State, ReplayError> {
-        for index in self.size..log.head().size {
-            let entry = log.entry(index)?;
-            self.replay_one(index, &entry.leaf, log, verify_signatures)?;
+        // Read in runs: one pass over each run of the store (two queries
+        // on PostgreSQL, where a frontend folds in every batch the others
+        // committed), not one read per entry.
+        const RUN: u64 = 256;
+        let end = log.head().size;
+        while self.size < end {
+            let start = self.size;
+            for (index, entry) in (start..).zip(log.entries(start, (start + RUN).min(end))?) {
+                self.replay_one(index, &entry.leaf, log, verify_signatures)?;
+            }
+            if self.size == start {
+                break;
+            }
         }
         Ok(self)
     }

@@ -160,7 +160,9 @@ pub(super) fn commit_loop<S: Sequencer>(
                 }
                 return Ok(());
             }
-            let read = |index: u64| super::read_private_parts(shared, &snap, index);
+            let read = |index: u64, only: Option<usize>| {
+                super::read_private_parts(shared, &snap, index, only)
+            };
             let view = LogView::new(&snap, head, lookups).with_private(&read);
             run_batch(
                 shared,
@@ -265,7 +267,8 @@ fn catch_up<S: Sequencer>(
     }
     let lookups = shared.lookups()?;
     catch_up_or_count::<S>(shared, lookups, &to)?;
-    let read = |index: u64| super::read_private_parts(shared, &snap, index);
+    let read =
+        |index: u64, only: Option<usize>| super::read_private_parts(shared, &snap, index, only);
     let view = LogView::new(&snap, to, lookups).with_private(&read);
     let from = head.size;
     sequencer.caught_up(&view);
