@@ -489,7 +489,13 @@ fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
     // With a role, the walk checks every disclosure and reports the
     // redaction, recorded by its field.redacted entry.
     let v = run_ledger(&[
-        "verify", "--server", &s.base, "--key", &s.vkey, "--token", &token, "--quiet",
+        "verify",
+        "--server",
+        &s.base,
+        "--key",
+        &s.vkey,
+        &format!("--token={token}"),
+        "--quiet",
     ]);
     let text = String::from_utf8_lossy(&v.stdout);
     assert!(
