@@ -330,6 +330,11 @@ struct Shared {
     lookup_retry: std::sync::Mutex<Option<Instant>>,
     /// The private parts' key file, opened when first needed.
     keys: std::sync::Mutex<Option<crate::private::KeyFile>>,
+    /// Entries read back with their proofs ([`Ledger::entries_with_proofs`]),
+    /// each checked against its stored leaf hash when first read: a
+    /// projection's evidence is read again with every answer, and an entry
+    /// never changes once committed.
+    proven_entries: std::sync::Mutex<std::collections::HashMap<u64, Entry>>,
 }
 
 /// Destroys the key of part `part` of committed entry `index` in place;
@@ -562,6 +567,7 @@ impl<S: Sequencer> Ledger<S> {
             lookups: LookupsSlot::default(),
             lookup_retry: std::sync::Mutex::new(None),
             keys: std::sync::Mutex::new(None),
+            proven_entries: Default::default(),
         });
         if let Err(e) = destroy_redacted_keys(&shared) {
             shared

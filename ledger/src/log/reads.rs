@@ -292,8 +292,30 @@ impl<S: Sequencer> Ledger<S> {
         indices: &[u64],
         size: u64,
     ) -> Result<Vec<(Entry, Vec<Hash>)>, Error> {
+        // Evidence is read again with every answer, scattered over the
+        // log (a bundle decoded for each entry): entries already checked
+        // are kept, up to PROVEN_ENTRIES of them.
+        const PROVEN_ENTRIES: usize = 4096;
+        let cache = &self.shared.proven_entries;
         self.each_proven(indices, size, |snap, index, proof| {
-            Ok((checked_entry(snap, index)?, proof))
+            let kept = cache
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&index)
+                .cloned();
+            let entry = match kept {
+                Some(e) => e,
+                None => {
+                    let e = checked_entry(snap, index)?;
+                    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
+                    if c.len() >= PROVEN_ENTRIES {
+                        c.clear();
+                    }
+                    c.insert(index, e.clone());
+                    e
+                }
+            };
+            Ok((entry, proof))
         })
     }
 
