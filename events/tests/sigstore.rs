@@ -71,13 +71,20 @@ fn retire_statement(c: &events::model::CaseRetired) -> Vec<u8> {
     events::envelope::case_retire_statement(&c.case_id, &testkit::world::case_digest("case-1"))
 }
 
+/// Case `name` retired, co-signed by both synthetic identities as curators.
+fn retired_by_identities(w: &World, name: &str) -> events::model::CaseRetired {
+    let mut c = w.retire(name);
+    let st =
+        events::envelope::case_retire_statement(&c.case_id, &testkit::world::case_digest(name));
+    c.retired_by = by("curator", CURATOR, Role::Curator, &st);
+    c.reviewed_by = by("curator-b", CURATOR_B, Role::Curator, &st);
+    c
+}
+
 #[test]
 fn a_case_is_retired_by_two_curators_enrolled_by_identity() {
     let mut w = world();
-    let mut c = w.retire("case-1");
-    let st = retire_statement(&c);
-    c.retired_by = by("curator", CURATOR, Role::Curator, &st);
-    c.reviewed_by = by("curator-b", CURATOR_B, Role::Curator, &st);
+    let c = retired_by_identities(&w, "case-1");
     w.post("curator-a", Event::CaseRetired(c)).expect("retired");
     assert_eq!(w.log.replay_state().expect("replay"), w.log.state());
 }
@@ -125,20 +132,13 @@ fn attack_a_bundle_signed_in_another_role_is_refused() {
 #[test]
 fn each_bundle_is_judged_by_the_root_in_force_where_it_was_appended() {
     let mut w = world();
-    let mut c = w.retire("case-1");
-    let st = retire_statement(&c);
-    c.retired_by = by("curator", CURATOR, Role::Curator, &st);
-    c.reviewed_by = by("curator-b", CURATOR_B, Role::Curator, &st);
+    let c = retired_by_identities(&w, "case-1");
     w.post("curator-a", Event::CaseRetired(c)).expect("retired");
     // The operator moves the log to the production root: the synthetic
     // instance's bundles no longer verify from here on (the first check
     // that fails: no Rekor key of that root signed its SET).
     root(&mut w, sigstore_check::production_root_json());
-    let mut c = w.retire("case-2");
-    let st =
-        events::envelope::case_retire_statement(&c.case_id, &testkit::world::case_digest("case-2"));
-    c.retired_by = by("curator", CURATOR, Role::Curator, &st);
-    c.reviewed_by = by("curator-b", CURATOR_B, Role::Curator, &st);
+    let c = retired_by_identities(&w, "case-2");
     let size = w.size();
     let r = expect_code(
         w.post("curator-a", Event::CaseRetired(c)),
