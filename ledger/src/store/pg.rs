@@ -388,7 +388,7 @@ impl std::ops::Deref for ClosingClient {
         match &self.0 {
             Some(c) => c,
             // Taken only in `drop`.
-            None => unreachable!("session used after close"),
+            None => unreachable!("connection used after close"),
         }
     }
 }
@@ -397,7 +397,7 @@ impl std::ops::DerefMut for ClosingClient {
     fn deref_mut(&mut self) -> &mut Client {
         match &mut self.0 {
             Some(c) => c,
-            None => unreachable!("session used after close"),
+            None => unreachable!("connection used after close"),
         }
     }
 }
