@@ -461,6 +461,11 @@ fn decode_envelope_as(bytes: &[u8], check: Check) -> Result<Decoded, Rejection> 
 
 /// Parses payload bytes: strict JSON, canonical, typed, supported schema.
 pub fn decode_payload(bytes: &[u8]) -> Result<Payload, Rejection> {
+    // Bytes the one-pass check settles pass both steps below; the rest
+    // take them, which also name the fault.
+    if canonical::is_canonical(bytes) {
+        return supported(typed_payload(bytes)?);
+    }
     let value = canonical::parse_strict(bytes).map_err(|e| match e {
         StrictError::Syntax(m) => Rejection::new(RejectCode::MalformedJson, "", m),
         StrictError::DuplicateKey(k) => Rejection::new(

@@ -1,7 +1,7 @@
 //! The event encoding against an independent Python implementation
 //! (docs/vectors/gen_event_vectors.py: json.dumps and PyNaCl).
 
-use events::canonical::{encode, parse_strict, python_float_repr, Value};
+use events::canonical::{encode, is_canonical, parse_strict, python_float_repr, Value};
 use serde_json::Value as Json;
 
 fn vectors() -> Json {
@@ -18,6 +18,8 @@ fn float_formatting_matches_python_repr_for_414_values() {
         // Parse Python's output, re-encode, and compare byte for byte.
         let parsed = parse_strict(want.as_bytes()).expect("parse");
         assert_eq!(String::from_utf8(encode(&parsed)).expect("utf8"), want);
+        // The door's one-pass check settles Python's floats itself.
+        assert!(is_canonical(want.as_bytes()), "{want}");
         if let Value::Object(m) = &parsed {
             if let Some(Value::Float(x)) = m.get("x") {
                 assert_eq!(format!("{{\"x\":{}}}", python_float_repr(*x)), want);
@@ -34,6 +36,13 @@ fn object_encoding_matches_python_json_dumps() {
         let pretty = serde_json::to_vec_pretty(&o["object"]).expect("json");
         let parsed = parse_strict(&pretty).expect("parse");
         assert_eq!(String::from_utf8(encode(&parsed)).expect("utf8"), want);
+        // The one-pass check never settles the pretty form, and settles
+        // Python's form unless a string in it has an escape.
+        assert!(!is_canonical(&pretty));
+        assert!(
+            is_canonical(want.as_bytes()) || want.contains('\\'),
+            "{want}"
+        );
     }
 }
 

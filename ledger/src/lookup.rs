@@ -384,7 +384,12 @@ impl Lookups {
     /// (planted, or left by a log that was cut back), and is overwritten.
     /// `keys_known_new` skips the look-up for keys: the caller (a keyed
     /// sequencer, [`crate::Sequencer::KEYED`]) has looked each one up
-    /// already and found it absent.
+    /// already and found it absent. It also skips the look-up of the leaf
+    /// hash of a row that has a key, when the key lookup reaches at least
+    /// as far as the leaf lookup: a key is a function of its leaf
+    /// ([`crate::Sequencer::key_of`]), so an earlier entry with the same
+    /// leaf hash would have the same key, below the key lookup's watermark,
+    /// and the key would not be new (short of a SHA-256 collision).
     pub(crate) fn add(
         &self,
         from: u64,
@@ -419,10 +424,11 @@ impl Lookups {
             let mut seen_leaves = std::collections::HashSet::new();
             let mut seen_keys = std::collections::HashSet::new();
             for r in rows {
+                let leaf_new_by_key = keys_known_new && r.key.is_some() && keys_at >= leaves_at;
                 if move_leaves
                     && r.index >= leaves_at
                     && seen_leaves.insert(r.leaf_hash.0)
-                    && !holds(&h.leaves, &r.leaf_hash.0, leaves_at)?
+                    && (leaf_new_by_key || !holds(&h.leaves, &r.leaf_hash.0, leaves_at)?)
                 {
                     batch.insert(&h.leaves, r.leaf_hash.0, r.index.to_be_bytes());
                 }
@@ -542,6 +548,40 @@ mod tests {
             .expect("add");
         assert_eq!(l.leaf(&b).expect("read"), Some(1));
         assert_eq!(l.leaves_through(), 2);
+    }
+
+    /// The committer's path: keys it found absent, and with them their
+    /// leaf hashes, are written without being read first; a row without a
+    /// key still keeps the first index of its leaf hash.
+    #[test]
+    fn keys_known_new_index_their_leaves_and_unkeyed_rows_keep_first_indices() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let l = Lookups::open(dir.path()).expect("open");
+        let (a, b) = (Hash([1; 32]), Hash([2; 32]));
+        let rows = [
+            LookupRow {
+                index: 0,
+                leaf_hash: &a,
+                key: Some(("x", [9; 32])),
+            },
+            LookupRow {
+                index: 1,
+                leaf_hash: &b,
+                key: Some(("y", [8; 32])),
+            },
+        ];
+        l.add(0, &rows, 2, &Hash([5; 32]), true, true).expect("add");
+        let again = [LookupRow {
+            index: 2,
+            leaf_hash: &a,
+            key: None,
+        }];
+        l.add(2, &again, 3, &Hash([6; 32]), true, true)
+            .expect("add");
+        assert_eq!(l.leaf(&a).expect("read"), Some(0));
+        assert_eq!(l.leaf(&b).expect("read"), Some(1));
+        assert_eq!(l.key("y").expect("read"), Some((1, [8; 32])));
+        assert_eq!(l.rows_below(3, 3).expect("rows"), (2, 2));
     }
 
     #[test]
