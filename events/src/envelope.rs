@@ -267,6 +267,15 @@ pub struct Preverified {
     pub statement_digest: [u8; 32],
 }
 
+/// Why an envelope whose signature does not verify is refused.
+pub(crate) fn signature_invalid() -> Rejection {
+    Rejection::new(
+        RejectCode::SignatureInvalid,
+        "signatures[0].sig",
+        "signature does not verify for the signer's key",
+    )
+}
+
 impl Decoded {
     /// Verifies the envelope signature with `key` (strict Ed25519).
     pub fn verify(&self, key: &VerifyingKey) -> Result<(), Rejection> {
@@ -277,11 +286,7 @@ impl Decoded {
         ) {
             Ok(())
         } else {
-            reject(
-                RejectCode::SignatureInvalid,
-                "signatures[0].sig",
-                "signature does not verify for the signer's key",
-            )
+            Err(signature_invalid())
         }
     }
 

@@ -134,26 +134,101 @@ pub fn verify_submission_deferred(
     keys: &KeyCache,
     defer_unknown: bool,
 ) -> Result<Submission, Rejection> {
-    let write = crate::envelope::split_write(bytes)?;
-    let mut d = decode_envelope(write.envelope)?;
-    let disclosures = crate::disclose::open(&d.payload, &write.disclosures)?;
-    let Some(key) = signer_key(&d, keys) else {
-        if defer_unknown {
-            return Ok(Submission {
+    // One answer per write: the fallback is never taken.
+    verify_submissions_deferred(&[bytes], keys, defer_unknown)
+        .pop()
+        .unwrap_or_else(|| Err(unknown_signer()))
+}
+
+/// [`verify_submission_deferred`] for each of `writes`, with the same
+/// answer for each, their signatures (the envelopes' and the case
+/// co-signatures checked ahead, [`preverify_cosignatures`]) checked
+/// together by [`crate::ed25519::verify_strict_many`].
+pub fn verify_submissions_deferred<E: AsRef<[u8]>>(
+    writes: &[E],
+    keys: &KeyCache,
+    defer_unknown: bool,
+) -> Vec<Result<Submission, Rejection>> {
+    /// A decoded write, its signer's key (`None`: passed on unverified),
+    /// and what its signature and co-signatures sign.
+    struct Staged {
+        decoded: Decoded,
+        disclosures: Vec<String>,
+        key: Option<VerifyingKey>,
+        signed: Vec<u8>,
+        cosignatures: Vec<Cosignature>,
+    }
+    let staged: Vec<Result<Staged, Rejection>> = writes
+        .iter()
+        .map(|bytes| {
+            let write = crate::envelope::split_write(bytes.as_ref())?;
+            let d = decode_envelope(write.envelope)?;
+            let disclosures = crate::disclose::open(&d.payload, &write.disclosures)?;
+            let key = signer_key(&d, keys);
+            if key.is_none() && !defer_unknown {
+                return Err(unknown_signer());
+            }
+            let (signed, cosignatures) = match key {
+                Some(_) => (
+                    crate::envelope::pae(crate::envelope::PAYLOAD_TYPE, &d.payload_bytes),
+                    cosignatures_to_preverify(&d, keys),
+                ),
+                None => (Vec::new(), Vec::new()),
+            };
+            Ok(Staged {
                 decoded: d,
                 disclosures,
-                unverified: true,
+                key,
+                signed,
+                cosignatures,
+            })
+        })
+        .collect();
+    let mut checks = Vec::new();
+    for st in staged.iter().flatten() {
+        if let Some(key) = &st.key {
+            checks.push(crate::ed25519::Check {
+                key,
+                message: &st.signed,
+                signature: &st.decoded.signature,
             });
+            checks.extend(st.cosignatures.iter().map(|c| crate::ed25519::Check {
+                key: &c.key,
+                message: &c.statement,
+                signature: &c.signature,
+            }));
         }
-        return Err(unknown_signer());
-    };
-    d.verify(&key)?;
-    preverify_cosignatures(&mut d, keys);
-    Ok(Submission {
-        decoded: d,
-        disclosures,
-        unverified: false,
-    })
+    }
+    let mut answers = crate::ed25519::verify_strict_many(&checks).into_iter();
+    staged
+        .into_iter()
+        .map(|st| {
+            let st = st?;
+            let mut d = st.decoded;
+            if st.key.is_none() {
+                return Ok(Submission {
+                    decoded: d,
+                    disclosures: st.disclosures,
+                    unverified: true,
+                });
+            }
+            let envelope_ok = answers.next().unwrap_or(false);
+            let cosigned: Vec<bool> = answers.by_ref().take(st.cosignatures.len()).collect();
+            if !envelope_ok {
+                return Err(crate::envelope::signature_invalid());
+            }
+            for (c, ok) in st.cosignatures.into_iter().zip(cosigned) {
+                if ok {
+                    d.preverified.push(c.preverified());
+                }
+            }
+            Ok(Submission {
+                decoded: d,
+                disclosures: st.disclosures,
+                unverified: false,
+            })
+        })
+        .collect()
 }
 
 fn unknown_signer() -> Rejection {
@@ -182,31 +257,63 @@ fn signer_key(d: &Decoded, keys: &KeyCache) -> Option<VerifyingKey> {
 /// in rule order, as before. Only `case.added` is handled: its statement is
 /// made from the payload alone; other statements depend on the state.
 fn preverify_cosignatures(d: &mut Decoded, keys: &KeyCache) {
-    use ed25519_dalek::Signature;
+    let cosignatures = cosignatures_to_preverify(d, keys);
+    let checks: Vec<crate::ed25519::Check<'_>> = cosignatures
+        .iter()
+        .map(|c| crate::ed25519::Check {
+            key: &c.key,
+            message: &c.statement,
+            signature: &c.signature,
+        })
+        .collect();
+    let answers = crate::ed25519::verify_strict_many(&checks);
+    for (c, ok) in cosignatures.into_iter().zip(answers) {
+        if ok {
+            d.preverified.push(c.preverified());
+        }
+    }
+}
+
+/// A co-signature [`preverify_cosignatures`] checks: its key as the cache
+/// holds it, its signature, and the statement it signs.
+struct Cosignature {
+    key: VerifyingKey,
+    signature: ed25519_dalek::Signature,
+    statement: Vec<u8>,
+}
+
+impl Cosignature {
+    fn preverified(&self) -> crate::envelope::Preverified {
+        crate::envelope::Preverified {
+            public_key: self.key.to_bytes(),
+            signature: self.signature.to_bytes(),
+            statement_digest: *blake3::hash(&self.statement).as_bytes(),
+        }
+    }
+}
+
+/// The co-signatures of a `case.added` whose keys the cache holds.
+fn cosignatures_to_preverify(d: &Decoded, keys: &KeyCache) -> Vec<Cosignature> {
     let Event::CaseAdded(e) = &d.payload.event else {
-        return;
+        return Vec::new();
     };
     let statement = crate::envelope::case_provenance_statement(
         &e.case_id,
         &e.provenance.added_at,
         &e.case_digest,
     );
-    let statement_digest = *blake3::hash(&statement).as_bytes();
-    for cs in [&e.provenance.added_by, &e.provenance.reviewed_by] {
-        let Some(key) = keys.get(&cs.key_id) else {
-            continue;
-        };
-        let Some(signature) = crate::state::signature_bytes(&cs.signature) else {
-            continue;
-        };
-        if crate::ed25519::verify_strict(&key, &statement, &Signature::from_bytes(&signature)) {
-            d.preverified.push(crate::envelope::Preverified {
-                public_key: key.to_bytes(),
-                signature,
-                statement_digest,
-            });
-        }
-    }
+    [&e.provenance.added_by, &e.provenance.reviewed_by]
+        .into_iter()
+        .filter_map(|cs| {
+            Some(Cosignature {
+                key: keys.get(&cs.key_id)?,
+                signature: ed25519_dalek::Signature::from_bytes(&crate::state::signature_bytes(
+                    &cs.signature,
+                )?),
+                statement: statement.clone(),
+            })
+        })
+        .collect()
 }
 
 /// What an accepted event reports.
@@ -980,13 +1087,33 @@ impl EventLog {
     /// the lookups are opened (which can take minutes when they are rebuilt:
     /// a write is refused at once rather than held that long).
     fn checked(&self, envelope: &[u8]) -> Result<Submission, Rejection> {
-        if self.catching_up() {
-            return Err(catching_up());
+        // One answer per envelope: the fallback is never taken.
+        self.checked_many(&[envelope])
+            .pop()
+            .unwrap_or_else(|| Err(catching_up()))
+    }
+
+    /// [`EventLog::checked`] for each of `envelopes`, their signatures
+    /// checked together ([`verify_submissions_deferred`]).
+    fn checked_many<E: AsRef<[u8]>>(&self, envelopes: &[E]) -> Vec<Result<Submission, Rejection>> {
+        let refused = if self.catching_up() {
+            Some(catching_up())
+        } else {
+            self.lookups_refusal()
+        };
+        if let Some(refused) = refused {
+            return envelopes.iter().map(|_| Err(refused.clone())).collect();
         }
-        if let Some(refused) = self.lookups_refusal() {
-            return Err(refused);
-        }
-        let sub = verify_submission_deferred(envelope, &self.keys, self.ledger.is_shared())?;
+        verify_submissions_deferred(envelopes, &self.keys, self.ledger.is_shared())
+            .into_iter()
+            .map(|sub| sub.and_then(|sub| self.origin_checked(sub)))
+            .collect()
+    }
+
+    /// `sub`, unless it records a Sigstore root this server must refuse:
+    /// one for another origin, or the synthetic test root where it is not
+    /// allowed.
+    fn origin_checked(&self, sub: Submission) -> Result<Submission, Rejection> {
         if let (Event::SigstoreRootTrusted(e), Some((origin, synthetic_ok))) =
             (&sub.decoded.payload.event, self.origin.get())
         {
@@ -1192,9 +1319,8 @@ impl EventLog {
         /// Below this many envelopes per thread, one thread checks them all.
         const PER_THREAD: usize = 16;
         let threads = threads.clamp(1, envelopes.len().div_ceil(PER_THREAD).max(1));
-        let check = |chunk: &[E]| -> Vec<Result<Submission, Rejection>> {
-            chunk.iter().map(|e| self.checked(e.as_ref())).collect()
-        };
+        let check =
+            |chunk: &[E]| -> Vec<Result<Submission, Rejection>> { self.checked_many(chunk) };
         let checked: Vec<Result<Submission, Rejection>> = if threads == 1 {
             check(envelopes)
         } else {

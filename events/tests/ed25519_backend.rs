@@ -13,8 +13,11 @@
 //! The ledger's own `verify_strict` (`events::ed25519`, one square
 //! root fewer) is held to ed25519-dalek's answer on every case here.
 
+use curve25519_dalek::{constants::EIGHT_TORSION, EdwardsPoint, Scalar};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use events::ed25519::Check;
 use serde_json::Value;
+use sha2::{Digest as _, Sha512};
 
 fn bytes<const N: usize>(v: &Value, field: &str) -> [u8; N] {
     let s = v[field].as_str().expect("hex string");
@@ -41,6 +44,15 @@ fn strict(pub_key: &[u8; 32], msg: &[u8], sig: &[u8; 64]) -> bool {
         ours,
         key.verify_strict(msg, &sig).is_ok(),
         "the ledger's verify_strict and ed25519-dalek's disagree"
+    );
+    assert_eq!(
+        events::ed25519::verify_strict_many(&[Check {
+            key: &key,
+            message: msg,
+            signature: &sig,
+        }]),
+        [ours],
+        "verify_strict_many and verify_strict disagree"
     );
     ours
 }
@@ -130,4 +142,134 @@ proptest::proptest! {
         }
         let _ = strict(&pk, &msg, &sig);
     }
+}
+
+/// A signature made by hand from secret scalars, so that its `R` and its
+/// key can carry a torsion component: `R = [r]B + T_r`, `A = [a]B + T_a`,
+/// `s = r + k·a` (plus `ℓ` when `s_plus_l`, a non-canonical `s`).
+fn forged(
+    a: Scalar,
+    r: Scalar,
+    t_a: usize,
+    t_r: usize,
+    s_plus_l: bool,
+    msg: &[u8],
+) -> ([u8; 32], [u8; 64]) {
+    let big_a = EdwardsPoint::mul_base(&a) + EIGHT_TORSION[t_a];
+    let big_r = EdwardsPoint::mul_base(&r) + EIGHT_TORSION[t_r];
+    let (a_bytes, r_bytes) = (big_a.compress().to_bytes(), big_r.compress().to_bytes());
+    let mut h = Sha512::new();
+    h.update(r_bytes);
+    h.update(a_bytes);
+    h.update(msg);
+    let k = Scalar::from_bytes_mod_order_wide(&h.finalize().into());
+    let s = r + k * a;
+    let mut s_bytes = s.to_bytes();
+    if s_plus_l {
+        // s + ℓ, still under 2^256 for these s: the same point, not canonical.
+        // ℓ = 2^252 + 27742317777372353535851937790883648493, little-endian.
+        let l: [u8; 32] =
+            hex::decode("edd3f55c1a631258d69cf7a2def9de1400000000000000000000000000000010")
+                .expect("hex")
+                .try_into()
+                .expect("32 bytes");
+        let mut carry = 0u16;
+        for (x, y) in s_bytes.iter_mut().zip(l) {
+            let t = u16::from(*x) + u16::from(y) + carry;
+            *x = t as u8;
+            carry = t >> 8;
+        }
+    }
+    let mut sig = [0u8; 64];
+    sig[..32].copy_from_slice(&r_bytes);
+    sig[32..].copy_from_slice(&s_bytes);
+    (a_bytes, sig)
+}
+
+proptest::proptest! {
+    /// Batches mixing honest signatures with bit flips, torsioned `R` and
+    /// keys (which batch verification accepts about one time in eight),
+    /// non-canonical `s`, small-order `R` and keys that do not decode:
+    /// `verify_strict_many` gives each one ed25519-dalek's
+    /// `verify_strict` answer.
+    #[test]
+    fn verify_strict_many_answers_as_verify_strict_for_each(
+        items in proptest::collection::vec(
+            (
+                proptest::prelude::any::<[u8; 32]>(),
+                proptest::prelude::any::<[u8; 32]>(),
+                0usize..8,
+                0usize..8,
+                0usize..6,
+                0usize..64,
+            ),
+            1..24,
+        ),
+    ) {
+        let mut made = Vec::new();
+        for (i, (a, r, t_a, t_r, kind, at)) in items.into_iter().enumerate() {
+            let msg = format!("batch item {i}").into_bytes();
+            let (a, r) = (Scalar::from_bytes_mod_order(a), Scalar::from_bytes_mod_order(r));
+            let (pk, mut sig) = match kind {
+                0 => forged(a, r, 0, 0, false, &msg),
+                1 => forged(a, r, 0, t_r, false, &msg),
+                2 => forged(a, r, t_a, 0, false, &msg),
+                3 => forged(a, r, 0, 0, true, &msg),
+                4 => {
+                    let (pk, mut sig) = forged(a, r, 0, 0, false, &msg);
+                    sig[..32].copy_from_slice(&EIGHT_TORSION[t_r].compress().to_bytes());
+                    (pk, sig)
+                }
+                _ => forged(a, r, 0, 0, false, &msg),
+            };
+            if kind == 5 {
+                sig[at] ^= 1;
+            }
+            if let Ok(key) = VerifyingKey::from_bytes(&pk) {
+                let sig = Signature::from_bytes(&sig);
+                let want = key.verify_strict(&msg, &sig).is_ok();
+                made.push((key, msg, sig, want));
+            }
+        }
+        let checks: Vec<Check<'_>> = made
+            .iter()
+            .map(|(key, message, signature, _)| Check { key, message, signature })
+            .collect();
+        let want: Vec<bool> = made.iter().map(|m| m.3).collect();
+        proptest::prop_assert_eq!(events::ed25519::verify_strict_many(&checks), want);
+    }
+}
+
+#[test]
+fn honest_batches_of_every_size_verify_and_one_bad_signature_is_found_alone() {
+    let keys: Vec<SigningKey> = (0u8..70)
+        .map(|n| SigningKey::from_bytes(blake3::hash(&[n]).as_bytes()))
+        .collect();
+    let msgs: Vec<Vec<u8>> = (0..70)
+        .map(|n| format!("message {n}").into_bytes())
+        .collect();
+    let sigs: Vec<Signature> = keys.iter().zip(&msgs).map(|(k, m)| k.sign(m)).collect();
+    let vks: Vec<VerifyingKey> = keys.iter().map(SigningKey::verifying_key).collect();
+    for n in [0, 1, 2, 64, 70] {
+        let checks: Vec<Check<'_>> = (0..n)
+            .map(|i| Check {
+                key: &vks[i],
+                message: &msgs[i],
+                signature: &sigs[i],
+            })
+            .collect();
+        assert_eq!(events::ed25519::verify_strict_many(&checks), vec![true; n]);
+    }
+    let other = b"another message".to_vec();
+    let mut checks: Vec<Check<'_>> = (0..64)
+        .map(|i| Check {
+            key: &vks[i],
+            message: &msgs[i],
+            signature: &sigs[i],
+        })
+        .collect();
+    checks[17].message = &other;
+    let got = events::ed25519::verify_strict_many(&checks);
+    assert_eq!(got.iter().filter(|ok| !**ok).count(), 1);
+    assert!(!got[17]);
 }
