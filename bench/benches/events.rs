@@ -20,6 +20,15 @@ fn events(c: &mut Criterion) {
     let key = p.harness_key().verifying_key();
     let mut g = c.benchmark_group("event");
     g.measurement_time(Duration::from_secs(4));
+    // What the load generator posts is a write: the envelope, and the
+    // disclosures of its committed fields.
+    let envelope = |w: &[u8]| {
+        events::envelope::split_write(w)
+            .expect("a write")
+            .envelope
+            .to_vec()
+    };
+    let (score, case) = (envelope(&score), envelope(&case));
     for (name, env) in [("score", &score), ("case", &case)] {
         let d = decode_envelope(env).expect("decodes");
         let leaf = d.leaf_bytes(1_763_769_600_000_000);
@@ -47,6 +56,24 @@ fn events(c: &mut Criterion) {
     let d = decode_envelope(&score).expect("decodes");
     g.bench_function("score/verify_signature", |b| {
         b.iter(|| d.verify(&key).expect("verifies"))
+    });
+    // The same check, per signature, among 64 checked together
+    // (`verify_strict_many`: one field inversion between them).
+    let signed = events::envelope::pae(events::envelope::PAYLOAD_TYPE, &d.payload_bytes);
+    let checks: Vec<events::ed25519::Check<'_>> = (0..64)
+        .map(|_| events::ed25519::Check {
+            key: &key,
+            message: &signed,
+            signature: &d.signature,
+        })
+        .collect();
+    g.throughput(criterion::Throughput::Elements(64));
+    g.bench_function("score/verify_signature_in_64", |b| {
+        b.iter(|| {
+            assert!(events::ed25519::verify_strict_many(&checks)
+                .iter()
+                .all(|ok| *ok))
+        })
     });
     g.finish();
 }

@@ -166,7 +166,7 @@ fn write_value(out: &mut String, v: &Value) {
         Value::Int(n) => {
             let _ = write!(out, "{n}");
         }
-        Value::Float(x) => out.push_str(&python_float_repr(*x)),
+        Value::Float(x) => out.push_str(FloatRepr::new(*x).as_str()),
         Value::Str(s) => write_str(out, s),
         Value::Array(a) => {
             out.push('[');
@@ -362,7 +362,7 @@ impl<'a> Scan<'a> {
             return false;
         };
         match serde_json::from_str::<f64>(token) {
-            Ok(x) if x.is_finite() => python_float_repr(x) == token,
+            Ok(x) if x.is_finite() => FloatRepr::new(x).as_str() == token,
             _ => false,
         }
     }
@@ -414,39 +414,106 @@ pub fn write_str(out: &mut String, s: &str) {
 
 /// Python's `repr(float)` for a finite `x`.
 pub fn python_float_repr(x: f64) -> String {
-    if x == 0.0 {
-        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
-    let sci = format!("{x:e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (neg, mant) = match mant.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mant),
-    };
-    let digits: String = mant.chars().filter(|c| *c != '.').collect();
-    let decpt = exp + 1;
-    let n = digits.len() as i32;
-    let body = if decpt <= -4 || decpt > 16 {
-        let m = if n == 1 {
-            digits.clone()
-        } else {
-            format!("{}.{}", &digits[..1], &digits[1..])
+    FloatRepr::new(x).as_str().to_owned()
+}
+
+/// Python's `repr(float)` of a finite value, written into a buffer on the
+/// stack: [`python_float_repr`] without its allocations, for the door's
+/// check of every float in a payload ([`is_canonical`]) and the canonical
+/// encoder.
+pub struct FloatRepr {
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl FloatRepr {
+    pub fn new(x: f64) -> FloatRepr {
+        use std::io::Write as _;
+        let mut r = FloatRepr {
+            buf: [0; 40],
+            len: 0,
         };
-        format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
-    } else if decpt <= 0 {
-        format!("0.{}{digits}", "0".repeat((-decpt) as usize))
-    } else if decpt >= n {
-        format!("{digits}{}.0", "0".repeat((decpt - n) as usize))
-    } else {
-        let d = decpt as usize;
-        format!("{}.{}", &digits[..d], &digits[d..])
-    };
-    if neg {
-        format!("-{body}")
-    } else {
-        body
+        if x == 0.0 {
+            r.push(if x.is_sign_negative() {
+                b"-0.0"
+            } else {
+                b"0.0"
+            });
+            return r;
+        }
+        // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7",
+        // at most 24 bytes for an f64.
+        let mut sci = [0u8; 32];
+        let mut cursor = std::io::Cursor::new(&mut sci[..]);
+        let _ = write!(cursor, "{x:e}");
+        let n = cursor.position() as usize;
+        let sci = &sci[..n];
+        let (mant, exp) = match sci.iter().position(|&b| b == b'e') {
+            Some(i) => (&sci[..i], &sci[i + 1..]),
+            None => (sci, &b"0"[..]),
+        };
+        let exp: i32 = std::str::from_utf8(exp)
+            .ok()
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(0);
+        let (neg, mant) = match mant.split_first() {
+            Some((b'-', m)) => (true, m),
+            _ => (false, mant),
+        };
+        let mut all = [0u8; 24];
+        let mut nd = 0;
+        for &c in mant.iter().filter(|&&c| c != b'.').take(all.len()) {
+            all[nd] = c;
+            nd += 1;
+        }
+        let digits = &all[..nd];
+        if neg {
+            r.push(b"-");
+        }
+        let decpt = exp + 1;
+        let n = nd as i32;
+        if decpt <= -4 || decpt > 16 {
+            r.push(&digits[..1.min(nd)]);
+            if nd > 1 {
+                r.push(b".");
+                r.push(&digits[1..]);
+            }
+            r.push(if exp < 0 { b"e-" } else { b"e+" });
+            let e = exp.unsigned_abs();
+            if e >= 100 {
+                r.push(&[b'0' + (e / 100) as u8]);
+            }
+            r.push(&[b'0' + (e / 10 % 10) as u8, b'0' + (e % 10) as u8]);
+        } else if decpt <= 0 {
+            r.push(b"0.");
+            for _ in 0..-decpt {
+                r.push(b"0");
+            }
+            r.push(digits);
+        } else if decpt >= n {
+            r.push(digits);
+            for _ in 0..decpt - n {
+                r.push(b"0");
+            }
+            r.push(b".0");
+        } else {
+            let d = decpt as usize;
+            r.push(&digits[..d]);
+            r.push(b".");
+            r.push(&digits[d..]);
+        }
+        r
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let end = (self.len + bytes.len()).min(self.buf.len());
+        self.buf[self.len..end].copy_from_slice(&bytes[..end - self.len]);
+        self.len = end;
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits, signs, '.', 'e' were pushed.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
     }
 }
 
@@ -504,6 +571,62 @@ pub fn from_json(v: &serde_json::Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The allocating definition [`FloatRepr`] replaced, kept to test it.
+    fn reference_repr(x: f64) -> String {
+        if x == 0.0 {
+            return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+        }
+        // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
+        let sci = format!("{x:e}");
+        let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+        let exp: i32 = exp.parse().unwrap_or(0);
+        let (neg, mant) = match mant.strip_prefix('-') {
+            Some(m) => (true, m),
+            None => (false, mant),
+        };
+        let digits: String = mant.chars().filter(|c| *c != '.').collect();
+        let decpt = exp + 1;
+        let n = digits.len() as i32;
+        let body = if decpt <= -4 || decpt > 16 {
+            let m = if n == 1 {
+                digits.clone()
+            } else {
+                format!("{}.{}", &digits[..1], &digits[1..])
+            };
+            format!("{m}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs())
+        } else if decpt <= 0 {
+            format!("0.{}{digits}", "0".repeat((-decpt) as usize))
+        } else if decpt >= n {
+            format!("{digits}{}.0", "0".repeat((decpt - n) as usize))
+        } else {
+            let d = decpt as usize;
+            format!("{}.{}", &digits[..d], &digits[d..])
+        };
+        if neg {
+            format!("-{body}")
+        } else {
+            body
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_stack_repr_is_the_allocating_one(bits in proptest::prelude::any::<u64>()) {
+            let x = f64::from_bits(bits);
+            if x.is_finite() {
+                proptest::prop_assert_eq!(python_float_repr(x), reference_repr(x));
+            }
+        }
+
+        #[test]
+        fn the_stack_repr_is_the_allocating_one_for_short_decimals(m in -99_999_999i64..99_999_999, e in -330i32..310) {
+            let x: f64 = format!("{m}e{e}").parse().unwrap_or(0.0);
+            if x.is_finite() {
+                proptest::prop_assert_eq!(python_float_repr(x), reference_repr(x));
+            }
+        }
+    }
 
     #[test]
     fn python_repr_edges() {
