@@ -671,6 +671,31 @@ fn a_restarted_server_takes_writes_at_once_and_answers_numbers_once_its_projecti
     check_projection(&after, &s.vkey).expect("bundle verifies");
 }
 
+/// Once a start's background check has passed, the evidence of the task
+/// classes' views has been read back once, and the log keeps it: the first
+/// answer after a start does not read it from the log.
+#[test]
+fn a_start_reads_the_evidence_of_the_views_back_before_the_first_answer() {
+    let s = TestServer::start(|_| {});
+    let c = s.client();
+    seed(&s, &c);
+    s.wait_verified();
+    let s = s.restart(|_| {});
+    s.wait_verified();
+    let log = s.state.events.ledger();
+    assert!(
+        common::within_30s(|| log.kept_entries() == 3),
+        "the three scores the view cites are kept: {}",
+        log.kept_entries()
+    );
+    let c = s.client();
+    let p: ProjectionResponse = c
+        .get_json(&format!("/v1/task-classes/{TASK_CLASS}"))
+        .expect("projection");
+    assert_eq!(p.evidence.len(), 3);
+    assert_eq!(log.kept_entries(), 3, "the answer read nothing new");
+}
+
 /// `POST /v1/events/batch`: one result per envelope, in order, each what
 /// `POST /v1/events` would have answered; every receipt is for its own
 /// envelope and proven in the answer's one checkpoint. A body that is not a

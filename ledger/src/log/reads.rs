@@ -284,6 +284,20 @@ impl<S: Sequencer> Ledger<S> {
         })
     }
 
+    /// How many checked entries [`Ledger::entries_with_proofs`] keeps in
+    /// memory (all are dropped when it is full): about 8 MB of score
+    /// entries.
+    pub const PROVEN_ENTRIES: usize = 4096;
+
+    /// How many checked entries [`Ledger::entries_with_proofs`] keeps now.
+    pub fn kept_entries(&self) -> usize {
+        self.shared
+            .proven_entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
     /// Entries `indices`, each checked, with its RFC 6962 inclusion proof in
     /// the tree of `size` entries: one read snapshot for all of them (a
     /// projection's evidence).
@@ -295,7 +309,6 @@ impl<S: Sequencer> Ledger<S> {
         // Evidence is read again with every answer, scattered over the
         // log (a bundle decoded for each entry): entries already checked
         // are kept, up to PROVEN_ENTRIES of them.
-        const PROVEN_ENTRIES: usize = 4096;
         let cache = &self.shared.proven_entries;
         self.each_proven(indices, size, |snap, index, proof| {
             let kept = cache
@@ -308,7 +321,7 @@ impl<S: Sequencer> Ledger<S> {
                 None => {
                     let e = checked_entry(snap, index)?;
                     let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-                    if c.len() >= PROVEN_ENTRIES {
+                    if c.len() >= Self::PROVEN_ENTRIES {
                         c.clear();
                     }
                     c.insert(index, e.clone());
