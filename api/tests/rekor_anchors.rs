@@ -694,3 +694,131 @@ fn keyless_a_token_is_never_sent_to_fulcio_over_plain_http_elsewhere() {
         "nothing published"
     );
 }
+
+impl Setup {
+    /// `ledger audit` of the server `base` serves from this data directory,
+    /// against the anchors in `anchors` and their bundles (checked against
+    /// `public`), from a first audit's trust in what the server signs.
+    fn audit(&self, base: &str, public: &str, anchors: &Path) -> std::process::Output {
+        let log = verifier::Client::new(base, None)
+            .get_json::<serde_json::Value>("/v1/log")
+            .expect("/v1/log");
+        let key = log["verifier_key"]
+            .as_str()
+            .expect("verifier_key")
+            .to_owned();
+        let trusted = Path::new(&self.data).with_extension("trusted");
+        let _ = std::fs::remove_file(&trusted);
+        run_ledger(&[
+            "audit",
+            "--quiet",
+            "--init",
+            "--server",
+            base,
+            "--key",
+            &key,
+            "--trusted",
+            trusted.to_str().expect("utf8"),
+            "--anchors",
+            anchors.to_str().expect("utf8"),
+            "--rekor-pub",
+            public,
+            "--sigstore-root",
+            &self.root,
+            "--rekor-require-all",
+        ])
+    }
+}
+
+/// `ledger audit --anchors --rekor-pub`: a remote auditor checks that the
+/// served tree extends every anchor (the server's consistency proofs,
+/// checked against the anchors it signed) and every anchor's Rekor bundle
+/// offline, as `verify` does locally.
+#[test]
+fn an_audit_checks_the_served_tree_against_the_anchors_and_their_rekor_bundles() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let (child, base) =
+        common::spawn_ledger(&["--data-dir", &s.data, "--anchor-interval-secs", "0"]);
+    let out = s.audit(&base, &s.public, &s.anchors);
+    common::stop_ledger(child);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("the audited tree extends all 1 anchors"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("Rekor: 1 anchors' bundles verified"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// The audit fails, and keeps no trusted checkpoint, when an anchor's kept
+/// bundle was signed by another anchoring key.
+#[test]
+fn attack_an_audit_refuses_a_bundle_by_another_anchoring_key() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    let other = setup();
+    let (child, base) =
+        common::spawn_ledger(&["--data-dir", &s.data, "--anchor-interval-secs", "0"]);
+    let out = s.audit(&base, &other.public, &s.anchors);
+    common::stop_ledger(child);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("sigstore_"), "{}", text(&out));
+    assert!(!Path::new(&s.data).with_extension("trusted").exists());
+}
+
+/// An anchor of another tree, signed by the log's key, fails the audit:
+/// the served tree does not extend it.
+#[test]
+fn attack_an_audit_refuses_an_anchor_the_served_tree_does_not_extend() {
+    let s = setup();
+    let rekor = stand_in(0);
+    let out = s.publish(&rekor.url);
+    assert!(out.status.success(), "{}", text(&out));
+    // The auditor's copy of the anchors, its anchor replaced by a
+    // checkpoint of its size with a root the log never had, signed with
+    // the log's own key (what a server that rewrote its history after
+    // publishing would serve: the server's own copy stays as it was, or it
+    // would refuse to start).
+    let copy = Path::new(&s.data).with_extension("anchors");
+    std::fs::create_dir_all(&copy).expect("copy");
+    for (path, bytes) in every_file(&s.anchors) {
+        std::fs::write(copy.join(path.file_name().expect("name")), bytes).expect("copy");
+    }
+    let anchor = &std::fs::read_dir(&copy)
+        .expect("copy")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.to_str().is_some_and(|p| p.ends_with(".checkpoint")))
+        .expect("an anchor");
+    let note = std::fs::read_to_string(anchor).expect("anchor");
+    let size: u64 = note
+        .lines()
+        .nth(1)
+        .and_then(|l| l.parse().ok())
+        .expect("size line");
+    let key_text = std::fs::read_to_string(Path::new(&s.data).join("log.key")).expect("key");
+    let key = anchors::LogKey::from_private(&key_text).expect("key");
+    let forged = key
+        .sign_checkpoint(size, &ledger::Hash([7; 32]))
+        .expect("sign");
+    std::fs::write(anchor, forged).expect("write");
+    let (child, base) =
+        common::spawn_ledger(&["--data-dir", &s.data, "--anchor-interval-secs", "0"]);
+    let out = s.audit(&base, &s.public, &copy);
+    common::stop_ledger(child);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("the log forked after it")
+            || text(&out).contains("the log was rewritten"),
+        "{}",
+        text(&out)
+    );
+}

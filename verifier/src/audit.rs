@@ -106,6 +106,39 @@ fn consistent(client: &Client, old: (u64, Hash), new: (u64, Hash)) -> Result<(),
     Ok(())
 }
 
+/// The served tree at an audited checkpoint, for [`anchors::check_anchors`]:
+/// its size and root are the checkpoint's (verified), and each consistency
+/// proof is fetched from the server and checked by the caller against
+/// them, so the server is trusted for nothing.
+pub struct ServedLog<'a> {
+    pub client: &'a Client,
+    pub size: u64,
+    pub root: Hash,
+}
+
+impl anchors::LogAccess for ServedLog<'_> {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn root(&self) -> Hash {
+        self.root
+    }
+    fn consistency_proof(&self, old: u64, new: u64) -> Result<Vec<Hash>, String> {
+        let r = self
+            .client
+            .get(&format!("/v1/proofs/consistency?first={old}&second={new}"))
+            .map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!(
+                "the server gives no consistency proof: {}",
+                r.text()
+            ));
+        }
+        let p: ConsistencyProof = r.json().map_err(|e| e.to_string())?;
+        parse_proof("proof", &p.proof).map_err(|e| e.to_string())
+    }
+}
+
 /// Runs the audit. `trusted` is the signed note saved by the last audit.
 pub fn audit(
     client: &Client,

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use verifier::audit::{AuditError, AuditFailure};
 use verifier::Client;
 
+use super::anchor_check::{AnchorSource, RekorCheck};
 use super::{fail, Failure};
 
 #[derive(Args)]
@@ -46,6 +47,14 @@ pub struct AuditArgs {
     /// cosignatures from a quorum of its witnesses (exit 1 otherwise).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// The anchors the audited tree must extend: each signed by the log's
+    /// key (--key), and the audited checkpoint consistent with it (the
+    /// server's consistency proofs, checked here).
+    #[command(flatten)]
+    anchors: AnchorSource,
+    /// With --anchors: the Rekor bundles kept beside the anchors.
+    #[command(flatten)]
+    rekor: RekorCheck,
     #[arg(long, env = "LEDGER_READ_TOKEN", hide_env_values = true)]
     token: Option<String>,
     #[arg(long)]
@@ -89,6 +98,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
         ),
     };
     let policy = a.policy.as_deref().map(read_policy).transpose()?;
+    a.rekor.refuse_unusable(&a.anchors)?;
     let client = Client::new(&a.server, a.token.clone());
     let pb = if a.quiet {
         ProgressBar::hidden()
@@ -121,6 +131,26 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
             if let Some(p) = &policy {
                 let by = witnessed(p, r.checkpoint.as_bytes(), &a.keys)?;
                 println!("witnesses:   cosigned by {} ({})", by.len(), by.join(", "));
+            }
+            let scratch = tempfile::tempdir()?;
+            if let Some(read) = a.anchors.read(scratch.path()) {
+                let (label, anchors_path, list) = read.anchors()?;
+                let (cp, _) = anchors::open_checkpoint_any(r.checkpoint.as_bytes(), &a.keys)
+                    .map_err(|e| fail(e.to_string()))?;
+                let served = verifier::audit::ServedLog {
+                    client: &client,
+                    size: r.size,
+                    root: r.root,
+                };
+                let checked = anchors::check_anchors(&served, &list, &a.keys, &cp.origin)
+                    .map_err(|e| fail(e.to_string()))?;
+                println!(
+                    "anchors:     the audited tree extends all {} anchors in {label}",
+                    checked.len()
+                );
+                if a.rekor.wanted() {
+                    a.rekor.check(&anchors_path)?;
+                }
             }
             match r.previous_size {
                 Some(p) => println!(

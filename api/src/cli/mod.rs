@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 mod anchor;
+mod anchor_check;
 mod audit;
 mod backup;
 mod bundle;

@@ -12,6 +12,7 @@ use ledger::Error;
 use verifier::wire::ConsistencyProof;
 use verifier::{parse_hash, parse_proof, Client};
 
+use super::anchor_check::{AnchorSource, RekorCheck};
 use super::{fail, progress_bar, Source};
 
 #[derive(Args)]
@@ -27,38 +28,16 @@ pub struct VerifyArgs {
     /// Remote: a file holding a trusted signed checkpoint; the server must be consistent with it.
     #[arg(long)]
     trusted: Option<PathBuf>,
-    /// Local: also check the log against every anchor in this directory.
-    #[arg(long, conflicts_with = "anchors_repo")]
-    anchors: Option<PathBuf>,
-    /// Local: also check the log against every anchor in this git repository
-    /// (cloned into a scratch directory; any URL `git clone` takes).
-    #[arg(long, value_name = "URL")]
-    anchors_repo: Option<String>,
+    /// Local: the anchors to check the log against.
+    #[command(flatten)]
+    anchors: AnchorSource,
     /// Local, with --anchors: an anchor verifier key to trust (repeatable; default: the data
     /// directory's log key).
     #[arg(long = "anchor-key")]
     anchor_keys: Vec<String>,
-    /// Local, with --anchors: also check each anchor's kept Rekor bundle offline, as a
-    /// signature by this anchoring key (PEM, `ledger anchor rekor-keygen`) logged in Rekor.
-    #[arg(long, conflicts_with = "rekor_identity")]
-    rekor_pub: Option<PathBuf>,
-    /// Local, with --anchors: check each anchor's kept Rekor bundle as a keyless signature
-    /// (`ledger anchor publish --fulcio`) by this Sigstore identity: the SAN its certificate
-    /// names (an e-mail address or a URI), compared exactly.
-    #[arg(long, requires = "rekor_issuer")]
-    rekor_identity: Option<String>,
-    /// With --rekor-identity: the OIDC issuer its certificate names.
-    #[arg(long, requires = "rekor_identity")]
-    rekor_issuer: Option<String>,
-    /// With --rekor-pub or --rekor-identity: fail on an anchor without a kept bundle (by
-    /// default it is listed as not yet published: right after an anchor, or during a Rekor
-    /// outage, it has none yet).
-    #[arg(long)]
-    rekor_require_all: bool,
-    /// With --rekor-pub or --rekor-identity: the Sigstore trusted root (default: the production
-    /// root embedded in this build).
-    #[arg(long, env = "LEDGER_SIGSTORE_ROOT")]
-    sigstore_root: Option<PathBuf>,
+    /// Local, with --anchors: the Rekor bundles kept beside the anchors.
+    #[command(flatten)]
+    rekor: RekorCheck,
     /// Remote: the log's note verifier key.
     #[arg(long)]
     key: Option<String>,
@@ -113,74 +92,20 @@ pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
         Err(_) => None,
     };
     let scratch = tempfile::tempdir()?;
-    // The directory the anchors are read from: the one given, or the clone.
-    let cloned = scratch.path().join("anchors");
-    let source = match (&a.anchors, &a.anchors_repo) {
-        (Some(d), _) => Some((
-            d.display().to_string(),
-            d.clone(),
-            anchors::anchor::read_dir(d),
-        )),
-        (None, Some(url)) => Some((
-            url.clone(),
-            cloned.clone(),
-            anchors::git::clone_anchors(url, &cloned),
-        )),
-        (None, None) => None,
-    };
-    let rekor_check = a.rekor_pub.is_some() || a.rekor_identity.is_some();
-    if rekor_check && source.is_none() {
-        bail!("--rekor-pub and --rekor-identity check the bundles beside anchors: give --anchors or --anchors-repo");
-    }
-    if !rekor_check && (a.rekor_require_all || a.sigstore_root.is_some()) {
-        bail!("--rekor-require-all and --sigstore-root go with --rekor-pub or --rekor-identity");
-    }
-    if let (Ok(_), Some((anchor_dir, anchors_path, list))) = (&result, source) {
+    a.rekor.refuse_unusable(&a.anchors)?;
+    if let (Ok(_), Some(read)) = (&result, a.anchors.read(scratch.path())) {
         let key = verifier::keys::local_key(&dir)?;
         let mut keys = a.anchor_keys.clone();
         if keys.is_empty() {
             keys.push(key.verifier_key().to_owned());
         }
-        // A rewritten anchors history is a failed check, not an error.
-        let list = list.map_err(|e| match e {
-            anchors::AnchorError::HistoryRewritten { .. } => fail(e.to_string()),
-            e => anyhow::Error::from(e),
-        })?;
+        let (label, anchors_path, list) = read.anchors()?;
         let log = ledger::Ledger::open(&dir, ledger::Config::default())?;
         let checked = anchors::check_anchors(&log, &list, &keys, key.origin())
             .map_err(|e| fail(e.to_string()))?;
-        println!("consistent with {} anchors in {anchor_dir}", checked.len());
-        if rekor_check {
-            let dir = &anchors_path;
-            let pem = match &a.rekor_pub {
-                Some(path) => std::fs::read_to_string(path)
-                    .with_context(|| format!("reading {}", path.display()))?,
-                None => String::new(),
-            };
-            let (signer, by) = match (&a.rekor_identity, &a.rekor_issuer) {
-                (Some(identity), Some(issuer)) => (
-                    sigstore_check::Signer::Identity { identity, issuer },
-                    format!("{identity} (issuer {issuer})"),
-                ),
-                _ => (
-                    sigstore_check::Signer::Key { pem: &pem },
-                    "the anchoring key".to_owned(),
-                ),
-            };
-            let root = api::rekor::trust_root(a.sigstore_root.as_deref())?;
-            let r = api::rekor::check_bundles(dir, &signer, &root, a.rekor_require_all)
-                .map_err(|e| fail(format!("{e:#}")))?;
-            println!(
-                "Rekor: {} anchors' bundles verified offline (logged, signed by {by}, over the anchor's bytes)",
-                r.verified
-            );
-            if !r.missing.is_empty() {
-                eprintln!(
-                    "note: {} anchors are not yet published to Rekor (the next `ledger anchor publish --rekor` publishes them): {}",
-                    r.missing.len(),
-                    r.missing.join(", ")
-                );
-            }
+        println!("consistent with {} anchors in {label}", checked.len());
+        if a.rekor.wanted() {
+            a.rekor.check(&anchors_path)?;
         }
     }
     match result {
