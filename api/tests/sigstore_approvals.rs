@@ -407,6 +407,42 @@ fn attack_trusted_root_for_another_origin_or_malformed_is_refused() {
     assert_eq!(f.size(), before, "nothing appended");
 }
 
+/// A root for another origin appended past the door (by a tool that opened
+/// the data directory itself, which knows no origin): the server's start
+/// finds it and withholds numbers, proofs and writes.
+#[test]
+fn attack_a_root_for_another_origin_appended_past_the_door_stops_the_server() {
+    let f = Fixture::new(false);
+    let envelope =
+        f.s.poster(&f.c)
+            .envelope("operator", root_event("other.example/log", TRUSTED_ROOT));
+    let s = f.s.restart(|dir| {
+        let text = std::fs::read_to_string(dir.join("log.key")).expect("key");
+        let key = anchors::LogKey::from_private(&text).expect("key");
+        let log = events::EventLog::open(
+            dir,
+            ledger::Config::default(),
+            key.event_signing_key(),
+            std::sync::Arc::new(events::SystemClock),
+        )
+        .expect("open");
+        log.append(&envelope).expect("appended past the door");
+    });
+    let c = s.client();
+    assert!(
+        common::within_30s(|| c
+            .get("/readyz")
+            .map(|r| r.status == 503 && r.text().contains("log_unverified"))
+            .unwrap_or(false)),
+        "the start does not accept the log"
+    );
+    let detail = s.state.verify_detail.lock().expect("detail").clone();
+    assert!(
+        detail.contains("Sigstore trusted root for origin \"other.example/log\""),
+        "{detail}"
+    );
+}
+
 #[test]
 fn a_key_co_signature_for_a_sigstore_principal_and_the_reverse_are_refused() {
     let mut f = Fixture::new(true);

@@ -1383,6 +1383,13 @@ impl EventLog {
 
     /// Registered task classes and their current tiers (committed state),
     /// without copying the rest of the state.
+    /// The origin the log's Sigstore trusted roots name, once one is
+    /// recorded (every later root must name the same one).
+    pub fn sigstore_origin(&self) -> Option<String> {
+        self.ledger
+            .inspect(|s| s.state.sigstore.as_ref().map(|t| t.origin.clone()))
+    }
+
     pub fn task_class_tiers(&self) -> Vec<(String, crate::model::Tier)> {
         self.ledger.inspect(|s| {
             s.state

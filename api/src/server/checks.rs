@@ -323,6 +323,18 @@ pub(crate) fn load_event_state(state: &AppState) -> Result<(), String> {
     if let Some(damage) = state.events.replay_error() {
         return Err(damage);
     }
+    // The door refuses a Sigstore root for another origin; one appended
+    // past it (by a tool that opened the data directory without the
+    // server's origin) would have bundles checked against statements for
+    // another log.
+    if let Some(recorded) = state.events.sigstore_origin() {
+        if recorded != state.log_key.origin() {
+            return Err(format!(
+                "refusing to serve: the log records a Sigstore trusted root for origin {recorded:?}; this log's origin is {:?}",
+                state.log_key.origin()
+            ));
+        }
+    }
     // Checked against genesis at open; now against the whole state (a
     // revoked ledger key).
     state
