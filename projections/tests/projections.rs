@@ -519,6 +519,108 @@ fn a_recommendation_is_an_event_with_evidence_that_is_in_the_log_and_humans_prom
     assert_eq!(view(&w, &mut p, TASK_CLASS).tier, Tier::Silver);
 }
 
+/// Humans promote by Sigstore identity too: two maintainers enrolled by
+/// identity (the synthetic Sigstore instance's test certificates) co-sign
+/// a tier change with bundles over the statement for this log and role.
+/// One identity twice, and a bundle signed in another role, are refused;
+/// the change stands on replay.
+#[test]
+fn maintainers_enrolled_by_sigstore_identity_change_a_tier() {
+    use sigstore_check::synthetic::{Synthetic, CURATOR, CURATOR_B, ISSUER, TRUSTED_ROOT};
+    const ORIGIN: &str = "world.example/log";
+    let mut w = World::new();
+    w.post(
+        "operator",
+        Event::SigstoreRootTrusted(SigstoreRootTrusted {
+            origin: ORIGIN.into(),
+            trusted_root: TRUSTED_ROOT.into(),
+        }),
+    )
+    .expect("root recorded");
+    let id = |identity: &str| SigstoreIdentity {
+        identity: identity.into(),
+        issuer: ISSUER.into(),
+    };
+    for (who, identity) in [("s-a", CURATOR), ("s-b", CURATOR_B)] {
+        w.post(
+            "operator",
+            Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: String::new(),
+                sigstore: Some(id(identity)),
+                identity: format!("{who}@people.example"),
+                identity_name: None,
+                roles: vec![Role::Maintainer],
+            }),
+        )
+        .expect("enrolled by identity");
+    }
+    for c in ["case-1", "case-2", "case-3"] {
+        w.post("harness", Event::ScoreRecorded(score(c, 0.95)))
+            .expect("score");
+    }
+    let mut p = Projector::rebuild(w.log.ledger(), Settings::default()).expect("projector");
+    let req = request(&mut w, TASK_CLASS);
+    let rec =
+        recommend(&w.log, &mut p, &key("ledger"), &req, w.clock.now_micros()).expect("recommend");
+    let idx = rec.receipt.appended.index;
+    let st = tier_change_statement(TASK_CLASS, "bronze", "silver", idx);
+    let synthetic = Synthetic::load().expect("synthetic");
+    let by = |label: &str, identity: &str, role: Role| CoSignature {
+        key_id: events::sigstore_principal_id(&id(identity)),
+        signature: String::new(),
+        sigstore_bundle: Some(
+            synthetic
+                .sign(label, &events::sigstore_statement(ORIGIN, role, &st))
+                .expect("signed"),
+        ),
+    };
+    let change = |decided_by, confirmed_by| {
+        Event::TierChanged(TierChanged {
+            task_class: TASK_CLASS.into(),
+            from: Tier::Bronze,
+            to: Tier::Silver,
+            recommendation_index: idx,
+            decided_by,
+            confirmed_by,
+        })
+    };
+    expect_code(
+        w.post(
+            "maintainer-a",
+            change(
+                by("curator", CURATOR, Role::Maintainer),
+                by("curator", CURATOR, Role::Maintainer),
+            ),
+        ),
+        C::CosignersNotDistinct,
+    );
+    let r = expect_code(
+        w.post(
+            "maintainer-a",
+            change(
+                by("curator", CURATOR, Role::Maintainer),
+                by("curator-b", CURATOR_B, Role::Curator),
+            ),
+        ),
+        C::SigstoreMessageMismatch,
+    );
+    assert_eq!(r.field, "event.body.confirmed_by.sigstore_bundle");
+    assert_eq!(w.log.state().task_classes[TASK_CLASS].tier, Tier::Bronze);
+    w.post(
+        "maintainer-a",
+        change(
+            by("curator", CURATOR, Role::Maintainer),
+            by("curator-b", CURATOR_B, Role::Maintainer),
+        ),
+    )
+    .expect("a tier change co-signed by two identities");
+    assert_eq!(view(&w, &mut p, TASK_CLASS).tier, Tier::Silver);
+    assert_eq!(
+        w.log.replay_state().expect("replay").task_classes[TASK_CLASS].tier,
+        Tier::Silver
+    );
+}
+
 /// A task class with more held-out cases than a listed citation could hold
 /// in one entry (a list of 1,200 references is about 150 KB; an entry holds
 /// 65,535 bytes) is recommended: the recommendation cites its evidence by
