@@ -6,24 +6,13 @@
 //! every replay. Bundles come from the SYNTHETIC Sigstore instance
 //! (`sigstore_check::synthetic`, public test keys), made at run time.
 
-use events::model::{CoSignature, Event, PrincipalEnrolled, Role, SigstoreIdentity};
-use events::model::{FieldRedacted, SigstoreRootTrusted};
+use events::model::FieldRedacted;
+use events::model::{CoSignature, Event, Role, SigstoreIdentity};
 use events::{sigstore_principal_id, sigstore_statement, RejectCode as C};
 use sigstore_check::synthetic::{Synthetic, CURATOR, CURATOR_B, ISSUER, TRUSTED_ROOT};
 use testkit::world::{expect_code, World};
 
 const ORIGIN: &str = "world.example/log";
-
-fn root(w: &mut World, json: &str) {
-    w.post(
-        "operator",
-        Event::SigstoreRootTrusted(SigstoreRootTrusted {
-            origin: ORIGIN.into(),
-            trusted_root: json.into(),
-        }),
-    )
-    .expect("root recorded");
-}
 
 fn id(identity: &str) -> SigstoreIdentity {
     SigstoreIdentity {
@@ -36,19 +25,9 @@ fn id(identity: &str) -> SigstoreIdentity {
 /// as curators and maintainers.
 fn world() -> World {
     let mut w = World::new();
-    root(&mut w, TRUSTED_ROOT);
+    w.trust_sigstore_root(ORIGIN, TRUSTED_ROOT);
     for (who, identity) in [("s-a", CURATOR), ("s-b", CURATOR_B)] {
-        w.post(
-            "operator",
-            Event::PrincipalEnrolled(PrincipalEnrolled {
-                public_key: String::new(),
-                sigstore: Some(id(identity)),
-                identity: format!("{who}@people.example"),
-                identity_name: None,
-                roles: vec![Role::Curator, Role::Maintainer],
-            }),
-        )
-        .expect("enrolled by identity");
+        w.enrol_by_identity(who, identity, ISSUER, vec![Role::Curator, Role::Maintainer]);
     }
     w
 }
@@ -137,7 +116,7 @@ fn each_bundle_is_judged_by_the_root_in_force_where_it_was_appended() {
     // The operator moves the log to the production root: the synthetic
     // instance's bundles no longer verify from here on (the first check
     // that fails: no Rekor key of that root signed its SET).
-    root(&mut w, sigstore_check::production_root_json());
+    w.trust_sigstore_root(ORIGIN, sigstore_check::production_root_json());
     let c = retired_by_identities(&w, "case-2");
     let size = w.size();
     let r = expect_code(

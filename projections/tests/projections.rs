@@ -529,30 +529,13 @@ fn maintainers_enrolled_by_sigstore_identity_change_a_tier() {
     use sigstore_check::synthetic::{Synthetic, CURATOR, CURATOR_B, ISSUER, TRUSTED_ROOT};
     const ORIGIN: &str = "world.example/log";
     let mut w = World::new();
-    w.post(
-        "operator",
-        Event::SigstoreRootTrusted(SigstoreRootTrusted {
-            origin: ORIGIN.into(),
-            trusted_root: TRUSTED_ROOT.into(),
-        }),
-    )
-    .expect("root recorded");
+    w.trust_sigstore_root(ORIGIN, TRUSTED_ROOT);
     let id = |identity: &str| SigstoreIdentity {
         identity: identity.into(),
         issuer: ISSUER.into(),
     };
     for (who, identity) in [("s-a", CURATOR), ("s-b", CURATOR_B)] {
-        w.post(
-            "operator",
-            Event::PrincipalEnrolled(PrincipalEnrolled {
-                public_key: String::new(),
-                sigstore: Some(id(identity)),
-                identity: format!("{who}@people.example"),
-                identity_name: None,
-                roles: vec![Role::Maintainer],
-            }),
-        )
-        .expect("enrolled by identity");
+        w.enrol_by_identity(who, identity, ISSUER, vec![Role::Maintainer]);
     }
     for c in ["case-1", "case-2", "case-3"] {
         w.post("harness", Event::ScoreRecorded(score(c, 0.95)))

@@ -233,6 +233,38 @@ impl World {
         self.log.ledger().head().size
     }
 
+    /// Records `trusted_root` (a Sigstore `trusted_root.json`) as the root
+    /// in force, for this log's `origin`, by the operator.
+    pub fn trust_sigstore_root(&mut self, origin: &str, trusted_root: &str) {
+        self.post(
+            "operator",
+            Event::SigstoreRootTrusted(SigstoreRootTrusted {
+                origin: origin.into(),
+                trusted_root: trusted_root.into(),
+            }),
+        )
+        .expect("root recorded");
+    }
+
+    /// Enrols `who` by Sigstore identity (SAN `identity` at `issuer`) with
+    /// `roles`, by the operator.
+    pub fn enrol_by_identity(&mut self, who: &str, identity: &str, issuer: &str, roles: Vec<Role>) {
+        self.post(
+            "operator",
+            Event::PrincipalEnrolled(PrincipalEnrolled {
+                public_key: String::new(),
+                sigstore: Some(SigstoreIdentity {
+                    identity: identity.into(),
+                    issuer: issuer.into(),
+                }),
+                identity: format!("{who}@people.example"),
+                identity_name: None,
+                roles,
+            }),
+        )
+        .expect("enrolled by identity");
+    }
+
     /// A case added and co-signed by curators a and b.
     pub fn case_added(&self, id: &str, curation_class: &str) -> CaseAdded {
         sample().case_added(
