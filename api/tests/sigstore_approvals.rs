@@ -11,8 +11,8 @@ mod common;
 
 use common::{seed, TestServer};
 use events::envelope::{case_provenance_statement, format_micros};
-use events::model::{CaseAdded, CoSignature, Event, PrincipalEnrolled, SigstoreIdentity};
-use events::model::{Role, SigstoreRootTrusted};
+use events::model::Role;
+use events::model::{CaseAdded, CoSignature, Event, SigstoreIdentity};
 use events::{sigstore_principal_id, sigstore_statement};
 use sigstore_check::synthetic::{Synthetic, Tamper, CURATOR, CURATOR_B, ISSUER, TRUSTED_ROOT};
 use testkit::world::{sample, T0, TASK_CLASS};
@@ -108,23 +108,11 @@ impl Fixture {
 }
 
 fn root_event(origin: &str, root: &str) -> Event {
-    Event::SigstoreRootTrusted(SigstoreRootTrusted {
-        origin: origin.into(),
-        trusted_root: root.into(),
-    })
+    testkit::world::root_trusted(origin, root)
 }
 
 fn enrol_by_identity(who: &str, identity: &str, issuer: &str) -> Event {
-    Event::PrincipalEnrolled(PrincipalEnrolled {
-        public_key: String::new(),
-        sigstore: Some(SigstoreIdentity {
-            identity: identity.into(),
-            issuer: issuer.into(),
-        }),
-        identity: format!("{who}@people.example"),
-        identity_name: None,
-        roles: vec![Role::Curator],
-    })
+    testkit::world::enrolled_by_identity(who, identity, issuer, vec![Role::Curator])
 }
 
 fn principal(identity: &str, issuer: &str) -> String {

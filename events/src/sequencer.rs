@@ -280,6 +280,8 @@ struct Cosignature {
     key: VerifyingKey,
     signature: ed25519_dalek::Signature,
     statement: Vec<u8>,
+    /// The statement's BLAKE3 digest, hashed once for both co-signatures.
+    statement_digest: [u8; 32],
 }
 
 impl Cosignature {
@@ -287,7 +289,7 @@ impl Cosignature {
         crate::envelope::Preverified {
             public_key: self.key.to_bytes(),
             signature: self.signature.to_bytes(),
-            statement_digest: *blake3::hash(&self.statement).as_bytes(),
+            statement_digest: self.statement_digest,
         }
     }
 }
@@ -302,6 +304,7 @@ fn cosignatures_to_preverify(d: &Decoded, keys: &KeyCache) -> Vec<Cosignature> {
         &e.provenance.added_at,
         &e.case_digest,
     );
+    let statement_digest = *blake3::hash(&statement).as_bytes();
     [&e.provenance.added_by, &e.provenance.reviewed_by]
         .into_iter()
         .filter_map(|cs| {
@@ -311,6 +314,7 @@ fn cosignatures_to_preverify(d: &Decoded, keys: &KeyCache) -> Vec<Cosignature> {
                     &cs.signature,
                 )?),
                 statement: statement.clone(),
+                statement_digest,
             })
         })
         .collect()

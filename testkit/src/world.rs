@@ -236,14 +236,8 @@ impl World {
     /// Records `trusted_root` (a Sigstore `trusted_root.json`) as the root
     /// in force, for this log's `origin`, by the operator.
     pub fn trust_sigstore_root(&mut self, origin: &str, trusted_root: &str) {
-        self.post(
-            "operator",
-            Event::SigstoreRootTrusted(SigstoreRootTrusted {
-                origin: origin.into(),
-                trusted_root: trusted_root.into(),
-            }),
-        )
-        .expect("root recorded");
+        self.post("operator", root_trusted(origin, trusted_root))
+            .expect("root recorded");
     }
 
     /// Enrols `who` by Sigstore identity (SAN `identity` at `issuer`) with
@@ -251,16 +245,7 @@ impl World {
     pub fn enrol_by_identity(&mut self, who: &str, identity: &str, issuer: &str, roles: Vec<Role>) {
         self.post(
             "operator",
-            Event::PrincipalEnrolled(PrincipalEnrolled {
-                public_key: String::new(),
-                sigstore: Some(SigstoreIdentity {
-                    identity: identity.into(),
-                    issuer: issuer.into(),
-                }),
-                identity: format!("{who}@people.example"),
-                identity_name: None,
-                roles,
-            }),
+            enrolled_by_identity(who, identity, issuer, roles),
         )
         .expect("enrolled by identity");
     }
@@ -319,6 +304,29 @@ pub fn handle(path: &str, value: &str) -> String {
 /// The handle a world gives the case a proposal drafts as `name`.
 pub fn draft_handle(name: &str) -> String {
     handle("draft.case_name", name)
+}
+
+/// A `sigstore.root_trusted` recording `trusted_root` for `origin`.
+pub fn root_trusted(origin: &str, trusted_root: &str) -> Event {
+    Event::SigstoreRootTrusted(SigstoreRootTrusted {
+        origin: origin.into(),
+        trusted_root: trusted_root.into(),
+    })
+}
+
+/// A `principal.enrolled` of `who` by Sigstore identity (SAN `identity`
+/// at `issuer`), with `roles`.
+pub fn enrolled_by_identity(who: &str, identity: &str, issuer: &str, roles: Vec<Role>) -> Event {
+    Event::PrincipalEnrolled(PrincipalEnrolled {
+        public_key: String::new(),
+        sigstore: Some(SigstoreIdentity {
+            identity: identity.into(),
+            issuer: issuer.into(),
+        }),
+        identity: format!("{who}@people.example"),
+        identity_name: None,
+        roles,
+    })
 }
 
 /// A valid score for `case` (its name) in `run-1`.
