@@ -313,6 +313,7 @@ fn replay_in_steps(
     let cp = anchors::open_checkpoint(note.as_bytes(), vkey).expect("signed");
     let rules = ReplayRules {
         audited: (cp.size, cp.root),
+        origin: cp.origin.clone(),
         settings: projections::Settings::default(),
         now_micros: events::Clock::now_micros(&events::SystemClock),
         max_skew_micros: 300 * 1_000_000,
@@ -529,6 +530,64 @@ fn attack_a_signed_recommendation_the_log_does_not_give_fails_the_replay() {
             other => panic!("{run}: a forged recommendation passed the replay: {other:?}"),
         }
     }
+}
+
+/// An entry whose envelope signature was forged, written into the
+/// server's store past the door (by whoever holds its disk): the server's
+/// start finds it and withholds its checkpoints; a remote auditor holding
+/// a checkpoint of that log finds it too, since the replay verifies every
+/// signature and rule again, and fails at that entry.
+#[test]
+fn attack_an_entry_with_a_forged_signature_fails_the_audit_replay() {
+    let s = world();
+    let origin = s.state.log_key.origin().to_owned();
+    let last = s.state.events.ledger().head().size - 1;
+    let leaf = s.state.events.ledger().entry(last).expect("entry").leaf;
+    let forged = forge_signature(&leaf);
+    let s = s.restart(|dir| {
+        let log = ledger::Ledger::open(dir, ledger::Config::default()).expect("open");
+        log.submit(forged)
+            .expect("submitted")
+            .wait()
+            .expect("appended past the door");
+    });
+    let head = s.state.events.ledger().head();
+    let rules = ReplayRules {
+        audited: (head.size, head.root),
+        origin,
+        settings: projections::Settings::default(),
+        now_micros: events::Clock::now_micros(&events::SystemClock),
+        max_skew_micros: 300 * 1_000_000,
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut replica = Replica::open(dir.path()).expect("replica");
+    match audit_projections(
+        &s.client(),
+        std::slice::from_ref(&s.vkey),
+        &rules,
+        &mut replica,
+        &mut |_, _, _| {},
+    ) {
+        Err(AuditError::Failed(AuditFailure::Diverged(why))) => assert!(
+            why.contains(&format!(
+                "entry {} breaks the event rules: signature_invalid",
+                head.size - 1
+            )),
+            "{why}"
+        ),
+        other => panic!("the replay accepted a forged signature: {other:?}"),
+    }
+}
+
+/// `leaf` again, its envelope signature's first bit flipped (the leaf's
+/// JSON is canonical: sorted keys, no spaces, as serde_json writes it).
+fn forge_signature(leaf: &[u8]) -> Vec<u8> {
+    let mut v: serde_json::Value = serde_json::from_slice(leaf).expect("a leaf");
+    let sig = &mut v["envelope"]["signatures"][0]["sig"];
+    let mut bytes = B64.decode(sig.as_str().expect("sig")).expect("base64");
+    bytes[0] ^= 1;
+    *sig = B64.encode(bytes).into();
+    serde_json::to_vec(&v).expect("json")
 }
 
 /// `ledger audit --projections DIR`: the replica is made on the first run

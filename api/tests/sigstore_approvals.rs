@@ -184,6 +184,7 @@ fn a_curator_enrolled_by_sigstore_identity_co_signs_a_case() {
     let cp = anchors::open_checkpoint(note.as_bytes(), &f.s.vkey).expect("signed");
     let rules = verifier::audit::ReplayRules {
         audited: (cp.size, cp.root),
+        origin: cp.origin.clone(),
         settings: projections::Settings::default(),
         now_micros: events::Clock::now_micros(&events::SystemClock),
         max_skew_micros: 300 * 1_000_000,
@@ -400,22 +401,7 @@ fn attack_trusted_root_for_another_origin_or_malformed_is_refused() {
 /// finds it and withholds numbers, proofs and writes.
 #[test]
 fn attack_a_root_for_another_origin_appended_past_the_door_stops_the_server() {
-    let f = Fixture::new(false);
-    let envelope =
-        f.s.poster(&f.c)
-            .envelope("operator", root_event("other.example/log", TRUSTED_ROOT));
-    let s = f.s.restart(|dir| {
-        let text = std::fs::read_to_string(dir.join("log.key")).expect("key");
-        let key = anchors::LogKey::from_private(&text).expect("key");
-        let log = events::EventLog::open(
-            dir,
-            ledger::Config::default(),
-            key.event_signing_key(),
-            std::sync::Arc::new(events::SystemClock),
-        )
-        .expect("open");
-        log.append(&envelope).expect("appended past the door");
-    });
+    let s = root_for_another_origin_past_the_door();
     let c = s.client();
     assert!(
         common::within_30s(|| c
@@ -429,6 +415,62 @@ fn attack_a_root_for_another_origin_appended_past_the_door_stops_the_server() {
         detail.contains("Sigstore trusted root for origin \"other.example/log\""),
         "{detail}"
     );
+}
+
+/// A server restarted on its log after a root for "other.example/log" was
+/// appended past the door.
+fn root_for_another_origin_past_the_door() -> TestServer {
+    let f = Fixture::new(false);
+    let envelope =
+        f.s.poster(&f.c)
+            .envelope("operator", root_event("other.example/log", TRUSTED_ROOT));
+    f.s.restart(|dir| {
+        let text = std::fs::read_to_string(dir.join("log.key")).expect("key");
+        let key = anchors::LogKey::from_private(&text).expect("key");
+        let log = events::EventLog::open(
+            dir,
+            ledger::Config::default(),
+            key.event_signing_key(),
+            std::sync::Arc::new(events::SystemClock),
+        )
+        .expect("open");
+        log.append(&envelope).expect("appended past the door");
+    })
+}
+
+/// The same log, audited remotely: the audit's replay checks the rules
+/// itself, and refuses a root that names another origin than the audited
+/// checkpoint's, whatever the server says of it.
+#[test]
+fn attack_a_root_for_another_origin_fails_the_audit_replay() {
+    let s = root_for_another_origin_past_the_door();
+    // The server withholds its checkpoints from such a log; the auditor
+    // holds one from earlier (here: the log's head).
+    let head = s.state.events.ledger().head();
+    let replica = tempfile::tempdir().expect("tempdir");
+    let rules = verifier::audit::ReplayRules {
+        audited: (head.size, head.root),
+        origin: ORIGIN.into(),
+        settings: projections::Settings::default(),
+        now_micros: events::Clock::now_micros(&events::SystemClock),
+        max_skew_micros: 300 * 1_000_000,
+    };
+    let mut r = verifier::replay::Replica::open(replica.path()).expect("replica");
+    match verifier::audit::audit_projections(
+        &s.client(),
+        std::slice::from_ref(&s.vkey),
+        &rules,
+        &mut r,
+        &mut |_, _, _| {},
+    ) {
+        Err(verifier::audit::AuditError::Failed(verifier::audit::AuditFailure::Diverged(why))) => {
+            assert!(
+                why.contains("Sigstore trusted root for origin \"other.example/log\""),
+                "{why}"
+            )
+        }
+        other => panic!("the replay accepted a root for another origin: {other:?}"),
+    }
 }
 
 #[test]

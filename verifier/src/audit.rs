@@ -60,6 +60,8 @@ pub enum AuditError {
 pub struct AuditReport {
     pub size: u64,
     pub root: Hash,
+    /// The audited checkpoint's origin (the log's name).
+    pub origin: String,
     /// The signed note to save as the next trusted checkpoint.
     pub checkpoint: String,
     pub previous_size: Option<u64>,
@@ -243,6 +245,7 @@ pub fn audit(
     Ok(AuditReport {
         size: cp.size,
         root: cp.root,
+        origin: cp.origin.clone(),
         checkpoint: note.text(),
         previous_size,
         entries_checked: n,
@@ -270,6 +273,9 @@ pub struct ReplayRules {
     /// The audited checkpoint (size, root): the replica follows it first,
     /// and every answer must be at least that new.
     pub audited: (u64, Hash),
+    /// The audited checkpoint's origin: the log's name, which a Sigstore
+    /// trusted root the log records must name.
+    pub origin: String,
     /// The settings every projection must state (the agreed window,
     /// confidence and resamples).
     pub settings: projections::Settings,
@@ -307,7 +313,7 @@ pub fn audit_projections(
             }));
         }
         replica
-            .follow(client, size, root, &mut |_, _| {})
+            .follow(client, &rules.origin, size, root, &mut |_, _| {})
             .map_err(|e| match e {
                 crate::CheckError::Disproved(m) => AuditError::Failed(AuditFailure::Diverged(m)),
                 crate::CheckError::Other(e) => AuditError::Other(e),

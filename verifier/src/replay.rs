@@ -14,14 +14,23 @@
 //! is caught by comparing checkpoints with others (anchors, witnesses), not
 //! here.
 //!
+//! Every entry the replica keeps is also checked against the event rules,
+//! in log order, as the server's door and its start check them
+//! ([`events::State::replay_one`]): every envelope signature, every
+//! co-signature and Sigstore bundle (against the trusted root the log
+//! records before it), every rule. A recorded Sigstore root must name the
+//! origin of the audited checkpoint.
+//!
 //! The replica keeps every entry it has checked, in a `ledger` data
-//! directory of its own, and its projection sealed under a key of its own:
-//! each run fetches and folds only what is new.
+//! directory of its own, and its projection and its rule state sealed
+//! under a key of its own: each run fetches, checks and folds only what is
+//! new.
 
 use std::path::{Path, PathBuf};
 
+use events::State;
 use ledger::merkle::verify_consistency;
-use ledger::{Config, Hash, Ledger};
+use ledger::{Config, Hash, Ledger, LogView};
 use projections::driver::Projector;
 use projections::{Settings, TaskClassView};
 
@@ -35,6 +44,10 @@ use crate::CheckError;
 /// checkpoint proves the step is a prefix of the signed tree).
 pub const STEP: u64 = 10_000;
 
+/// Where the replica keeps its rule state, sealed (`ledger::sealed`).
+const RULES_AUX: &str = "replica.rules";
+const RULES_MAGIC: &[u8; 8] = b"ELRULES1";
+
 /// A replica of a server's log, with its projection.
 pub struct Replica {
     dir: PathBuf,
@@ -45,6 +58,8 @@ pub struct Replica {
     refused: Option<String>,
     /// Recommendations checked by [`Replica::follow`], when it checks them.
     recommendations: Option<u64>,
+    /// The event rules' state, folded up to `rules.size` entries.
+    rules: State,
 }
 
 impl Replica {
@@ -70,6 +85,7 @@ impl Replica {
             projections::driver::Resumed::Refused(why) => Some(why.to_string()),
             _ => None,
         };
+        let rules = resume_rules(&log, &rules_key(&key))?;
         Ok(Replica {
             dir: dir.to_path_buf(),
             log,
@@ -78,6 +94,7 @@ impl Replica {
             step: STEP,
             refused,
             recommendations: None,
+            rules,
         })
     }
 
@@ -104,20 +121,26 @@ impl Replica {
     }
 
     /// Follows `client`'s server from the replica's head to the signed
-    /// checkpoint `(size, root)`, [`STEP`] entries at a time (see
-    /// [`Replica::set_step`]): each entry's
+    /// checkpoint `(size, root)` of the log `origin`, [`STEP`] entries at a
+    /// time (see [`Replica::set_step`]): each entry's
     /// leaf must re-hash to the leaf hash served and its chain hash follow
     /// from the entries before it, and each step must be a prefix of the
     /// signed tree (its root, computed here, is proven consistent with
-    /// `root`) before the replica keeps it. Returns how many entries were
+    /// `root`) before the replica keeps it. Each step kept is then checked
+    /// against the event rules, in log order; a Sigstore trusted root the
+    /// log records must name `origin`. Returns how many entries were
     /// added; `progress` gets (entries held, size).
     pub fn follow(
         &mut self,
         client: &Client,
+        origin: &str,
         size: u64,
         root: &Hash,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<u64, CheckError> {
+        // Entries a run kept before it failed are checked first (a log
+        // that breaks a rule fails every run at the same entry).
+        self.check_rules(origin)?;
         let head = self.log.head();
         if size < head.size {
             return Err(CheckError::Disproved(format!(
@@ -184,6 +207,7 @@ impl Replica {
             for p in pending {
                 p.wait().map_err(anyhow::Error::from)?;
             }
+            self.check_rules(origin)?;
             next = end;
             progress(next, size);
         }
@@ -294,12 +318,74 @@ impl Replica {
         Ok(Some(at))
     }
 
-    /// Saves the replica's projection (sealed under the replica's key), so
-    /// the next run folds only what is new.
+    /// Saves the replica's projection and rule state (sealed under the
+    /// replica's key), so the next run checks and folds only what is new.
     pub fn save(&self) -> anyhow::Result<()> {
         self.projector.save(&self.log, &self.key)?;
+        let size = self.rules.size;
+        let root = self.log.root_at(size)?;
+        self.log.put_aux(
+            RULES_AUX,
+            &ledger::sealed::seal(
+                &rules_key(&self.key),
+                RULES_MAGIC,
+                size,
+                &root,
+                &self.rules.encode_snapshot(),
+            ),
+        )?;
         Ok(())
     }
+
+    /// Checks the entries the replica holds past its rule state against the
+    /// event rules, in log order, every signature verified again; then that
+    /// a Sigstore trusted root the log records names `origin`.
+    fn check_rules(&mut self, origin: &str) -> Result<(), CheckError> {
+        let head = self.log.head();
+        if self.rules.size < head.size {
+            let snap = self.log.snapshot().map_err(anyhow::Error::from)?;
+            // A failed replay loses the state folded so far: the next run
+            // starts again from the last sealed state, or from the start.
+            let folded = std::mem::take(&mut self.rules)
+                .replay_from(&LogView::without_lookups(&snap, head), true)
+                .map_err(|e| match e {
+                    events::state::ReplayError::Invalid { index, rejection } => {
+                        CheckError::Disproved(format!(
+                            "entry {index} breaks the event rules: {rejection}"
+                        ))
+                    }
+                    events::state::ReplayError::Log(e) => CheckError::Other(e.into()),
+                })?;
+            self.rules = folded;
+        }
+        match &self.rules.sigstore {
+            Some(t) if t.origin != origin => Err(CheckError::Disproved(format!(
+                "the log records a Sigstore trusted root for origin {:?}, not the audited log's {origin:?}",
+                t.origin
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The key the replica's rule state is sealed under.
+fn rules_key(replica_key: &[u8; 32]) -> [u8; 32] {
+    ledger::sealed::derive_key("evidence-ledger replica rules v1", replica_key)
+}
+
+/// The rule state the replica saved, when its seal and the root it names
+/// check out against the replica's log; else the empty state (the next
+/// follow checks the whole replica again).
+fn resume_rules(log: &Ledger, key: &[u8; 32]) -> anyhow::Result<State> {
+    let Some(rec) = log.get_aux(RULES_AUX)? else {
+        return Ok(State::default());
+    };
+    let size = log.head().size;
+    let opened = ledger::sealed::open(key, RULES_MAGIC, &rec, size, |s| log.root_at(s))?;
+    Ok(opened
+        .ok()
+        .and_then(|o| State::decode_snapshot(o.body).filter(|s| s.size == o.size))
+        .unwrap_or_default())
 }
 
 /// The first field (a JSON path) in which the view as served (its JSON, as

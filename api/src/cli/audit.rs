@@ -135,14 +135,12 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
             let scratch = tempfile::tempdir()?;
             if let Some(read) = a.anchors.read(scratch.path()) {
                 let (label, anchors_path, list) = read.anchors()?;
-                let (cp, _) = anchors::open_checkpoint_any(r.checkpoint.as_bytes(), &a.keys)
-                    .map_err(|e| fail(e.to_string()))?;
                 let served = verifier::audit::ServedLog {
                     client: &client,
                     size: r.size,
                     root: r.root,
                 };
-                let checked = anchors::check_anchors(&served, &list, &a.keys, &cp.origin)
+                let checked = anchors::check_anchors(&served, &list, &a.keys, &r.origin)
                     .map_err(|e| fail(e.to_string()))?;
                 println!(
                     "anchors:     the audited tree extends all {} anchors in {label}",
@@ -177,6 +175,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                 }
                 let rules = verifier::audit::ReplayRules {
                     audited: (r.size, r.root),
+                    origin: r.origin.clone(),
                     settings: projections::Settings {
                         window_seconds: i64::from(a.window_days) * 24 * 3600,
                         ..projections::Settings::default()
@@ -215,7 +214,7 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                     Err(AuditError::Other(e)) => return Err(e),
                 };
                 println!(
-                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked and folded into {}, {} signed recommendations among them equal to the replica's); window {} days, confidence {}, {} resamples, stated times within {} s of this clock",
+                    "replay:      {} task classes equal the replica's projections at size {} ({} new entries checked against the signed tree and the event rules, every signature again, and folded into {}; {} signed recommendations among them equal to the replica's); window {} days, confidence {}, {} resamples, stated times within {} s of this clock",
                     replayed.task_classes,
                     replayed.size,
                     replayed.followed,
