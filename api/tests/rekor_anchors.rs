@@ -483,24 +483,33 @@ fn bundles_in_a_git_anchors_directory_are_pushed_and_checked_from_a_clone() {
 /// for `email` at the synthetic issuer, valid ten minutes; the signature
 /// part is not checked by the stand-in (real Fulcio checks it).
 fn token(email: &str) -> String {
+    jwt(serde_json::json!({
+        "iss": sigstore_check::synthetic::ISSUER,
+        "sub": "operator-7",
+        "email": email,
+        "email_verified": true,
+        "exp": in_ten_minutes(),
+    }))
+}
+
+fn in_ten_minutes() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs()
+        + 600
+}
+
+/// A JWT with `claims`; its signature part is not checked by the stand-in.
+fn jwt(claims: serde_json::Value) -> String {
     use base64::Engine as _;
     let enc = |v: serde_json::Value| {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("time")
-        .as_secs();
     format!(
         "{}.{}.bm90LWNoZWNrZWQ",
         enc(serde_json::json!({"alg": "RS256", "typ": "JWT"})),
-        enc(serde_json::json!({
-            "iss": sigstore_check::synthetic::ISSUER,
-            "sub": "operator-7",
-            "email": email,
-            "email_verified": true,
-            "exp": now + 600,
-        }))
+        enc(claims)
     )
 }
 
@@ -532,6 +541,16 @@ impl Setup {
     /// `ledger verify --anchors` checking every kept bundle as a keyless
     /// signature by `identity` at the synthetic issuer.
     fn verify_identity(&self, identity: &str, strict: bool) -> std::process::Output {
+        self.verify_identity_from(identity, sigstore_check::synthetic::ISSUER, strict)
+    }
+
+    /// [`Setup::verify_identity`], at the OIDC issuer `issuer`.
+    fn verify_identity_from(
+        &self,
+        identity: &str,
+        issuer: &str,
+        strict: bool,
+    ) -> std::process::Output {
         let mut args = vec![
             "verify",
             "--data-dir",
@@ -542,7 +561,7 @@ impl Setup {
             "--rekor-identity",
             identity,
             "--rekor-issuer",
-            sigstore_check::synthetic::ISSUER,
+            issuer,
             "--sigstore-root",
             &self.root,
         ];
@@ -622,6 +641,48 @@ fn keyless_an_anchor_is_published_under_the_operators_identity_and_checked_offli
             "the identity token was written to {}",
             path.display()
         );
+    }
+}
+
+/// A GitHub Actions workflow publishes keyless: Fulcio names the workflow
+/// file at its ref (a URI SAN), not the token's `sub`, and the kept bundle
+/// verifies as that workflow's at GitHub's issuer only.
+#[test]
+fn keyless_a_github_actions_workflow_publishes_under_its_workflow_uri() {
+    use sigstore_check::rekor::GITHUB_ACTIONS_ISSUER;
+    let s = setup();
+    let standin = stand_in(0);
+    let sub = "repo:acme/ledger:ref:refs/heads/main";
+    let workflow = "https://github.com/acme/ledger/.github/workflows/anchor.yml@refs/heads/main";
+    let t = jwt(serde_json::json!({
+        "iss": GITHUB_ACTIONS_ISSUER,
+        "sub": sub,
+        "job_workflow_ref": "acme/ledger/.github/workflows/anchor.yml@refs/heads/main",
+        "exp": in_ten_minutes(),
+    }));
+    let out = s.publish_keyless(&standin.url, &t);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!(
+            "keyless: certificates for {workflow} (issuer {GITHUB_ACTIONS_ISSUER})"
+        )),
+        "{}",
+        text(&out)
+    );
+    let v = s.verify_identity_from(workflow, GITHUB_ACTIONS_ISSUER, true);
+    assert!(v.status.success(), "{}", text(&v));
+    // Not as the token's subject, nor at another issuer.
+    for (identity, issuer, code) in [
+        (sub, GITHUB_ACTIONS_ISSUER, "sigstore_identity_mismatch"),
+        (
+            workflow,
+            sigstore_check::synthetic::ISSUER,
+            "sigstore_issuer_mismatch",
+        ),
+    ] {
+        let v = s.verify_identity_from(identity, issuer, false);
+        assert!(!v.status.success(), "{}", text(&v));
+        assert!(text(&v).contains(code), "{code}: {}", text(&v));
     }
 }
 

@@ -241,16 +241,47 @@ pub struct TokenClaims {
     pub subject: String,
     /// `iss`: the OIDC issuer the certificate names.
     pub issuer: String,
-    /// `email`, when the token has one: the SAN Fulcio puts in the
-    /// certificate for an e-mail identity; otherwise `sub`.
+    /// `email`, when the token has one.
     pub email: Option<String>,
+    /// The SAN Fulcio names in the certificate for this token
+    /// ([`fulcio_identity`]).
+    pub identity: String,
 }
 
 impl TokenClaims {
     /// The SAN the certificate is expected to name.
     pub fn identity(&self) -> &str {
-        self.email.as_deref().unwrap_or(&self.subject)
+        &self.identity
     }
+}
+
+/// The issuer of GitHub Actions' identity tokens (github.com).
+pub const GITHUB_ACTIONS_ISSUER: &str = "https://token.actions.githubusercontent.com";
+
+/// The SAN Fulcio names for a token with these claims, by the kind of
+/// identity Fulcio's issuer configuration gives it:
+/// - an e-mail identity: the `email` claim (an RFC 822 SAN);
+/// - a GitHub Actions workflow (issuer [`GITHUB_ACTIONS_ISSUER`]): the URI
+///   `https://github.com/{job_workflow_ref}`, the workflow file at its ref
+///   (not `sub`, which names the repository and ref);
+/// - a GitLab CI pipeline (the token has `ci_config_ref_uri`): the URI
+///   `https://{ci_config_ref_uri}`;
+/// - anything else (a SPIFFE ID, a URI subject): `sub`.
+///
+/// A certificate that names another SAN is not kept: the bundle made with
+/// it must verify as this identity's.
+pub fn fulcio_identity(claims: &serde_json::Value) -> Option<String> {
+    let text = |k: &str| claims.get(k).and_then(|x| x.as_str());
+    if let Some(email) = text("email") {
+        return Some(email.to_owned());
+    }
+    if text("iss") == Some(GITHUB_ACTIONS_ISSUER) {
+        return text("job_workflow_ref").map(|r| format!("https://github.com/{r}"));
+    }
+    if let Some(uri) = text("ci_config_ref_uri") {
+        return Some(format!("https://{uri}"));
+    }
+    text("sub").map(str::to_owned)
 }
 
 /// The claims of a JWT identity token (its payload, base64url JSON).
@@ -269,10 +300,19 @@ pub fn token_claims(token: &str) -> Result<TokenClaims, Refusal> {
     let v: serde_json::Value =
         serde_json::from_slice(&json).map_err(|_| bad("the payload is not JSON"))?;
     let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    let issuer = text("iss").ok_or_else(|| bad("no `iss` claim"))?;
+    let identity = fulcio_identity(&v).ok_or_else(|| {
+        bad(if issuer == GITHUB_ACTIONS_ISSUER {
+            "a GitHub Actions token without a `job_workflow_ref` claim"
+        } else {
+            "no `sub` claim"
+        })
+    })?;
     Ok(TokenClaims {
         subject: text("sub").ok_or_else(|| bad("no `sub` claim"))?,
-        issuer: text("iss").ok_or_else(|| bad("no `iss` claim"))?,
+        issuer,
         email: text("email"),
+        identity,
     })
 }
 
@@ -360,6 +400,49 @@ mod tests {
         for answer in [&b"{}"[..], b"[]", b"not json"] {
             let e = bundle(&s, answer).expect_err("refused");
             assert_eq!(e.code, Code::BundleMalformed, "{e}");
+        }
+    }
+
+    #[test]
+    fn the_identity_fulcio_names_follows_the_kind_of_token() {
+        use serde_json::json;
+        let cases = [
+            // An e-mail identity, whatever the issuer.
+            (
+                json!({"iss": "https://accounts.google.com", "sub": "1234", "email": "ops@example.org"}),
+                Some("ops@example.org"),
+            ),
+            // A GitHub Actions workflow: the workflow file at its ref, not `sub`.
+            (
+                json!({
+                    "iss": GITHUB_ACTIONS_ISSUER,
+                    "sub": "repo:acme/ledger:ref:refs/heads/main",
+                    "job_workflow_ref": "acme/ledger/.github/workflows/anchor.yml@refs/heads/main",
+                }),
+                Some("https://github.com/acme/ledger/.github/workflows/anchor.yml@refs/heads/main"),
+            ),
+            // A GitHub Actions token without the claim names nothing.
+            (
+                json!({"iss": GITHUB_ACTIONS_ISSUER, "sub": "repo:acme/ledger"}),
+                None,
+            ),
+            // A GitLab CI pipeline.
+            (
+                json!({
+                    "iss": "https://gitlab.com",
+                    "sub": "project_path:acme/ledger:ref_type:branch:ref:main",
+                    "ci_config_ref_uri": "gitlab.com/acme/ledger//.gitlab-ci.yml@refs/heads/main",
+                }),
+                Some("https://gitlab.com/acme/ledger//.gitlab-ci.yml@refs/heads/main"),
+            ),
+            // Anything else: `sub`.
+            (
+                json!({"iss": "https://issuer.example", "sub": "spiffe://example.org/anchor"}),
+                Some("spiffe://example.org/anchor"),
+            ),
+        ];
+        for (claims, want) in cases {
+            assert_eq!(fulcio_identity(&claims).as_deref(), want, "{claims}");
         }
     }
 }

@@ -61,13 +61,16 @@ that certificate).
   credentials). THE TOKEN'S SIGNATURE IS NOT CHECKED: the payload is
   decoded and read as it is (real Fulcio verifies the token against its
   issuer's published keys; here anyone can mint a token, which is the
-  point for tests). Read: `iss` (must be gen.ISSUER, else 401), `sub` (a
+  point for tests). Read: `iss` (gen.ISSUER or GitHub Actions' issuer
+  https://token.actions.githubusercontent.com, else 401), `sub` (a
   non-empty string), `exp` (a number after the stand-in's clock, else
   401), `email` (optional) and `email_verified` (if present, must be
   true). 401 and 400 answers are {"code": 401|400, "message": ...}. The
   proof of possession is VERIFIED with the request's key (P-256 ECDSA only;
   400 otherwise). The certificate is gen.make_leaf's, for the request's
-  key: SAN the `email` claim (RFC 822 name) if present, else `sub` (a URI
+  key: SAN the `email` claim (RFC 822 name) if present; for GitHub
+  Actions' issuer, the URI https://github.com/<job_workflow_ref> as Fulcio
+  names a workflow (the claim is required, else 400); else `sub` (a URI
   SAN; it must start with https://, else 400); OIDC issuer extensions =
   `iss`; notBefore the stand-in's clock in whole seconds, ten minutes of
   validity; an embedded SCT signed by the synthetic CT key over the
@@ -79,7 +82,8 @@ that certificate).
 
 Not implemented: other entry kinds, search, consistency proofs, sharding,
 tree-ID-prefixed UUIDs, persistence (the log lives in memory); of Fulcio,
-the token's signature, its audience and issuers other than gen.ISSUER,
+the token's signature, its audience, issuers other than those two, the
+extensions Fulcio adds for a GitHub workflow (repository, ref, trigger),
 other key types, detached SCTs, the trust bundle and configuration
 endpoints, the v1 API.
 
@@ -278,9 +282,9 @@ def token_claims(token: object, now: int) -> dict:
     iss = claims.get("iss")
     if not isinstance(iss, str):
         raise unauthenticated("the identity token has no iss claim")
-    if iss != gen.ISSUER:
+    if iss not in ISSUERS:
         raise unauthenticated(
-            f"the identity token's issuer {iss!r} is not trusted (this stand-in trusts {gen.ISSUER})"
+            f"the identity token's issuer {iss!r} is not trusted (this stand-in trusts {', '.join(ISSUERS)})"
         )
     sub = claims.get("sub")
     if not isinstance(sub, str) or not sub:
@@ -298,18 +302,29 @@ def token_claims(token: object, now: int) -> dict:
     return claims
 
 
+#: GitHub Actions' token issuer: Fulcio names its workflows by URI.
+GITHUB_ACTIONS = "https://token.actions.githubusercontent.com"
+#: The issuers whose tokens this stand-in takes.
+ISSUERS = (gen.ISSUER, GITHUB_ACTIONS)
+
 PRINTABLE_ASCII = re.compile(r"[!-~]+")
 EMAIL = re.compile(r"[^@]+@[^@]+")
 
 
 def san_of(claims: dict) -> str:
     """The identity the certificate names, as gen.leaf_builder reads it: an
-    e-mail address (RFC 822 SAN), else a URI starting with https://."""
+    e-mail address (RFC 822 SAN), else a URI starting with https:// (for a
+    GitHub Actions token, its workflow's)."""
     email = claims.get("email")
     if email is not None:
         if not (PRINTABLE_ASCII.fullmatch(email) and EMAIL.fullmatch(email)) or email.startswith("https://"):
             raise bad_request(f"the email claim {email!r} is not an ASCII e-mail address")
         return email
+    if claims["iss"] == GITHUB_ACTIONS:
+        ref = claims.get("job_workflow_ref")
+        if not (isinstance(ref, str) and PRINTABLE_ASCII.fullmatch(ref)):
+            raise bad_request("a GitHub Actions token needs a job_workflow_ref claim (ASCII) to be named")
+        return "https://github.com/" + ref
     sub = claims["sub"]
     if not (PRINTABLE_ASCII.fullmatch(sub) and sub.startswith("https://") and len(sub) > len("https://")):
         raise bad_request(

@@ -478,6 +478,22 @@ def test_signing_cert_for_a_uri_subject_and_a_bearer_token(standin: Standin) -> 
         assert san(check_chain(json.loads(resp.read()), key)) == [x509.UniformResourceIdentifier(uri)]
 
 
+def test_signing_cert_for_a_github_actions_workflow(standin: Standin) -> None:
+    """As Fulcio names a GitHub Actions workflow: its file at its ref, not sub."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    gh = "https://token.actions.githubusercontent.com"
+    ref = "acme/ledger/.github/workflows/anchor.yml@refs/heads/main"
+    c = claims("repo:acme/ledger:ref:refs/heads/main", email=None, job_workflow_ref=ref)
+    c["iss"] = gh
+    leaf = issue(standin, key, c)
+    assert san(leaf) == [x509.UniformResourceIdentifier("https://github.com/" + ref)]
+    assert issuer_extensions(leaf)[0] == gh.encode()
+    # Without the claim, nothing is named: 400.
+    del c["job_workflow_ref"]
+    status, _, answer = signing_cert(standin, cert_request(key, jwt(c), c["sub"].encode()))
+    assert status == 400 and "job_workflow_ref" in answer["message"]
+
+
 def test_signing_cert_refusals(standin: Standin) -> None:
     key = ec.generate_private_key(ec.SECP256R1())
 
