@@ -19,6 +19,10 @@ The pieces, by user:
 - auditors: `TrustedState`, `Client.checkpoint`, `audit`, and the CLI
   (`python -m evidence_ledger verify-bundle FILE --key VKEY`,
   `python -m evidence_ledger audit URL --key VKEY --trusted FILE`);
+  anchors: `check_anchors` (the audited tree extends every signed checkpoint
+  of an anchors directory) and `check_rekor_bundles` (the Rekor bundles kept
+  beside them, offline, with sigstore-python), `audit ... --anchors DIR`
+  (`evidence_ledger.anchors`);
 - completeness by replay, for the gate and auditors: `Replica`,
   `replay_projections` and `Gate` (`evidence_ledger.replay`), and
   `audit ... --projections DIR`: every projection must equal the one a
@@ -35,7 +39,8 @@ The pieces, by user:
 
 Errors: `InvalidInput` (your input), one `ProblemError` subclass per server
 code (`evidence_ledger.problems`), `VerificationError` (an answer that does
-not verify), `TransportError`, `ReplicaError` (a replica directory that
+not verify; `AnchorError` for an anchor the audited tree does not extend or
+a Rekor bundle beside it that fails), `TransportError`, `ReplicaError` (a replica directory that
 cannot be used), `NoQuorum` and `NotYetWitnessed` (witnesses), and
 `SigstoreUnavailable` (a log holding Sigstore co-signatures, replayed
 without the optional sigstore-python: `pip install evidence-ledger[sigstore]`).
@@ -43,13 +48,24 @@ without the optional sigstore-python: `pip install evidence-ledger[sigstore]`).
 
 from __future__ import annotations
 
-from . import commit, disclose, events, handles, problems
+from . import anchors, commit, disclose, events, handles, problems
+from .anchors import Anchor, AnchorsDir, BundlesChecked, CheckedAnchor, check_anchors, check_rekor_bundles, read_anchors
 from .audit import AuditReport, audit
 from .client import Client, Posted, WitnessedInclusion
 from .cosign import Cosigned, CosignatureVerifier, CosignerKey, Policy, WitnessedCheckpoint, cosignatures
 from .envelope import Envelope, decode_leaf, sign_payload
 from .errors import (
     AbsenceNotProven,
+    AnchorBundleError,
+    AnchorBundleInvalid,
+    AnchorBundleMissing,
+    AnchorBundleStray,
+    AnchorError,
+    AnchorFork,
+    AnchorRewrite,
+    AnchorTruncation,
+    AnchorUnknownKey,
+    AnchorWrongLog,
     BadSignature,
     CasesMismatch,
     CommitmentMismatch,
@@ -97,10 +113,24 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AbsenceNotProven",
+    "Anchor",
+    "AnchorBundleError",
+    "AnchorBundleInvalid",
+    "AnchorBundleMissing",
+    "AnchorBundleStray",
+    "AnchorError",
+    "AnchorFork",
+    "AnchorRewrite",
+    "AnchorTruncation",
+    "AnchorUnknownKey",
+    "AnchorWrongLog",
+    "AnchorsDir",
     "AuditReport",
     "BadSignature",
     "BundleSummary",
+    "BundlesChecked",
     "CasesMismatch",
+    "CheckedAnchor",
     "Checkpoint",
     "Client",
     "CommitmentMismatch",
@@ -155,9 +185,12 @@ __all__ = [
     "WitnessedCheckpoint",
     "WitnessedInclusion",
     "WrongStateRoot",
+    "anchors",
     "audit",
+    "check_anchors",
     "check_projection",
     "check_receipt",
+    "check_rekor_bundles",
     "check_state",
     "commit",
     "disclose",
@@ -168,6 +201,7 @@ __all__ = [
     "handles",
     "open_checkpoint",
     "problems",
+    "read_anchors",
     "replay_projections",
     "sign_payload",
     "verify_bundle",

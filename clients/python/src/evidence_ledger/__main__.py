@@ -4,6 +4,8 @@ task class's committed state.
     python -m evidence_ledger verify-bundle FILE --key VKEY [--key VKEY ...]
     python -m evidence_ledger audit URL --key VKEY --trusted FILE [--samples N]
         [--projections DIR [--window-days 30] [--max-skew-secs 300]] [--policy FILE]
+        [--anchors DIR [--rekor-identity SAN --rekor-issuer URL --sigstore-root FILE
+        [--rekor-require-all]]]
     python -m evidence_ledger state URL TASK_CLASS --key VKEY [--trusted FILE]
         [--min-size N] [--policy FILE] [--window-days 30] [--max-skew-secs 300] [--json]
 
@@ -15,6 +17,12 @@ projection to equal the replica's, bit for bit (`evidence_ledger.replay`).
 With `--policy FILE` (C2SP tlog-policy) the audited checkpoint is the
 server's witnessed one and must be cosigned by witnesses that meet the
 policy's quorum; the trusted checkpoint is only ever replaced by such one.
+With `--anchors DIR` the checkpoint to be saved must extend every anchor in
+DIR (each a checkpoint signed by a trusted key, proven a prefix of it by the
+server's consistency proof, checked here: `evidence_ledger.anchors`); with
+`--rekor-identity SAN --rekor-issuer URL --sigstore-root FILE` as well, the
+Rekor bundle kept beside each anchor must verify offline as a signature by
+that Sigstore identity over the anchor's bytes (needs sigstore-python).
 
 `state` reads `GET /v1/task-classes/{name}/state` and checks it
 (`verify.check_state`): the commitment is proven in the signed checkpoint,
@@ -38,6 +46,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from . import sigstore_check
+from .anchors import check_anchors, check_rekor_bundles, read_anchors
 from .audit import audit
 from .client import Client
 from .cosign import Policy
@@ -73,6 +83,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     au.add_argument("--window-days", type=int, default=30, help="with --projections: the window every projection must state (the server's window_days)")
     au.add_argument("--policy", metavar="FILE", help="a C2SP tlog-policy file: the audited checkpoint must be cosigned by a quorum of its witnesses")
     au.add_argument("--max-skew-secs", type=int, default=300, help="with --projections: how far a projection's stated time may be from this clock")
+    au.add_argument("--anchors", metavar="DIR", help="the anchors the audited tree must extend: every *.checkpoint file in DIR, each signed by a trusted key (--key) and proven a prefix of the audited tree by the server's consistency proof, checked here")
+    au.add_argument("--rekor-identity", metavar="SAN", help="with --anchors: also check the Rekor bundle kept beside each anchor (<anchor>.sigstore.json) offline, as a keyless signature over the anchor's bytes by this Sigstore identity (the certificate's SAN, compared exactly); needs sigstore-python")
+    au.add_argument("--rekor-issuer", metavar="URL", help="with --rekor-identity: the OIDC issuer the certificate names")
+    au.add_argument("--sigstore-root", metavar="FILE", help="with --rekor-identity (required): the Sigstore trusted root the bundles must verify against")
+    au.add_argument("--rekor-require-all", action="store_true", help="with --rekor-identity: fail on an anchor without a kept bundle (by default it is listed as not yet published)")
+    # Key-signed bundles are checked by the Rust `ledger audit --rekor-pub`: sigstore-python
+    # reads no bundle without a certificate. Refused with that said, not as unknown.
+    au.add_argument("--rekor-pub", metavar="PEM", help=argparse.SUPPRESS)
     st = sub.add_parser("state", help="read and verify a task class's committed state")
     st.add_argument("url")
     st.add_argument("task_class")
@@ -102,6 +120,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return 0
         if args.command == "state":
             return _state(args, keys)
+        sigstore_root = _refuse_unusable_anchor_options(args)
         trust = TrustedState.file(args.trusted, autosave=False)
         policy = Policy.load(args.policy) if args.policy else None
         client = Client(args.url, keys, trust=trust, token=args.token, policy=policy)
@@ -127,6 +146,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 f"confidence {rules.settings.confidence}, {rules.settings.resamples} resamples, "
                 f"stated times within {args.max_skew_secs} s of this clock"
             )
+        if args.anchors is not None:
+            _check_anchors(args, client, sigstore_root)
         trust.save()
         print(f"OK: saved the new trusted checkpoint to {args.trusted}")
         return 0
@@ -139,6 +160,69 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (InvalidInput, ProblemError, TransportError, LedgerError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _refuse_unusable_anchor_options(args: argparse.Namespace) -> Optional[str]:
+    """Refuses the anchor options that cannot be honoured, before anything is fetched;
+    the trusted root's JSON when the Rekor bundles are to be checked."""
+    if args.rekor_pub is not None:
+        raise InvalidInput(
+            "--rekor-pub",
+            "this audit checks keyless (identity) Rekor bundles only (--rekor-identity, --rekor-issuer): "
+            "sigstore-python reads no bundle signed by a bare key; check key-signed bundles with "
+            "the Rust `ledger audit --anchors DIR --rekor-pub PEM`",
+        )
+    if args.anchors is not None and not Path(args.anchors).is_dir():
+        raise InvalidInput(args.anchors, "the anchors directory does not exist (or is not a directory)")
+    wanted = args.rekor_identity is not None or args.rekor_issuer is not None
+    if wanted and args.anchors is None:
+        raise InvalidInput("--rekor-identity", "--rekor-identity and --rekor-issuer check the bundles beside anchors: give --anchors")
+    if not wanted and (args.rekor_require_all or args.sigstore_root is not None):
+        raise InvalidInput("--rekor-require-all", "--rekor-require-all and --sigstore-root go with --rekor-identity and --rekor-issuer")
+    if not wanted:
+        return None
+    if args.rekor_identity is None or args.rekor_issuer is None:
+        raise InvalidInput("--rekor-identity", "give both --rekor-identity SAN and --rekor-issuer URL (the certificate must name both)")
+    if args.sigstore_root is None:
+        raise InvalidInput(
+            "--sigstore-root",
+            "give the Sigstore trusted root the bundles must verify against (this package embeds none)",
+        )
+    if not sigstore_check.available():
+        raise InvalidInput(
+            "--rekor-identity",
+            f"checking the Rekor bundles needs the optional `sigstore` package (sigstore-python): {sigstore_check.INSTALL}",
+        )
+    root = Path(args.sigstore_root).read_text(encoding="utf-8")
+    try:
+        sigstore_check.check_root(root)
+    except sigstore_check.Refusal as e:
+        raise InvalidInput(args.sigstore_root, e.detail, e.code) from None
+    return root
+
+
+def _check_anchors(args: argparse.Namespace, client: Client, sigstore_root: Optional[str]) -> None:
+    """The anchors check against the checkpoint the audit is about to save, then the
+    Rekor bundles beside them; prints what was checked. Raises on a failure."""
+    cp = client.trust.checkpoint
+    if cp is None:
+        raise InvalidInput("--trusted", "no checkpoint was verified")
+    found = read_anchors(args.anchors)
+    checked = check_anchors(client, found, client.keys, cp)
+    print(f"anchors:     the audited tree extends all {len(checked)} anchors in {args.anchors}")
+    if sigstore_root is None:
+        return
+    r = check_rekor_bundles(found, args.rekor_identity, args.rekor_issuer, sigstore_root, require_all=args.rekor_require_all)
+    print(
+        f"Rekor: {len(r.verified)} anchors' bundles verified offline (logged, signed by {args.rekor_identity} "
+        f"(issuer {args.rekor_issuer}), over the anchor's bytes)"
+    )
+    if r.missing:
+        print(
+            f"note: {len(r.missing)} anchors are not yet published to Rekor (the next `ledger anchor publish "
+            f"--rekor` publishes them): {', '.join(r.missing)}",
+            file=sys.stderr,
+        )
 
 
 def _state(args: argparse.Namespace, keys: list[str]) -> int:

@@ -14,6 +14,8 @@ checkpoint saved by the last audit (as `ledger audit` does):
 On success the trusted state holds the new checkpoint. What it does not
 prove: that nothing was left out of a projection (replay does), and, without
 a witness policy, that other clients see the same log (anchors and witnesses do).
+The CLI's `audit --anchors DIR` then requires the checkpoint it saves to
+extend every anchor in DIR (`anchors.check_anchors`), before saving it.
 """
 
 from __future__ import annotations

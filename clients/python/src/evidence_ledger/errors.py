@@ -23,7 +23,14 @@
   commitments raise `DisclosureMismatch`, a field answered as redacted
   that no `field.redacted` entry of the replayed log records raises
   `Incomplete`, and a value with two handles, or a handle beside another
-  value, in the disclosures a replay is served raises `RuleBroken`.
+  value, in the disclosures a replay is served raises `RuleBroken`. An
+  anchor the audited tree does not extend raises an `AnchorError`
+  (`AnchorUnknownKey`, `AnchorWrongLog`, `AnchorTruncation`,
+  `AnchorRewrite`, `AnchorFork`), and a Rekor bundle kept beside the
+  anchors that does not verify, stands beside no anchor or is missing
+  where every anchor must have one an `AnchorBundleError`
+  (`AnchorBundleInvalid`, `AnchorBundleStray`, `AnchorBundleMissing`):
+  each names the file and carries a stable `code` (`anchor_...`).
 - `NotYetWitnessed`: the entry is not in the witnessed tree yet; ask again
   after the server's next witnessing (not a lie).
 - `TransportError`: the server could not be reached, or answered something
@@ -287,6 +294,121 @@ class DisclosureMismatch(VerificationError):
         super().__init__(what, reason)
         self.disclosure = disclosure
         self.field = field
+
+
+class AnchorError(VerificationError):
+    """The audited tree does not extend an anchor (`evidence_ledger.anchors`): a signed
+    checkpoint of the log kept in an anchors directory. `anchor` is the anchor's file
+    name and `code` the stable code of the failure (`anchor_unknown_key`,
+    `anchor_wrong_log`, `anchor_truncation`, `anchor_rewrite`, `anchor_fork`, as the
+    Rust `AnchorError` names them; `anchor_bundle_...` for a Rekor bundle kept beside
+    an anchor)."""
+
+    code: str = "anchor"
+
+    def __init__(self, anchor: str, reason: str, what: Optional[str] = None) -> None:
+        super().__init__(what or f"anchor {anchor}", f"{reason} ({self.code})")
+        self.anchor = anchor
+
+
+class AnchorUnknownKey(AnchorError):
+    """The anchor is not a well-formed signed checkpoint, or no trusted key signed it
+    (or its origin is not the name of the key that signed it)."""
+
+    code = "anchor_unknown_key"
+
+
+class AnchorWrongLog(AnchorError):
+    """The anchor is signed by a trusted key but names another log (`found`) than the
+    audited checkpoint's origin (`expected`)."""
+
+    code = "anchor_wrong_log"
+
+    def __init__(self, anchor: str, expected: str, found: str) -> None:
+        super().__init__(anchor, f"origin `{found}` is not this log's `{expected}`")
+        self.expected = expected
+        self.found = found
+
+
+class AnchorTruncation(AnchorError):
+    """The audited tree is smaller than the anchor: entries the anchor covers are gone."""
+
+    code = "anchor_truncation"
+
+    def __init__(self, anchor: str, log_size: int, anchor_size: int) -> None:
+        super().__init__(anchor, f"the log was truncated: it has {log_size} entries, the anchor covers {anchor_size}")
+        self.log_size = log_size
+        self.anchor_size = anchor_size
+
+
+class AnchorRewrite(AnchorError):
+    """The audited tree has the anchor's size and another root: the log was rewritten.
+    `log_root` and `anchor_root` are the two roots (hex)."""
+
+    code = "anchor_rewrite"
+
+    def __init__(self, anchor: str, size: int, log_root: str, anchor_root: str) -> None:
+        super().__init__(
+            anchor, f"the log was rewritten: at size {size} its root is {log_root}, the anchor says {anchor_root}"
+        )
+        self.size = size
+        self.log_root = log_root
+        self.anchor_root = anchor_root
+
+
+class AnchorFork(AnchorError):
+    """The audited tree is larger than the anchor but not an extension of the anchored
+    tree: no consistency proof from the anchor's size to the audited size leads to both
+    roots (the server's proof does not verify, or it gave none)."""
+
+    code = "anchor_fork"
+
+    def __init__(self, anchor: str, anchor_size: int, log_size: int, reason: str) -> None:
+        super().__init__(
+            anchor, f"the log forked after it: no consistency from size {anchor_size} to {log_size} ({reason})"
+        )
+        self.anchor_size = anchor_size
+        self.log_size = log_size
+
+
+class AnchorBundleError(AnchorError):
+    """A Rekor bundle kept beside an anchor (`<anchor>.sigstore.json`) fails the offline
+    check (`anchors.check_rekor_bundles`)."""
+
+    code = "anchor_bundle"
+
+
+class AnchorBundleInvalid(AnchorBundleError):
+    """The bundle beside the anchor does not verify, offline, as a Sigstore message
+    signature by the expected identity and issuer over exactly the anchor file's bytes,
+    logged in Rekor, against the trusted root. `sigstore_code` is the refusal's code
+    (`sigstore_message_mismatch`, `sigstore_identity_mismatch`, ...)."""
+
+    code = "anchor_bundle_invalid"
+
+    def __init__(self, anchor: str, bundle: str, sigstore_code: str, detail: str) -> None:
+        super().__init__(anchor, f"{sigstore_code}: {detail}", what=f"Rekor bundle {bundle}")
+        self.bundle = bundle
+        self.sigstore_code = sigstore_code
+
+
+class AnchorBundleStray(AnchorBundleError):
+    """A Rekor bundle in the anchors directory stands beside no anchor file (its anchor
+    was removed or renamed). `anchor` is the bundle's file name."""
+
+    code = "anchor_bundle_stray"
+
+    def __init__(self, bundle: str) -> None:
+        super().__init__(bundle, "a Rekor bundle without its anchor file", what=f"Rekor bundle {bundle}")
+
+
+class AnchorBundleMissing(AnchorBundleError):
+    """Every anchor must have its Rekor bundle (`require_all`), and this one has none."""
+
+    code = "anchor_bundle_missing"
+
+    def __init__(self, anchor: str) -> None:
+        super().__init__(anchor, "no Rekor bundle kept beside it")
 
 
 class ReplicaError(LedgerError):
