@@ -51,10 +51,17 @@ pub struct ServeConfig {
     pub anchor_interval_secs: u64,
     /// Earlier log verifier keys whose anchors stay trusted after a key rotation.
     pub anchor_keys: Vec<String>,
-    /// Also publish every anchor to this Rekor v1 log (docs/SIGSTORE.md,
+    /// Also publish every anchor to this Rekor log (docs/SIGSTORE.md,
     /// "Anchors in Rekor"), keeping each verified bundle beside its anchor.
     /// Env: LEDGER_REKOR_URL.
     pub rekor_url: Option<String>,
+    /// The Rekor API `rekor_url` serves: 1 (default) or 2. Env:
+    /// LEDGER_REKOR_VERSION.
+    pub rekor_version: u8,
+    /// With `rekor_version` 2: the RFC 3161 timestamp authority (its full
+    /// URL) whose timestamp over each signature gives the bundle its
+    /// verified time. Env: LEDGER_TSA_URL.
+    pub tsa_url: Option<String>,
     /// The anchoring key for Rekor (`ledger anchor rekor-keygen`); needed
     /// with `rekor_url`. Env: LEDGER_REKOR_KEY.
     pub rekor_key_file: Option<PathBuf>,
@@ -122,6 +129,8 @@ impl Default for ServeConfig {
             anchor_interval_secs: 86_400,
             anchor_keys: Vec::new(),
             rekor_url: None,
+            rekor_version: 1,
+            tsa_url: None,
             rekor_key_file: None,
             sigstore_root: None,
             rekor_retry_secs: 600,

@@ -1,7 +1,9 @@
 //! Anchors in Sigstore's transparency log (docs/SIGSTORE.md, "Anchors in
 //! Rekor"): every anchor file of an anchors directory is signed with the
-//! anchoring key (ECDSA P-256), submitted to a Rekor v1 log as a
-//! `hashedrekord`, and the bundle Rekor's answer makes is kept beside the
+//! anchoring key (ECDSA P-256) or keyless, submitted to a Rekor v1 log as a
+//! `hashedrekord` (or to a Rekor v2 log, with an RFC 3161 timestamp over
+//! the signature from a timestamp authority, since a v2 entry carries no
+//! time), and the bundle Rekor's answer makes is kept beside the
 //! anchor as `<anchor>.sigstore.json`, but only once it verifies offline
 //! against the pinned trusted root. An anchor whose bundle is missing (an
 //! outage) is published by the next run: publication catches up.
@@ -92,10 +94,42 @@ impl Signing {
     }
 }
 
+/// Which Rekor API publication writes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RekorApi {
+    /// Rekor v1 (`/api/v1/log/entries`): the entry's SET states when it
+    /// was logged, the verified time of the signature.
+    V1,
+    /// Rekor v2 (`/api/v2/log/entries`): an entry carries no time, so each
+    /// signature is first timestamped by the RFC 3161 authority at `tsa`
+    /// (its full URL, e.g. `https://timestamp.sigstore.dev/api/v1/timestamp`),
+    /// which the pinned trusted root must name.
+    V2 { tsa: String },
+}
+
+impl RekorApi {
+    /// The API for `version` (1 or 2); v2 needs a timestamp authority.
+    pub fn of(version: u8, tsa: Option<&str>) -> anyhow::Result<RekorApi> {
+        match (version, tsa) {
+            (1, None) => Ok(RekorApi::V1),
+            (1, Some(_)) => anyhow::bail!(
+                "a timestamp authority goes with Rekor v2 (a v1 entry's SET states its time)"
+            ),
+            (2, Some(tsa)) => Ok(RekorApi::V2 { tsa: tsa.to_owned() }),
+            (2, None) => anyhow::bail!(
+                "Rekor v2 needs a timestamp authority (--tsa URL, or tsa_url): a v2 entry carries no time"
+            ),
+            (v, _) => anyhow::bail!("Rekor API version {v}: 1 or 2"),
+        }
+    }
+}
+
 /// Where and how anchors are published to Rekor.
 pub struct Rekor {
     /// The log's base URL (e.g. `https://rekor.sigstore.dev`).
     pub url: String,
+    /// Its API (v1 by default).
+    pub api: RekorApi,
     pub signing: Signing,
     /// The root a kept bundle must verify against.
     pub root: TrustRoot,
@@ -118,6 +152,7 @@ impl Rekor {
     pub fn signed_by(url: impl Into<String>, signing: Signing, root: TrustRoot) -> Rekor {
         Rekor {
             url: url.into(),
+            api: RekorApi::V1,
             signing,
             root,
             attempts: 3,
@@ -277,23 +312,20 @@ fn publish_one(
                 continue;
             }
         };
-        match client.post_json(rekor::ENTRIES_PATH, &signed.request) {
-            Ok(r) if r.status == 201 => {
-                answer = Some((signed, r.body));
+        match submit(&client, &rekor.api, &signed) {
+            Ok((body, stamp)) => {
+                answer = Some((signed, body, stamp));
                 break;
-            }
-            Ok(r) => {
-                last = anyhow!(
-                    "Rekor answered {} to the submission: {}",
-                    r.status,
-                    r.text().chars().take(300).collect::<String>()
-                )
             }
             Err(e) => last = e,
         }
     }
-    let (signed, answer) = answer.ok_or(last)?;
-    let logged = rekor::bundle(&signed, &answer).map_err(|e| anyhow!("{e}"))?;
+    let (signed, answer, stamp) = answer.ok_or(last)?;
+    let logged = match &stamp {
+        None => rekor::bundle(&signed, &answer),
+        Some(stamp) => rekor::bundle_v2(&signed, &answer, stamp),
+    }
+    .map_err(|e| anyhow!("{e}"))?;
     // Kept only if it proves what it should, offline, as every later check
     // will read it. A refusal here comes after Rekor logged the entry: the
     // entry stays in Rekor with nothing referring to it, and the next run
@@ -322,11 +354,55 @@ fn publish_one(
     Ok(Entry {
         anchor: anchor.to_path_buf(),
         note,
-        location: format!(
-            "rekor {} logIndex {} uuid {}",
-            rekor.url, logged.log_index, logged.uuid
-        ),
+        location: match &logged.uuid {
+            Some(uuid) => format!(
+                "rekor {} logIndex {} uuid {uuid}",
+                rekor.url, logged.log_index
+            ),
+            None => format!("rekor-v2 {} logIndex {}", rekor.url, logged.log_index),
+        },
     })
+}
+
+/// One try at logging `signed`: Rekor's answer to the submission, and for
+/// Rekor v2 the timestamp authority's answer (a DER `TimeStampResp`) over
+/// the signature, obtained first.
+fn submit(
+    client: &verifier::Client,
+    api: &RekorApi,
+    signed: &rekor::Signed,
+) -> anyhow::Result<(Vec<u8>, Option<Vec<u8>>)> {
+    let refused = |who: &str, what: &str, r: &verifier::client::Reply| {
+        anyhow!(
+            "{who} answered {} to the {what}: {}",
+            r.status,
+            r.text().chars().take(300).collect::<String>()
+        )
+    };
+    match api {
+        RekorApi::V1 => {
+            let r = client.post_json(rekor::ENTRIES_PATH, &signed.request)?;
+            if r.status != 201 {
+                return Err(refused("Rekor", "submission", &r));
+            }
+            Ok((r.body, None))
+        }
+        RekorApi::V2 { tsa } => {
+            let t = verifier::Client::new(tsa, None).post(
+                "",
+                rekor::TIMESTAMP_QUERY,
+                &signed.timestamp_request(),
+            )?;
+            if t.status != 200 {
+                return Err(refused("the timestamp authority", "timestamp request", &t));
+            }
+            let r = client.post_json(rekor::ENTRIES_V2_PATH, &signed.request_v2())?;
+            if !(200..300).contains(&r.status) {
+                return Err(refused("Rekor v2", "submission", &r));
+            }
+            Ok((r.body, Some(t.body)))
+        }
+    }
 }
 
 /// An anchor published to Rekor by a run.
@@ -336,8 +412,9 @@ pub struct Entry {
     pub anchor: PathBuf,
     /// Its bytes, as signed.
     pub note: Vec<u8>,
-    /// Where Rekor logged it: `rekor <url> logIndex <n> uuid <uuid>`, the
-    /// location an `anchor.published` record names.
+    /// Where Rekor logged it: `rekor <url> logIndex <n> uuid <uuid>` (v1)
+    /// or `rekor-v2 <url> logIndex <n>`, the location an
+    /// `anchor.published` record names.
     pub location: String,
 }
 

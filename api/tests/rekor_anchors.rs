@@ -159,6 +159,61 @@ impl Setup {
         )
     }
 
+    /// `ledger anchor publish` to the Rekor v2 log and the timestamp
+    /// authority of the stand-in at `url`, signed with the anchoring key
+    /// or, with `token`, keyless.
+    fn publish_v2(&self, url: &str, token: Option<&str>) -> std::process::Output {
+        let tsa = format!("{url}/api/v1/timestamp");
+        let file = self.anchors.with_file_name("token.jwt");
+        let mut args = vec![
+            "anchor",
+            "publish",
+            "--data-dir",
+            &self.data,
+            "--rekor",
+            url,
+            "--rekor-version",
+            "2",
+            "--tsa",
+            &tsa,
+            "--sigstore-root",
+            &self.root,
+            "--rekor-attempts",
+            "2",
+        ];
+        match token {
+            Some(t) => {
+                std::fs::write(&file, t).expect("token file");
+                args.extend([
+                    "--fulcio",
+                    url,
+                    "--identity-token-file",
+                    file.to_str().expect("utf8"),
+                ]);
+            }
+            None => args.extend(["--rekor-key", &self.key]),
+        }
+        let out = run_ledger(&args);
+        let _ = std::fs::remove_file(&file);
+        out
+    }
+
+    /// The locations the log's `anchor.published` entries name.
+    fn locations(&self) -> Vec<String> {
+        let log =
+            ledger::Ledger::open(Path::new(&self.data), ledger::Config::default()).expect("log");
+        log.entries(0, log.head().size)
+            .expect("entries")
+            .into_iter()
+            .filter_map(
+                |e| match events::decode_logged_leaf(&e.leaf).ok()?.0.payload.event {
+                    events::Event::AnchorPublished(a) => Some(a.location),
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
     fn files(&self, suffix: &str) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&self.anchors)
             .expect("anchors")
@@ -185,19 +240,7 @@ fn an_anchor_is_published_to_rekor_kept_as_a_bundle_and_checked_offline() {
     assert_eq!(s.files(".checkpoint").len(), 1);
     assert_eq!(s.files(".sigstore.json").len(), 1);
     // The log records where Rekor has the anchor, beside the anchor file.
-    let log = ledger::Ledger::open(Path::new(&s.data), ledger::Config::default()).expect("log");
-    let locations: Vec<String> = log
-        .entries(0, log.head().size)
-        .expect("entries")
-        .into_iter()
-        .filter_map(
-            |e| match events::decode_logged_leaf(&e.leaf).ok()?.0.payload.event {
-                events::Event::AnchorPublished(a) => Some(a.location),
-                _ => None,
-            },
-        )
-        .collect();
-    drop(log);
+    let locations = s.locations();
     assert_eq!(locations.len(), 2, "{locations:?}");
     assert!(
         locations[1].starts_with(&format!("rekor {} logIndex ", rekor.url)),
@@ -210,6 +253,148 @@ fn an_anchor_is_published_to_rekor_kept_as_a_bundle_and_checked_offline() {
         "{}",
         text(&v)
     );
+}
+
+/// Rekor v2: each signature is timestamped by the authority first (a v2
+/// entry carries no time), logged as a hashedrekord 0.0.2, and the bundle
+/// (entry, checkpoint, RFC 3161 timestamp) verifies offline against the
+/// synthetic root, which names the v2 log and the authority.
+#[test]
+fn rekor_v2_an_anchor_is_timestamped_logged_and_checked_offline() {
+    let s = setup();
+    let standin = stand_in(0);
+    let out = s.publish_v2(&standin.url, None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor: 1 anchor(s) published"),
+        "{}",
+        text(&out)
+    );
+    let bundles = s.files(".sigstore.json");
+    assert_eq!(bundles.len(), 1);
+    let b: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&bundles[0]).expect("bundle")).expect("json");
+    let m = &b["verificationMaterial"];
+    assert_eq!(
+        m["tlogEntries"][0]["kindVersion"]["version"], "0.0.2",
+        "{b}"
+    );
+    assert!(m["tlogEntries"][0].get("inclusionPromise").is_none(), "{b}");
+    assert!(
+        m["timestampVerificationData"]["rfc3161Timestamps"][0]["signedTimestamp"].is_string(),
+        "{b}"
+    );
+    let locations = s.locations();
+    assert!(
+        locations[1].starts_with(&format!("rekor-v2 {} logIndex ", standin.url)),
+        "{locations:?}"
+    );
+    let v = s.verify(&s.public);
+    assert!(v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("Rekor: 1 anchors' bundles verified"),
+        "{}",
+        text(&v)
+    );
+    // Without its timestamp the bundle has no verified time, and a flipped
+    // byte in the timestamp's signature breaks it: each is refused.
+    let original = std::fs::read(&bundles[0]).expect("bundle");
+    let mut untimed = b.clone();
+    untimed["verificationMaterial"]
+        .as_object_mut()
+        .expect("material")
+        .remove("timestampVerificationData");
+    std::fs::write(&bundles[0], untimed.to_string()).expect("write");
+    let v = s.verify(&s.public);
+    assert!(!v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("sigstore_timestamp_invalid"),
+        "{}",
+        text(&v)
+    );
+    let mut flipped = b.clone();
+    let stamp = &mut flipped["verificationMaterial"]["timestampVerificationData"]
+        ["rfc3161Timestamps"][0]["signedTimestamp"];
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut der = b64.decode(stamp.as_str().expect("b64")).expect("der");
+    let last = der.len() - 2;
+    der[last] ^= 1;
+    *stamp = b64.encode(der).into();
+    std::fs::write(&bundles[0], flipped.to_string()).expect("write");
+    let v = s.verify(&s.public);
+    assert!(!v.status.success(), "{}", text(&v));
+    std::fs::write(&bundles[0], original).expect("write");
+    assert!(s.verify(&s.public).status.success());
+}
+
+/// Rekor v2, keyless: the Fulcio certificate is the entry's verifier, and
+/// the bundle verifies as the token's identity.
+#[test]
+fn rekor_v2_keyless_an_anchor_verifies_as_the_operators_identity() {
+    let s = setup();
+    let standin = stand_in(0);
+    let out = s.publish_v2(&standin.url, Some(&token("ops@example.org")));
+    assert!(out.status.success(), "{}", text(&out));
+    let v = s.verify_identity("ops@example.org", true);
+    assert!(v.status.success(), "{}", text(&v));
+    let v = s.verify_identity("mallory@example.org", false);
+    assert!(!v.status.success(), "{}", text(&v));
+}
+
+/// A timestamp authority outage is an outage: the local anchor stays, and
+/// the next run publishes it.
+#[test]
+fn rekor_v2_a_timestamp_authority_outage_then_catch_up() {
+    let s = setup();
+    let standin = stand_in_with(&["--tsa-fail-first", "2"]);
+    let out = s.publish_v2(&standin.url, None);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("the timestamp authority answered 503"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("kept locally"), "{}", text(&out));
+    assert!(s.files(".sigstore.json").is_empty());
+    let out = s.publish_v2(&standin.url, None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor: 2 anchor(s) published"),
+        "{}",
+        text(&out)
+    );
+    let anchors = s.anchors.to_str().expect("utf8");
+    let v = verify_rekor(&s.data, ["--anchors", anchors], &s.public, &s.root, true);
+    assert!(v.status.success(), "{}", text(&v));
+}
+
+/// Rekor v2 without a timestamp authority is refused before anything is
+/// signed: its bundles would have no verified time.
+#[test]
+fn rekor_v2_without_a_timestamp_authority_is_refused_before_signing() {
+    let s = setup();
+    let out = run_ledger(&[
+        "anchor",
+        "publish",
+        "--data-dir",
+        &s.data,
+        "--rekor",
+        "http://127.0.0.1:9",
+        "--rekor-version",
+        "2",
+        "--rekor-key",
+        &s.key,
+        "--sigstore-root",
+        &s.root,
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("Rekor v2 needs a timestamp authority"),
+        "{}",
+        text(&out)
+    );
+    assert!(!s.anchors.exists() || s.files(".checkpoint").is_empty());
 }
 
 #[test]
@@ -396,6 +581,50 @@ fn the_server_publishes_its_anchors_to_rekor_and_catches_up_after_an_outage() {
 /// The anchoring key signs only bytes that are an anchor of this log, read
 /// once: a file put into the anchors directory that is not one is never
 /// submitted.
+/// `ledger serve` with `rekor_version = 2`: its anchors reach the Rekor v2
+/// log, each timestamped by the authority first, and their bundles verify.
+#[test]
+fn the_server_publishes_its_anchors_to_rekor_v2() {
+    let keys = setup();
+    let rekor = stand_in(0);
+    let url = rekor.url.clone();
+    let s = common::TestServer::start(|c| {
+        c.anchor_interval_secs = 1;
+        c.rekor_url = Some(url.clone());
+        c.rekor_version = 2;
+        c.tsa_url = Some(format!("{url}/api/v1/timestamp"));
+        c.rekor_key_file = Some(PathBuf::from(&keys.key));
+        c.sigstore_root = Some(PathBuf::from(&keys.root));
+        c.rekor_retry_secs = 1;
+    });
+    s.wait_ready();
+    let anchors = s.path().join("anchors");
+    let c = s.client();
+    assert!(
+        common::within_30s(|| {
+            let bundles = std::fs::read_dir(&anchors)
+                .map(|d| {
+                    d.filter_map(Result::ok)
+                        .filter(|e| e.file_name().to_string_lossy().ends_with(".sigstore.json"))
+                        .count()
+                })
+                .unwrap_or(0);
+            bundles >= 1 && common::metric(&c, "ledger_rekor_pending_anchors") == 0.0
+        }),
+        "no anchor reached Rekor v2"
+    );
+    let dir = s.stop();
+    let anchors = dir.path().join("anchors");
+    let out = verify_rekor(
+        dir.path().to_str().expect("utf8"),
+        ["--anchors", anchors.to_str().expect("utf8")],
+        &keys.public,
+        &keys.root,
+        true,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 #[test]
 fn attack_a_file_that_is_not_an_anchor_of_this_log_is_never_signed() {
     let s = setup();

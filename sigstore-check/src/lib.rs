@@ -13,7 +13,9 @@
 //! SET alone, as the Sigstore clients accept), and the signature verifies
 //! over the message. For a signer named by a public key there is no
 //! certificate: the signature must verify under that key and the log
-//! evidence as above. None of the library's switches that skip a check is
+//! evidence as above, and the bundle must carry a verified time (a SET or
+//! an RFC 3161 timestamp), which the library leaves optional for a managed
+//! key. None of the library's switches that skip a check is
 //! ever set, and a result that does not report every check as done is
 //! refused as well ([`Code::ChecksIncomplete`]).
 //!
@@ -292,6 +294,15 @@ fn verify_as(
                 return Err(Refusal::new(
                     Code::ChecksIncomplete,
                     "the transparency log check was not done",
+                ));
+            }
+            // The library takes a managed-key bundle with no verified time
+            // (a Rekor v2 entry carries none); the ledger requires one, as
+            // for a certificate: a SET, or an RFC 3161 timestamp.
+            if r.verified_timestamps().is_empty() && r.integrated_time().is_none() {
+                return Err(Refusal::new(
+                    Code::TimestampInvalid,
+                    "no verified time: a managed-key bundle must carry a Rekor v1 SET or an RFC 3161 timestamp (a Rekor v2 entry states no time)",
                 ));
             }
             r

@@ -1,12 +1,16 @@
-//! Publishing signed bytes to a Rekor v1 log with a managed key, and the
-//! bundle that proves it (docs/SIGSTORE.md, "Anchors in Rekor").
+//! Publishing signed bytes to a Rekor log (v1, or v2 with an RFC 3161
+//! timestamp) with a managed key or keyless, and the bundle that proves it
+//! (docs/SIGSTORE.md, "Anchors in Rekor").
 //!
 //! The ledger signs an anchor (the exact bytes of a signed checkpoint) with
 //! an anchoring key of its own, an ECDSA P-256 key: Rekor accepts it in a
 //! `hashedrekord`, and an offline verifier checks it (Rekor takes Ed25519
 //! only as Ed25519ph, which no Rust verifier checks for Rekor). This module
-//! makes the request body, turns Rekor's answer into a Sigstore bundle
-//! (v0.3, public-key hint, message signature), and that bundle is kept only
+//! makes the request bodies (Rekor v1's `hashedrekord` 0.0.1; Rekor v2's
+//! `hashedrekord` 0.0.2 and the RFC 3161 timestamp request its bundle
+//! needs, since a v2 entry carries no integrated time), turns the answers
+//! into a Sigstore bundle (v0.3, public-key hint or certificate, message
+//! signature), and that bundle is kept only
 //! once [`crate::verify`] accepts it against the pinned trusted root with
 //! [`crate::Signer::Key`]. It does no I/O: the caller posts the request.
 
@@ -22,6 +26,12 @@ use crate::{Code, Refusal};
 
 /// The path of Rekor v1's write endpoint, below the log's base URL.
 pub const ENTRIES_PATH: &str = "/api/v1/log/entries";
+
+/// The path of Rekor v2's write endpoint, below the log's base URL.
+pub const ENTRIES_V2_PATH: &str = "/api/v2/log/entries";
+
+/// The media type of an RFC 3161 timestamp request (RFC 3161 §3.4).
+pub const TIMESTAMP_QUERY: &str = "application/timestamp-query";
 
 /// An anchoring key: ECDSA P-256, kept as PKCS#8 in a PEM `PRIVATE KEY`.
 pub struct AnchoringKey {
@@ -109,6 +119,8 @@ pub struct Signed {
     /// The Fulcio certificate (DER) a keyless signature is made under;
     /// `None` for the anchoring key.
     certificate: Option<Vec<u8>>,
+    /// The signing key's SubjectPublicKeyInfo (DER).
+    public_key: Vec<u8>,
     /// The JSON body of `POST {log}/api/v1/log/entries`: a `hashedrekord`
     /// 0.0.1 entry with the SHA-256 of the message, the signature and the
     /// public key.
@@ -161,6 +173,12 @@ fn sign_as(
         digest,
         signature,
         certificate: certificate.map(<[u8]>::to_vec),
+        public_key: key
+            .pair
+            .public_key_der()
+            .map_err(key_refusal)?
+            .as_bytes()
+            .to_vec(),
         request: serde_json::to_vec(&request)
             .map_err(|e| Refusal::new(Code::Refused, e.to_string()))?,
     })
@@ -173,6 +191,61 @@ fn sha256(message: &[u8]) -> [u8; 32] {
     out
 }
 
+impl Signed {
+    /// The JSON body of `POST {log}/api/v2/log/entries`: a `hashedrekord`
+    /// 0.0.2 request with the SHA-256 of the message, the signature, and
+    /// the verifier (the public key, or the Fulcio certificate).
+    pub fn request_v2(&self) -> Vec<u8> {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let verifier = match &self.certificate {
+            Some(der) => serde_json::json!({
+                "x509Certificate": {"rawBytes": b64.encode(der)},
+                "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+            }),
+            None => serde_json::json!({
+                "publicKey": {"rawBytes": b64.encode(&self.public_key)},
+                "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+            }),
+        };
+        serde_json::json!({
+            "hashedRekordRequestV002": {
+                "digest": b64.encode(self.digest.as_bytes()),
+                "signature": {
+                    "content": b64.encode(self.signature.as_bytes()),
+                    "verifier": verifier,
+                },
+            },
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    /// The DER `TimeStampReq` (RFC 3161 §2.4.1) for a timestamp over the
+    /// SHA-256 of the signature, as a Sigstore bundle's
+    /// `rfc3161Timestamps` carry: version 1, the message imprint, no
+    /// policy, no nonce (the signature is new on every try, so an old
+    /// answer cannot stand for a new one), and `certReq` so the authority
+    /// embeds its certificate.
+    pub fn timestamp_request(&self) -> Vec<u8> {
+        // AlgorithmIdentifier { id-sha256 (2.16.840.1.101.3.4.2.1), NULL }.
+        const SHA256_ALG: [u8; 15] = [
+            0x30, 0x0d, 0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x01, 0x05,
+            0x00,
+        ];
+        let mut imprint = SHA256_ALG.to_vec();
+        imprint.extend_from_slice(&[0x04, 0x20]);
+        imprint.extend_from_slice(&sha256(self.signature.as_bytes()));
+        let mut body = vec![0x02, 0x01, 0x01]; // version 1
+        body.extend_from_slice(&[0x30, imprint.len() as u8]);
+        body.extend_from_slice(&imprint);
+        body.extend_from_slice(&[0x01, 0x01, 0xff]); // certReq TRUE
+        let mut der = vec![0x30, body.len() as u8];
+        der.extend_from_slice(&body);
+        der
+    }
+}
+
 /// A bundle made from Rekor's answer, and where the entry is.
 #[derive(Debug, Clone)]
 pub struct Logged {
@@ -180,8 +253,9 @@ pub struct Logged {
     pub bundle: String,
     /// The entry's index in the Rekor log.
     pub log_index: u64,
-    /// The entry's UUID, as Rekor names it.
-    pub uuid: String,
+    /// The entry's UUID, as Rekor v1 names it (Rekor v2 names entries by
+    /// index only).
+    pub uuid: Option<String>,
 }
 
 /// The bundle (v0.3 JSON) for `signed`, from Rekor's answer to its
@@ -203,6 +277,47 @@ pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<Logged, Refusal> {
     let tlog = entry
         .to_bundle_entry(KindVersion::HashedRekordV001)
         .map_err(|e| malformed(format!("Rekor's log entry: {e}")))?;
+    make_bundle(signed, tlog, None).map(|bundle| Logged {
+        bundle,
+        log_index,
+        uuid: Some(uuid),
+    })
+}
+
+/// The bundle (v0.3 JSON) for `signed`, from Rekor v2's answer to its
+/// request (a `TransparencyLogEntry`: the entry's index, log id, kind and
+/// version, canonicalized body, and inclusion proof with its checkpoint;
+/// no integrated time) and the timestamp authority's DER `TimeStampResp`
+/// over the signature. Format conversion only: check the bundle with
+/// [`crate::verify`] before trusting it.
+pub fn bundle_v2(signed: &Signed, answer: &[u8], timestamp: &[u8]) -> Result<Logged, Refusal> {
+    let malformed = |why: String| Refusal::new(Code::BundleMalformed, why);
+    let tlog: sigstore_verify::types::TransparencyLogEntry = serde_json::from_slice(answer)
+        .map_err(|e| malformed(format!("Rekor v2's answer is not a log entry: {e}")))?;
+    if tlog.kind_version != KindVersion::HashedRekordV002 {
+        return Err(malformed(
+            "Rekor v2's answer is not a hashedrekord 0.0.2 entry".into(),
+        ));
+    }
+    if tlog.inclusion_proof.is_none() {
+        return Err(malformed(
+            "Rekor v2's answer carries no inclusion proof".into(),
+        ));
+    }
+    let log_index = tlog.log_index.get();
+    let stamp = sigstore_verify::types::TimestampToken::new(timestamp.to_vec());
+    make_bundle(signed, tlog, Some(stamp)).map(|bundle| Logged {
+        bundle,
+        log_index,
+        uuid: None,
+    })
+}
+
+fn make_bundle(
+    signed: &Signed,
+    tlog: sigstore_verify::types::TransparencyLogEntry,
+    timestamp: Option<sigstore_verify::types::TimestampToken>,
+) -> Result<String, Refusal> {
     let content = SignatureContent::MessageSignature(
         MessageSignature::new(signed.signature.clone()).with_message_digest(MessageDigest::new(
             HashAlgorithm::Sha2256,
@@ -217,16 +332,13 @@ pub fn bundle(signed: &Signed, answer: &[u8]) -> Result<Logged, Refusal> {
             hint: signed.digest_hint(),
         },
     };
-    BundleV03::new(material, content)
-        .with_tlog_entry(tlog)
-        .into_bundle()
+    let mut b = BundleV03::new(material, content).with_tlog_entry(tlog);
+    if let Some(t) = timestamp {
+        b = b.with_rfc3161_timestamp(t);
+    }
+    b.into_bundle()
         .to_json()
-        .map_err(|e| malformed(e.to_string()))
-        .map(|bundle| Logged {
-            bundle,
-            log_index,
-            uuid,
-        })
+        .map_err(|e| Refusal::new(Code::BundleMalformed, e.to_string()))
 }
 
 /// The path of Fulcio v2's certificate endpoint, below its base URL.
@@ -444,5 +556,39 @@ mod tests {
         for (claims, want) in cases {
             assert_eq!(fulcio_identity(&claims).as_deref(), want, "{claims}");
         }
+    }
+
+    #[test]
+    fn the_v2_request_and_the_timestamp_request_carry_this_signature() {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let (key, _) = AnchoringKey::generate().expect("key");
+        let s = sign(&key, b"checkpoint bytes").expect("signs");
+        let v: serde_json::Value = serde_json::from_slice(&s.request_v2()).expect("json");
+        let r = &v["hashedRekordRequestV002"];
+        assert_eq!(r["digest"], b64.encode(sha256(b"checkpoint bytes")));
+        assert_eq!(
+            r["signature"]["content"],
+            b64.encode(s.signature.as_bytes())
+        );
+        assert_eq!(
+            r["signature"]["verifier"]["keyDetails"],
+            "PKIX_ECDSA_P256_SHA_256"
+        );
+        let spki = b64
+            .decode(
+                r["signature"]["verifier"]["publicKey"]["rawBytes"]
+                    .as_str()
+                    .expect("b64"),
+            )
+            .expect("spki");
+        assert!(key.public_pem().contains(&b64.encode(&spki)[..40]));
+        // TimeStampReq { 1, { {sha256, NULL}, SHA-256(signature) }, certReq TRUE }.
+        let der = s.timestamp_request();
+        assert_eq!(der.len(), 59);
+        assert_eq!(&der[..7], &[0x30, 57, 0x02, 0x01, 0x01, 0x30, 49]);
+        assert_eq!(&der[22..24], &[0x04, 0x20]);
+        assert_eq!(&der[24..56], &sha256(s.signature.as_bytes()));
+        assert_eq!(&der[56..], &[0x01, 0x01, 0xff]);
     }
 }

@@ -22,6 +22,7 @@ const CHECKPOINT_FLIPPED: &str =
 const INCLUSION_FLIPPED: &str = include_str!("../testdata/synthetic/inclusion-flipped.bundle.json");
 const SCT_BAD_SIGNATURE: &str = include_str!("../testdata/synthetic/sct-bad-signature.bundle.json");
 const SCT_UNTRUSTED_LOG: &str = include_str!("../testdata/synthetic/sct-untrusted-log.bundle.json");
+const REKOR_V2: &str = include_str!("../testdata/synthetic/rekor-v2.bundle.json");
 
 const ISSUER: &str = "https://issuer.example.test";
 const CURATOR: &str = "curator@example.org";
@@ -83,7 +84,27 @@ fn uri_identity_bundle_verifies() {
     assert_eq!(v.signed_at, Some(T0 + 2 * 60 + 30));
 }
 
+#[test]
+fn rekor_v2_bundle_verifies_at_its_rfc3161_time() {
+    // A Rekor v2 entry states no time: the timestamp authority's is the
+    // verified time.
+    let v = check(REKOR_V2, STATEMENT, CURATOR, ISSUER).expect("verifies");
+    assert_eq!(v.identity.as_deref(), Some(CURATOR));
+    assert_eq!(v.signed_at, Some(T0 + 6 * 60 + 30));
+}
+
 // ---------------------------------------------------------------- attacks
+
+#[test]
+fn attack_rekor_v2_bundle_without_its_timestamp() {
+    let mut b: serde_json::Value = serde_json::from_str(REKOR_V2).expect("json");
+    b["verificationMaterial"]
+        .as_object_mut()
+        .expect("material")
+        .remove("timestampVerificationData");
+    let e = refused(&b.to_string(), STATEMENT, CURATOR, ISSUER);
+    assert_refused(&e, Code::TimestampInvalid, "no verified time");
+}
 
 #[test]
 fn attack_wrong_identity_expected() {

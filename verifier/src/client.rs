@@ -156,10 +156,15 @@ impl Client {
     }
 
     pub fn post_json(&self, path: &str, body: &[u8]) -> anyhow::Result<Reply> {
+        self.post(path, "application/json", body)
+    }
+
+    /// `POST path` with `body` of media type `content_type`.
+    pub fn post(&self, path: &str, content_type: &str, body: &[u8]) -> anyhow::Result<Reply> {
         let mut resp = self
             .agent
             .post(format!("{}{path}", self.base))
-            .header("content-type", "application/json")
+            .header("content-type", content_type)
             .send(body)
             .map_err(|e| anyhow!("POST {path}: {e}"))?;
         let status = resp.status().as_u16();

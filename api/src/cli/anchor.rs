@@ -26,7 +26,7 @@ pub enum AnchorAction {
         #[arg(long = "anchor-key")]
         anchor_keys: Vec<String>,
         #[command(flatten)]
-        rekor: RekorArgs,
+        rekor: Box<RekorArgs>,
     },
     /// Make an anchoring key for Rekor (ECDSA P-256, PKCS#8 PEM, mode 0600) and print its public
     /// key, which verifiers pin (`ledger verify --anchors DIR --rekor-pub FILE`).
@@ -37,13 +37,27 @@ pub enum AnchorAction {
     },
 }
 
-/// Publication of anchors to a Rekor v1 log (docs/SIGSTORE.md).
+/// Publication of anchors to a Rekor log (docs/SIGSTORE.md).
 #[derive(clap::Args)]
 pub struct RekorArgs {
-    /// Also publish to this Rekor v1 log (e.g. https://rekor.sigstore.dev): every anchor of the
+    /// Also publish to this Rekor log (e.g. https://rekor.sigstore.dev): every anchor of the
     /// directory without a kept bundle, oldest first, so an outage catches up on the next run.
     #[arg(long, env = "LEDGER_REKOR_URL")]
     rekor: Option<String>,
+    /// The Rekor API --rekor serves: 1, or 2 (whose entries carry no time: each signature is
+    /// timestamped by --tsa first).
+    #[arg(
+        long,
+        env = "LEDGER_REKOR_VERSION",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u8).range(1..=2),
+        requires = "rekor"
+    )]
+    rekor_version: u8,
+    /// With --rekor-version 2: the RFC 3161 timestamp authority's URL (e.g.
+    /// https://timestamp.sigstore.dev/api/v1/timestamp), which the trusted root must name.
+    #[arg(long, env = "LEDGER_TSA_URL", requires = "rekor")]
+    tsa: Option<String>,
     /// The anchoring key (`ledger anchor rekor-keygen`).
     #[arg(
         long,
@@ -117,6 +131,7 @@ pub fn run(action: AnchorAction) -> anyhow::Result<()> {
                 api::rekor::trust_root(rekor.sigstore_root.as_deref())?,
             );
             r.attempts = rekor.rekor_attempts;
+            r.api = api::rekor::RekorApi::of(rekor.rekor_version, rekor.tsa.as_deref())?;
             Some(r)
         }
         None => None,

@@ -49,9 +49,16 @@ pub struct ServeArgs {
     /// An earlier log verifier key whose anchors stay trusted (repeatable).
     #[arg(long = "anchor-key")]
     anchor_keys: Vec<String>,
-    /// Also publish every anchor to this Rekor v1 log (docs/SIGSTORE.md).
+    /// Also publish every anchor to this Rekor log (docs/SIGSTORE.md).
     #[arg(long, env = "LEDGER_REKOR_URL")]
     rekor_url: Option<String>,
+    /// The Rekor API --rekor-url serves: 1 (default) or 2 (needs --tsa-url).
+    #[arg(long, env = "LEDGER_REKOR_VERSION", value_parser = clap::value_parser!(u8).range(1..=2))]
+    rekor_version: Option<u8>,
+    /// With --rekor-version 2: the RFC 3161 timestamp authority's URL (e.g.
+    /// https://timestamp.sigstore.dev/api/v1/timestamp).
+    #[arg(long, env = "LEDGER_TSA_URL")]
+    tsa_url: Option<String>,
     /// The anchoring key for Rekor (`ledger anchor rekor-keygen`).
     #[arg(long, env = "LEDGER_REKOR_KEY")]
     rekor_key: Option<PathBuf>,
@@ -124,6 +131,8 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
             a.anchor_keys
         },
         rekor_url: a.rekor_url.or(file.rekor_url),
+        rekor_version: a.rekor_version.unwrap_or(file.rekor_version),
+        tsa_url: a.tsa_url.or(file.tsa_url),
         rekor_key_file: a.rekor_key.or(file.rekor_key_file),
         sigstore_root: a.sigstore_root.or(file.sigstore_root),
         rekor_retry_secs: a.rekor_retry_secs.unwrap_or(file.rekor_retry_secs),

@@ -247,11 +247,16 @@ impl AppState {
         let rekor = match (&config.rekor_url, &config.rekor_key_file) {
             (None, _) => None,
             (Some(_), None) => anyhow::bail!("rekor_url needs rekor_key_file (the anchoring key)"),
-            (Some(url), Some(key)) => Some(crate::rekor::Rekor::new(
-                url.clone(),
-                crate::rekor::read_key(key)?,
-                crate::rekor::trust_root(config.sigstore_root.as_deref())?,
-            )),
+            (Some(url), Some(key)) => {
+                let mut r = crate::rekor::Rekor::new(
+                    url.clone(),
+                    crate::rekor::read_key(key)?,
+                    crate::rekor::trust_root(config.sigstore_root.as_deref())?,
+                );
+                r.api =
+                    crate::rekor::RekorApi::of(config.rekor_version, config.tsa_url.as_deref())?;
+                Some(r)
+            }
         };
         let witnessed = policy.as_ref().and_then(|p| {
             crate::server::witnessing::load_witnessed(events.ledger(), p, log_key.verifier_key())

@@ -158,6 +158,19 @@ def test_the_replayed_co_signature_and_identity_shapes_are_the_published_schemas
 # --- first: sigstore-python verifies the committed synthetic fixtures ------------------
 
 
+def test_the_rekor_v2_fixture_verifies_at_its_rfc3161_time() -> None:
+    """A Rekor v2 entry states no time: the timestamp authority's is the verified time."""
+    bundle, msg = (SYNTHETIC / "rekor-v2.bundle.json").read_text(), (SYNTHETIC / "statement.txt").read_bytes()
+    v = sigstore_check.verify_message(bundle, msg, CURATOR, ISSUER, TRUSTED_ROOT)
+    assert (v.identity, v.issuer) == (CURATOR, ISSUER)
+    t0 = int(json.loads((SYNTHETIC / "good.bundle.json").read_text())["verificationMaterial"]["tlogEntries"][0]["integratedTime"]) - 30
+    assert v.signed_at == t0 + 6 * 60 + 30
+    untimed = json.loads(bundle)
+    del untimed["verificationMaterial"]["timestampVerificationData"]
+    with pytest.raises(sigstore_check.Refusal):
+        sigstore_check.verify_message(json.dumps(untimed), msg, CURATOR, ISSUER, TRUSTED_ROOT)
+
+
 @pytest.mark.parametrize("fixture, identity, issuer, message, code", [
     ("good.bundle.json", CURATOR, ISSUER, "statement.txt", None),
     ("second-curator.bundle.json", CURATOR_B, ISSUER, "statement.txt", None),

@@ -23,10 +23,24 @@ What it makes, so sigstore-check/tests/synthetic.rs can run the real
   root, blank line, "— <name> base64(4-byte key hint || signature)"), and
   per entry an inclusion proof and a SET (ECDSA over the canonical JSON of
   {body, integratedTime, logID, logIndex});
-* trusted_root.json naming the CA, the Rekor key and the CT key, each with
-  a validFor window;
+* a Rekor v2 log: an Ed25519 key (its 32-byte seed SHA-256 of a label),
+  checkpoint origin "rekor-v2.example.test", log ID the C2SP signed-note
+  key ID SHA-256(origin || 0x0A || 0x01 || raw public key), as Rekor v2's
+  is; hashedrekord v0.0.2 entries (the canonicalized body real Rekor v2
+  logs) in an RFC 6962 tree; checkpoints signed with Ed25519, their
+  signature line "— rekor-v2.example.test base64(keyID[:4] || sig)"; no
+  integrated time, no SET (Rekor v2 has neither);
+* an RFC 3161 timestamp authority: a self-signed root (P-384) and a
+  signing leaf (P-256; digitalSignature, the timeStamping EKU alone and
+  critical), and the DER of a TSTInfo, of the CMS SignedData around it
+  (signed attributes contentType, messageDigest, ESS signingCertificateV2;
+  ECDSA-SHA256 over them) and of a TimeStampResp, hand-built here as
+  `cryptography` has no builder for them;
+* trusted_root.json naming the CA, both Rekor logs (v1: P-256; v2:
+  Ed25519), the CT key and the TSA, each with a validFor window;
 * bundles (application/vnd.dev.sigstore.bundle.v0.3+json) with a
-  messageSignature over statement.txt, and one bundle per attack.
+  messageSignature over statement.txt, and one bundle per attack; and one
+  Rekor v2 bundle (a hashedrekord v0.0.2 entry and an RFC 3161 timestamp).
 
 Requires Python 3.11 and the `cryptography` package (>= 44, for
 deterministic ECDSA), needed ONLY to regenerate the fixtures; the Rust
@@ -37,9 +51,12 @@ tests read the committed files. Run from anywhere:
 The output is deterministic: keys come from fixed seeds, ECDSA is RFC 6979
 deterministic, and every time is fixed, so a rerun rewrites the same bytes.
 
-rekor_standin.py (a loopback stand-in for the Rekor v1 write API) imports
-the key, tree, checkpoint and SET helpers from here; importing this module
-writes nothing.
+rekor_standin.py (loopback stand-ins for the Rekor v1 and v2 write APIs,
+Fulcio's signingCert and an RFC 3161 TSA) imports the keys, the CA and
+certificate builders, the tree, checkpoint and SET helpers, the Rekor v2
+log (LogV2, hashedrekord_v2_body, checkpoint signing) and the TSA's
+certificates and DER builders (tst_info, timestamp_token,
+timestamp_response) from here; importing this module writes nothing.
 """
 
 from __future__ import annotations
@@ -55,7 +72,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 # The fixtures go beside this file, or into the folder given as the one
@@ -526,6 +543,329 @@ class Log:
 
 
 # --------------------------------------------------------------------------
+# Rekor v2: hashedrekord v0.0.2 entries, an Ed25519 C2SP signed-note log
+# --------------------------------------------------------------------------
+
+REKOR_V2_ORIGIN = "rekor-v2.example.test"
+# Ed25519: the 32-byte private seed is SHA-256 of a public label.
+REKOR_V2_KEY = ed25519.Ed25519PrivateKey.from_private_bytes(sha256(SEED + b"rekor v2 log"))
+HASHEDREKORD_V2_KEY_DETAILS = "PKIX_ECDSA_P256_SHA_256"  # the only verifier key type the v2 stand-in takes
+
+
+def ed25519_raw(k) -> bytes:
+    pub = k.public_key() if hasattr(k, "public_key") else k
+    return pub.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+def signed_note_key_id(origin: str, k) -> bytes:
+    """The C2SP signed-note key ID of an Ed25519 key: SHA-256(name || 0x0A ||
+    0x01 || raw 32-byte public key). Rekor v2's log ID (logId.keyId) is this
+    32-byte value; its first 4 bytes are the key hint in signature lines."""
+    return sha256(origin.encode() + b"\n\x01" + ed25519_raw(k))
+
+
+REKOR_V2_KEY_ID = signed_note_key_id(REKOR_V2_ORIGIN, REKOR_V2_KEY)
+
+
+def checkpoint_v2_note(size: int, root: bytes) -> str:
+    """The C2SP checkpoint body: origin, size, base64 root, each ending in LF."""
+    return f"{REKOR_V2_ORIGIN}\n{size}\n{b64(root)}\n"
+
+
+def checkpoint_v2_envelope(note: str, signature: bytes) -> str:
+    """The signed note: body, blank line, `— origin base64(keyID[:4] || sig)`."""
+    return f"{note}\n\u2014 {REKOR_V2_ORIGIN} {b64(REKOR_V2_KEY_ID[:4] + signature)}\n"
+
+
+def sign_checkpoint_v2(note: str) -> bytes:
+    """Ed25519 over the note body (deterministic, as Ed25519 is)."""
+    return REKOR_V2_KEY.sign(note.encode())
+
+
+def hashedrekord_v2_verifier(*, certificate_der: bytes | None = None, public_key_der: bytes | None = None) -> dict:
+    """The `verifier` of a hashedrekord v0.0.2: one of an X.509 certificate or
+    an SPKI public key (DER), with its key details."""
+    assert (certificate_der is None) != (public_key_der is None)
+    if certificate_der is not None:
+        return {"keyDetails": HASHEDREKORD_V2_KEY_DETAILS, "x509Certificate": {"rawBytes": b64(certificate_der)}}
+    return {"keyDetails": HASHEDREKORD_V2_KEY_DETAILS, "publicKey": {"rawBytes": b64(public_key_der)}}
+
+
+def hashedrekord_v2_body(digest: bytes, signature: bytes, verifier: dict) -> bytes:
+    """The canonicalized body Rekor v2 logs for a hashedrekord v0.0.2 (RFC 8785
+    JSON, the shape and key order of the real Rekor v2's bodies)."""
+    return canonical_json(
+        {
+            "apiVersion": "0.0.2",
+            "kind": "hashedrekord",
+            "spec": {
+                "hashedRekordV002": {
+                    "data": {"algorithm": "SHA2_256", "digest": b64(digest)},
+                    "signature": {"content": b64(signature), "verifier": verifier},
+                }
+            },
+        }
+    )
+
+
+class LogV2:
+    """A synthetic Rekor v2 log: an RFC 6962 tree of canonicalized bodies, a
+    C2SP checkpoint signed with the Ed25519 key after every seal. No
+    integrated time, no SET: Rekor v2 has neither."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    def append(self, body: bytes) -> int:
+        self.bodies.append(body)
+        return len(self.bodies) - 1
+
+    def dummy(self, i: int) -> None:
+        self.append(canonical_json({"synthetic-dummy-leaf-v2": i}))
+
+    def seal(self) -> None:
+        self.leaves = [leaf_hash(b) for b in self.bodies]
+        self.size = len(self.leaves)
+        self.root = mth(self.leaves)
+        self.note = checkpoint_v2_note(self.size, self.root)
+        self.checkpoint_sig = sign_checkpoint_v2(self.note)
+        self.checkpoint = checkpoint_v2_envelope(self.note, self.checkpoint_sig)
+
+    def tlog_entry(self, index: int) -> dict:
+        """The TransparencyLogEntry (protobuf JSON) Rekor v2 answers, and a
+        bundle carries: int64 fields as strings, bytes base64."""
+        path = inclusion_path(index, self.leaves)
+        assert root_from_path(index, self.size, self.leaves[index], path) == self.root
+        return {
+            "logIndex": str(index),
+            "logId": {"keyId": b64(REKOR_V2_KEY_ID)},
+            "kindVersion": {"kind": "hashedrekord", "version": "0.0.2"},
+            "inclusionProof": {
+                "logIndex": str(index),
+                "rootHash": b64(self.root),
+                "treeSize": str(self.size),
+                "hashes": [b64(h) for h in path],
+                "checkpoint": {"envelope": self.checkpoint},
+            },
+            "canonicalizedBody": b64(self.bodies[index]),
+        }
+
+
+# --------------------------------------------------------------------------
+# RFC 3161 timestamp authority (TSA): certificates, TSTInfo, CMS SignedData
+# --------------------------------------------------------------------------
+
+TSA_ROOT_KEY = key("tsa root", ec.SECP384R1())
+TSA_LEAF_KEY = key("tsa leaf", ec.SECP256R1())
+TSA_ROOT_NAME = name("synthetic-tsa-root (TEST ONLY)")
+TSA_LEAF_NAME = name("synthetic-tsa (TEST ONLY)")
+TSA_URL = "https://tsa.example.test/api/v1/timestamp"
+# The TSTInfo policy: under 1.3.6.1.4.1.32473, the enterprise number RFC 5612
+# reserves for documentation. (Not an OID under 2.999: const-oid 0.9, which
+# sigstore-tsa parses TSTInfo with, refuses a second arc above 39.)
+TSA_POLICY = "1.3.6.1.4.1.32473.3161.1"
+
+OID_SHA256 = "2.16.840.1.101.3.4.2.1"
+OID_ECDSA_SHA256 = "1.2.840.10045.4.3.2"
+OID_ECDSA_SHA384 = "1.2.840.10045.4.3.3"
+OID_SIGNED_DATA = "1.2.840.113549.1.7.2"
+OID_CT_TSTINFO = "1.2.840.113549.1.9.16.1.4"
+OID_CONTENT_TYPE = "1.2.840.113549.1.9.3"
+OID_MESSAGE_DIGEST = "1.2.840.113549.1.9.4"
+OID_SIGNING_CERTIFICATE_V2 = "1.2.840.113549.1.9.16.2.47"
+
+
+def make_tsa_root() -> x509.Certificate:
+    return (
+        x509.CertificateBuilder()
+        .subject_name(TSA_ROOT_NAME)
+        .issuer_name(TSA_ROOT_NAME)
+        .public_key(TSA_ROOT_KEY.public_key())
+        .serial_number(serial("tsa root"))
+        .not_valid_before(TRUST_START)
+        .not_valid_after(TRUST_END)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
+            critical=True,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(TSA_ROOT_KEY.public_key()), critical=False
+        )
+        .sign(TSA_ROOT_KEY, hashes.SHA384(), ecdsa_deterministic=True)
+    )
+
+
+def make_tsa_leaf() -> x509.Certificate:
+    """The TSA's signing certificate, issued by the TSA root: digitalSignature,
+    the timeStamping EKU (alone, critical, as RFC 3161 §2.3 requires)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(TSA_LEAF_NAME)
+        .issuer_name(TSA_ROOT_NAME)
+        .public_key(TSA_LEAF_KEY.public_key())
+        .serial_number(serial("tsa leaf"))
+        .not_valid_before(TRUST_START)
+        .not_valid_after(TRUST_END)
+        .add_extension(
+            x509.KeyUsage(True, False, False, False, False, False, False, False, False),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.TIME_STAMPING]), critical=True)
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(TSA_LEAF_KEY.public_key()), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(TSA_ROOT_KEY.public_key()),
+            critical=False,
+        )
+        .sign(TSA_ROOT_KEY, hashes.SHA384(), ecdsa_deterministic=True)
+    )
+
+
+def der_int(n: int) -> bytes:
+    """A DER INTEGER (minimal two's complement)."""
+    return der_tlv(0x02, n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True))
+
+
+def der_oid(dotted: str) -> bytes:
+    arcs = [int(a) for a in dotted.split(".")]
+    body = b""
+    for arc in [arcs[0] * 40 + arcs[1], *arcs[2:]]:
+        chunk = [arc & 0x7F]
+        arc >>= 7
+        while arc:
+            chunk.append(0x80 | (arc & 0x7F))
+            arc >>= 7
+        body += bytes(reversed(chunk))
+    return der_tlv(0x06, body)
+
+
+def der_seq(*parts: bytes) -> bytes:
+    return der_tlv(0x30, b"".join(parts))
+
+
+def der_set_contents(*parts: bytes) -> bytes:
+    """The contents of a DER SET OF: the encodings in ascending order (X.690
+    §11.6), the shorter padded with zero octets for the comparison."""
+    width = max((len(p) for p in parts), default=0)
+    return b"".join(sorted(parts, key=lambda p: p.ljust(width, b"\x00")))
+
+
+def der_set(*parts: bytes) -> bytes:
+    return der_tlv(0x31, der_set_contents(*parts))
+
+
+def der_generalized_time(unix: int) -> bytes:
+    """GeneralizedTime YYYYMMDDHHMMSSZ (whole seconds, UTC, as DER wants)."""
+    t = dt.datetime.fromtimestamp(unix, UTC)
+    return der_tlv(0x18, t.strftime("%Y%m%d%H%M%SZ").encode())
+
+
+def sha256_algorithm() -> bytes:
+    """AlgorithmIdentifier sha256, parameters absent (as Sigstore's TSA writes it)."""
+    return der_seq(der_oid(OID_SHA256))
+
+
+def message_imprint(digest: bytes) -> bytes:
+    """MessageImprint {sha256, digest}."""
+    return der_seq(sha256_algorithm(), der_octets(digest))
+
+
+def tst_info(imprint_der: bytes, serial_number: int, gen_time: int, nonce_der: bytes | None = None) -> bytes:
+    """The DER TSTInfo (RFC 3161 §2.4.2): version 1, TSA_POLICY, the request's
+    MessageImprint and nonce (their DER, as received), a serial number,
+    genTime, accuracy one second; no ordering (DEFAULT FALSE), no tsa name,
+    no extensions."""
+    parts = [
+        der_int(1),
+        der_oid(TSA_POLICY),
+        imprint_der,
+        der_int(serial_number),
+        der_generalized_time(gen_time),
+        der_seq(der_int(1)),  # Accuracy { seconds 1 }
+    ]
+    if nonce_der is not None:
+        parts.append(nonce_der)
+    return der_seq(*parts)
+
+
+def cms_attribute(oid: str, value: bytes) -> bytes:
+    return der_seq(der_oid(oid), der_set(value))
+
+
+def tsa_signed_attributes(tst_der: bytes, leaf: x509.Certificate) -> bytes:
+    """The CONTENTS of signedAttrs (the SET OF, in DER order): contentType
+    id-ct-TSTInfo, messageDigest SHA-256(TSTInfo), and the ESS
+    signingCertificateV2 (RFC 5035) naming the leaf: ESSCertIDv2 {certHash
+    SHA-256 of the leaf's DER (hashAlgorithm sha256, the DEFAULT, omitted),
+    issuerSerial {directoryName of the issuer, serial}}."""
+    leaf_der = leaf.public_bytes(serialization.Encoding.DER)
+    issuer_serial = der_seq(der_seq(der_tlv(0xA4, leaf.issuer.public_bytes())), der_int(leaf.serial_number))
+    ess_cert_id_v2 = der_seq(der_octets(sha256(leaf_der)), issuer_serial)
+    signing_certificate_v2 = der_seq(der_seq(ess_cert_id_v2))
+    return der_set_contents(
+        cms_attribute(OID_CONTENT_TYPE, der_oid(OID_CT_TSTINFO)),
+        cms_attribute(OID_MESSAGE_DIGEST, der_octets(sha256(tst_der))),
+        cms_attribute(OID_SIGNING_CERTIFICATE_V2, signing_certificate_v2),
+    )
+
+
+def timestamp_token(
+    tst_der: bytes,
+    *,
+    embed: list[x509.Certificate],
+    leaf: x509.Certificate,
+    leaf_key=TSA_LEAF_KEY,
+) -> bytes:
+    """The TimeStampToken: ContentInfo {id-signedData, [0] EXPLICIT SignedData
+    v3 {digestAlgorithms {sha256}, encapContentInfo {id-ct-TSTInfo, [0]
+    EXPLICIT OCTET STRING TSTInfo}, certificates [0] IMPLICIT (`embed`, left
+    out when empty), signerInfos {SignerInfo v1 {sid IssuerAndSerialNumber of
+    the leaf, sha256, signedAttrs [0] IMPLICIT, ecdsa-with-SHA256 (SHA384 for a
+    P-384 key), signature over the DER of signedAttrs tagged SET (0x31)}}}}."""
+    attrs = tsa_signed_attributes(tst_der, leaf)
+    signature = sign(leaf_key, der_tlv(0x31, attrs))
+    sig_alg = OID_ECDSA_SHA384 if leaf_key.curve.name == "secp384r1" else OID_ECDSA_SHA256
+    signer_info = der_seq(
+        der_int(1),
+        der_seq(leaf.issuer.public_bytes(), der_int(leaf.serial_number)),
+        sha256_algorithm(),
+        der_tlv(0xA0, attrs),
+        der_seq(der_oid(sig_alg)),
+        der_octets(signature),
+    )
+    certificates = b""
+    if embed:
+        ders = [c.public_bytes(serialization.Encoding.DER) for c in embed]
+        certificates = der_tlv(0xA0, der_set_contents(*ders))
+    signed_data = der_seq(
+        der_int(3),
+        der_set(sha256_algorithm()),
+        der_seq(der_oid(OID_CT_TSTINFO), der_tlv(0xA0, der_octets(tst_der))),
+        certificates,
+        der_set(signer_info),
+    )
+    return der_seq(der_oid(OID_SIGNED_DATA), der_tlv(0xA0, signed_data))
+
+
+def timestamp_response(token: bytes) -> bytes:
+    """TimeStampResp {PKIStatusInfo {granted (0)}, timeStampToken}."""
+    return der_seq(der_seq(der_int(0)), token)
+
+
+def timestamp_signature(
+    signature: bytes, serial_number: int, gen_time: int, *, nonce: int | None = None, embed_leaf: bool = True
+) -> bytes:
+    """A whole TimeStampResp over SHA-256 of `signature` (what a Sigstore
+    bundle's rfc3161Timestamps[].signedTimestamp holds)."""
+    leaf = make_tsa_leaf()
+    tst = tst_info(message_imprint(sha256(signature)), serial_number, gen_time,
+                   None if nonce is None else der_int(nonce))
+    return timestamp_response(timestamp_token(tst, embed=[leaf] if embed_leaf else [], leaf=leaf))
+
+
+# --------------------------------------------------------------------------
 # Signings, bundles, trusted root
 # --------------------------------------------------------------------------
 
@@ -558,7 +898,44 @@ class Signing:
         }
 
 
-def trusted_root(root: x509.Certificate, intermediate: x509.Certificate) -> dict:
+class SigningV2:
+    """One keyless signing of STATEMENT logged in Rekor v2 (hashedrekord
+    v0.0.2) and timestamped by the TSA over SHA-256 of the signature: the
+    Rekor v2 bundle shape (no integrated time; the TSA's time is the one)."""
+
+    def __init__(self, log: LogV2, label: str, identity: str, minute: int, *, tsa_serial: int, timestamped_after=30):
+        self.leaf_key = key("leaf/" + label, ec.SECP256R1())
+        not_before = T0 + dt.timedelta(minutes=minute)
+        self.cert = make_leaf(label, identity, self.leaf_key, not_before)
+        self.signature = sign(self.leaf_key, STATEMENT)
+        self.timestamp = timestamp_signature(
+            self.signature, tsa_serial, int(not_before.timestamp()) + timestamped_after
+        )
+        verifier = hashedrekord_v2_verifier(certificate_der=self.cert.public_bytes(serialization.Encoding.DER))
+        self.index = log.append(hashedrekord_v2_body(sha256(STATEMENT), self.signature, verifier))
+        self.log = log
+
+    def bundle(self) -> dict:
+        return {
+            "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+            "verificationMaterial": {
+                "certificate": {"rawBytes": b64(self.cert.public_bytes(serialization.Encoding.DER))},
+                "tlogEntries": [self.log.tlog_entry(self.index)],
+                "timestampVerificationData": {"rfc3161Timestamps": [{"signedTimestamp": b64(self.timestamp)}]},
+            },
+            "messageSignature": {
+                "messageDigest": {"algorithm": "SHA2_256", "digest": b64(sha256(STATEMENT))},
+                "signature": b64(self.signature),
+            },
+        }
+
+
+def trusted_root(
+    root: x509.Certificate,
+    intermediate: x509.Certificate,
+    tsa_root: x509.Certificate,
+    tsa_leaf: x509.Certificate,
+) -> dict:
     window = {"start": iso(TRUST_START), "end": iso(TRUST_END)}
     der = serialization.Encoding.DER
     return {
@@ -573,7 +950,18 @@ def trusted_root(root: x509.Certificate, intermediate: x509.Certificate) -> dict
                     "validFor": window,
                 },
                 "logId": {"keyId": b64(sha256(spki(REKOR_KEY)))},
-            }
+            },
+            {
+                "baseUrl": f"https://{REKOR_V2_ORIGIN}",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": b64(spki(REKOR_V2_KEY)),
+                    "keyDetails": "PKIX_ED25519",
+                    "validFor": window,
+                },
+                # Rekor v2's log ID: the C2SP signed-note key ID, not SHA-256(SPKI).
+                "logId": {"keyId": b64(REKOR_V2_KEY_ID)},
+            },
         ],
         "certificateAuthorities": [
             {
@@ -603,7 +991,22 @@ def trusted_root(root: x509.Certificate, intermediate: x509.Certificate) -> dict
                 "logId": {"keyId": b64(sha256(spki(CT_KEY)))},
             }
         ],
-        "timestampAuthorities": [],
+        "timestampAuthorities": [
+            {
+                "subject": {
+                    "organization": "synthetic.example.test",
+                    "commonName": "synthetic-tsa (TEST ONLY)",
+                },
+                "uri": TSA_URL,
+                "certChain": {
+                    "certificates": [
+                        {"rawBytes": b64(tsa_leaf.public_bytes(der))},
+                        {"rawBytes": b64(tsa_root.public_bytes(der))},
+                    ]
+                },
+                "validFor": window,
+            }
+        ],
     }
 
 
@@ -672,7 +1075,7 @@ def main(argv: list[str]) -> None:
 
     OUT.joinpath("statement.txt").write_bytes(STATEMENT)
     OUT.joinpath("other-statement.txt").write_bytes(OTHER_STATEMENT)
-    write_json("trusted_root.json", trusted_root(root, intermediate))
+    write_json("trusted_root.json", trusted_root(root, intermediate, make_tsa_root(), make_tsa_leaf()))
 
     good_bundle = good.bundle()
     write_json("good.bundle.json", good_bundle)
@@ -703,6 +1106,16 @@ def main(argv: list[str]) -> None:
     h[0] ^= 0x01
     proof["hashes"][0] = b64(bytes(h))
     write_json("inclusion-flipped.bundle.json", b)
+
+    # Rekor v2: a keyless signing in an Ed25519-checkpointed log, its time
+    # from the TSA (T0 + 6 min + 30 s).
+    log_v2 = LogV2()
+    for i in range(3):
+        log_v2.dummy(i)
+    v2 = SigningV2(log_v2, "curator-v2", CURATOR, 6, tsa_serial=1)
+    log_v2.dummy(3)
+    log_v2.seal()
+    write_json("rekor-v2.bundle.json", v2.bundle())
 
 
 if __name__ == "__main__":

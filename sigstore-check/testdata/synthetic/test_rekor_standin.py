@@ -1,15 +1,20 @@
 """Self-test of rekor_standin.py (the loopback stand-ins for the Rekor v1 and
-Fulcio v2 APIs; NOT REKOR, NOT FULCIO).
+v2 APIs, the Fulcio v2 API and an RFC 3161 TSA; NOT REKOR, NOT FULCIO, NOT
+A TSA).
 
 Starts the stand-in as a subprocess on a port file and checks its answers
 with code written here, not imported from gen.py: the inclusion proof
-(RFC 9162 §2.1.3.2) against rootHash, the checkpoint and the SET against
-the Rekor key read from trusted_root.json; the certificates it issues
-against the CA chain and the CT key read from trusted_root.json (only the
-precertificate's TBS is rebuilt with gen.strip_sct and the RFC 6962 signed
-struct with gen.sct_signed_data). Keyless bundles made from its answers are
-also checked by sigstore-python's verifier when sigstore-python is
-installed (skipped otherwise).
+(RFC 9162 §2.1.3.2) against rootHash, the checkpoints (v1: ECDSA; v2:
+Ed25519, C2SP key ID) and the SET against the Rekor keys read from
+trusted_root.json; the certificates it issues against the CA chain and the
+CT key read from trusted_root.json (only the precertificate's TBS is
+rebuilt with gen.strip_sct and the RFC 6962 signed struct with
+gen.sct_signed_data); the timestamps, taken apart with a DER reader written
+here, against the TSA chain read from trusted_root.json and the rules of
+sigstore-verify 0.15.1's TSA verifier. Bundles made from its answers
+(keyless v1; keyless v2 with a timestamp) are also checked by
+sigstore-python's verifier, and timestamps by rfc3161-client and
+`openssl ts -verify`, when those are installed (skipped otherwise).
 
     python3 -m pytest -q -p no:cacheprovider test_rekor_standin.py
 """
@@ -20,6 +25,9 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -34,6 +42,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.x509.oid import ExtendedKeyUsageOID, ObjectIdentifier
 
 HERE = Path(__file__).resolve().parent
@@ -45,8 +54,9 @@ import gen  # noqa: E402  (strip_sct and sct_signed_data only; importing it writ
 
 
 def rekor_key() -> tuple[ec.EllipticCurvePublicKey, bytes]:
+    """The Rekor v1 log's key and log ID (the v2 log's are further down)."""
     root = json.loads((HERE / "trusted_root.json").read_text())
-    (tlog,) = root["tlogs"]
+    (tlog,) = [t for t in root["tlogs"] if t["baseUrl"] == "https://rekor.example.test"]
     spki = base64.b64decode(tlog["publicKey"]["rawBytes"])
     key = serialization.load_der_public_key(spki)
     assert isinstance(key, ec.EllipticCurvePublicKey)
@@ -810,3 +820,846 @@ def test_sigstore_python_signs_keyless_through_the_standins(standin: Standin) ->
     assert not tsa.get("rfc3161Timestamps")
     leaf, _ = check_bundle(bundle, artifact)
     assert san(leaf) == [x509.RFC822Name("curator@example.org")]
+
+
+# --------------------------------------------------------------------------
+# The RFC 3161 TSA stand-in (NOT A TSA) and the Rekor v2 stand-in (NOT REKOR)
+#
+# Checked with code written here (a small DER reader and writer, the proof
+# check above, the keys and certificates read from trusted_root.json), then
+# end to end by sigstore-python's verifier, rfc3161-client and, if present,
+# `openssl ts -verify`; and against the rules of sigstore-verify 0.15.1's
+# TSA verifier (sigstore-tsa 0.15.1 src/verify.rs), restated below.
+# --------------------------------------------------------------------------
+
+TSA_PATH = "/api/v1/timestamp"
+REKOR_V2_PATH = "/api/v2/log/entries"
+FIXED = 1750000000  # 2025-06-15T15:06:40Z
+FIXED_GENTIME = "20250615150640Z"
+OID_SHA256 = "2.16.840.1.101.3.4.2.1"
+OID_TSTINFO = "1.2.840.113549.1.9.16.1.4"
+OID_SIGNED_DATA = "1.2.840.113549.1.7.2"
+OID_CONTENT_TYPE = "1.2.840.113549.1.9.3"
+OID_MESSAGE_DIGEST = "1.2.840.113549.1.9.4"
+OID_SIGNING_CERT_V2 = "1.2.840.113549.1.9.16.2.47"
+OID_ECDSA_SHA256 = "1.2.840.10045.4.3.2"
+
+
+def tsa_authority() -> tuple[x509.Certificate, x509.Certificate, dict]:
+    """(leaf, root, the entry) of the one timestamp authority of trusted_root.json."""
+    root = json.loads((HERE / "trusted_root.json").read_text())
+    (tsa,) = root["timestampAuthorities"]
+    leaf, top = (x509.load_der_x509_certificate(base64.b64decode(c["rawBytes"])) for c in tsa["certChain"]["certificates"])
+    return leaf, top, tsa
+
+
+TSA_LEAF, TSA_ROOT, TSA_ENTRY = tsa_authority()
+
+
+def rekor_v2_log() -> tuple[Ed25519PublicKey, bytes]:
+    """The Rekor v2 log's Ed25519 key and its log ID from trusted_root.json,
+    the ID checked against the C2SP signed-note key ID computed here."""
+    root = json.loads((HERE / "trusted_root.json").read_text())
+    (tlog,) = [t for t in root["tlogs"] if t["baseUrl"] == "https://rekor-v2.example.test"]
+    assert tlog["publicKey"]["keyDetails"] == "PKIX_ED25519" and tlog["hashAlgorithm"] == "SHA2_256"
+    key = serialization.load_der_public_key(base64.b64decode(tlog["publicKey"]["rawBytes"]))
+    assert isinstance(key, Ed25519PublicKey)
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key_id = hashlib.sha256(b"rekor-v2.example.test\n\x01" + raw).digest()
+    assert base64.b64decode(tlog["logId"]["keyId"]) == key_id
+    return key, key_id
+
+
+REKOR_V2_KEY, REKOR_V2_ID = rekor_v2_log()
+
+
+# A small DER reader and writer, independent of gen.py's.
+
+
+def tlv(buf: bytes, pos: int = 0) -> tuple[int, int, int]:
+    """(tag, contents start, end) of the DER element at pos."""
+    tag, n = buf[pos], buf[pos + 1]
+    pos += 2
+    if n & 0x80:
+        count = n & 0x7F
+        n = int.from_bytes(buf[pos : pos + count], "big")
+        pos += count
+    assert pos + n <= len(buf), "truncated DER"
+    return tag, pos, pos + n
+
+
+def items(contents: bytes) -> list[tuple[int, bytes, bytes]]:
+    """(tag, whole element, contents) of each element of a constructed value's contents."""
+    out, pos = [], 0
+    while pos < len(contents):
+        tag, c, e = tlv(contents, pos)
+        out.append((tag, contents[pos:e], contents[c:e]))
+        pos = e
+    return out
+
+
+def one(der: bytes, tag: int) -> bytes:
+    """The contents of der, one element with this tag and nothing after it."""
+    t, c, e = tlv(der)
+    assert t == tag and e == len(der), (hex(t), hex(tag))
+    return der[c:e]
+
+
+def enc(tag: int, contents: bytes) -> bytes:
+    n = len(contents)
+    length = bytes([n]) if n < 0x80 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([tag]) + length + contents
+
+
+def enc_int(n: int) -> bytes:
+    return enc(0x02, n.to_bytes(n.bit_length() // 8 + 1, "big", signed=True))
+
+
+def enc_oid(dotted: str) -> bytes:
+    arcs = [int(a) for a in dotted.split(".")]
+    out = b""
+    for arc in [40 * arcs[0] + arcs[1], *arcs[2:]]:
+        groups = [arc & 0x7F]
+        while arc > 0x7F:
+            arc >>= 7
+            groups.append(0x80 | (arc & 0x7F))
+        out += bytes(reversed(groups))
+    return enc(0x06, out)
+
+
+def oid(contents: bytes) -> str:
+    arcs, value = [], 0
+    for b in contents:
+        value = (value << 7) | (b & 0x7F)
+        if not b & 0x80:
+            arcs.append(value)
+            value = 0
+    first = min(arcs[0] // 40, 2)
+    return ".".join(str(a) for a in [first, arcs[0] - 40 * first, *arcs[1:]])
+
+
+def sorted_set(elements: list[bytes]) -> bytes:
+    """SET OF contents in DER order (X.690 §11.6)."""
+    width = max(len(e) for e in elements)
+    return b"".join(sorted(elements, key=lambda e: e.ljust(width, b"\0")))
+
+
+def timestamp_request(
+    digest: bytes,
+    *,
+    nonce: int | None = None,
+    cert_req: bool = True,
+    null_params: bool = True,
+    algorithm: str = OID_SHA256,
+    version: int = 1,
+    policy: str | None = None,
+    extra: bytes = b"",
+) -> bytes:
+    """A DER TimeStampReq (RFC 3161 §2.4.1), as sigstore-tsa's client writes it by default."""
+    alg = enc(0x30, enc_oid(algorithm) + (b"\x05\x00" if null_params else b""))
+    body = enc_int(version) + enc(0x30, alg + enc(0x04, digest))
+    if policy is not None:
+        body += enc_oid(policy)
+    if nonce is not None:
+        body += enc_int(nonce)
+    if cert_req:
+        body += b"\x01\x01\xff"
+    return enc(0x30, body + extra)
+
+
+class Reply:
+    """A TimeStampResp taken apart, every field's DER kept."""
+
+    def __init__(self, der: bytes) -> None:
+        self.der = der
+        (_, status, _), (_, token, token_c) = items(one(der, 0x30))
+        assert one(status, 0x30) == enc_int(0), "PKIStatus granted"
+        (_, ct, ct_c), (_, explicit, explicit_c) = items(token_c)
+        assert oid(ct_c) == OID_SIGNED_DATA and explicit[0] == 0xA0
+        fields = items(one(explicit_c, 0x30))
+        version, digest_algs, encap, *rest = fields
+        self.signed_data_version = version[1]
+        self.digest_algorithms = [a for _, a, _ in items(digest_algs[2])]
+        (_, econtent_type, ect_c), (t, _, octets) = items(encap[2])
+        assert oid(ect_c) == OID_TSTINFO and t == 0xA0
+        self.tst_der = one(octets, 0x04)
+        self.certificates: list[bytes] = []
+        if rest[0][0] == 0xA0:  # certificates [0] IMPLICIT
+            self.certificates = [c for _, c, _ in items(rest[0][2])]
+            self.certificates_in_der_order = rest[0][2] == sorted_set(self.certificates)
+            rest = rest[1:]
+        ((tag, _, signer_infos_c),) = rest  # no CRLs
+        assert tag == 0x31
+        ((_, _, si),) = items(signer_infos_c)
+        si_version, sid, digest_alg, attrs, sig_alg, signature = items(si)
+        assert si_version[1] == enc_int(1)
+        (_, issuer, _), (_, serial, serial_c) = items(sid[2])
+        self.sid_issuer, self.sid_serial = issuer, int.from_bytes(serial_c, "big")
+        self.digest_alg = digest_alg[1]
+        assert attrs[0] == 0xA0, "signedAttrs [0] IMPLICIT"
+        self.signed_attrs = attrs[2]
+        self.attributes: dict[str, list[bytes]] = {}
+        for _, _, attr in items(self.signed_attrs):
+            (_, _, attr_oid), (t, _, values) = items(attr)
+            assert t == 0x31
+            self.attributes[oid(attr_oid)] = [v for _, v, _ in items(values)]
+        self.sig_alg = oid(items(sig_alg[2])[0][2])
+        self.signature = one(signature[1], 0x04)
+        # The TSTInfo.
+        self.tst = items(one(self.tst_der, 0x30))
+        assert self.tst[0][1] == enc_int(1), "TSTInfo version 1"
+        self.policy = oid(self.tst[1][2])
+        self.imprint = self.tst[2][1]
+        self.serial = int.from_bytes(self.tst[3][2], "big")
+        assert self.tst[4][0] == 0x18
+        self.gen_time = self.tst[4][2].decode()
+        optional = {t: whole for t, whole, _ in self.tst[5:]}
+        self.accuracy = optional.get(0x30)
+        self.nonce = optional.get(0x02)
+        assert set(optional) <= {0x30, 0x02}, "no ordering (DEFAULT FALSE), tsa name or extensions"
+
+    def signed_attrs_as_set(self) -> bytes:
+        """What the signature covers: signedAttrs re-tagged SET (RFC 5652 §5.4)."""
+        return enc(0x31, self.signed_attrs)
+
+
+def check_reply(reply: Reply, digest: bytes, *, nonce: int | None, gen_time: str, cert_req: bool) -> None:
+    """Every field a verifier reads, against the request and trusted_root.json."""
+    der = serialization.Encoding.DER
+    assert reply.signed_data_version == enc_int(3)
+    assert reply.digest_algorithms == [enc(0x30, enc_oid(OID_SHA256))]
+    assert reply.imprint == enc(0x30, enc(0x30, enc_oid(OID_SHA256) + b"\x05\x00") + enc(0x04, digest))
+    assert reply.nonce == (None if nonce is None else enc_int(nonce))
+    assert reply.gen_time == gen_time
+    assert reply.accuracy == enc(0x30, enc_int(1))
+    assert reply.policy == "1.3.6.1.4.1.32473.3161.1"
+    # The signer: the TSA leaf of trusted_root.json, named by issuer and serial.
+    assert reply.sid_issuer == TSA_LEAF.issuer.public_bytes()
+    assert reply.sid_serial == TSA_LEAF.serial_number
+    assert reply.digest_alg == enc(0x30, enc_oid(OID_SHA256))
+    assert reply.sig_alg == OID_ECDSA_SHA256
+    if cert_req:
+        assert TSA_LEAF.public_bytes(der) in reply.certificates and reply.certificates_in_der_order
+    else:
+        assert reply.certificates == []
+    # The signed attributes: in DER order, exactly these three.
+    assert reply.signed_attrs == sorted_set([a for _, a, _ in items(reply.signed_attrs)])
+    assert set(reply.attributes) == {OID_CONTENT_TYPE, OID_MESSAGE_DIGEST, OID_SIGNING_CERT_V2}
+    assert reply.attributes[OID_CONTENT_TYPE] == [enc_oid(OID_TSTINFO)]
+    assert reply.attributes[OID_MESSAGE_DIGEST] == [enc(0x04, hashlib.sha256(reply.tst_der).digest())]
+    # ESS signingCertificateV2: certs SEQUENCE OF ESSCertIDv2 {certHash, issuerSerial}.
+    ((_, ess, _),) = [(0, v, 0) for v in reply.attributes[OID_SIGNING_CERT_V2]]
+    ((_, _, certs),) = items(one(ess, 0x30))
+    ((_, _, cert_id),) = items(certs)
+    (_, cert_hash, _), (_, _, issuer_serial) = items(cert_id)  # hashAlgorithm sha256: the DEFAULT, absent
+    assert one(cert_hash, 0x04) == hashlib.sha256(TSA_LEAF.public_bytes(der)).digest()
+    (_, _, general_names), (_, serial, _) = items(issuer_serial)
+    assert general_names == enc(0xA4, TSA_LEAF.issuer.public_bytes())  # directoryName
+    assert serial == enc_int(TSA_LEAF.serial_number)
+    # The signature: over the SET-tagged attributes, by the leaf's key.
+    TSA_LEAF.public_key().verify(reply.signature, reply.signed_attrs_as_set(), ec.ECDSA(hashes.SHA256()))
+
+
+def tsa_chain_valid_at(when: dt.datetime) -> None:
+    """The TSA leaf chains to the TSA root as webpki checks it (rustls-webpki's
+    verify_for_usage with the timeStamping EKU required): the signature,
+    validity and EKU checked here, then (cryptography >= 45) cryptography's
+    webpki-style verifier with that EKU required and, as webpki does not
+    ask for one, no SAN required."""
+    TSA_LEAF.verify_directly_issued_by(TSA_ROOT)
+    TSA_ROOT.verify_directly_issued_by(TSA_ROOT)
+    for cert in (TSA_LEAF, TSA_ROOT):
+        assert cert.version == x509.Version.v3
+        if not cert.not_valid_before_utc <= when <= cert.not_valid_after_utc:
+            raise ValueError("a TSA certificate is not valid at genTime")
+    assert ExtendedKeyUsageOID.TIME_STAMPING in TSA_LEAF.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert TSA_ROOT.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    try:
+        from cryptography.x509.verification import Criticality, ExtensionPolicy, PolicyBuilder, Store
+    except ImportError:  # cryptography < 45
+        return
+
+    def time_stamping(_policy, _cert, ext) -> None:
+        if ext is None or ExtendedKeyUsageOID.TIME_STAMPING not in ext:
+            raise ValueError("the TSA leaf has no timeStamping EKU")
+
+    ee = (
+        ExtensionPolicy.webpki_defaults_ee()
+        .require_present(x509.ExtendedKeyUsage, Criticality.AGNOSTIC, time_stamping)
+        .may_be_present(x509.SubjectAlternativeName, Criticality.AGNOSTIC, None)
+    )
+    verifier = (
+        PolicyBuilder()
+        .store(Store([TSA_ROOT]))
+        .time(when)
+        .extension_policies(ca_policy=ExtensionPolicy.webpki_defaults_ca(), ee_policy=ee)
+        .build_client_verifier()
+    )
+    assert verifier.verify(TSA_LEAF, []).chain[1] == TSA_ROOT
+
+
+def sigstore_tsa_accepts(response: bytes, signature: bytes) -> None:
+    """The checks of sigstore-verify 0.15.1's TSA verifier
+    (sigstore-tsa 0.15.1, verify.rs `verify_timestamp_for_authority`),
+    restated: raises AssertionError (or InvalidSignature) where it would
+    refuse. It reads: the TimeStampResp (status granted or grantedWithMods,
+    a token), a ContentInfo of signedData whose eContentType is TSTInfo;
+    the imprint (SHA-256/384/512) must be the hash of the bundle's signature
+    bytes; the FIRST SignerInfo's sid (IssuerAndSerialNumber or
+    SubjectKeyIdentifier) must name the authority's leaf from the trusted
+    root (embedded certificates are never used); signedAttrs must be present
+    with exactly one messageDigest equal to the SignerInfo's digestAlgorithm
+    hash of the TSTInfo; the signature must verify over the attributes
+    re-encoded as a DER SET (sorted) with the leaf's P-256 or P-384 key and
+    that same digest algorithm (the signatureAlgorithm field is not read);
+    the leaf must chain to the authority's root (webpki, timeStamping EKU
+    required) at genTime; genTime must fall in the authority's validFor.
+    Its DER parser (der 0.7, const-oid 0.9) also wants: GeneralizedTime
+    YYYYMMDDHHMMSSZ, OIDs whose second arc is at most 39, no explicit
+    DEFAULT values (TSTInfo.ordering left out)."""
+    reply = Reply(response)
+    hashes_by_oid = {
+        OID_SHA256: hashlib.sha256,
+        "2.16.840.1.101.3.4.2.2": hashlib.sha384,
+        "2.16.840.1.101.3.4.2.3": hashlib.sha512,
+    }
+    (_, alg, _), (_, _, hashed) = items(one(reply.imprint, 0x30))
+    ((_, _, alg_oid), *_params) = items(one(alg, 0x30))
+    assert oid(alg_oid) in hashes_by_oid, "unsupported imprint hash"
+    assert hashes_by_oid[oid(alg_oid)](signature).digest() == hashed, "imprint is not the hash of the signature"
+    assert re.fullmatch(r"\d{14}Z", reply.gen_time), "GeneralizedTime must be YYYYMMDDHHMMSSZ"
+    when = dt.datetime.strptime(reply.gen_time, "%Y%m%d%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+    assert (reply.sid_issuer, reply.sid_serial) == (TSA_LEAF.issuer.public_bytes(), TSA_LEAF.serial_number), (
+        "the CMS signer is not the trusted TSA leaf"
+    )
+    digest_oid = oid(items(one(reply.digest_alg, 0x30))[0][2])
+    assert digest_oid in hashes_by_oid
+    (md,) = reply.attributes[OID_MESSAGE_DIGEST]
+    assert one(md, 0x04) == hashes_by_oid[digest_oid](reply.tst_der).digest(), "messageDigest mismatch"
+    resorted = enc(0x31, sorted_set([a for _, a, _ in items(reply.signed_attrs)]))
+    key = TSA_LEAF.public_key()
+    assert isinstance(key, ec.EllipticCurvePublicKey) and key.curve.name in ("secp256r1", "secp384r1")
+    chosen = {OID_SHA256: hashes.SHA256(), "2.16.840.1.101.3.4.2.2": hashes.SHA384()}[digest_oid]
+    key.verify(reply.signature, resorted, ec.ECDSA(chosen))
+    tsa_chain_valid_at(when)
+    window = TSA_ENTRY["validFor"]
+    start = dt.datetime.fromisoformat(window["start"].replace("Z", "+00:00"))
+    end = dt.datetime.fromisoformat(window["end"].replace("Z", "+00:00")) if "end" in window else None
+    assert start <= when and (end is None or when <= end), "genTime outside the authority's validFor"
+    for _, whole, contents in reply.tst:
+        if whole[0] == 0x06:
+            arcs = oid(contents).split(".")
+            assert int(arcs[0]) < 2 or int(arcs[1]) <= 39, "const-oid 0.9 refuses a second arc above 39"
+
+
+class Tsa:
+    """The stand-in's timestamp endpoint, as raw bytes."""
+
+    def __init__(self, s: Standin) -> None:
+        self.url = s.url + TSA_PATH
+
+    def post(self, body: bytes, content_type: str = "application/timestamp-query") -> tuple[int, str, bytes]:
+        req = urllib.request.Request(self.url, data=body, method="POST")
+        req.add_header("Content-Type", content_type)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.headers["Content-Type"], resp.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers["Content-Type"], e.read()
+
+    def stamp(self, signature: bytes, **request: object) -> bytes:
+        status, content_type, body = self.post(timestamp_request(hashlib.sha256(signature).digest(), **request))
+        assert status == 200 and content_type == "application/timestamp-reply", (status, body)
+        return body
+
+
+def flip_last(b: bytes) -> bytes:
+    return b[:-1] + bytes([b[-1] ^ 1])
+
+
+def test_timestamp_answer_parses_and_verifies(tmp_path: Path) -> None:
+    s = Standin(tmp_path, "--fixed-time", str(FIXED))
+    try:
+        tsa = Tsa(s)
+        signature = b"a signature, as bytes"
+        digest = hashlib.sha256(signature).digest()
+        nonce = 0x1988D59F676A2883
+        reply = Reply(tsa.stamp(signature, nonce=nonce))
+        check_reply(reply, digest, nonce=nonce, gen_time=FIXED_GENTIME, cert_req=True)
+        assert reply.serial == 1
+        assert reply.certificates == [TSA_LEAF.public_bytes(serialization.Encoding.DER)]
+        sigstore_tsa_accepts(reply.der, signature)
+
+        # No certReq, no nonce, no NULL parameters: no certificates, no nonce,
+        # the imprint as sent; the next serial.
+        status, _, body = tsa.post(timestamp_request(digest, cert_req=False, null_params=False))
+        assert status == 200
+        bare = Reply(body)
+        assert bare.certificates == [] and bare.nonce is None and bare.serial == 2
+        assert bare.imprint == enc(0x30, enc(0x30, enc_oid(OID_SHA256)) + enc(0x04, digest))
+        sigstore_tsa_accepts(bare.der, signature)  # sigstore-verify needs no embedded certificate
+
+        # The checks are not vacuous: a flipped signature byte, a TSTInfo
+        # byte changed (genTime's last second digit), a timestamp over other bytes.
+        with pytest.raises(InvalidSignature):
+            check_reply(Reply(flip_last(reply.der)), digest, nonce=nonce, gen_time=FIXED_GENTIME, cert_req=True)
+        with pytest.raises(InvalidSignature):
+            sigstore_tsa_accepts(flip_last(reply.der), signature)
+        gen_time = reply.tst[4][1]
+        altered = reply.der.replace(gen_time, gen_time[:-2] + bytes([gen_time[-2] ^ 1]) + gen_time[-1:])
+        assert altered.count(gen_time[:-2]) == 1 and Reply(altered).gen_time == "20250615150641Z"
+        with pytest.raises(AssertionError, match="messageDigest"):
+            sigstore_tsa_accepts(altered, signature)
+        with pytest.raises(AssertionError, match="imprint"):
+            sigstore_tsa_accepts(reply.der, b"another signature")
+        with pytest.raises(Exception):
+            tsa_chain_valid_at(dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc))  # before the TSA's validity
+    finally:
+        s.stop()
+
+
+def test_timestamp_verified_by_rfc3161_client_and_openssl(standin: Standin, tmp_path: Path) -> None:
+    """Two independent RFC 3161 verifiers: rfc3161-client (sigstore-python's,
+    if installed) and `openssl ts -verify` (if on PATH; it also checks the
+    ESS signingCertificateV2 attribute against the signer)."""
+    tsa = Tsa(standin)
+    signature = b"timestamped by the stand-in"
+    nonce = 0x7FEDCBA987654321
+    response = tsa.stamp(signature, nonce=nonce)
+    checked = 0
+    try:
+        from rfc3161_client import VerifierBuilder, decode_timestamp_response
+        from rfc3161_client.errors import VerificationError as TsaVerificationError
+    except ImportError:
+        pass
+    else:
+        verifier = VerifierBuilder().tsa_certificate(TSA_LEAF).add_root_certificate(TSA_ROOT).build()
+        parsed = decode_timestamp_response(response)
+        assert parsed.tst_info.nonce == nonce
+        assert verifier.verify_message(parsed, signature)
+        with pytest.raises(TsaVerificationError):
+            verifier.verify_message(parsed, b"other bytes")
+        with pytest.raises((TsaVerificationError, ValueError)):
+            verifier.verify_message(decode_timestamp_response(flip_last(response)), signature)
+        checked += 1
+    openssl = shutil.which("openssl")
+    if openssl:
+        pem = serialization.Encoding.PEM
+        files = {
+            "data": signature,
+            "reply.tsr": response,
+            "flipped.tsr": flip_last(response),
+            "root.pem": TSA_ROOT.public_bytes(pem),
+            "leaf.pem": TSA_LEAF.public_bytes(pem),
+        }
+        for name_, data in files.items():
+            (tmp_path / name_).write_bytes(data)
+
+        def verify(reply: str) -> int:
+            return subprocess.run(
+                [openssl, "ts", "-verify", "-data", "data", "-in", reply, "-CAfile", "root.pem", "-untrusted", "leaf.pem"],
+                cwd=tmp_path,
+                capture_output=True,
+            ).returncode
+
+        assert verify("reply.tsr") == 0
+        assert verify("flipped.tsr") != 0
+        checked += 1
+    if not checked:
+        pytest.skip("neither rfc3161-client nor openssl is available")
+
+
+def test_timestamp_refusals(standin: Standin) -> None:
+    tsa = Tsa(standin)
+    digest = hashlib.sha256(b"sig").digest()
+    good = timestamp_request(digest, nonce=5)
+    nonminimal_nonce = good.replace(enc_int(5), b"\x02\x02\x00\x05")
+    refused = {
+        "not DER": b"not a timestamp request",
+        "trailing bytes": good + b"\x00",
+        "SHA-1": timestamp_request(hashlib.sha1(b"sig").digest(), algorithm="1.3.14.3.2.26"),
+        "short digest": timestamp_request(digest[:31]),
+        "version 2": timestamp_request(digest, version=2),
+        "extensions": timestamp_request(digest, extra=enc(0xA0, b"")),
+        "another policy": timestamp_request(digest, policy="1.2.3.4"),
+        "non-minimal nonce": nonminimal_nonce,
+        "certReq twice": timestamp_request(digest, extra=b"\x01\x01\xff"),
+    }
+    for what, body in refused.items():
+        status, content_type, answer = tsa.post(body)
+        assert status == 400, what
+        assert content_type.startswith("text/plain") and answer, what
+    # The policy it names is accepted.
+    assert tsa.post(timestamp_request(digest, policy="1.3.6.1.4.1.32473.3161.1"))[0] == 200
+    status, _, answer = tsa.post(good, content_type="application/json")
+    assert status == 400 and b"Content-Type" in answer
+    # The refusals used no serial number.
+    assert Reply(tsa.stamp(b"sig", nonce=5)).serial == 2
+
+
+def test_tsa_and_rekor2_fail_first_are_counted_apart(tmp_path: Path) -> None:
+    s = Standin(tmp_path, "--tsa-fail-first", "2", "--rekor2-fail-first", "1")
+    try:
+        tsa = Tsa(s)
+        request = timestamp_request(hashlib.sha256(b"sig").digest(), nonce=1)
+        status, content_type, body = tsa.post(request)
+        assert status == 503 and content_type.startswith("text/plain") and b"--tsa-fail-first" in body
+        key = ec.generate_private_key(ec.SECP256R1())
+        entry = v2_request(key, b"after the outages\n")
+        status, _, answer = s.request("POST", REKOR_V2_PATH, entry)
+        assert status == 503 and answer["code"] == 14 and "--rekor2-fail-first" in answer["message"]
+        # The other endpoints are not in an outage.
+        assert s.post(hashedrekord(key, b"v1 entry\n"))[0] == 201
+        assert tsa.post(request)[0] == 503
+        assert Reply(tsa.stamp(b"sig", nonce=1)).serial == 1  # the outages issued nothing
+        status, _, answer = s.request("POST", REKOR_V2_PATH, entry)
+        assert status == 201
+        assert check_v2_entry(answer, entry) == (5, 6)  # the outage logged nothing
+    finally:
+        s.stop()
+
+
+def b64(b: bytes) -> str:
+    return base64.b64encode(b).decode()
+
+
+def v2_request(
+    key: ec.EllipticCurvePrivateKey, artifact: bytes, *, certificate: bytes | None = None, signed: bytes | None = None
+) -> dict:
+    """A Rekor v2 CreateEntryRequest for a hashedrekord v0.0.2 (as
+    sigstore-rekor's HashedRekordV2 serializes it): the digest, the DER
+    signature, and the SPKI key (or the certificate, keyless)."""
+    signature = key.sign(artifact if signed is None else signed, ec.ECDSA(hashes.SHA256()))
+    if certificate is None:
+        spki = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        verifier = {"keyDetails": "PKIX_ECDSA_P256_SHA_256", "publicKey": {"rawBytes": b64(spki)}}
+    else:
+        verifier = {"keyDetails": "PKIX_ECDSA_P256_SHA_256", "x509Certificate": {"rawBytes": b64(certificate)}}
+    return {
+        "hashedRekordRequestV002": {
+            "digest": b64(hashlib.sha256(artifact).digest()),
+            "signature": {"content": b64(signature), "verifier": verifier},
+        }
+    }
+
+
+def check_checkpoint_v2(text: str) -> tuple[int, bytes]:
+    """Verifies the C2SP signed note with the v2 log's Ed25519 key from
+    trusted_root.json; returns (size, root)."""
+    note, sigs = text.split("\n\n", 1)
+    lines = note.split("\n")
+    assert len(lines) == 3 and lines[0] == "rekor-v2.example.test"
+    (sig_line,) = sigs.rstrip("\n").split("\n")
+    dash, name_, blob = sig_line.split(" ")
+    assert dash == "\u2014" and name_ == "rekor-v2.example.test"
+    raw = base64.b64decode(blob)
+    assert raw[:4] == REKOR_V2_ID[:4] and len(raw) == 4 + 64
+    REKOR_V2_KEY.verify(raw[4:], (note + "\n").encode())
+    return int(lines[1]), base64.b64decode(lines[2])
+
+
+def check_v2_entry(entry: dict, request: dict) -> tuple[int, int]:
+    """A Rekor v2 TransparencyLogEntry, as the real one answers (the fields
+    of the conformance suite's rekor2-happy-path bundle, no integratedTime,
+    no inclusionPromise), against the request it logs; returns (index, size)."""
+    assert list(entry) == ["logIndex", "logId", "kindVersion", "inclusionProof", "canonicalizedBody"]
+    assert entry["kindVersion"] == {"kind": "hashedrekord", "version": "0.0.2"}
+    assert entry["logId"] == {"keyId": b64(REKOR_V2_ID)}
+    proof = entry["inclusionProof"]
+    assert list(proof) == ["logIndex", "rootHash", "treeSize", "hashes", "checkpoint"]
+    assert all(isinstance(proof[k], str) for k in ("logIndex", "treeSize")) and isinstance(entry["logIndex"], str)
+    assert proof["logIndex"] == entry["logIndex"]
+    # The body: the request's content as a hashedrekord v0.0.2 entry, RFC 8785
+    # JSON (sorted keys: the key order of the real Rekor v2's bodies).
+    req = request["hashedRekordRequestV002"]
+    expected = {
+        "apiVersion": "0.0.2",
+        "kind": "hashedrekord",
+        "spec": {
+            "hashedRekordV002": {
+                "data": {"algorithm": "SHA2_256", "digest": req["digest"]},
+                "signature": {"content": req["signature"]["content"], "verifier": req["signature"]["verifier"]},
+            }
+        },
+    }
+    body = base64.b64decode(entry["canonicalizedBody"])
+    assert body == json.dumps(expected, sort_keys=True, separators=(",", ":")).encode()
+    index, size = int(entry["logIndex"]), int(proof["treeSize"])
+    root = base64.b64decode(proof["rootHash"])
+    leaf = hashlib.sha256(b"\x00" + body).digest()
+    path = [base64.b64decode(h) for h in proof["hashes"]]
+    assert path, "a trivial proof: the tree should start with dummy leaves"
+    assert root_from_proof(index, size, leaf, path) == root
+    assert check_checkpoint_v2(proof["checkpoint"]["envelope"]) == (size, root)
+    return index, size
+
+
+def test_rekor_v2_entries_with_a_key_and_a_certificate(standin: Standin) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    request = v2_request(key, b"managed-key artifact\n")
+    status, headers, entry = standin.request("POST", REKOR_V2_PATH, request)
+    assert status == 201 and headers["Content-Type"] == "application/json"
+    assert check_v2_entry(entry, request) == (5, 6)  # after five dummy leaves
+
+    # Keyless: the certificate from the Fulcio stand-in in the verifier.
+    leaf = issue(standin, key, claims())
+    der = leaf.public_bytes(serialization.Encoding.DER)
+    keyless_request = v2_request(key, b"keyless artifact\n", certificate=der)
+    status, _, keyless_entry = standin.request("POST", REKOR_V2_PATH, keyless_request)
+    assert status == 201
+    assert check_v2_entry(keyless_entry, keyless_request) == (6, 7)
+
+    # The first request again: deduplicated, its index, a proof against the new tree.
+    status, _, again = standin.request("POST", REKOR_V2_PATH, request)
+    assert status == 201 and check_v2_entry(again, request) == (5, 7)
+    # The checkpoint endpoint: the latest signed note.
+    with urllib.request.urlopen(standin.url + "/api/v2/checkpoint", timeout=10) as resp:
+        assert resp.read().decode() == keyless_entry["inclusionProof"]["checkpoint"]["envelope"]
+    # The v1 log is another tree: nothing was logged there.
+    assert standin.request("GET", "/api/v1/log")[2]["treeSize"] == 5
+
+
+def test_rekor_v2_refusals(standin: Standin) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    artifact = b"refused\n"
+
+    def refused(request: object, word: str = "") -> None:
+        data = request if isinstance(request, bytes) else json.dumps(request).encode()
+        req = urllib.request.Request(standin.url + REKOR_V2_PATH, data=data, method="POST")
+        req.add_header("Content-Type", "application/json")
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=10)
+        answer = json.loads(e.value.read())
+        assert e.value.code == 400 and answer["code"] == 3 and word in answer["message"], answer
+
+    refused(v2_request(key, artifact, signed=b"other bytes"), "signature")  # over other bytes
+    other_key = v2_request(key, artifact)
+    other_key["hashedRekordRequestV002"]["signature"]["verifier"] = v2_request(
+        ec.generate_private_key(ec.SECP256R1()), artifact
+    )["hashedRekordRequestV002"]["signature"]["verifier"]
+    refused(other_key, "signature")  # by another key than the one given
+    def edited(change) -> dict:  # noqa: E306
+        r = v2_request(key, artifact)
+        change(r["hashedRekordRequestV002"])
+        return r
+
+    refused(edited(lambda r: r["signature"]["verifier"].update(keyDetails="PKIX_ED25519")), "keyDetails")
+    refused(edited(lambda r: r["signature"]["verifier"].update(x509Certificate={"rawBytes": "AAAA"})), "exactly one")
+    refused(edited(lambda r: r["signature"]["verifier"].pop("publicKey")), "exactly one")
+    refused(edited(lambda r: r.update(digest=b64(b"\0" * 31))), "32-byte")
+    refused(edited(lambda r: r.pop("digest")), "digest")
+    refused(edited(lambda r: r.update(extra=1)), "unknown")
+    refused(edited(lambda r: r["signature"].update(content="not base64!")), "base64")
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    refused(v2_request(p384, artifact), "P-256")
+    refused(v2_request(key, artifact, certificate=b"not a certificate"), "x509Certificate")
+    refused({"dsseRequestV002": {}}, "hashedRekordRequestV002")
+    refused(b"{not json", "JSON")
+    # Nothing was logged.
+    request = v2_request(key, artifact)
+    status, _, entry = standin.request("POST", REKOR_V2_PATH, request)
+    assert status == 201 and check_v2_entry(entry, request) == (5, 6)
+
+
+def test_fixed_time_timestamps_and_v2_entries_are_reproducible(tmp_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    request = v2_request(key, b"reproducible v2\n")
+    stamp = timestamp_request(hashlib.sha256(b"sig").digest(), nonce=42)
+    answers = []
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        s = Standin(tmp_path / run, "--fixed-time", str(FIXED))
+        try:
+            status, _, timestamp = Tsa(s).post(stamp)
+            assert status == 200
+            status, _, entry = s.request("POST", REKOR_V2_PATH, request)
+            assert status == 201
+            answers.append((timestamp, entry))
+        finally:
+            s.stop()
+    assert answers[0] == answers[1]
+    assert Reply(answers[0][0]).gen_time == FIXED_GENTIME
+
+
+def keyless_v2_bundle(s: Standin, artifact: bytes, c: dict, *, timestamped: bytes | None = None) -> dict:
+    """The Rekor v2 keyless flow: an ephemeral key, a certificate, a
+    signature, an RFC 3161 timestamp over SHA-256 of the signature (or of
+    `timestamped`), a hashedrekord v0.0.2 with the certificate; the bundle
+    (v0.3) built from the answers."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    status, _, answer = signing_cert(s, cert_request(key, jwt(c), c["sub"].encode()))
+    assert status == 201, answer
+    leaf = check_chain(answer, key)
+    der = leaf.public_bytes(serialization.Encoding.DER)
+    signature = key.sign(artifact, ec.ECDSA(hashes.SHA256()))
+    timestamp = Tsa(s).stamp(signature if timestamped is None else timestamped, nonce=int.from_bytes(os.urandom(8), "big"))
+    request = {
+        "hashedRekordRequestV002": {
+            "digest": b64(hashlib.sha256(artifact).digest()),
+            "signature": {
+                "content": b64(signature),
+                "verifier": {"keyDetails": "PKIX_ECDSA_P256_SHA_256", "x509Certificate": {"rawBytes": b64(der)}},
+            },
+        }
+    }
+    status, _, entry = s.request("POST", REKOR_V2_PATH, request)
+    assert status == 201, entry
+    check_v2_entry(entry, request)
+    return {
+        "mediaType": "application/vnd.dev.sigstore.bundle.v0.3+json",
+        "verificationMaterial": {
+            "certificate": {"rawBytes": b64(der)},
+            "tlogEntries": [entry],
+            "timestampVerificationData": {"rfc3161Timestamps": [{"signedTimestamp": b64(timestamp)}]},
+        },
+        "messageSignature": {
+            "messageDigest": {"algorithm": "SHA2_256", "digest": b64(hashlib.sha256(artifact).digest())},
+            "signature": b64(signature),
+        },
+    }
+
+
+def bundle_timestamp(bundle: dict) -> bytes:
+    (ts,) = bundle["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"]
+    return base64.b64decode(ts["signedTimestamp"])
+
+
+def with_timestamp(bundle: dict, response: bytes) -> dict:
+    b = json.loads(json.dumps(bundle))
+    b["verificationMaterial"]["timestampVerificationData"]["rfc3161Timestamps"] = [{"signedTimestamp": b64(response)}]
+    return b
+
+
+def with_flipped_checkpoint_signature(bundle: dict) -> dict:
+    b = json.loads(json.dumps(bundle))
+    proof = b["verificationMaterial"]["tlogEntries"][0]["inclusionProof"]
+    note, sig_line = proof["checkpoint"]["envelope"].split("\n\n", 1)
+    dash, name_, blob = sig_line.rstrip("\n").split(" ")
+    proof["checkpoint"]["envelope"] = f"{note}\n\n{dash} {name_} {b64(flip_last(base64.b64decode(blob)))}\n"
+    with pytest.raises(InvalidSignature):  # the flip is one the test's own check catches
+        check_checkpoint_v2(proof["checkpoint"]["envelope"])
+    return b
+
+
+def test_sigstore_python_verifies_rekor_v2_bundles(standin: Standin) -> None:
+    """End to end with an independent verifier: sigstore-python 4.x checks the
+    bundle offline against trusted_root.json (the TSA's time is its only
+    time: a Rekor v2 entry has no integrated time), for the identity; and
+    refuses each attack. The timestamp is also held to sigstore-verify's
+    TSA rules (restated in sigstore_tsa_accepts)."""
+    try:
+        from sigstore.errors import VerificationError
+        from sigstore.models import InvalidBundle
+        from sigstore.verify import Verifier  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"sigstore-python is not importable: {e}")
+
+    artifact = b"evidence-ledger anchor, Rekor v2\n"
+    bundle = keyless_v2_bundle(standin, artifact, claims())
+    signature = base64.b64decode(bundle["messageSignature"]["signature"])
+    sigstore_tsa_accepts(bundle_timestamp(bundle), signature)
+    sigstore_python_verifies(bundle, artifact, "curator@example.org")
+    uri = "https://ci.example.test/workflows/release.yml@refs/heads/main"
+    sigstore_python_verifies(keyless_v2_bundle(standin, artifact, claims(uri, email=None)), artifact, uri)
+
+    # Each attack, refused.
+    with pytest.raises(VerificationError, match="checkpoint: invalid signature"):
+        sigstore_python_verifies(with_flipped_checkpoint_signature(bundle), artifact, "curator@example.org")
+    flipped_tsa = flip_last(bundle_timestamp(bundle))  # the last byte of the CMS signature
+    with pytest.raises(InvalidSignature):
+        sigstore_tsa_accepts(flipped_tsa, signature)
+    # (A timestamp that does not verify is dropped: then no time is left.)
+    with pytest.raises(VerificationError, match="verified time"):
+        sigstore_python_verifies(with_timestamp(bundle, flipped_tsa), artifact, "curator@example.org")
+    other = keyless_v2_bundle(standin, artifact, claims(), timestamped=b"another signature")
+    with pytest.raises(AssertionError, match="imprint"):
+        sigstore_tsa_accepts(bundle_timestamp(other), base64.b64decode(other["messageSignature"]["signature"]))
+    with pytest.raises(VerificationError, match="verified time"):
+        sigstore_python_verifies(other, artifact, "curator@example.org")
+    # The good timestamp of another bundle: over another signature too.
+    with pytest.raises(VerificationError, match="verified time"):
+        sigstore_python_verifies(with_timestamp(other, bundle_timestamp(bundle)), artifact, "curator@example.org")
+    # No timestamp at all: no verified time.
+    untimed = json.loads(json.dumps(bundle))
+    del untimed["verificationMaterial"]["timestampVerificationData"]
+    with pytest.raises(InvalidBundle, match="signed timestamp"):
+        sigstore_python_verifies(untimed, artifact, "curator@example.org")
+    with pytest.raises(VerificationError):
+        sigstore_python_verifies(bundle, artifact, "someone-else@example.org")
+    with pytest.raises(VerificationError):
+        sigstore_python_verifies(bundle, b"other bytes\n", "curator@example.org")
+    # Unchanged, it still verifies (the attacks worked on copies).
+    sigstore_python_verifies(bundle, artifact, "curator@example.org")
+
+
+def test_sigstore_python_signs_with_rekor_v2_and_the_tsa(standin: Standin) -> None:
+    """sigstore-python's own signer, configured the way its users configure it
+    (a ClientTrustConfig: the synthetic trusted root and a signing config
+    naming the stand-ins: Fulcio, Rekor v2, the TSA), through both new
+    endpoints; then its verifier. A check of the wire shapes by another
+    client than the ledger's (skipped if those internal modules moved)."""
+    try:
+        from sigstore.models import ClientTrustConfig
+        from sigstore.oidc import IdentityToken
+        from sigstore.sign import SigningContext
+    except ImportError as e:
+        pytest.skip(f"sigstore-python's signer is not importable: {e}")
+
+    def service(url: str, version: int) -> dict:
+        return {"url": url, "majorApiVersion": version, "validFor": {"start": "2025-01-01T00:00:00Z"}, "operator": "synthetic.example.test"}
+
+    config = ClientTrustConfig.from_json(
+        json.dumps(
+            {
+                "mediaType": "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
+                "trustedRoot": json.loads((HERE / "trusted_root.json").read_text()),
+                "signingConfig": {
+                    "mediaType": "application/vnd.dev.sigstore.signingconfig.v0.2+json",
+                    "caUrls": [service(standin.url, 1)],
+                    "oidcUrls": [],
+                    "rekorTlogUrls": [service(standin.url, 2)],
+                    "rekorTlogConfig": {"selector": "ANY"},
+                    "tsaUrls": [service(standin.url + TSA_PATH, 1)],
+                    "tsaConfig": {"selector": "ANY"},
+                },
+            }
+        )
+    )
+    context = SigningContext.from_trust_config(config)
+    artifact = b"signed by sigstore-python through Rekor v2 and the TSA stand-ins\n"
+    with context.signer(IdentityToken(jwt(claims(nbf=int(time.time()))))) as signer:
+        bundle = json.loads(signer.sign_artifact(artifact).to_json())
+    (entry,) = bundle["verificationMaterial"]["tlogEntries"]
+    assert entry["kindVersion"] == {"kind": "hashedrekord", "version": "0.0.2"}
+    assert "integratedTime" not in entry or entry["integratedTime"] in ("0", 0)
+    signature = base64.b64decode(bundle["messageSignature"]["signature"])
+    sigstore_tsa_accepts(bundle_timestamp(bundle), signature)
+    from sigstore.models import Bundle
+    from sigstore.verify import Verifier, policy
+
+    Verifier(trusted_root=config.trusted_root).verify_artifact(
+        artifact, Bundle.from_json(json.dumps(bundle)), policy.Identity(identity="curator@example.org", issuer=ISSUER)
+    )
+    assert standin.request("GET", "/api/v1/log")[2]["treeSize"] == 5  # nothing went to v1
+
+
+def test_rekor_v2_fixture_bundle(standin: Standin) -> None:
+    """gen.py's rekor-v2.bundle.json: the same checks, from the committed file."""
+    bundle = json.loads((HERE / "rekor-v2.bundle.json").read_text())
+    statement = (HERE / "statement.txt").read_bytes()
+    (entry,) = bundle["verificationMaterial"]["tlogEntries"]
+    body = json.loads(base64.b64decode(entry["canonicalizedBody"]))
+    request = {"hashedRekordRequestV002": {"digest": body["spec"]["hashedRekordV002"]["data"]["digest"],
+                                           "signature": body["spec"]["hashedRekordV002"]["signature"]}}
+    assert check_v2_entry(entry, request) == (3, 5)
+    signature = base64.b64decode(bundle["messageSignature"]["signature"])
+    reply = Reply(bundle_timestamp(bundle))
+    assert reply.gen_time == "20250601120630Z"  # T0 + 6 min 30 s
+    sigstore_tsa_accepts(reply.der, signature)
+    try:
+        from sigstore.errors import VerificationError
+    except ImportError:
+        return
+    sigstore_python_verifies(bundle, statement, "curator@example.org")
+    with pytest.raises(VerificationError):
+        sigstore_python_verifies(bundle, (HERE / "other-statement.txt").read_bytes(), "curator@example.org")
