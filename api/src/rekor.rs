@@ -81,10 +81,16 @@ impl Signing {
                 let r = verifier::Client::new(fulcio, None)
                     .post_json(rekor::FULCIO_CERT_PATH, &body)?;
                 if !(200..300).contains(&r.status) {
+                    // An answer that echoes the request must not print the
+                    // token.
                     anyhow::bail!(
                         "Fulcio answered {} to the certificate request: {}",
                         r.status,
-                        r.text().chars().take(300).collect::<String>()
+                        r.text()
+                            .replace(token.as_str(), "<identity token>")
+                            .chars()
+                            .take(300)
+                            .collect::<String>()
                     );
                 }
                 let leaf = rekor::fulcio_leaf(&r.body).map_err(|e| anyhow!("{e}"))?;
@@ -312,7 +318,7 @@ fn publish_one(
                 continue;
             }
         };
-        match submit(&client, &rekor.api, &signed) {
+        match submit(&client, rekor, &signed) {
             Ok((body, stamp)) => {
                 answer = Some((signed, body, stamp));
                 break;
@@ -369,7 +375,7 @@ fn publish_one(
 /// the signature, obtained first.
 fn submit(
     client: &verifier::Client,
-    api: &RekorApi,
+    rekor: &Rekor,
     signed: &rekor::Signed,
 ) -> anyhow::Result<(Vec<u8>, Option<Vec<u8>>)> {
     let refused = |who: &str, what: &str, r: &verifier::client::Reply| {
@@ -379,7 +385,7 @@ fn submit(
             r.text().chars().take(300).collect::<String>()
         )
     };
-    match api {
+    match &rekor.api {
         RekorApi::V1 => {
             let r = client.post_json(rekor::ENTRIES_PATH, &signed.request)?;
             if r.status != 201 {
@@ -396,6 +402,12 @@ fn submit(
             if t.status != 200 {
                 return Err(refused("the timestamp authority", "timestamp request", &t));
             }
+            // Checked before anything is logged: a timestamp that would not
+            // verify in the bundle would leave an entry in Rekor that
+            // nothing refers to.
+            signed
+                .check_timestamp(&t.body, &rekor.root)
+                .map_err(|e| anyhow!("{e}"))?;
             let r = client.post_json(rekor::ENTRIES_V2_PATH, &signed.request_v2())?;
             if !(200..300).contains(&r.status) {
                 return Err(refused("Rekor v2", "submission", &r));

@@ -540,16 +540,87 @@ fn attack_a_signed_recommendation_the_log_does_not_give_fails_the_replay() {
 #[test]
 fn attack_an_entry_with_a_forged_signature_fails_the_audit_replay() {
     let s = world();
-    let origin = s.state.log_key.origin().to_owned();
+    let c = s.client();
+    let leaf = new_leaf(
+        &s,
+        &c,
+        Event::RunStarted(testkit::world::run("run-forged", Isolation::Microvm)),
+        // Later than anything the server sequences meanwhile.
+        events::Clock::now_micros(&events::SystemClock) + 3_600_000_000,
+    );
+    let (why, at) = replay_after_raw_append(s, forge_signature(&leaf));
+    assert!(
+        why.contains(&format!(
+            "entry {at} breaks the event rules: signature_invalid"
+        )),
+        "{why}"
+    );
+}
+
+/// The leaf of a new envelope for `event`, signed by the harness's key
+/// and sequenced at `at` (µs).
+fn new_leaf(s: &TestServer, c: &Client, event: Event, at: i64) -> Vec<u8> {
+    let body = s.poster(c).envelope("harness", event);
+    let w = events::envelope::split_write(&body).expect("a write");
+    events::envelope::decode_envelope(w.envelope)
+        .expect("an envelope")
+        .leaf_bytes(at)
+}
+
+/// An exact second copy of a validly signed entry, written into the
+/// server's store past its door: the door appends an envelope id once, so
+/// the audit's replay refuses the copy (`envelope_id_reused`).
+#[test]
+fn attack_an_envelope_appended_twice_fails_the_audit_replay() {
+    let s = world();
     let last = s.state.events.ledger().head().size - 1;
     let leaf = s.state.events.ledger().entry(last).expect("entry").leaf;
-    let forged = forge_signature(&leaf);
+    let (why, at) = replay_after_raw_append(s, leaf);
+    assert!(
+        why.contains(&format!(
+            "entry {at} breaks the event rules: envelope_id_reused: entry {last} already has the envelope id"
+        )),
+        "{why}"
+    );
+}
+
+/// A validly signed new entry whose sequencing time is older than the
+/// entry before it, written past the door (the ledger sequences at the
+/// latest of its clock and the last entry): refused by the replay
+/// (`sequenced_at_decreased`).
+#[test]
+fn attack_an_entry_sequenced_back_in_time_fails_the_audit_replay() {
+    let s = world();
+    let c = s.client();
+    let leaf = new_leaf(
+        &s,
+        &c,
+        Event::RunStarted(testkit::world::run("run-late", Isolation::Microvm)),
+        testkit::world::T0 - 1,
+    );
+    let (why, at) = replay_after_raw_append(s, leaf);
+    assert!(
+        why.contains(&format!(
+            "entry {at} breaks the event rules: sequenced_at_decreased"
+        )),
+        "{why}"
+    );
+}
+
+/// Appends `leaf` to `s`'s log past the door (the server stopped), restarts
+/// it, and runs the audit's replay of its head from a new replica; returns
+/// why it failed and the appended entry's index.
+fn replay_after_raw_append(s: TestServer, leaf: Vec<u8>) -> (String, u64) {
+    let origin = s.state.log_key.origin().to_owned();
+    let mut at = 0;
     let s = s.restart(|dir| {
         let log = ledger::Ledger::open(dir, ledger::Config::default()).expect("open");
-        log.submit(forged)
+        at = log
+            .submit(leaf)
             .expect("submitted")
             .wait()
-            .expect("appended past the door");
+            .expect("appended past the door")
+            .index;
     });
     let head = s.state.events.ledger().head();
     let rules = ReplayRules {
@@ -568,15 +639,38 @@ fn attack_an_entry_with_a_forged_signature_fails_the_audit_replay() {
         &mut replica,
         &mut |_, _, _| {},
     ) {
-        Err(AuditError::Failed(AuditFailure::Diverged(why))) => assert!(
-            why.contains(&format!(
-                "entry {} breaks the event rules: signature_invalid",
-                head.size - 1
-            )),
-            "{why}"
-        ),
-        other => panic!("the replay accepted a forged signature: {other:?}"),
+        Err(AuditError::Failed(AuditFailure::Diverged(why))) => (why, at),
+        other => panic!("the replay accepted the entry appended past the door: {other:?}"),
     }
+}
+
+/// The replica seals its rule state beside its projection: a later run
+/// resumes it; a sealed state changed on disk is refused, said so, and the
+/// whole replica checked against the rules again.
+#[test]
+fn a_replica_resumes_its_sealed_rule_state_and_refuses_a_changed_one() {
+    let s = world();
+    let dir = tempfile::tempdir().expect("tmp");
+    replay(&s.base, &s.vkey, dir.path()).expect("an honest log");
+    let r = Replica::open(dir.path()).expect("replica");
+    assert_eq!(r.rules_refused(), None);
+    drop(r);
+    {
+        let log = ledger::Ledger::open(&dir.path().join("log"), ledger::Config::default())
+            .expect("the replica's log");
+        let mut rec = log.get_aux("replica.rules").expect("aux").expect("sealed");
+        let last = rec.len() - 1;
+        rec[last] ^= 1;
+        log.put_aux("replica.rules", &rec).expect("changed");
+    }
+    let r = Replica::open(dir.path()).expect("replica");
+    assert!(
+        r.rules_refused().is_some_and(|why| why.contains("seal")),
+        "{:?}",
+        r.rules_refused()
+    );
+    drop(r);
+    replay(&s.base, &s.vkey, dir.path()).expect("checked again from the start, and passes");
 }
 
 /// `leaf` again, its envelope signature's first bit flipped (the leaf's

@@ -324,6 +324,11 @@ fn rekor_v2_an_anchor_is_timestamped_logged_and_checked_offline() {
     std::fs::write(&bundles[0], flipped.to_string()).expect("write");
     let v = s.verify(&s.public);
     assert!(!v.status.success(), "{}", text(&v));
+    assert!(
+        text(&v).contains("sigstore_timestamp_invalid"),
+        "{}",
+        text(&v)
+    );
     std::fs::write(&bundles[0], original).expect("write");
     assert!(s.verify(&s.public).status.success());
 }
@@ -367,6 +372,47 @@ fn rekor_v2_a_timestamp_authority_outage_then_catch_up() {
     let anchors = s.anchors.to_str().expect("utf8");
     let v = verify_rekor(&s.data, ["--anchors", anchors], &s.public, &s.root, true);
     assert!(v.status.success(), "{}", text(&v));
+}
+
+/// A timestamp the pinned root does not vouch for is refused before the
+/// signature goes to Rekor: nothing is logged that no bundle could use.
+#[test]
+fn rekor_v2_an_untrusted_timestamp_is_refused_before_anything_is_logged() {
+    let s = setup();
+    let standin = stand_in(0);
+    let tsa = format!("{}/api/v1/timestamp", standin.url);
+    // The production root embedded in the build: it names no synthetic
+    // timestamp authority.
+    let out = run_ledger(&[
+        "anchor",
+        "publish",
+        "--data-dir",
+        &s.data,
+        "--rekor",
+        &standin.url,
+        "--rekor-version",
+        "2",
+        "--tsa",
+        &tsa,
+        "--rekor-key",
+        &s.key,
+        "--rekor-attempts",
+        "1",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("the timestamp authority's answer does not verify"),
+        "{}",
+        text(&out)
+    );
+    let note = verifier::Client::new(&standin.url, None)
+        .get_text("/api/v2/checkpoint")
+        .expect("the stand-in's Rekor v2 checkpoint");
+    assert_eq!(
+        note.lines().nth(1),
+        Some("5"),
+        "only the stand-in's own dummy entries: {note}"
+    );
 }
 
 /// Rekor v2 without a timestamp authority is refused before anything is

@@ -420,7 +420,10 @@ fn attack_a_root_for_another_origin_appended_past_the_door_stops_the_server() {
 /// A server restarted on its log after a root for "other.example/log" was
 /// appended past the door.
 fn root_for_another_origin_past_the_door() -> TestServer {
-    let f = Fixture::new(false);
+    past_the_door(Fixture::new(false))
+}
+
+fn past_the_door(f: Fixture) -> TestServer {
     let envelope =
         f.s.poster(&f.c)
             .envelope("operator", root_event("other.example/log", TRUSTED_ROOT));
@@ -438,16 +441,14 @@ fn root_for_another_origin_past_the_door() -> TestServer {
     })
 }
 
-/// The same log, audited remotely: the audit's replay checks the rules
-/// itself, and refuses a root that names another origin than the audited
-/// checkpoint's, whatever the server says of it.
-#[test]
-fn attack_a_root_for_another_origin_fails_the_audit_replay() {
-    let s = root_for_another_origin_past_the_door();
-    // The server withholds its checkpoints from such a log; the auditor
-    // holds one from earlier (here: the log's head).
+/// The audit's replay of `s`'s log up to its head into the replica in `dir`.
+fn audit_replay(
+    s: &TestServer,
+    dir: &std::path::Path,
+) -> Result<verifier::replay::Replayed, verifier::audit::AuditError> {
+    // The server withholds its checkpoints from a log it does not accept;
+    // the auditor holds one from earlier (here: the log's head).
     let head = s.state.events.ledger().head();
-    let replica = tempfile::tempdir().expect("tempdir");
     let rules = verifier::audit::ReplayRules {
         audited: (head.size, head.root),
         origin: ORIGIN.into(),
@@ -455,14 +456,30 @@ fn attack_a_root_for_another_origin_fails_the_audit_replay() {
         now_micros: events::Clock::now_micros(&events::SystemClock),
         max_skew_micros: 300 * 1_000_000,
     };
-    let mut r = verifier::replay::Replica::open(replica.path()).expect("replica");
-    match verifier::audit::audit_projections(
+    let mut r = verifier::replay::Replica::open(dir).expect("replica");
+    verifier::audit::audit_projections(
         &s.client(),
         std::slice::from_ref(&s.vkey),
         &rules,
         &mut r,
         &mut |_, _, _| {},
-    ) {
+    )
+}
+
+/// The same log, audited remotely by a replica that had checked the log
+/// before (its rule state sealed and resumed): the audit's replay checks
+/// the rules itself, and refuses a root that names another origin than the
+/// audited checkpoint's, whatever the server says of it.
+#[test]
+fn attack_a_root_for_another_origin_fails_the_audit_replay() {
+    let f = Fixture::new(false);
+    let replica = tempfile::tempdir().expect("tempdir");
+    audit_replay(&f.s, replica.path()).expect("the log before passes, and is sealed");
+    let s = past_the_door(f);
+    let r = verifier::replay::Replica::open(replica.path()).expect("replica");
+    assert_eq!(r.rules_refused(), None, "the sealed rule state is resumed");
+    drop(r);
+    match audit_replay(&s, replica.path()) {
         Err(verifier::audit::AuditError::Failed(verifier::audit::AuditFailure::Diverged(why))) => {
             assert!(
                 why.contains("Sigstore trusted root for origin \"other.example/log\""),

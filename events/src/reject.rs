@@ -105,6 +105,8 @@ codes! {
     GenesisRequired = "genesis_required",
     /// Another envelope with this id, but different content, is already in the log.
     EnvelopeIdReused = "envelope_id_reused",
+    /// A logged entry's sequencing time is earlier than the entry before it (a replay's refusal: the ledger never sequences one so).
+    SequencedAtDecreased = "sequenced_at_decreased",
     /// The key is already enrolled.
     PrincipalExists = "principal_exists",
     /// No principal has this key id.

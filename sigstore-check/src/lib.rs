@@ -163,6 +163,9 @@ impl Refusal {
 /// in JSON), parsed and checked once.
 pub struct TrustRoot {
     verifier: Verifier,
+    /// The root's timestamp authorities, for checking a timestamp before
+    /// it goes into a bundle ([`rekor::Signed::check_timestamp`]).
+    pub(crate) timestamp_authorities: Vec<sigstore_verify::types::TsaAuthority>,
 }
 
 impl std::fmt::Debug for TrustRoot {
@@ -188,7 +191,10 @@ impl TrustRoot {
             let r = refusal(e);
             Refusal::new(Code::TrustRootInvalid, r.detail)
         })?;
-        Ok(TrustRoot { verifier })
+        Ok(TrustRoot {
+            verifier,
+            timestamp_authorities: root.tsa_authorities(),
+        })
     }
 }
 

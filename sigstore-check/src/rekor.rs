@@ -221,6 +221,29 @@ impl Signed {
         .into_bytes()
     }
 
+    /// Checks a timestamp authority's answer (a DER `TimeStampResp`)
+    /// before anything is logged with it: granted, over the SHA-256 of this
+    /// signature, signed by an authority of `root` within its validity.
+    /// Returns the time it states (unix seconds).
+    pub fn check_timestamp(&self, answer: &[u8], root: &crate::TrustRoot) -> Result<i64, Refusal> {
+        let token = sigstore_verify::types::TimestampToken::new(answer.to_vec());
+        let mut why = String::from("the trusted root names no timestamp authority");
+        for authority in &root.timestamp_authorities {
+            match sigstore_verify::tsa::verify_timestamp_for_authority(
+                &token,
+                &self.signature,
+                authority,
+            ) {
+                Ok(t) => return Ok(t.as_second()),
+                Err(e) => why = e.to_string(),
+            }
+        }
+        Err(Refusal::new(
+            Code::TimestampInvalid,
+            format!("the timestamp authority's answer does not verify: {why}"),
+        ))
+    }
+
     /// The DER `TimeStampReq` (RFC 3161 §2.4.1) for a timestamp over the
     /// SHA-256 of the signature, as a Sigstore bundle's
     /// `rfc3161Timestamps` carry: version 1, the message imprint, no
@@ -304,6 +327,11 @@ pub fn bundle_v2(signed: &Signed, answer: &[u8], timestamp: &[u8]) -> Result<Log
             "Rekor v2's answer carries no inclusion proof".into(),
         ));
     }
+    // A v2 entry states no time and carries no promise: whatever the
+    // answer says of either is not kept.
+    let mut tlog = tlog;
+    tlog.integrated_time = None;
+    tlog.inclusion_promise = None;
     let log_index = tlog.log_index.get();
     let stamp = sigstore_verify::types::TimestampToken::new(timestamp.to_vec());
     make_bundle(signed, tlog, Some(stamp)).map(|bundle| Logged {
@@ -365,6 +393,18 @@ impl TokenClaims {
     pub fn identity(&self) -> &str {
         &self.identity
     }
+
+    /// What the proof of possession signs: the name Fulcio gives the
+    /// token's principal, the e-mail address for the issuers public Fulcio
+    /// configures as e-mail identities ([`EMAIL_ISSUERS`]), `sub` for
+    /// every other (a CI workflow, a URI subject), as the Sigstore clients
+    /// sign it.
+    pub fn principal_name(&self) -> &str {
+        match &self.email {
+            Some(email) if EMAIL_ISSUERS.contains(&self.issuer.as_str()) => email,
+            _ => &self.subject,
+        }
+    }
 }
 
 /// The issuer of GitHub Actions' identity tokens (github.com).
@@ -372,29 +412,39 @@ pub const GITHUB_ACTIONS_ISSUER: &str = "https://token.actions.githubusercontent
 
 /// The SAN Fulcio names for a token with these claims, by the kind of
 /// identity Fulcio's issuer configuration gives it:
-/// - an e-mail identity: the `email` claim (an RFC 822 SAN);
 /// - a GitHub Actions workflow (issuer [`GITHUB_ACTIONS_ISSUER`]): the URI
 ///   `https://github.com/{job_workflow_ref}`, the workflow file at its ref
 ///   (not `sub`, which names the repository and ref);
-/// - a GitLab CI pipeline (the token has `ci_config_ref_uri`): the URI
+/// - a GitLab.com CI pipeline (issuer [`GITLAB_ISSUER`]): the URI
 ///   `https://{ci_config_ref_uri}`;
+/// - another issuer's token with an `email` claim: that address (an RFC
+///   822 SAN);
 /// - anything else (a SPIFFE ID, a URI subject): `sub`.
 ///
 /// A certificate that names another SAN is not kept: the bundle made with
 /// it must verify as this identity's.
 pub fn fulcio_identity(claims: &serde_json::Value) -> Option<String> {
     let text = |k: &str| claims.get(k).and_then(|x| x.as_str());
-    if let Some(email) = text("email") {
-        return Some(email.to_owned());
+    match text("iss") {
+        Some(GITHUB_ACTIONS_ISSUER) => {
+            text("job_workflow_ref").map(|r| format!("https://github.com/{r}"))
+        }
+        Some(GITLAB_ISSUER) => text("ci_config_ref_uri").map(|uri| format!("https://{uri}")),
+        _ => text("email").or_else(|| text("sub")).map(str::to_owned),
     }
-    if text("iss") == Some(GITHUB_ACTIONS_ISSUER) {
-        return text("job_workflow_ref").map(|r| format!("https://github.com/{r}"));
-    }
-    if let Some(uri) = text("ci_config_ref_uri") {
-        return Some(format!("https://{uri}"));
-    }
-    text("sub").map(str::to_owned)
 }
+
+/// The issuer of GitLab.com's CI identity tokens.
+pub const GITLAB_ISSUER: &str = "https://gitlab.com";
+
+/// The OIDC issuers public-good Fulcio names by the token's `email` claim,
+/// whose proof of possession signs that address (the list sigstore-python
+/// keeps; every other issuer's proof signs `sub`).
+pub const EMAIL_ISSUERS: [&str; 3] = [
+    "https://accounts.google.com",
+    "https://oauth2.sigstore.dev/auth",
+    "https://oauth2.sigstage.dev/auth",
+];
 
 /// The claims of a JWT identity token (its payload, base64url JSON).
 pub fn token_claims(token: &str) -> Result<TokenClaims, Refusal> {
@@ -436,7 +486,7 @@ pub fn fulcio_request(key: &AnchoringKey, token: &str) -> Result<Vec<u8>, Refusa
     let claims = token_claims(token)?;
     let proof = key
         .pair
-        .sign(claims.subject.as_bytes())
+        .sign(claims.principal_name().as_bytes())
         .map_err(|e| Refusal::new(Code::SignatureInvalid, e.to_string()))?;
     serde_json::to_vec(&serde_json::json!({
         "credentials": {"oidcIdentityToken": token.trim()},
@@ -556,6 +606,40 @@ mod tests {
         for (claims, want) in cases {
             assert_eq!(fulcio_identity(&claims).as_deref(), want, "{claims}");
         }
+        // GitLab's claim from another issuer names nothing special.
+        let other = json!({"iss": "https://gitlab.example", "sub": "s", "ci_config_ref_uri": "x"});
+        assert_eq!(fulcio_identity(&other).as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn the_proof_of_possession_signs_the_principals_name() {
+        use base64::Engine as _;
+        let jwt = |claims: serde_json::Value| {
+            let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+            format!("{}.{}.x", b.encode("{}"), b.encode(claims.to_string()))
+        };
+        // Fulcio names an e-mail identity by its address, anything else by `sub`.
+        let email = token_claims(&jwt(serde_json::json!({
+            "iss": "https://accounts.google.com", "sub": "1234", "email": "ops@example.org"
+        })))
+        .expect("claims");
+        assert_eq!(email.principal_name(), "ops@example.org");
+        let workflow = token_claims(&jwt(serde_json::json!({
+            "iss": GITHUB_ACTIONS_ISSUER, "sub": "repo:acme/ledger:ref:refs/heads/main",
+            "job_workflow_ref": "acme/ledger/.github/workflows/a.yml@refs/heads/main",
+            "email": "not-named@example.org",
+        })))
+        .expect("claims");
+        assert_eq!(
+            workflow.principal_name(),
+            "repo:acme/ledger:ref:refs/heads/main"
+        );
+        // An issuer Fulcio is not known to name by e-mail: `sub`.
+        let other = token_claims(&jwt(serde_json::json!({
+            "iss": "https://issuer.example.test", "sub": "operator-7", "email": "ops@example.org"
+        })))
+        .expect("claims");
+        assert_eq!(other.principal_name(), "operator-7");
     }
 
     #[test]

@@ -103,7 +103,11 @@ fn attack_rekor_v2_bundle_without_its_timestamp() {
         .expect("material")
         .remove("timestampVerificationData");
     let e = refused(&b.to_string(), STATEMENT, CURATOR, ISSUER);
-    assert_refused(&e, Code::TimestampInvalid, "no verified time");
+    assert_refused(
+        &e,
+        Code::TimestampInvalid,
+        "V2 bundle requires RFC3161 timestamp",
+    );
 }
 
 #[test]

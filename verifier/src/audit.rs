@@ -343,6 +343,13 @@ pub fn audit_projections(
         }
         let (cp, key) = anchors::open_checkpoint_any(p.checkpoint.as_bytes(), keys)
             .map_err(|e| bad(format!("checkpoint signature: {e}")))?;
+        if cp.origin != rules.origin {
+            return Err(bad(format!(
+                "its checkpoint is of the log {:?}, not the audited {:?}",
+                cp.origin, rules.origin
+            ))
+            .into());
+        }
         if cp.size < audited_size {
             // An answer older than the checkpoint audited is stale, as a
             // checkpoint older than the trusted one is.

@@ -15,11 +15,14 @@
 //! here.
 //!
 //! Every entry the replica keeps is also checked against the event rules,
-//! in log order, as the server's door and its start check them
+//! in log order, as the server's start checks them
 //! ([`events::State::replay_one`]): every envelope signature, every
 //! co-signature and Sigstore bundle (against the trusted root the log
-//! records before it), every rule. A recorded Sigstore root must name the
-//! origin of the audited checkpoint.
+//! records before it), every rule, sequencing times that never go back;
+//! and, as the door checks, an envelope id appearing once. A recorded
+//! Sigstore root must name the origin of the audited checkpoint. The rules
+//! that need the values behind handles are not checked: those values are
+//! private.
 //!
 //! The replica keeps every entry it has checked, in a `ledger` data
 //! directory of its own, and its projection and its rule state sealed
@@ -30,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use events::State;
 use ledger::merkle::verify_consistency;
-use ledger::{Config, Hash, Ledger, LogView};
+use ledger::{Config, EntryKey, Hash, Ledger, LogView, Sequenced, Sequencer};
 use projections::driver::Projector;
 use projections::{Settings, TaskClassView};
 
@@ -47,11 +50,51 @@ pub const STEP: u64 = 10_000;
 /// Where the replica keeps its rule state, sealed (`ledger::sealed`).
 const RULES_AUX: &str = "replica.rules";
 const RULES_MAGIC: &[u8; 8] = b"ELRULES1";
+/// The version of the rules a sealed rule state was checked under, in the
+/// seal's key: a build whose rules differ starts from a new key, so a state
+/// sealed by another build is refused and the whole replica checked again.
+/// Raised with every change to what the rules refuse.
+const RULES_VERSION: &str = "evidence-ledger replica rules v2";
+
+/// The replica's sequencer: every leaf appended as served, indexed under
+/// its envelope id. [`Replica::follow`] checks that an id is new before
+/// it submits a leaf, as the door does before it appends one.
+struct ByEnvelopeId;
+
+impl Sequencer for ByEnvelopeId {
+    type Input = Vec<u8>;
+    type Accepted = ();
+    type Rejected = std::convert::Infallible;
+
+    const KEYED: bool = true;
+
+    fn sequence(
+        &mut self,
+        leaf: Vec<u8>,
+        _: u64,
+        _: &LogView<'_>,
+    ) -> Sequenced<(), std::convert::Infallible> {
+        let key = Self::key_of(&leaf);
+        Sequenced::Append {
+            leaf,
+            accepted: (),
+            key,
+            private: Vec::new(),
+            shred: Vec::new(),
+        }
+    }
+
+    fn failed(&mut self, _: &LogView<'_>) {}
+
+    fn key_of(leaf: &[u8]) -> Option<EntryKey> {
+        <events::EventSequencer as Sequencer>::key_of(leaf)
+    }
+}
 
 /// A replica of a server's log, with its projection.
 pub struct Replica {
     dir: PathBuf,
-    log: Ledger,
+    log: Ledger<ByEnvelopeId>,
     projector: Projector,
     key: [u8; 32],
     step: u64,
@@ -60,6 +103,8 @@ pub struct Replica {
     recommendations: Option<u64>,
     /// The event rules' state, folded up to `rules.size` entries.
     rules: State,
+    /// Why the rule state the last run sealed was refused, if it was.
+    rules_refused: Option<String>,
 }
 
 impl Replica {
@@ -76,7 +121,10 @@ impl Replica {
             .ok()
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| anyhow::anyhow!("{} is not a replica key", key_file.display()))?;
-        let log = Ledger::open(&dir.join("log"), Config::default())?;
+        let log = Ledger::open_with(&dir.join("log"), Config::default(), |_, _| Ok(ByEnvelopeId))?;
+        // Waits while the open indexes the envelope ids of entries kept
+        // before they were indexed.
+        log.lookups()?;
         // Not caught up here: entries past the saved projection were kept by
         // a run that did not finish (or failed), and the next follow folds
         // them, checking what it checks (recommendations) on the way.
@@ -85,7 +133,7 @@ impl Replica {
             projections::driver::Resumed::Refused(why) => Some(why.to_string()),
             _ => None,
         };
-        let rules = resume_rules(&log, &rules_key(&key))?;
+        let (rules, rules_refused) = resume_rules(&log, &rules_key(&key))?;
         Ok(Replica {
             dir: dir.to_path_buf(),
             log,
@@ -95,6 +143,7 @@ impl Replica {
             refused,
             recommendations: None,
             rules,
+            rules_refused,
         })
     }
 
@@ -102,6 +151,12 @@ impl Replica {
     /// then folded again from the replica's log), if it was.
     pub fn refused(&self) -> Option<&str> {
         self.refused.as_deref()
+    }
+
+    /// Why the rule state the replica sealed last time was refused (the
+    /// whole replica is then checked against the rules again), if it was.
+    pub fn rules_refused(&self) -> Option<&str> {
+        self.rules_refused.as_deref()
     }
 
     /// Checks `step` entries at a time against the signed root instead of
@@ -199,13 +254,17 @@ impl Replica {
                     "the {size} entries served do not hash to the signed root"
                 )));
             }
+            self.refuse_reused_ids(next, &leaves)?;
             let pending: Vec<_> = leaves
                 .into_iter()
-                .map(|leaf| self.log.submit(leaf))
+                .map(|leaf| self.log.submit_input(leaf))
                 .collect::<Result<_, _>>()
                 .map_err(anyhow::Error::from)?;
             for p in pending {
-                p.wait().map_err(anyhow::Error::from)?;
+                p.wait().map_err(|e| match e {
+                    ledger::AppendError::Ledger(e) => anyhow::Error::from(e),
+                    ledger::AppendError::Rejected { reason, .. } => match reason {},
+                })?;
             }
             self.check_rules(origin)?;
             next = end;
@@ -337,6 +396,35 @@ impl Replica {
         Ok(())
     }
 
+    /// Refuses `leaves` (entries `first`, `first + 1`, …) when one names an
+    /// envelope id an entry before it already has: the door appends an id
+    /// once (a re-post is acknowledged, never appended again), so a second
+    /// entry under it was not appended through the door.
+    fn refuse_reused_ids(&self, first: u64, leaves: &[Vec<u8>]) -> Result<(), CheckError> {
+        let mut step = std::collections::HashMap::new();
+        for (index, leaf) in (first..).zip(leaves) {
+            let Some(key) = ByEnvelopeId::key_of(leaf) else {
+                continue; // a leaf that does not decode: the rules refuse it
+            };
+            let earlier = match step.insert(key.name.clone(), index) {
+                Some(i) => Some(i),
+                None => self
+                    .log
+                    .find_key(&key.name)
+                    .map_err(anyhow::Error::from)?
+                    .map(|(e, _)| e.index),
+            };
+            if let Some(earlier) = earlier {
+                return Err(CheckError::Disproved(format!(
+                    "entry {index} breaks the event rules: {}: entry {earlier} already has the envelope id {:?}",
+                    events::RejectCode::EnvelopeIdReused.as_str(),
+                    key.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the entries the replica holds past its rule state against the
     /// event rules, in log order, every signature verified again; then that
     /// a Sigstore trusted root the log records names `origin`.
@@ -368,24 +456,35 @@ impl Replica {
     }
 }
 
-/// The key the replica's rule state is sealed under.
+/// The key the replica's rule state is sealed under: the replica's key,
+/// and the version of the rules it was checked under.
 fn rules_key(replica_key: &[u8; 32]) -> [u8; 32] {
-    ledger::sealed::derive_key("evidence-ledger replica rules v1", replica_key)
+    ledger::sealed::derive_key(RULES_VERSION, replica_key)
 }
 
 /// The rule state the replica saved, when its seal and the root it names
 /// check out against the replica's log; else the empty state (the next
-/// follow checks the whole replica again).
-fn resume_rules(log: &Ledger, key: &[u8; 32]) -> anyhow::Result<State> {
+/// follow checks the whole replica again) and why the saved one was
+/// refused.
+fn resume_rules<S: Sequencer>(
+    log: &Ledger<S>,
+    key: &[u8; 32],
+) -> anyhow::Result<(State, Option<String>)> {
     let Some(rec) = log.get_aux(RULES_AUX)? else {
-        return Ok(State::default());
+        return Ok((State::default(), None));
     };
     let size = log.head().size;
     let opened = ledger::sealed::open(key, RULES_MAGIC, &rec, size, |s| log.root_at(s))?;
-    Ok(opened
-        .ok()
-        .and_then(|o| State::decode_snapshot(o.body).filter(|s| s.size == o.size))
-        .unwrap_or_default())
+    Ok(match opened {
+        Ok(o) => match State::decode_snapshot(o.body).filter(|s| s.size == o.size) {
+            Some(state) => (state, None),
+            None => (
+                State::default(),
+                Some("its sealed body does not decode".to_owned()),
+            ),
+        },
+        Err(e) => (State::default(), Some(e.to_string())),
+    })
 }
 
 /// The first field (a JSON path) in which the view as served (its JSON, as

@@ -173,6 +173,9 @@ pub fn run(a: AuditArgs) -> anyhow::Result<()> {
                 if let Some(why) = replica.refused() {
                     eprintln!("note: the replica's saved projection was refused ({why}); it was folded again from the replica's log");
                 }
+                if let Some(why) = replica.rules_refused() {
+                    eprintln!("note: the replica's saved rule state was refused ({why}); every entry it holds is checked against the rules again");
+                }
                 let rules = verifier::audit::ReplayRules {
                     audited: (r.size, r.root),
                     origin: r.origin.clone(),

@@ -244,6 +244,9 @@ impl AppState {
         };
         // Read at start: a bad anchoring key or trusted root refuses the
         // start rather than the first anchor.
+        if config.rekor_url.is_none() && (config.tsa_url.is_some() || config.rekor_version != 1) {
+            anyhow::bail!("rekor_version and tsa_url go with rekor_url");
+        }
         let rekor = match (&config.rekor_url, &config.rekor_key_file) {
             (None, _) => None,
             (Some(_), None) => anyhow::bail!("rekor_url needs rekor_key_file (the anchoring key)"),

@@ -520,6 +520,19 @@ impl State {
     ) -> Result<(), ReplayError> {
         let invalid = |rejection| ReplayError::Invalid { index, rejection };
         let (d, at) = decode_leaf(leaf).map_err(invalid)?;
+        // The ledger sequences every entry at the latest of its clock and
+        // the entry before: a time that goes back was not its doing.
+        if at < self.last_sequenced_at {
+            return Err(invalid(Rejection::new(
+                C::SequencedAtDecreased,
+                "sequenced_at",
+                format!(
+                    "{} is earlier than the entry before it ({})",
+                    crate::envelope::format_micros(at),
+                    crate::envelope::format_micros(self.last_sequenced_at)
+                ),
+            )));
+        }
         // An entry that enrols or revokes a key is checked even when
         // signatures are not: a forged one would hand out the power to
         // write before anything else looks.

@@ -248,6 +248,12 @@ class EnvelopeIdReused(Conflict):
     code = "envelope_id_reused"
 
 
+class SequencedAtDecreased(RuleViolation):
+    """`sequenced_at_decreased`: A logged entry's sequencing time is earlier than the entry before it (a replay's refusal: the ledger never sequences one so)."""
+
+    code = "sequenced_at_decreased"
+
+
 class PrincipalExists(Conflict):
     """`principal_exists`: The key is already enrolled."""
 
@@ -810,6 +816,7 @@ BY_CODE: dict[str, type[ProblemError]] = {
     "role_not_permitted": RoleNotPermitted,
     "genesis_required": GenesisRequired,
     "envelope_id_reused": EnvelopeIdReused,
+    "sequenced_at_decreased": SequencedAtDecreased,
     "principal_exists": PrincipalExists,
     "principal_unknown": PrincipalUnknown,
     "task_class_exists": TaskClassExists,
