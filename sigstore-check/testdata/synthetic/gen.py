@@ -202,25 +202,31 @@ ROOT_NAME = name("synthetic-fulcio-root (TEST ONLY)")
 INTERMEDIATE_NAME = name("synthetic-fulcio-intermediate (TEST ONLY)")
 
 
-def make_root() -> x509.Certificate:
+def self_signed_ca(subject: x509.Name, k, serial_label: str, path_length: int) -> x509.Certificate:
+    """A self-signed CA certificate for `k`: certificate and CRL signing, the
+    trust window, SHA-384."""
     return (
         x509.CertificateBuilder()
-        .subject_name(ROOT_NAME)
-        .issuer_name(ROOT_NAME)
-        .public_key(ROOT_KEY.public_key())
-        .serial_number(serial("root"))
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(k.public_key())
+        .serial_number(serial(serial_label))
         .not_valid_before(TRUST_START)
         .not_valid_after(TRUST_END)
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False),
             critical=True,
         )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=1), critical=True)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
         .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(ROOT_KEY.public_key()), critical=False
+            x509.SubjectKeyIdentifier.from_public_key(k.public_key()), critical=False
         )
-        .sign(ROOT_KEY, hashes.SHA384(), ecdsa_deterministic=True)
+        .sign(k, hashes.SHA384(), ecdsa_deterministic=True)
     )
+
+
+def make_root() -> x509.Certificate:
+    return self_signed_ca(ROOT_NAME, ROOT_KEY, "root", 1)
 
 
 def make_intermediate() -> x509.Certificate:
@@ -676,24 +682,7 @@ OID_SIGNING_CERTIFICATE_V2 = "1.2.840.113549.1.9.16.2.47"
 
 
 def make_tsa_root() -> x509.Certificate:
-    return (
-        x509.CertificateBuilder()
-        .subject_name(TSA_ROOT_NAME)
-        .issuer_name(TSA_ROOT_NAME)
-        .public_key(TSA_ROOT_KEY.public_key())
-        .serial_number(serial("tsa root"))
-        .not_valid_before(TRUST_START)
-        .not_valid_after(TRUST_END)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False),
-            critical=True,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(TSA_ROOT_KEY.public_key()), critical=False
-        )
-        .sign(TSA_ROOT_KEY, hashes.SHA384(), ecdsa_deterministic=True)
-    )
+    return self_signed_ca(TSA_ROOT_NAME, TSA_ROOT_KEY, "tsa root", 0)
 
 
 def make_tsa_leaf() -> x509.Certificate:
