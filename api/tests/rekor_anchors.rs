@@ -1154,3 +1154,30 @@ fn attack_an_audit_refuses_an_anchor_the_served_tree_does_not_extend() {
         text(&out)
     );
 }
+
+/// `ledger verify --server` checks a remote log's checkpoint and proofs;
+/// the anchors and their Rekor bundles are checked against a data
+/// directory (or by `ledger audit --server`): given together, they are
+/// refused, not silently skipped.
+#[test]
+fn a_remote_verify_refuses_the_local_anchor_checks() {
+    let s = setup();
+    let anchors = s.anchors.to_str().expect("utf8");
+    let out = run_ledger(&[
+        "verify",
+        "--server",
+        "http://127.0.0.1:9",
+        "--key",
+        "test.example/log+00000000+AAAA",
+        "--anchors",
+        anchors,
+        "--rekor-pub",
+        &s.public,
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("ledger audit --server http://127.0.0.1:9 --anchors DIR"),
+        "{}",
+        text(&out)
+    );
+}

@@ -11,8 +11,10 @@
 //! needs, since a v2 entry carries no integrated time), turns the answers
 //! into a Sigstore bundle (v0.3, public-key hint or certificate, message
 //! signature), and that bundle is kept only
-//! once [`crate::verify`] accepts it against the pinned trusted root with
-//! [`crate::Signer::Key`]. It does no I/O: the caller posts the request.
+//! once [`crate::verify`] accepts it against the pinned trusted root as a
+//! signature by the anchoring key ([`crate::Signer::Key`]) or, keyless, by
+//! the token's identity ([`crate::Signer::Identity`]). It does no I/O: the
+//! caller posts the requests.
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_ASN1_SIGNING};
@@ -377,7 +379,8 @@ pub const FULCIO_CERT_PATH: &str = "/api/v2/signingCert";
 /// certificate must name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenClaims {
-    /// `sub`: what the proof of possession signs.
+    /// `sub`: what the proof of possession signs, except for the issuers
+    /// Fulcio names by e-mail ([`TokenClaims::principal_name`]).
     pub subject: String,
     /// `iss`: the OIDC issuer the certificate names.
     pub issuer: String,
@@ -480,7 +483,7 @@ pub fn token_claims(token: &str) -> Result<TokenClaims, Refusal> {
 
 /// The body of `POST {fulcio}/api/v2/signingCert` for the ephemeral `key`:
 /// the token, the public key, and the proof that the key's holder signed
-/// the token's subject.
+/// the principal's name ([`TokenClaims::principal_name`]).
 pub fn fulcio_request(key: &AnchoringKey, token: &str) -> Result<Vec<u8>, Refusal> {
     use base64::Engine as _;
     let claims = token_claims(token)?;

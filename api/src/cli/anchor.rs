@@ -40,7 +40,8 @@ pub enum AnchorAction {
 /// Publication of anchors to a Rekor log (docs/SIGSTORE.md).
 #[derive(clap::Args)]
 pub struct RekorArgs {
-    /// Also publish to this Rekor log (e.g. https://rekor.sigstore.dev): every anchor of the
+    /// Also publish to this Rekor log (e.g. https://rekor.sigstore.dev for v1,
+    /// https://log2025-1.rekor.sigstore.dev for v2): every anchor of the
     /// directory without a kept bundle, oldest first, so an outage catches up on the next run.
     #[arg(long, env = "LEDGER_REKOR_URL")]
     rekor: Option<String>,

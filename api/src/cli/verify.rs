@@ -48,6 +48,11 @@ pub struct VerifyArgs {
 
 pub fn run(a: VerifyArgs) -> anyhow::Result<()> {
     if let Some(server) = &a.source.server {
+        if a.anchors.given() || a.rekor.wanted() {
+            anyhow::bail!(
+                "--anchors and the Rekor checks read a local data directory; against a server run `ledger audit --server {server} --anchors DIR …`"
+            );
+        }
         let key = a
             .key
             .as_deref()
