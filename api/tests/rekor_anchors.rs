@@ -214,6 +214,18 @@ impl Setup {
             .collect()
     }
 
+    /// `ledger verify --anchors` with the anchoring key passes, having
+    /// verified `n` kept bundles.
+    fn verified(&self, n: usize) {
+        let v = self.verify(&self.public);
+        assert!(v.status.success(), "{}", text(&v));
+        assert!(
+            text(&v).contains(&format!("Rekor: {n} anchors' bundles verified")),
+            "{}",
+            text(&v)
+        );
+    }
+
     fn files(&self, suffix: &str) -> Vec<PathBuf> {
         let mut v: Vec<PathBuf> = std::fs::read_dir(&self.anchors)
             .expect("anchors")
@@ -246,13 +258,7 @@ fn an_anchor_is_published_to_rekor_kept_as_a_bundle_and_checked_offline() {
         locations[1].starts_with(&format!("rekor {} logIndex ", rekor.url)),
         "{locations:?}"
     );
-    let v = s.verify(&s.public);
-    assert!(v.status.success(), "{}", text(&v));
-    assert!(
-        text(&v).contains("Rekor: 1 anchors' bundles verified"),
-        "{}",
-        text(&v)
-    );
+    s.verified(1);
 }
 
 /// Rekor v2: each signature is timestamped by the authority first (a v2
@@ -289,13 +295,7 @@ fn rekor_v2_an_anchor_is_timestamped_logged_and_checked_offline() {
         locations[1].starts_with(&format!("rekor-v2 {} logIndex ", standin.url)),
         "{locations:?}"
     );
-    let v = s.verify(&s.public);
-    assert!(v.status.success(), "{}", text(&v));
-    assert!(
-        text(&v).contains("Rekor: 1 anchors' bundles verified"),
-        "{}",
-        text(&v)
-    );
+    s.verified(1);
     // Without its timestamp the bundle has no verified time, and a flipped
     // byte in the timestamp's signature breaks it: each is refused.
     let original = std::fs::read(&bundles[0]).expect("bundle");
@@ -478,13 +478,7 @@ fn an_outage_leaves_the_local_anchor_and_the_next_run_catches_up() {
         text(&out)
     );
     assert_eq!(s.files(".sigstore.json").len(), 2);
-    let v = s.verify(&s.public);
-    assert!(v.status.success(), "{}", text(&v));
-    assert!(
-        text(&v).contains("Rekor: 2 anchors' bundles verified"),
-        "{}",
-        text(&v)
-    );
+    s.verified(2);
 }
 
 #[test]

@@ -39,6 +39,8 @@ pub const TIMESTAMP_QUERY: &str = "application/timestamp-query";
 pub struct AnchoringKey {
     pair: KeyPair,
     public_pem: String,
+    /// The public key's SubjectPublicKeyInfo (DER).
+    public_der: Vec<u8>,
 }
 
 impl std::fmt::Debug for AnchoringKey {
@@ -101,6 +103,7 @@ impl AnchoringKey {
         let public = pair.public_key_der().map_err(key_refusal)?;
         Ok(AnchoringKey {
             public_pem: pem("PUBLIC KEY", public.as_bytes()),
+            public_der: public.as_bytes().to_vec(),
             pair,
         })
     }
@@ -175,12 +178,7 @@ fn sign_as(
         digest,
         signature,
         certificate: certificate.map(<[u8]>::to_vec),
-        public_key: key
-            .pair
-            .public_key_der()
-            .map_err(key_refusal)?
-            .as_bytes()
-            .to_vec(),
+        public_key: key.public_der.clone(),
         request: serde_json::to_vec(&request)
             .map_err(|e| Refusal::new(Code::Refused, e.to_string()))?,
     })

@@ -401,6 +401,15 @@ impl Replica {
     /// once (a re-post is acknowledged, never appended again), so a second
     /// entry under it was not appended through the door.
     fn refuse_reused_ids(&self, first: u64, leaves: &[Vec<u8>]) -> Result<(), CheckError> {
+        let lookups = self.log.lookups().map_err(anyhow::Error::from)?;
+        let held = self.log.head().size;
+        if lookups.keys_through() < held {
+            return Err(anyhow::anyhow!(
+                "the replica's key lookup covers {} of its {held} entries",
+                lookups.keys_through()
+            )
+            .into());
+        }
         let mut step = std::collections::HashMap::new();
         for (index, leaf) in (first..).zip(leaves) {
             let Some(key) = ByEnvelopeId::key_of(leaf) else {
@@ -408,11 +417,11 @@ impl Replica {
             };
             let earlier = match step.insert(key.name.clone(), index) {
                 Some(i) => Some(i),
-                None => self
-                    .log
-                    .find_key(&key.name)
+                None => lookups
+                    .key(&key.name)
                     .map_err(anyhow::Error::from)?
-                    .map(|(e, _)| e.index),
+                    .map(|(i, _)| i)
+                    .filter(|&i| i < held),
             };
             if let Some(earlier) = earlier {
                 return Err(CheckError::Disproved(format!(

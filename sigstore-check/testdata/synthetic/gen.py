@@ -202,17 +202,26 @@ ROOT_NAME = name("synthetic-fulcio-root (TEST ONLY)")
 INTERMEDIATE_NAME = name("synthetic-fulcio-intermediate (TEST ONLY)")
 
 
-def self_signed_ca(subject: x509.Name, k, serial_label: str, path_length: int) -> x509.Certificate:
-    """A self-signed CA certificate for `k`: certificate and CRL signing, the
-    trust window, SHA-384."""
+def ca_issued(subject: x509.Name, issuer: x509.Name, k, serial_label: str) -> x509.CertificateBuilder:
+    """A certificate for `k`'s public key, named `subject`, issued by `issuer`,
+    valid over the trust window: what every CA-made certificate here starts
+    from."""
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
-        .issuer_name(subject)
+        .issuer_name(issuer)
         .public_key(k.public_key())
         .serial_number(serial(serial_label))
         .not_valid_before(TRUST_START)
         .not_valid_after(TRUST_END)
+    )
+
+
+def self_signed_ca(subject: x509.Name, k, serial_label: str, path_length: int) -> x509.Certificate:
+    """A self-signed CA certificate for `k`: certificate and CRL signing, the
+    trust window, SHA-384."""
+    return (
+        ca_issued(subject, subject, k, serial_label)
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False),
             critical=True,
@@ -231,13 +240,7 @@ def make_root() -> x509.Certificate:
 
 def make_intermediate() -> x509.Certificate:
     return (
-        x509.CertificateBuilder()
-        .subject_name(INTERMEDIATE_NAME)
-        .issuer_name(ROOT_NAME)
-        .public_key(INTERMEDIATE_KEY.public_key())
-        .serial_number(serial("intermediate"))
-        .not_valid_before(TRUST_START)
-        .not_valid_after(TRUST_END)
+        ca_issued(INTERMEDIATE_NAME, ROOT_NAME, INTERMEDIATE_KEY, "intermediate")
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False),
             critical=True,
@@ -689,13 +692,7 @@ def make_tsa_leaf() -> x509.Certificate:
     """The TSA's signing certificate, issued by the TSA root: digitalSignature,
     the timeStamping EKU (alone, critical, as RFC 3161 §2.3 requires)."""
     return (
-        x509.CertificateBuilder()
-        .subject_name(TSA_LEAF_NAME)
-        .issuer_name(TSA_ROOT_NAME)
-        .public_key(TSA_LEAF_KEY.public_key())
-        .serial_number(serial("tsa leaf"))
-        .not_valid_before(TRUST_START)
-        .not_valid_after(TRUST_END)
+        ca_issued(TSA_LEAF_NAME, TSA_ROOT_NAME, TSA_LEAF_KEY, "tsa leaf")
         .add_extension(
             x509.KeyUsage(True, False, False, False, False, False, False, False, False),
             critical=True,
