@@ -58,11 +58,14 @@ type Cite = (u64, Vec<u8>, Vec<String>, String, f64);
 /// restates the held-out statistics from exactly those leaves, as a careful
 /// liar would: every cited entry is real and proven.
 fn restate(p: &mut ProjectionResponse, cited: Vec<Cite>) {
+    let hashes: Vec<ledger::Hash> = cited.iter().map(|c| ledger::leaf_hash(&c.1)).collect();
     let leaves: Vec<Cited<'_>> = cited
         .iter()
-        .map(|(index, leaf, _, case, score)| Cited {
+        .zip(&hashes)
+        .map(|((index, leaf, _, case, score), leaf_hash)| Cited {
             index: *index,
             leaf,
+            leaf_hash,
             case_id: Some(case),
             score: Some(*score),
         })

@@ -189,9 +189,11 @@ fn every_route_answers_and_every_proof_verifies() {
     // Projections with proof bundles, and a recommendation.
     let classes: Vec<serde_json::Value> = c.get_json("/v1/task-classes").expect("classes");
     assert_eq!(classes[0]["task_class"], TASK_CLASS);
-    let proj: ProjectionResponse = c
-        .get_json(&format!("/v1/task-classes/{TASK_CLASS}"))
-        .expect("projection");
+    let proj: ProjectionResponse = as_serde_writes(
+        &c.get(&format!("/v1/task-classes/{TASK_CLASS}"))
+            .expect("projection")
+            .body,
+    );
     assert_eq!(
         check_projection(&proj, &s.vkey).expect("bundle verifies"),
         3
@@ -229,7 +231,7 @@ fn every_route_answers_and_every_proof_verifies() {
     );
     let r = c.post_json("/v1/recommendations", &req).expect("recommend");
     assert_eq!(r.status, 201, "{}", r.text());
-    let rec: RecommendationResponse = r.json().expect("json");
+    let rec: RecommendationResponse = as_serde_writes(&r.body);
     check_receipt(&rec.recommendation, &s.vkey).expect("recommendation receipt");
     check_projection(&rec.projection, &s.vkey).expect("recommendation bundle");
     assert_eq!(
@@ -256,6 +258,21 @@ fn every_route_answers_and_every_proof_verifies() {
         "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     );
     assert!(raw.to_ascii_lowercase().contains("x-request-id: "), "{raw}");
+}
+
+/// The answer `body` read as a `T`, once it is exactly the bytes serde
+/// writes for that `T` (the server writes its projection answers directly,
+/// not through serde).
+fn as_serde_writes<T: serde::Serialize + serde::de::DeserializeOwned>(body: &[u8]) -> T {
+    let t: T = serde_json::from_slice(body).expect("json");
+    let again = serde_json::to_vec(&t).expect("serialize");
+    assert!(
+        again == body,
+        "the answer is not what serde writes:\n{}\n{}",
+        String::from_utf8_lossy(body),
+        String::from_utf8_lossy(&again)
+    );
+    t
 }
 
 fn raw_request(s: &TestServer, req: &str) -> String {

@@ -27,6 +27,12 @@ pub fn hex32(b: &[u8; 32]) -> String {
     const_hex::Buffer::<32>::new().format(b).to_owned()
 }
 
+/// [`hex32`] appended to `out`, without a `String` of its own (an answer
+/// with a thousand proofs writes tens of thousands of hashes).
+pub fn push_hex32(out: &mut Vec<u8>, b: &[u8; 32]) {
+    out.extend_from_slice(const_hex::Buffer::<32>::new().format(b).as_bytes());
+}
+
 /// The 32 bytes that 64 hex digits (either case) spell, or `None` for any
 /// other string. A proof carries two dozen of these. The `hex` crate's
 /// decoder branches on every digit, and at random digits the branches
@@ -93,6 +99,9 @@ mod tests {
             *v = (i as u8).wrapping_mul(37).wrapping_add(0xa5);
         }
         assert_eq!(hex32(&b), hex::encode(b));
+        let mut out = b"x".to_vec();
+        push_hex32(&mut out, &b);
+        assert_eq!(out, format!("x{}", hex::encode(b)).into_bytes());
         assert_eq!(&hex32(&[0xab; 32])[..4], "abab");
     }
 

@@ -53,7 +53,8 @@ pub use error::{Corruption, CorruptionKind, Error};
 pub use hash::{chain_hash, content_digest, leaf_hash, Hash, GENESIS_CHAIN};
 pub use log::{
     AppendError, Appended, Config, Entry, EntryKey, Ledger, LogView, LookupsState, PendingAppend,
-    PendingReceipt, Raw, RawPrivate, Receipt, RestoredLeaf, Sequenced, Sequencer, Stats,
+    PendingReceipt, ProvenEntry, Raw, RawPrivate, Receipt, RestoredLeaf, Sequenced, Sequencer,
+    Stats,
 };
 pub use store::Head;
 pub use verify::{

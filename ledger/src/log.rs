@@ -80,6 +80,10 @@ pub struct Appended {
     pub root: Hash,
 }
 
+/// A checked entry, shared with the log's memory of the entries it read,
+/// with its RFC 6962 inclusion proof ([`Ledger::entries_with_proofs`]).
+pub type ProvenEntry = (std::sync::Arc<Entry>, Vec<Hash>);
+
 /// A read entry whose bytes were checked against the stored leaf hash.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
@@ -334,7 +338,10 @@ struct Shared {
     /// each checked against its stored leaf hash when first read: a
     /// projection's evidence is read again with every answer, and an entry
     /// never changes once committed.
-    proven_entries: std::sync::Mutex<std::collections::HashMap<u64, Entry>>,
+    proven_entries: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<Entry>>>,
+    /// The stored hashes the proofs of those entries read, kept across
+    /// answers.
+    proof_hashes: crate::store::KeptHashes,
 }
 
 /// Destroys the key of part `part` of committed entry `index` in place;
@@ -568,6 +575,7 @@ impl<S: Sequencer> Ledger<S> {
             lookup_retry: std::sync::Mutex::new(None),
             keys: std::sync::Mutex::new(None),
             proven_entries: Default::default(),
+            proof_hashes: Default::default(),
         });
         if let Err(e) = destroy_redacted_keys(&shared) {
             shared

@@ -246,6 +246,30 @@ pub(crate) struct Reader<'a> {
     /// tree: proofs of nearby entries share most of their upper nodes and
     /// the whole right edge of the tree.
     memo: Option<std::cell::RefCell<std::collections::HashMap<u64, Hash>>>,
+    /// Hashes kept across readers ([`Reader::kept`]).
+    kept: Option<&'a KeptHashes>,
+}
+
+/// Stored hashes kept in memory across reads, by stored-hash index: a
+/// stored hash never changes once committed, so a hash read from any
+/// committed snapshot holds for every later one. Emptied when full.
+#[derive(Debug, Default)]
+pub(crate) struct KeptHashes(std::sync::Mutex<rustc_hash::FxHashMap<u64, Hash>>);
+
+impl KeptHashes {
+    /// How many stored hashes are kept at most (about 3 MB): the proofs of
+    /// a projection's evidence over 1,000 held-out cases at 10M entries
+    /// read about 15,000 distinct ones.
+    pub const CAPACITY: usize = 1 << 16;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, rustc_hash::FxHashMap<u64, Hash>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many stored hashes are kept now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 impl<'a> Reader<'a> {
@@ -254,6 +278,18 @@ impl<'a> Reader<'a> {
             snap,
             err: std::cell::RefCell::new(None),
             memo: None,
+            kept: None,
+        }
+    }
+
+    /// A reader of `snap` that looks in `kept` before the store and keeps
+    /// what it reads there: the proofs of one projection's evidence, asked
+    /// again with every answer at a slightly larger tree, share nearly all
+    /// their stored hashes with the answer before.
+    pub fn kept(snap: &'a Snapshot, kept: &'a KeptHashes) -> Self {
+        Reader {
+            kept: Some(kept),
+            ..Reader::new(snap)
         }
     }
 
@@ -276,9 +312,10 @@ impl<'a> Reader<'a> {
 
 impl tlog_tiles::HashReader for Reader<'_> {
     fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
-        let read = match &self.memo {
-            None => self.snap.hashes_at(indexes),
-            Some(memo) => indexes
+        let read = match (&self.memo, self.kept) {
+            (_, Some(kept)) => read_kept(self.snap, kept, indexes),
+            (None, None) => self.snap.hashes_at(indexes),
+            (Some(memo), None) => indexes
                 .iter()
                 .map(|&i| {
                     if let Some(h) = memo.borrow().get(&i) {
@@ -295,6 +332,34 @@ impl tlog_tiles::HashReader for Reader<'_> {
             tlog_tiles::Error::IndexesNotInTree
         })
     }
+}
+
+/// `indexes` from `kept` where it has them, the rest from `snap` in one
+/// read, then kept.
+fn read_kept(snap: &Snapshot, kept: &KeptHashes, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
+    let mut out: Vec<Option<Hash>> = {
+        let k = kept.lock();
+        indexes.iter().map(|i| k.get(i).copied()).collect()
+    };
+    let missing: Vec<u64> = indexes
+        .iter()
+        .zip(&out)
+        .filter(|(_, h)| h.is_none())
+        .map(|(&i, _)| i)
+        .collect();
+    if !missing.is_empty() {
+        let read = snap.hashes_at(&missing)?;
+        let mut k = kept.lock();
+        if k.len() + read.len() > KeptHashes::CAPACITY {
+            k.clear();
+        }
+        let slots = out.iter_mut().filter(|h| h.is_none());
+        for (slot, (&i, h)) in slots.zip(missing.iter().zip(read)) {
+            k.insert(i, h);
+            *slot = Some(h);
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// The log's storage: a redb file, or a PostgreSQL schema.

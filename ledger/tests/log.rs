@@ -223,6 +223,35 @@ fn verify_of_a_missing_directory_is_an_error_not_an_empty_log() {
     assert!(err.to_string().contains("no ledger"), "{err}");
 }
 
+/// Evidence read back with its proofs: the stored hashes those proofs read
+/// are kept across calls, and a proof built from kept hashes is the one the
+/// store gives, at a grown tree and again at the smaller trees before it.
+#[test]
+fn evidence_proofs_from_kept_hashes_equal_the_stored_ones_as_the_log_grows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path());
+    let evidence = [0u64, 3, 8, 13, 21, 34];
+    let mut sizes = Vec::new();
+    for round in 0..4u64 {
+        for i in 0..(35 + round * 9) {
+            log.append(format!("leaf {round} {i}").into_bytes())
+                .expect("append");
+        }
+        sizes.push(log.head().size);
+        for &size in sizes.iter().rev() {
+            let proven = log.entries_with_proofs(&evidence, size).expect("evidence");
+            let root = log.root_at(size).expect("root");
+            for (&index, (entry, proof)) in evidence.iter().zip(&proven) {
+                assert_eq!(entry.index, index);
+                assert_eq!(*proof, log.inclusion_proof(index, size).expect("proof"));
+                verify_inclusion(&entry.leaf_hash, index, size, proof, &root).expect("verifies");
+            }
+        }
+        assert!(log.kept_proof_hashes() > 0, "the proofs' hashes are kept");
+    }
+    assert_eq!(log.kept_entries(), evidence.len());
+}
+
 /// The one-snapshot proof reads (what the proof endpoints serve) give exactly
 /// what the separate reads give, at every size, including the head's size
 /// (whose root comes from the head) and sizes below it (computed).

@@ -793,7 +793,7 @@ pub fn commit_and_save(
 
 /// An evidence entry read back from the log, with its RFC 6962 inclusion
 /// proof in the tree its view was computed at.
-pub type Proven = (ledger::Entry, Vec<ledger::Hash>);
+pub type Proven = ledger::ProvenEntry;
 
 /// Before the ledger signs or serves numbers: reads every evidence entry the
 /// view cites back from the log in one snapshot (a checked read: re-hashed
@@ -829,7 +829,10 @@ pub fn check_evidence<S: Sequencer>(
             )));
         }
     }
-    let leaves: Vec<&[u8]> = proven.iter().map(|(e, _)| e.leaf.as_slice()).collect();
+    let leaves: Vec<(ledger::Hash, &[u8])> = proven
+        .iter()
+        .map(|(e, _)| (e.leaf_hash, e.leaf.as_slice()))
+        .collect();
     crate::evidence::check_view(view, &leaves).map_err(|e| mismatch(e.to_string()))?;
     Ok(proven)
 }

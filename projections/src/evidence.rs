@@ -49,6 +49,12 @@ pub enum EvidenceError {
 pub struct Cited<'a> {
     pub index: u64,
     pub leaf: &'a [u8],
+    /// The RFC 6962 leaf hash of `leaf`, as its reader computed it from
+    /// these very bytes (a checked read of the log hashes what it reads;
+    /// a client hashes a leaf to check its proof): the key a decoded
+    /// score is kept by ([`Decoded`]). A hash of other bytes would be given
+    /// their decoding.
+    pub leaf_hash: &'a ledger::Hash,
     /// The case id the view says this score is for, when it says one.
     pub case_id: Option<&'a str>,
     /// The score the view says the leaf records, when it says one (bit for
@@ -85,12 +91,15 @@ fn read_score(leaf: &[u8]) -> Result<Option<ScoreRead>, String> {
 
 type ReadResult = Result<Option<ScoreRead>, String>;
 
-/// [`read_score`]'s answers by the BLAKE3 hash of the leaf's bytes, for the
-/// check a server runs on every projection it serves: the same few hundred
-/// leaves, decoded again at each request, were a third of its time. The
-/// answer is a function of the bytes alone, and the key names the bytes
-/// (BLAKE3 is collision resistant), so a kept answer is the one decoding
-/// would give. Bounded: emptied when it holds [`Decoded::KEPT`].
+/// [`read_score`]'s answers by the RFC 6962 leaf hash of the leaf's bytes,
+/// for the check a server runs on every projection it serves: the same few
+/// hundred leaves, decoded again at each request, were a third of its time.
+/// The answer is a function of the bytes alone, and the key names the
+/// bytes (SHA-256 is collision resistant), so a kept answer is the one
+/// decoding would give. The key is the hash the caller already computed
+/// from the bytes ([`Cited::leaf_hash`]): hashing every leaf again here
+/// was a sixth of an answer's time. Bounded: emptied when it holds
+/// [`Decoded::KEPT`].
 struct Decoded {
     held: std::sync::Mutex<std::collections::HashMap<[u8; 32], ReadResult>>,
 }
@@ -98,8 +107,9 @@ struct Decoded {
 impl Decoded {
     const KEPT: usize = 16_384;
 
-    fn score_of(&self, leaf: &[u8]) -> ReadResult {
-        let key = *blake3::hash(leaf).as_bytes();
+    fn score_of(&self, leaf: &[u8], leaf_hash: &ledger::Hash) -> ReadResult {
+        debug_assert_eq!(ledger::leaf_hash(leaf), *leaf_hash, "the leaf's own hash");
+        let key = leaf_hash.0;
         if let Some(r) = self.lock().get(&key) {
             return r.clone();
         }
@@ -145,7 +155,7 @@ pub fn held_out_from_evidence(
         if !seen.insert(c.index) {
             return Err(EvidenceError::Repeated { index: c.index });
         }
-        let s = match DECODED.score_of(c.leaf) {
+        let s = match DECODED.score_of(c.leaf, c.leaf_hash) {
             Ok(Some(s)) => s,
             Ok(None) => return Err(EvidenceError::NotAScore { index: c.index }),
             Err(reason) => {
@@ -226,11 +236,15 @@ pub fn check_stated(stated: &ScoreStats, recomputed: &ScoreStats) -> Result<(), 
 
 /// Checks a view's held-out statistics against the evidence it cites:
 /// `leaves[i]` must be the log's own leaf for `view.evidence[i]` (the
-/// caller read it through a checked read, or proved it included). The
+/// caller read it through a checked read, or proved it included), with
+/// the RFC 6962 leaf hash the caller computed from those bytes. The
 /// statistics are recomputed from those leaves alone, within the view's
 /// window, and must equal the view's bit for bit; so must each evidence
 /// entry's stated case and score.
-pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), EvidenceError> {
+pub fn check_view(
+    view: &crate::TaskClassView,
+    leaves: &[(ledger::Hash, &[u8])],
+) -> Result<(), EvidenceError> {
     if view.evidence.len() != leaves.len() {
         return Err(EvidenceError::Count {
             cited: view.evidence.len(),
@@ -241,9 +255,10 @@ pub fn check_view(view: &crate::TaskClassView, leaves: &[&[u8]]) -> Result<(), E
         .evidence
         .iter()
         .zip(leaves)
-        .map(|(e, leaf)| Cited {
+        .map(|(e, (leaf_hash, leaf))| Cited {
             index: e.index,
             leaf,
+            leaf_hash,
             case_id: Some(&e.case_id),
             score: Some(e.score),
         })
@@ -269,14 +284,16 @@ mod tests {
             held: std::sync::Mutex::new(std::collections::HashMap::new()),
         };
         let bad = b"not a logged record".to_vec();
-        let first = memo.score_of(&bad).err();
+        let key = ledger::leaf_hash(&bad);
+        let first = memo.score_of(&bad, &key).err();
         assert!(first.is_some());
-        assert_eq!(memo.score_of(&bad).err(), first);
+        assert_eq!(memo.score_of(&bad, &key).err(), first);
         assert_eq!(read_score(&bad).err(), first);
         // One byte more is another key, decoded on its own.
         let mut other = bad.clone();
         other.push(b'!');
-        assert_eq!(memo.score_of(&other).err(), read_score(&other).err());
+        let key = ledger::leaf_hash(&other);
+        assert_eq!(memo.score_of(&other, &key).err(), read_score(&other).err());
         assert_eq!(memo.lock().len(), 2);
     }
 }

@@ -162,11 +162,12 @@ pub fn check_projection(p: &ProjectionResponse, vkey: &str) -> anyhow::Result<us
             &cp.root,
         )
         .map_err(|err| anyhow!("evidence {}: {err}", e.index))?;
-        leaves.push(leaf);
+        leaves.push((lh, leaf));
     }
     // Recompute what the evidence implies: the same check the server runs
     // before it serves or signs a view.
-    let leaves: Vec<&[u8]> = leaves.iter().map(Vec::as_slice).collect();
+    let leaves: Vec<(ledger::Hash, &[u8])> =
+        leaves.iter().map(|(h, l)| (*h, l.as_slice())).collect();
     projections::evidence::check_view(&p.view, &leaves)
         .context("the stated held-out statistics do not follow from the evidence")?;
     Ok(p.evidence.len())

@@ -7,7 +7,8 @@ use crate::hash::{leaf_hash, Hash};
 use crate::merkle::{stored_hash_index, Frontier};
 use crate::store::{Head, Reader, Snapshot};
 
-use super::{Entry, Ledger, Sequencer};
+use super::{Entry, Ledger, ProvenEntry, Sequencer};
+use std::sync::Arc;
 
 impl<S: Sequencer> Ledger<S> {
     /// The entry whose leaf hash is `leaf_hash`, if any (checked).
@@ -205,15 +206,20 @@ impl<S: Sequencer> Ledger<S> {
     /// `size` entries, from one read snapshot (a batch of writes answered at
     /// one checkpoint).
     pub fn inclusion_proofs(&self, indices: &[u64], size: u64) -> Result<Vec<Vec<Hash>>, Error> {
-        self.each_proven(indices, size, |_, _, proof| Ok(proof))
+        self.each_proven(indices, size, false, |_, _, proof| Ok(proof))
     }
 
     /// `f(snapshot, index, proof)` for each of `indices`, with its RFC 6962
-    /// inclusion proof in the tree of `size` entries, from one snapshot.
+    /// inclusion proof in the tree of `size` entries, from one snapshot;
+    /// with `keep`, the stored hashes the proofs read are kept for the next
+    /// call that keeps them (a projection's evidence, asked again and
+    /// again), rather than for this call alone (a batch's receipts, whose
+    /// hashes at the tree's right edge no later call reads again).
     fn each_proven<T>(
         &self,
         indices: &[u64],
         size: u64,
+        keep: bool,
         mut f: impl FnMut(&Snapshot, u64, Vec<Hash>) -> Result<T, Error>,
     ) -> Result<Vec<T>, Error> {
         crate::store::guarded("building inclusion proofs", || {
@@ -221,7 +227,9 @@ impl<S: Sequencer> Ledger<S> {
                 return Err(Error::IndexOutOfRange { index, size });
             }
             let snap = self.snapshot_below(size)?;
-            let r = if indices.len() > 1 {
+            let r = if keep {
+                Reader::kept(&snap, &self.shared.proof_hashes)
+            } else if indices.len() > 1 {
                 Reader::memoized(&snap)
             } else {
                 Reader::new(&snap)
@@ -298,6 +306,11 @@ impl<S: Sequencer> Ledger<S> {
             .len()
     }
 
+    /// How many stored hashes [`Ledger::entries_with_proofs`] keeps now.
+    pub fn kept_proof_hashes(&self) -> usize {
+        self.shared.proof_hashes.len()
+    }
+
     /// Entries `indices`, each checked, with its RFC 6962 inclusion proof in
     /// the tree of `size` entries: one read snapshot for all of them (a
     /// projection's evidence).
@@ -305,12 +318,13 @@ impl<S: Sequencer> Ledger<S> {
         &self,
         indices: &[u64],
         size: u64,
-    ) -> Result<Vec<(Entry, Vec<Hash>)>, Error> {
+    ) -> Result<Vec<ProvenEntry>, Error> {
         // Evidence is read again with every answer, scattered over the
         // log (a bundle decoded for each entry): entries already checked
-        // are kept, up to PROVEN_ENTRIES of them.
+        // are kept, up to PROVEN_ENTRIES of them, and so are the stored
+        // hashes their proofs read.
         let cache = &self.shared.proven_entries;
-        self.each_proven(indices, size, |snap, index, proof| {
+        self.each_proven(indices, size, true, |snap, index, proof| {
             let kept = cache
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -319,12 +333,12 @@ impl<S: Sequencer> Ledger<S> {
             let entry = match kept {
                 Some(e) => e,
                 None => {
-                    let e = checked_entry(snap, index)?;
+                    let e = Arc::new(checked_entry(snap, index)?);
                     let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
                     if c.len() >= Self::PROVEN_ENTRIES {
                         c.clear();
                     }
-                    c.insert(index, e.clone());
+                    c.insert(index, Arc::clone(&e));
                     e
                 }
             };

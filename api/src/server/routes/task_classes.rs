@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::header;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -50,9 +50,104 @@ pub(crate) fn projection_response(
     checked_projection_response(state, view, proven)
 }
 
+/// The answer for `view` as JSON ([`projection_response`] written by
+/// [`write_checked_projection`]).
+fn projection_json(
+    state: &AppState,
+    view: projections::TaskClassView,
+) -> Result<Vec<u8>, ApiError> {
+    let proven = projections::driver::check_evidence(state.events.ledger(), &view)
+        .map_err(|e| state.derived_error(e))?;
+    let mut out = Vec::new();
+    write_checked_projection(state, &mut out, &view, &proven)?;
+    Ok(out)
+}
+
+/// Appends to `out` the JSON of the answer for `view`, whose evidence
+/// `proven` was read back and checked against it: the bytes
+/// `serde_json::to_vec` writes for [`checked_projection_response`]'s
+/// answer, written directly. At 1,000 held-out cases the answer is about
+/// 3.7 MB, nearly all of it base64 leaves and hex hashes: written straight
+/// into one buffer, rather than as a `String` each and then scanned again
+/// for characters to escape, which neither alphabet has.
+pub(crate) fn write_checked_projection(
+    state: &AppState,
+    out: &mut Vec<u8>,
+    view: &projections::TaskClassView,
+    proven: &[projections::driver::Proven],
+) -> Result<(), ApiError> {
+    let root = parse_hash("root", &view.root)?;
+    let checkpoint = state.checkpoint(view.tree_size, &root)?;
+    write_projection(out, &checkpoint, state.log_key.verifier_key(), view, proven)
+        .map_err(|e| ApiError::Internal(format!("writing a projection answer: {e}")))
+}
+
+fn write_projection(
+    out: &mut Vec<u8>,
+    checkpoint: &str,
+    verifier_key: &str,
+    view: &projections::TaskClassView,
+    proven: &[projections::driver::Proven],
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let evidence_bytes: usize = proven
+        .iter()
+        .map(|(entry, proof)| entry.leaf.len().div_ceil(3) * 4 + 67 * proof.len() + 200)
+        .sum();
+    out.reserve(evidence_bytes + 160 * view.evidence.len() + 4096);
+    out.extend_from_slice(b"{\"checkpoint\":");
+    serde_json::to_writer(&mut *out, checkpoint)?;
+    out.extend_from_slice(b",\"verifier_key\":");
+    serde_json::to_writer(&mut *out, verifier_key)?;
+    write!(out, ",\"tree_size\":{},\"root\":", view.tree_size)?;
+    serde_json::to_writer(&mut *out, &view.root)?;
+    out.extend_from_slice(b",\"view\":");
+    serde_json::to_writer(&mut *out, view)?;
+    out.extend_from_slice(b",\"evidence\":[");
+    for (i, ((entry, proof), e)) in proven.iter().zip(&view.evidence).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write!(out, "{{\"index\":{},\"leaf_hash\":", e.index)?;
+        serde_json::to_writer(&mut *out, &e.leaf_hash)?;
+        out.extend_from_slice(b",\"leaf\":\"");
+        let at = out.len();
+        out.resize(at + entry.leaf.len().div_ceil(3) * 4, 0);
+        let written = B64
+            .encode_slice(&entry.leaf, &mut out[at..])
+            .map_err(std::io::Error::other)?;
+        out.truncate(at + written);
+        out.extend_from_slice(b"\",\"proof\":[");
+        for (j, h) in proof.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            ledger::hash::push_hex32(out, &h.0);
+            out.push(b'"');
+        }
+        out.extend_from_slice(b"]}");
+    }
+    out.extend_from_slice(b"]}");
+    Ok(())
+}
+
+/// A JSON answer already written.
+pub(crate) fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
 /// The answer for `view`, whose evidence `proven` was read back and
 /// checked against it ([`projections::driver::check_evidence`]).
-pub(crate) fn checked_projection_response(
+fn checked_projection_response(
     state: &AppState,
     view: projections::TaskClassView,
     proven: Vec<projections::driver::Proven>,
@@ -84,7 +179,7 @@ async fn answer_from_view<T: Send + 'static>(
     state: Shared,
     name: Result<Path<String>, PathRejection>,
     answer: impl FnOnce(&AppState, projections::TaskClassView) -> Result<T, ApiError> + Send + 'static,
-) -> Result<Json<T>, ApiError> {
+) -> Result<T, ApiError> {
     let Path(name) = name.map_err(|_| ApiError::param("name", "must be a string"))?;
     state.require_verified()?;
     let resp = tokio::task::spawn_blocking(move || {
@@ -96,7 +191,7 @@ async fn answer_from_view<T: Send + 'static>(
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok(Json(resp))
+    Ok(resp)
 }
 
 /// `GET /v1/task-classes/{name}`: the projection with its proof bundle.
@@ -105,8 +200,9 @@ async fn answer_from_view<T: Send + 'static>(
 pub async fn get_task_class(
     State(state): State<Shared>,
     name: Result<Path<String>, PathRejection>,
-) -> Result<Json<ProjectionResponse>, ApiError> {
-    answer_from_view(state, name, projection_response).await
+) -> Result<Response, ApiError> {
+    let body = answer_from_view(state, name, projection_json).await?;
+    Ok(json_bytes(StatusCode::OK, body))
 }
 
 /// `GET /v1/task-classes/{name}/view`: the projection's numbers alone, at
@@ -128,6 +224,7 @@ pub async fn get_task_class_view(
         })
     })
     .await
+    .map(Json)
 }
 
 /// `GET /v1/task-classes/{name}/bundle`: an offline proof bundle of the
@@ -140,7 +237,7 @@ pub async fn get_bundle(
     name: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     state.require_derived_checked()?;
-    let Json(p) = get_task_class(State(Arc::clone(&state)), name).await?;
+    let p = answer_from_view(Arc::clone(&state), name, projection_response).await?;
     let bytes = verifier::check::make_bundle(&state.log_key, &p)
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], bytes).into_response())

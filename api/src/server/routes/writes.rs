@@ -213,8 +213,8 @@ pub async fn post_recommendation(
     let body = json_body(&headers, body)?;
     state.require_derived_checked()?;
     let st = Arc::clone(&state);
-    let (status, resp) = tokio::task::spawn_blocking(
-        move || -> Result<(StatusCode, RecommendationResponse), ApiError> {
+    let (status, resp) =
+        tokio::task::spawn_blocking(move || -> Result<(StatusCode, Vec<u8>), ApiError> {
             let now = st.clock.now_micros();
             let rec = {
                 let mut p = st.projector();
@@ -232,20 +232,17 @@ pub async fn post_recommendation(
             } else {
                 StatusCode::CREATED
             };
-            Ok((
-                status,
-                RecommendationResponse {
-                    recommendation: receipt(&st, &rec.receipt)?,
-                    projection: super::task_classes::checked_projection_response(
-                        &st,
-                        rec.view,
-                        rec.evidence,
-                    )?,
-                },
-            ))
-        },
-    )
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok((status, Json(resp)).into_response())
+            // A `RecommendationResponse`, its projection written as
+            // `GET /v1/task-classes/{name}` writes it.
+            let mut out = b"{\"recommendation\":".to_vec();
+            serde_json::to_writer(&mut out, &receipt(&st, &rec.receipt)?)
+                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            out.extend_from_slice(b",\"projection\":");
+            super::task_classes::write_checked_projection(&st, &mut out, &rec.view, &rec.evidence)?;
+            out.push(b'}');
+            Ok((status, out))
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(super::task_classes::json_bytes(status, resp))
 }
