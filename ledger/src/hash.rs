@@ -48,6 +48,12 @@ pub fn parse_hex32(s: &str) -> Option<[u8; 32]> {
     const_hex::decode_to_array(s).ok()
 }
 
+/// Whether `s` is exactly [`to_hex`] of `h` (lowercase), without a
+/// `String` for the comparison.
+pub fn is_hex_of(s: &str, h: &Hash) -> bool {
+    const_hex::Buffer::<32>::new().format(&h.0) == s
+}
+
 /// Lowercase hex of a hash: the one way every JSON answer, note and
 /// message writes one.
 pub fn to_hex(h: &Hash) -> String {
@@ -124,6 +130,17 @@ mod tests {
         ] {
             assert_eq!(parse_hex32(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn is_hex_of_takes_only_the_lowercase_hex_of_that_hash() {
+        let h = Hash(std::array::from_fn(|i| {
+            (i as u8).wrapping_mul(29).wrapping_add(0xc3)
+        }));
+        assert!(is_hex_of(&to_hex(&h), &h));
+        assert!(!is_hex_of(&to_hex(&h).to_uppercase(), &h));
+        assert!(!is_hex_of(&to_hex(&h)[..63], &h));
+        assert!(!is_hex_of(&to_hex(&GENESIS_CHAIN), &h));
     }
 
     proptest::proptest! {

@@ -245,16 +245,16 @@ fn aad(index: u64, part: u16) -> Vec<u8> {
     a
 }
 
-/// A fresh random key per part.
+/// A fresh random key per part, from one read of the system's randomness
+/// for all of them.
 pub fn fresh_keys(n: usize) -> Result<Vec<[u8; 32]>, Error> {
-    (0..n)
-        .map(|_| {
-            let mut k = [0u8; 32];
-            getrandom::fill(&mut k)
-                .map_err(|e| io(std::io::Error::other(format!("no randomness: {e}"))))?;
-            Ok(k)
-        })
-        .collect()
+    let mut bytes = vec![0u8; n * 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| io(std::io::Error::other(format!("no randomness: {e}"))))?;
+    Ok(bytes
+        .chunks_exact(32)
+        .map(|c| <[u8; 32]>::try_from(c).unwrap_or_default())
+        .collect())
 }
 
 /// Seals each of `parts` of entry `index` under its key (`keys[i]`, in
@@ -391,6 +391,16 @@ mod tests {
         assert!(open_part(8, 1, &keys[1], &sealed[1].ciphertext).is_err());
         assert!(open_part(7, 0, &keys[1], &sealed[1].ciphertext).is_err());
         assert!(open_part(7, 1, &keys[0], &sealed[1].ciphertext).is_err());
+    }
+
+    #[test]
+    fn fresh_keys_are_as_many_as_asked_and_all_different() {
+        assert!(fresh_keys(0).expect("ok").is_empty());
+        let keys = fresh_keys(64).expect("ok");
+        assert_eq!(keys.len(), 64);
+        let distinct: std::collections::HashSet<_> = keys.iter().collect();
+        assert_eq!(distinct.len(), 64);
+        assert!(keys.iter().all(|k| k != &[0u8; 32]));
     }
 
     #[test]

@@ -242,12 +242,19 @@ pub(crate) fn missing_hash(i: u64) -> Error {
 pub(crate) struct Reader<'a> {
     pub snap: &'a Snapshot,
     pub err: std::cell::RefCell<Option<Error>>,
-    /// Hashes already read, for a reader that serves many proofs in one
-    /// tree: proofs of nearby entries share most of their upper nodes and
-    /// the whole right edge of the tree.
-    memo: Option<std::cell::RefCell<std::collections::HashMap<u64, Hash>>>,
+    cache: ReaderCache<'a>,
+}
+
+/// Where a [`Reader`] looks before the store.
+enum ReaderCache<'a> {
+    /// Nowhere: every hash is read from the snapshot.
+    None,
+    /// Hashes this reader has read, for a reader that serves many proofs
+    /// in one tree: proofs of nearby entries share most of their upper
+    /// nodes and the whole right edge of the tree.
+    Memo(std::cell::RefCell<rustc_hash::FxHashMap<u64, Hash>>),
     /// Hashes kept across readers ([`Reader::kept`]).
-    kept: Option<&'a KeptHashes>,
+    Kept(&'a KeptHashes),
 }
 
 /// Stored hashes kept in memory across reads, by stored-hash index: a
@@ -277,8 +284,7 @@ impl<'a> Reader<'a> {
         Reader {
             snap,
             err: std::cell::RefCell::new(None),
-            memo: None,
-            kept: None,
+            cache: ReaderCache::None,
         }
     }
 
@@ -288,7 +294,7 @@ impl<'a> Reader<'a> {
     /// their stored hashes with the answer before.
     pub fn kept(snap: &'a Snapshot, kept: &'a KeptHashes) -> Self {
         Reader {
-            kept: Some(kept),
+            cache: ReaderCache::Kept(kept),
             ..Reader::new(snap)
         }
     }
@@ -297,7 +303,7 @@ impl<'a> Reader<'a> {
     /// snapshot (a snapshot never changes, so neither does a stored hash).
     pub fn memoized(snap: &'a Snapshot) -> Self {
         Reader {
-            memo: Some(Default::default()),
+            cache: ReaderCache::Memo(Default::default()),
             ..Reader::new(snap)
         }
     }
@@ -312,20 +318,28 @@ impl<'a> Reader<'a> {
 
 impl tlog_tiles::HashReader for Reader<'_> {
     fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
-        let read = match (&self.memo, self.kept) {
-            (_, Some(kept)) => read_kept(self.snap, kept, indexes),
-            (None, None) => self.snap.hashes_at(indexes),
-            (Some(memo), None) => indexes
-                .iter()
-                .map(|&i| {
-                    if let Some(h) = memo.borrow().get(&i) {
-                        return Ok(*h);
+        let read = match &self.cache {
+            ReaderCache::None => self.snap.hashes_at(indexes),
+            ReaderCache::Memo(memo) => read_through(
+                self.snap,
+                indexes,
+                |i| memo.borrow().get(&i).copied(),
+                |read| memo.borrow_mut().extend(read.iter().copied()),
+            ),
+            // The lock is not held while the store is read: answers in
+            // parallel share it.
+            ReaderCache::Kept(kept) => read_through(
+                self.snap,
+                indexes,
+                |i| kept.lock().get(&i).copied(),
+                |read| {
+                    let mut k = kept.lock();
+                    if k.len() + read.len() > KeptHashes::CAPACITY {
+                        k.clear();
                     }
-                    let h = self.snap.hashes_at(&[i])?[0];
-                    memo.borrow_mut().insert(i, h);
-                    Ok(h)
-                })
-                .collect(),
+                    k.extend(read.iter().copied());
+                },
+            ),
         };
         read.map_err(|e| {
             *self.err.borrow_mut() = Some(e);
@@ -334,13 +348,15 @@ impl tlog_tiles::HashReader for Reader<'_> {
     }
 }
 
-/// `indexes` from `kept` where it has them, the rest from `snap` in one
-/// read, then kept.
-fn read_kept(snap: &Snapshot, kept: &KeptHashes, indexes: &[u64]) -> Result<Vec<Hash>, Error> {
-    let mut out: Vec<Option<Hash>> = {
-        let k = kept.lock();
-        indexes.iter().map(|i| k.get(i).copied()).collect()
-    };
+/// `indexes` from `get` where it has them, the rest from `snap` in one
+/// read, then given to `keep`.
+fn read_through(
+    snap: &Snapshot,
+    indexes: &[u64],
+    get: impl Fn(u64) -> Option<Hash>,
+    keep: impl FnOnce(&[(u64, Hash)]),
+) -> Result<Vec<Hash>, Error> {
+    let mut out: Vec<Option<Hash>> = indexes.iter().map(|&i| get(i)).collect();
     let missing: Vec<u64> = indexes
         .iter()
         .zip(&out)
@@ -349,15 +365,12 @@ fn read_kept(snap: &Snapshot, kept: &KeptHashes, indexes: &[u64]) -> Result<Vec<
         .collect();
     if !missing.is_empty() {
         let read = snap.hashes_at(&missing)?;
-        let mut k = kept.lock();
-        if k.len() + read.len() > KeptHashes::CAPACITY {
-            k.clear();
-        }
         let slots = out.iter_mut().filter(|h| h.is_none());
-        for (slot, (&i, h)) in slots.zip(missing.iter().zip(read)) {
-            k.insert(i, h);
+        for (slot, &h) in slots.zip(&read) {
             *slot = Some(h);
         }
+        let read: Vec<(u64, Hash)> = missing.into_iter().zip(read).collect();
+        keep(&read);
     }
     Ok(out.into_iter().flatten().collect())
 }

@@ -822,7 +822,7 @@ pub fn check_evidence<S: Sequencer>(
     let indices: Vec<u64> = view.evidence.iter().map(|e| e.index).collect();
     let proven = log.entries_with_proofs(&indices, view.tree_size)?;
     for ((entry, _), e) in proven.iter().zip(&view.evidence) {
-        if ledger::hash::to_hex(&entry.leaf_hash) != e.leaf_hash {
+        if !ledger::hash::is_hex_of(&e.leaf_hash, &entry.leaf_hash) {
             return Err(mismatch(format!(
                 "evidence {} is not the entry with leaf hash {}",
                 e.index, e.leaf_hash

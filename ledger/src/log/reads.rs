@@ -4,7 +4,7 @@
 
 use crate::error::{Corruption, CorruptionKind, Error};
 use crate::hash::{leaf_hash, Hash};
-use crate::merkle::{stored_hash_index, Frontier};
+use crate::merkle::{stored_hash_index, Frontier, InclusionProver};
 use crate::store::{Head, Reader, Snapshot};
 
 use super::{Entry, Ledger, ProvenEntry, Sequencer};
@@ -198,7 +198,9 @@ impl<S: Sequencer> Ledger<S> {
             }
             let snap = self.snapshot_below(size)?;
             let r = Reader::new(&snap);
-            tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))
+            InclusionProver::new(size)
+                .prove(index, &r)
+                .map_err(|e| r.take_err(e))
         })
     }
 
@@ -234,11 +236,11 @@ impl<S: Sequencer> Ledger<S> {
             } else {
                 Reader::new(&snap)
             };
+            let mut prover = InclusionProver::new(size);
             indices
                 .iter()
                 .map(|&index| {
-                    let proof =
-                        tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+                    let proof = prover.prove(index, &r).map_err(|e| r.take_err(e))?;
                     f(&snap, index, proof)
                 })
                 .collect()
@@ -258,7 +260,9 @@ impl<S: Sequencer> Ledger<S> {
             let r = Reader::new(&snap);
             let leaf = snap.hashes_at(&[stored_hash_index(0, index)])?[0];
             let root = root_in(&r, size, &head)?;
-            let proof = tlog_tiles::prove_record(size, index, &r).map_err(|e| r.take_err(e))?;
+            let proof = InclusionProver::new(size)
+                .prove(index, &r)
+                .map_err(|e| r.take_err(e))?;
             Ok((leaf, root, proof))
         })
     }
