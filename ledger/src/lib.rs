@@ -38,6 +38,7 @@
 pub mod entry_bundle;
 pub mod error;
 pub mod hash;
+pub mod kept;
 mod log;
 pub mod lookup;
 pub mod merkle;

@@ -338,7 +338,7 @@ struct Shared {
     /// each checked against its stored leaf hash when first read: a
     /// projection's evidence is read again with every answer, and an entry
     /// never changes once committed.
-    proven_entries: std::sync::Mutex<std::collections::HashMap<u64, std::sync::Arc<Entry>>>,
+    proven_entries: crate::kept::Kept<u64, std::sync::Arc<Entry>>,
     /// The stored hashes the proofs of those entries read, kept across
     /// answers.
     proof_hashes: crate::store::KeptHashes,
@@ -574,8 +574,8 @@ impl<S: Sequencer> Ledger<S> {
             lookups: LookupsSlot::default(),
             lookup_retry: std::sync::Mutex::new(None),
             keys: std::sync::Mutex::new(None),
-            proven_entries: Default::default(),
-            proof_hashes: Default::default(),
+            proven_entries: crate::kept::Kept::new(Ledger::<S>::PROVEN_ENTRIES),
+            proof_hashes: crate::kept::Kept::new(crate::store::KEPT_HASHES),
         });
         if let Err(e) = destroy_redacted_keys(&shared) {
             shared

@@ -259,25 +259,13 @@ enum ReaderCache<'a> {
 
 /// Stored hashes kept in memory across reads, by stored-hash index: a
 /// stored hash never changes once committed, so a hash read from any
-/// committed snapshot holds for every later one. Emptied when full.
-#[derive(Debug, Default)]
-pub(crate) struct KeptHashes(std::sync::Mutex<rustc_hash::FxHashMap<u64, Hash>>);
+/// committed snapshot holds for every later one.
+pub(crate) type KeptHashes = crate::kept::Kept<u64, Hash>;
 
-impl KeptHashes {
-    /// How many stored hashes are kept at most (about 3 MB): the proofs of
-    /// a projection's evidence over 1,000 held-out cases at 10M entries
-    /// read about 15,000 distinct ones.
-    pub const CAPACITY: usize = 1 << 16;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, rustc_hash::FxHashMap<u64, Hash>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// How many stored hashes are kept now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-}
+/// How many stored hashes [`KeptHashes`] keeps at most (about 3 MB): the
+/// proofs of a projection's evidence over 1,000 held-out cases at 10M
+/// entries read about 15,000 distinct ones.
+pub(crate) const KEPT_HASHES: usize = 1 << 16;
 
 impl<'a> Reader<'a> {
     pub fn new(snap: &'a Snapshot) -> Self {
@@ -323,22 +311,19 @@ impl tlog_tiles::HashReader for Reader<'_> {
             ReaderCache::Memo(memo) => read_through(
                 self.snap,
                 indexes,
-                |i| memo.borrow().get(&i).copied(),
+                |is| {
+                    let m = memo.borrow();
+                    is.iter().map(|i| m.get(i).copied()).collect()
+                },
                 |read| memo.borrow_mut().extend(read.iter().copied()),
             ),
-            // The lock is not held while the store is read: answers in
-            // parallel share it.
+            // Not locked while the store is read: answers in parallel
+            // share it.
             ReaderCache::Kept(kept) => read_through(
                 self.snap,
                 indexes,
-                |i| kept.lock().get(&i).copied(),
-                |read| {
-                    let mut k = kept.lock();
-                    if k.len() + read.len() > KeptHashes::CAPACITY {
-                        k.clear();
-                    }
-                    k.extend(read.iter().copied());
-                },
+                |is| kept.get_many(is),
+                |read| kept.extend(read.iter().copied()),
             ),
         };
         read.map_err(|e| {
@@ -353,10 +338,10 @@ impl tlog_tiles::HashReader for Reader<'_> {
 fn read_through(
     snap: &Snapshot,
     indexes: &[u64],
-    get: impl Fn(u64) -> Option<Hash>,
+    get: impl FnOnce(&[u64]) -> Vec<Option<Hash>>,
     keep: impl FnOnce(&[(u64, Hash)]),
 ) -> Result<Vec<Hash>, Error> {
-    let mut out: Vec<Option<Hash>> = indexes.iter().map(|&i| get(i)).collect();
+    let mut out = get(indexes);
     let missing: Vec<u64> = indexes
         .iter()
         .zip(&out)

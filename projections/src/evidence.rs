@@ -98,10 +98,10 @@ type ReadResult = Result<Option<ScoreRead>, String>;
 /// bytes (SHA-256 is collision resistant), so a kept answer is the one
 /// decoding would give. The key is the hash the caller already computed
 /// from the bytes ([`Cited::leaf_hash`]): hashing every leaf again here
-/// was a sixth of an answer's time. Bounded: emptied when it holds
-/// [`Decoded::KEPT`].
+/// was a sixth of an answer's time. Bounded: at most
+/// [`Decoded::KEPT`] readings, those unused longest dropped first.
 struct Decoded {
-    held: std::sync::Mutex<std::collections::HashMap<[u8; 32], ReadResult>>,
+    held: ledger::kept::Kept<[u8; 32], ReadResult>,
 }
 
 impl Decoded {
@@ -110,25 +110,17 @@ impl Decoded {
     fn score_of(&self, leaf: &[u8], leaf_hash: &ledger::Hash) -> ReadResult {
         debug_assert_eq!(ledger::leaf_hash(leaf), *leaf_hash, "the leaf's own hash");
         let key = leaf_hash.0;
-        if let Some(r) = self.lock().get(&key) {
-            return r.clone();
+        if let Some(r) = self.held.get(&key) {
+            return r;
         }
         let r = read_score(leaf);
-        let mut held = self.lock();
-        if held.len() >= Self::KEPT {
-            held.clear();
-        }
-        held.insert(key, r.clone());
+        self.held.insert(key, r.clone());
         r
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<[u8; 32], ReadResult>> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 static DECODED: std::sync::LazyLock<Decoded> = std::sync::LazyLock::new(|| Decoded {
-    held: std::sync::Mutex::new(std::collections::HashMap::new()),
+    held: ledger::kept::Kept::new(Decoded::KEPT),
 });
 
 /// Options of [`held_out_from_evidence`].
@@ -281,7 +273,7 @@ mod tests {
     #[test]
     fn a_kept_reading_is_the_one_decoding_gives_and_other_bytes_are_decoded_afresh() {
         let memo = Decoded {
-            held: std::sync::Mutex::new(std::collections::HashMap::new()),
+            held: ledger::kept::Kept::new(Decoded::KEPT),
         };
         let bad = b"not a logged record".to_vec();
         let key = ledger::leaf_hash(&bad);
@@ -294,6 +286,6 @@ mod tests {
         other.push(b'!');
         let key = ledger::leaf_hash(&other);
         assert_eq!(memo.score_of(&other, &key).err(), read_score(&other).err());
-        assert_eq!(memo.lock().len(), 2);
+        assert_eq!(memo.held.len(), 2);
     }
 }

@@ -297,17 +297,13 @@ impl<S: Sequencer> Ledger<S> {
     }
 
     /// How many checked entries [`Ledger::entries_with_proofs`] keeps in
-    /// memory (all are dropped when it is full): about 8 MB of score
-    /// entries.
+    /// memory at most (those unused longest are dropped first): about 8 MB
+    /// of score entries.
     pub const PROVEN_ENTRIES: usize = 4096;
 
     /// How many checked entries [`Ledger::entries_with_proofs`] keeps now.
     pub fn kept_entries(&self) -> usize {
-        self.shared
-            .proven_entries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.shared.proven_entries.len()
     }
 
     /// How many stored hashes [`Ledger::entries_with_proofs`] keeps now.
@@ -329,20 +325,11 @@ impl<S: Sequencer> Ledger<S> {
         // hashes their proofs read.
         let cache = &self.shared.proven_entries;
         self.each_proven(indices, size, true, |snap, index, proof| {
-            let kept = cache
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&index)
-                .cloned();
-            let entry = match kept {
+            let entry = match cache.get(&index) {
                 Some(e) => e,
                 None => {
                     let e = Arc::new(checked_entry(snap, index)?);
-                    let mut c = cache.lock().unwrap_or_else(|p| p.into_inner());
-                    if c.len() >= Self::PROVEN_ENTRIES {
-                        c.clear();
-                    }
-                    c.insert(index, Arc::clone(&e));
+                    cache.insert(index, Arc::clone(&e));
                     e
                 }
             };

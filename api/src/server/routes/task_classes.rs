@@ -78,8 +78,23 @@ pub(crate) fn write_checked_projection(
 ) -> Result<(), ApiError> {
     let root = parse_hash("root", &view.root)?;
     let checkpoint = state.checkpoint(view.tree_size, &root)?;
-    write_projection(out, &checkpoint, state.log_key.verifier_key(), view, proven)
-        .map_err(|e| ApiError::Internal(format!("writing a projection answer: {e}")))
+    let encoded = |entry: &ledger::Entry| -> Arc<str> {
+        if let Some(b) = state.leaf_base64.get(&entry.leaf_hash.0) {
+            return b;
+        }
+        let b: Arc<str> = B64.encode(&entry.leaf).into();
+        state.leaf_base64.insert(entry.leaf_hash.0, Arc::clone(&b));
+        b
+    };
+    write_projection(
+        out,
+        &checkpoint,
+        state.log_key.verifier_key(),
+        view,
+        proven,
+        encoded,
+    )
+    .map_err(|e| ApiError::Internal(format!("writing a projection answer: {e}")))
 }
 
 fn write_projection(
@@ -88,6 +103,7 @@ fn write_projection(
     verifier_key: &str,
     view: &projections::TaskClassView,
     proven: &[projections::driver::Proven],
+    base64: impl Fn(&ledger::Entry) -> Arc<str>,
 ) -> std::io::Result<()> {
     use std::io::Write as _;
     let evidence_bytes: usize = proven
@@ -111,12 +127,7 @@ fn write_projection(
         write!(out, "{{\"index\":{},\"leaf_hash\":", e.index)?;
         serde_json::to_writer(&mut *out, &e.leaf_hash)?;
         out.extend_from_slice(b",\"leaf\":\"");
-        let at = out.len();
-        out.resize(at + entry.leaf.len().div_ceil(3) * 4, 0);
-        let written = B64
-            .encode_slice(&entry.leaf, &mut out[at..])
-            .map_err(std::io::Error::other)?;
-        out.truncate(at + written);
+        out.extend_from_slice(base64(entry).as_bytes());
         out.extend_from_slice(b"\",\"proof\":[");
         for (j, h) in proof.iter().enumerate() {
             if j > 0 {
