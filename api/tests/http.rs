@@ -754,7 +754,7 @@ fn a_batch_is_answered_envelope_by_envelope_in_one_checkpoint() {
         .post_json("/v1/events/batch", body.as_bytes())
         .expect("batch");
     assert_eq!(r.status, 200, "{}", r.text());
-    let answer: BatchResponse = r.json().expect("batch answer");
+    let answer: BatchResponse = as_serde_writes(&r.body);
     let statuses: Vec<u16> = answer.results.iter().map(|i| i.status).collect();
     assert_eq!(statuses, [201, 401, 400, 200, 201]);
     assert_eq!(answer.appended, 2);

@@ -11,12 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use utoipa::ToSchema;
 
-use super::{json_body, receipt, receipt_at};
+use super::{json_body, receipt};
 use crate::error::ApiError;
 use crate::server::state::{AppState, Shared};
-use verifier::wire::{
-    BatchItem, BatchResponse, EnvelopeBody, Problem, RecommendationResponse, WriteReceipt,
-};
+use verifier::wire::{BatchResponse, EnvelopeBody, Problem, RecommendationResponse, WriteReceipt};
 
 /// `POST /v1/events`: append one signed event.
 #[utoipa::path(post, path = "/v1/events", tag = "writes", request_body(content = EnvelopeBody, content_type = "application/json"),
@@ -80,7 +78,7 @@ pub async fn post_events_batch(
     State(state): State<Shared>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<BatchResponse>, ApiError> {
+) -> Result<Response, ApiError> {
     let body = json_body(&headers, body)?;
     state.refuse_if_failed()?;
     state.refuse_if_halted()?;
@@ -122,10 +120,10 @@ pub async fn post_events_batch(
         state.metrics.append_latency.observe(elapsed);
     }
     let st = Arc::clone(&state);
-    tokio::task::spawn_blocking(move || batch_answer(&st, outcomes))
+    let answer = tokio::task::spawn_blocking(move || batch_answer(&st, outcomes))
         .await
-        .map_err(|e| ApiError::Internal(format!("batch receipts: {e}")))?
-        .map(Json)
+        .map_err(|e| ApiError::Internal(format!("batch receipts: {e}")))??;
+    Ok(super::task_classes::json_bytes(StatusCode::OK, answer))
 }
 
 /// The cores this process may use, read once: `available_parallelism`
@@ -138,11 +136,13 @@ fn cores() -> usize {
 
 /// Receipts for a batch's acknowledged envelopes, all proven in the largest
 /// tree any of them was acknowledged in, from one read snapshot and one
-/// signed checkpoint.
+/// signed checkpoint: a [`BatchResponse`], written straight into one buffer
+/// (the checkpoint and root once, each hash as hex without a `String` of
+/// its own), held byte for byte to what serde writes by the HTTP suite.
 pub(crate) fn batch_answer(
     state: &AppState,
     outcomes: Vec<Result<ledger::Receipt<events::Accepted>, ApiError>>,
-) -> Result<BatchResponse, ApiError> {
+) -> Result<Vec<u8>, ApiError> {
     let acked: Vec<&ledger::Appended> = outcomes
         .iter()
         .filter_map(|o| o.as_ref().ok())
@@ -160,34 +160,78 @@ pub(crate) fn batch_answer(
         }
         None => (Vec::new(), String::new()),
     };
+    let (size, root) = newest.unwrap_or_default();
+    write_batch(&outcomes, proofs, &checkpoint, size, &root)
+        .map_err(|e| ApiError::Internal(format!("writing a batch answer: {e}")))
+}
+
+fn write_batch(
+    outcomes: &[Result<ledger::Receipt<events::Accepted>, ApiError>],
+    proofs: Vec<Vec<ledger::Hash>>,
+    checkpoint: &str,
+    size: u64,
+    root: &ledger::Hash,
+) -> std::io::Result<Vec<u8>> {
+    use std::io::Write as _;
+    let checkpoint = serde_json::to_vec(checkpoint)?;
+    let per_receipt = 400 + checkpoint.len() + 67 * proofs.first().map_or(0, Vec::len);
+    let mut out = Vec::with_capacity(64 + per_receipt * outcomes.len());
+    let hex = |out: &mut Vec<u8>, h: &ledger::Hash| {
+        out.push(b'"');
+        ledger::hash::push_hex32(out, &h.0);
+        out.push(b'"');
+    };
     let mut proofs = proofs.into_iter();
-    let mut appended = 0;
-    let mut results = Vec::with_capacity(outcomes.len());
-    for o in outcomes {
-        results.push(match o {
+    let mut appended = 0u64;
+    out.extend_from_slice(b"{\"results\":[");
+    for (i, o) in outcomes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match o {
             Ok(r) => {
-                let (size, root) = newest.unwrap_or_default();
-                let proof = proofs.next().unwrap_or_default();
-                let rc = receipt_at(&r, (size, &root), &proof, checkpoint.clone());
+                let a = &r.appended;
                 appended += u64::from(!r.existing);
-                BatchItem {
-                    status: if r.existing { 200 } else { 201 },
-                    receipt: Some(rc),
-                    problem: None,
+                let status = if r.existing { 200 } else { 201 };
+                write!(
+                    out,
+                    "{{\"status\":{status},\"receipt\":{{\"index\":{},\"leaf_hash\":",
+                    a.index
+                )?;
+                hex(&mut out, &a.leaf_hash);
+                out.extend_from_slice(b",\"chain_hash\":");
+                hex(&mut out, &a.chain_hash);
+                write!(out, ",\"tree_size\":{size},\"root\":")?;
+                hex(&mut out, root);
+                out.extend_from_slice(b",\"inclusion_proof\":[");
+                for (j, h) in proofs.next().unwrap_or_default().iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    hex(&mut out, h);
                 }
+                out.extend_from_slice(b"],\"checkpoint\":");
+                out.extend_from_slice(&checkpoint);
+                out.extend_from_slice(b",\"id\":");
+                serde_json::to_writer(&mut out, &r.accepted.id)?;
+                out.extend_from_slice(b",\"kind\":");
+                serde_json::to_writer(&mut out, r.accepted.kind.as_str())?;
+                write!(out, ",\"existing\":{},\"sequenced_at\":", r.existing)?;
+                serde_json::to_writer(
+                    &mut out,
+                    &events::envelope::format_micros(r.accepted.sequenced_at),
+                )?;
+                out.extend_from_slice(b"}}");
             }
-            Err(e) => BatchItem {
-                status: e.status().as_u16(),
-                receipt: None,
-                problem: Some(e.problem()),
-            },
-        });
+            Err(e) => {
+                write!(out, "{{\"status\":{},\"problem\":", e.status().as_u16())?;
+                serde_json::to_writer(&mut out, &e.problem())?;
+                out.push(b'}');
+            }
+        }
     }
-    Ok(BatchResponse {
-        results,
-        appended,
-        tree_size: newest.map_or(0, |(size, _)| size),
-    })
+    write!(out, "],\"appended\":{appended},\"tree_size\":{size}}}")?;
+    Ok(out)
 }
 
 /// `POST /v1/recommendations`: post a signed promotion.requested envelope;
