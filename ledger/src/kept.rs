@@ -62,6 +62,29 @@ impl<K: Hash + Eq + Copy, V: Clone> Kept<K, V> {
         Some(v)
     }
 
+    /// The value kept for `key`, or else `make`'s, kept (made without the
+    /// lock held: two callers may both make it, and the later one is kept).
+    pub fn get_or_try_insert_with<E>(
+        &self,
+        key: K,
+        make: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
+        if let Some(v) = self.get(&key) {
+            return Ok(v);
+        }
+        let v = make()?;
+        self.insert(key, v.clone());
+        Ok(v)
+    }
+
+    /// [`Kept::get_or_try_insert_with`] for a `make` that cannot fail.
+    pub fn get_or_insert_with(&self, key: K, make: impl FnOnce() -> V) -> V {
+        match self.get_or_try_insert_with(key, || Ok::<V, std::convert::Infallible>(make())) {
+            Ok(v) => v,
+            Err(never) => match never {},
+        }
+    }
+
     /// Keeps `value` for `key`.
     pub fn insert(&self, key: K, value: V) {
         let mut g = self.lock();
@@ -123,5 +146,12 @@ mod tests {
         assert_eq!(kept.len(), 2);
         assert_eq!(kept.get(&1), Some("c"));
         assert!(!kept.is_empty());
+        assert_eq!(kept.get_or_insert_with(1, || "d"), "c");
+        assert_eq!(kept.get_or_insert_with(3, || "d"), "d");
+        assert_eq!(
+            kept.get_or_try_insert_with(4, || Err::<&str, _>("no")),
+            Err("no")
+        );
+        assert_eq!(kept.get(&4), None);
     }
 }

@@ -109,13 +109,8 @@ impl Decoded {
 
     fn score_of(&self, leaf: &[u8], leaf_hash: &ledger::Hash) -> ReadResult {
         debug_assert_eq!(ledger::leaf_hash(leaf), *leaf_hash, "the leaf's own hash");
-        let key = leaf_hash.0;
-        if let Some(r) = self.held.get(&key) {
-            return r;
-        }
-        let r = read_score(leaf);
-        self.held.insert(key, r.clone());
-        r
+        self.held
+            .get_or_insert_with(leaf_hash.0, || read_score(leaf))
     }
 }
 

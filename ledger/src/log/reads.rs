@@ -325,14 +325,8 @@ impl<S: Sequencer> Ledger<S> {
         // hashes their proofs read.
         let cache = &self.shared.proven_entries;
         self.each_proven(indices, size, true, |snap, index, proof| {
-            let entry = match cache.get(&index) {
-                Some(e) => e,
-                None => {
-                    let e = Arc::new(checked_entry(snap, index)?);
-                    cache.insert(index, Arc::clone(&e));
-                    e
-                }
-            };
+            let entry =
+                cache.get_or_try_insert_with(index, || checked_entry(snap, index).map(Arc::new))?;
             Ok((entry, proof))
         })
     }

@@ -79,12 +79,9 @@ pub(crate) fn write_checked_projection(
     let root = parse_hash("root", &view.root)?;
     let checkpoint = state.checkpoint(view.tree_size, &root)?;
     let encoded = |entry: &ledger::Entry| -> Arc<str> {
-        if let Some(b) = state.leaf_base64.get(&entry.leaf_hash.0) {
-            return b;
-        }
-        let b: Arc<str> = B64.encode(&entry.leaf).into();
-        state.leaf_base64.insert(entry.leaf_hash.0, Arc::clone(&b));
-        b
+        state
+            .leaf_base64
+            .get_or_insert_with(entry.leaf_hash.0, || B64.encode(&entry.leaf).into())
     };
     write_projection(
         out,
