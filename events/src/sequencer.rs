@@ -822,6 +822,8 @@ pub struct EventLog {
     /// [`EventLog::check_snapshot`] replacing a bad one), so that a save
     /// cannot overwrite a repair it did not see.
     snapshot_write: std::sync::Mutex<()>,
+    /// The length of the last snapshot saved: the next one's buffer size.
+    snapshot_len: std::sync::atomic::AtomicUsize,
     /// The size and digest of the state the snapshot held, kept until
     /// [`EventLog::check_snapshot`] has compared it with a replay of the log.
     resumed: std::sync::Mutex<Option<Resumed>>,
@@ -938,6 +940,7 @@ impl EventLog {
             unsigned_tail: std::sync::Mutex::new((0, 0)),
             loading: std::sync::Mutex::new(()),
             snapshot_write: std::sync::Mutex::new(()),
+            snapshot_len: std::sync::atomic::AtomicUsize::new(0),
             resumed: std::sync::Mutex::new(None),
             distrusted: std::sync::atomic::AtomicBool::new(false),
             snapshot_refused: std::sync::Mutex::new(None),
@@ -1248,8 +1251,16 @@ impl EventLog {
     /// at, or `None` when the state is not trustworthy (a failed rebuild).
     /// It briefly holds up the committer while it encodes the state.
     pub fn save_state(&self) -> Result<Option<u64>, Error> {
+        // Written where the sealed record will be, sized by the last save
+        // (the state grows slowly), so that the state lock is not held
+        // while the buffer grows by copying.
+        let hint = self.snapshot_len.load(std::sync::atomic::Ordering::Relaxed);
         let taken = self.ledger.inspect(|s| {
-            (!s.broken && !s.loading).then(|| (s.state.size, s.state.encode_snapshot()))
+            (!s.broken && !s.loading).then(|| {
+                let mut body = ledger::sealed::Unsealed::with_capacity(hint + hint / 16);
+                s.state.encode_snapshot_into(&mut body);
+                (s.state.size, body)
+            })
         });
         let Some((size, body)) = taken else {
             return Ok(None);
@@ -1263,10 +1274,12 @@ impl EventLog {
         {
             return Ok(None);
         }
+        self.snapshot_len
+            .store(body.body().len(), std::sync::atomic::Ordering::Relaxed);
         let root = self.ledger.root_at(size)?;
         self.ledger.put_aux(
             STATE_AUX,
-            &ledger::sealed::seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root, &body),
+            &body.seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root),
         )?;
         Ok(Some(size))
     }

@@ -461,13 +461,8 @@ impl Projector {
     /// root it reflects.
     pub fn save<S: Sequencer>(&self, log: &Ledger<S>, key: &[u8; 32]) -> Result<(), DriverError> {
         let size = self.projection.size();
-        let sealed = ledger::sealed::seal(
-            key,
-            MAGIC,
-            size,
-            &self.projection.root(),
-            &self.projection.to_bytes(),
-        );
+        let root = self.projection.root();
+        let sealed = self.projection.to_unsealed().seal(key, MAGIC, size, &root);
         log.put_aux(AUX_KEY, &sealed)?;
         Ok(())
     }

@@ -1171,6 +1171,20 @@ impl Projection {
         postcard::to_stdvec(self).unwrap_or_default()
     }
 
+    /// [`Projection::to_bytes`] written after the room for a seal's header,
+    /// into a buffer sized once: the projection at 10M scores is tens of
+    /// megabytes, and is saved every minute.
+    pub fn to_unsealed(&self) -> ledger::sealed::Unsealed {
+        let len = postcard::serialize_with_flavor::<_, postcard::ser_flavors::Size, usize>(
+            self,
+            Default::default(),
+        )
+        .unwrap_or(0);
+        let body = ledger::sealed::Unsealed::with_capacity(len);
+        postcard::to_extend(self, body)
+            .unwrap_or_else(|_| ledger::sealed::Unsealed::with_capacity(0))
+    }
+
     /// Reads bytes written by [`Projection::to_bytes`].
     pub fn from_bytes(b: &[u8]) -> Option<Projection> {
         let mut p: Projection = postcard::from_bytes(b).ok()?;

@@ -994,7 +994,10 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
         }
         if rng.below(10) == 0 {
             // A restart: the window's sums and cursor come back from bytes.
-            inc = Projection::from_bytes(&inc.to_bytes()).expect("reload");
+            let bytes = inc.to_bytes();
+            // What a save seals is the same bytes, written in place.
+            assert_eq!(inc.to_unsealed().body(), &bytes[..]);
+            inc = Projection::from_bytes(&bytes).expect("reload");
         }
         let incremental = inc
             .view_cached(

@@ -495,11 +495,27 @@ impl State {
     }
 
     pub fn encode_snapshot(&self) -> Vec<u8> {
-        let json = serde_json::to_vec(self).unwrap_or_default();
-        let mut out = Vec::with_capacity(json.len() + 4);
-        out.extend_from_slice(&(json.len() as u32).to_be_bytes());
-        out.extend_from_slice(&json);
+        let mut out = Vec::new();
+        self.encode_snapshot_into(&mut out);
         out
+    }
+
+    /// [`State::encode_snapshot`]'s bytes appended to `out` (a sealed
+    /// record's body, written in place): the JSON is written once, behind
+    /// its length, rather than into a buffer of its own and then copied.
+    pub fn encode_snapshot_into<B: std::io::Write + AsMut<[u8]>>(&self, out: &mut B) {
+        let at = out.as_mut().len();
+        // Writes to memory: they do not fail.
+        let _ = out.write_all(&[0; 4]);
+        let written = serde_json::to_writer(&mut *out, self).is_ok();
+        // A state that does not encode (it always does) is saved as an empty
+        // JSON text, which no start accepts: the state is then replayed.
+        let len = if written {
+            out.as_mut().len() - at - 4
+        } else {
+            0
+        };
+        out.as_mut()[at..at + 4].copy_from_slice(&(len as u32).to_be_bytes());
     }
 
     /// Parses [`State::encode_snapshot`]'s bytes; `None` when malformed.
