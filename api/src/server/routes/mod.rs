@@ -4,15 +4,13 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, StatusCode};
-use ledger::hash::to_hex;
 use ledger::Hash;
 use serde::Deserialize;
 use utoipa::{IntoParams, OpenApi};
 
 use crate::error::ApiError;
-use crate::server::state::{AppState, Shared};
+use crate::server::state::Shared;
 use utoipa_axum::{router::OpenApiRouter, routes};
-use verifier::wire::WriteReceipt;
 
 pub mod explorer;
 pub mod operations;
@@ -106,43 +104,6 @@ pub(crate) fn num(field: &str, v: &Option<String>) -> Result<Option<u64>, ApiErr
                 "must be an integer from 0 to 2^63 - 1",
             )),
         },
-    }
-}
-
-pub(crate) fn receipt(
-    state: &AppState,
-    r: &ledger::Receipt<events::Accepted>,
-) -> Result<WriteReceipt, ApiError> {
-    let a = &r.appended;
-    let proof = state
-        .events
-        .ledger()
-        .inclusion_proof(a.index, a.tree_size)?;
-    let checkpoint = state.checkpoint(a.tree_size, &a.root)?;
-    Ok(receipt_at(r, (a.tree_size, &a.root), &proof, checkpoint))
-}
-
-/// The receipt of `r` proven in the tree `(size, root)`, which holds it:
-/// `proof` is the inclusion proof there and `checkpoint` the signed note.
-pub(crate) fn receipt_at(
-    r: &ledger::Receipt<events::Accepted>,
-    (tree_size, root): (u64, &Hash),
-    proof: &[Hash],
-    checkpoint: String,
-) -> WriteReceipt {
-    let a = &r.appended;
-    WriteReceipt {
-        index: a.index,
-        leaf_hash: to_hex(&a.leaf_hash),
-        chain_hash: to_hex(&a.chain_hash),
-        tree_size,
-        root: to_hex(root),
-        inclusion_proof: proof.iter().map(to_hex).collect(),
-        checkpoint,
-        id: r.accepted.id.clone(),
-        kind: r.accepted.kind.as_str().to_owned(),
-        existing: r.existing,
-        sequenced_at: events::envelope::format_micros(r.accepted.sequenced_at),
     }
 }
 

@@ -7,11 +7,10 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 use utoipa::ToSchema;
 
-use super::{json_body, receipt};
+use super::json_body;
 use crate::error::ApiError;
 use crate::server::state::{AppState, Shared};
 use verifier::wire::{BatchResponse, EnvelopeBody, Problem, RecommendationResponse, WriteReceipt};
@@ -45,13 +44,14 @@ pub async fn post_event(
         .metrics
         .append_latency
         .observe(started.elapsed().as_secs_f64());
-    let rc = receipt(&state, &r)?;
     let status = if r.existing {
         StatusCode::OK
     } else {
         StatusCode::CREATED
     };
-    Ok((status, Json(rc)).into_response())
+    let mut out = Vec::with_capacity(2048);
+    receipt_into(&state, &mut out, &r)?;
+    Ok(super::task_classes::json_bytes(status, out))
 }
 
 /// The most envelopes one `POST /v1/events/batch` takes.
@@ -176,11 +176,6 @@ fn write_batch(
     let checkpoint = serde_json::to_vec(checkpoint)?;
     let per_receipt = 400 + checkpoint.len() + 67 * proofs.first().map_or(0, Vec::len);
     let mut out = Vec::with_capacity(64 + per_receipt * outcomes.len());
-    let hex = |out: &mut Vec<u8>, h: &ledger::Hash| {
-        out.push(b'"');
-        ledger::hash::push_hex32(out, &h.0);
-        out.push(b'"');
-    };
     let mut proofs = proofs.into_iter();
     let mut appended = 0u64;
     out.extend_from_slice(b"{\"results\":[");
@@ -190,38 +185,12 @@ fn write_batch(
         }
         match o {
             Ok(r) => {
-                let a = &r.appended;
                 appended += u64::from(!r.existing);
                 let status = if r.existing { 200 } else { 201 };
-                write!(
-                    out,
-                    "{{\"status\":{status},\"receipt\":{{\"index\":{},\"leaf_hash\":",
-                    a.index
-                )?;
-                hex(&mut out, &a.leaf_hash);
-                out.extend_from_slice(b",\"chain_hash\":");
-                hex(&mut out, &a.chain_hash);
-                write!(out, ",\"tree_size\":{size},\"root\":")?;
-                hex(&mut out, root);
-                out.extend_from_slice(b",\"inclusion_proof\":[");
-                for (j, h) in proofs.next().unwrap_or_default().iter().enumerate() {
-                    if j > 0 {
-                        out.push(b',');
-                    }
-                    hex(&mut out, h);
-                }
-                out.extend_from_slice(b"],\"checkpoint\":");
-                out.extend_from_slice(&checkpoint);
-                out.extend_from_slice(b",\"id\":");
-                serde_json::to_writer(&mut out, &r.accepted.id)?;
-                out.extend_from_slice(b",\"kind\":");
-                serde_json::to_writer(&mut out, r.accepted.kind.as_str())?;
-                write!(out, ",\"existing\":{},\"sequenced_at\":", r.existing)?;
-                serde_json::to_writer(
-                    &mut out,
-                    &events::envelope::format_micros(r.accepted.sequenced_at),
-                )?;
-                out.extend_from_slice(b"}}");
+                write!(out, "{{\"status\":{status},\"receipt\":")?;
+                let proof = proofs.next().unwrap_or_default();
+                write_receipt(&mut out, r, (size, root), &proof, &checkpoint)?;
+                out.push(b'}');
             }
             Err(e) => {
                 write!(out, "{{\"status\":{},\"problem\":", e.status().as_u16())?;
@@ -232,6 +201,71 @@ fn write_batch(
     }
     write!(out, "],\"appended\":{appended},\"tree_size\":{size}}}")?;
     Ok(out)
+}
+
+/// `r`'s receipt (a [`WriteReceipt`]) proven at its own tree size, written
+/// into `out`.
+pub(crate) fn receipt_into(
+    state: &AppState,
+    out: &mut Vec<u8>,
+    r: &ledger::Receipt<events::Accepted>,
+) -> Result<(), ApiError> {
+    let a = &r.appended;
+    let proof = state
+        .events
+        .ledger()
+        .inclusion_proof(a.index, a.tree_size)?;
+    let checkpoint = serde_json::to_vec(&state.checkpoint(a.tree_size, &a.root)?)
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    write_receipt(out, r, (a.tree_size, &a.root), &proof, &checkpoint)
+        .map_err(|e| ApiError::Internal(format!("writing a receipt: {e}")))
+}
+
+/// `r`'s receipt proven in the tree `(size, root)`, which holds it, with
+/// `proof` its inclusion proof there and `checkpoint` the signed note as a
+/// JSON string: a [`WriteReceipt`] written straight into `out` (each hash
+/// as hex without a `String` of its own), held byte for byte to what serde
+/// writes by the HTTP suite.
+fn write_receipt(
+    out: &mut Vec<u8>,
+    r: &ledger::Receipt<events::Accepted>,
+    (size, root): (u64, &ledger::Hash),
+    proof: &[ledger::Hash],
+    checkpoint: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let hex = |out: &mut Vec<u8>, h: &ledger::Hash| {
+        out.push(b'"');
+        ledger::hash::push_hex32(out, &h.0);
+        out.push(b'"');
+    };
+    let a = &r.appended;
+    write!(out, "{{\"index\":{},\"leaf_hash\":", a.index)?;
+    hex(out, &a.leaf_hash);
+    out.extend_from_slice(b",\"chain_hash\":");
+    hex(out, &a.chain_hash);
+    write!(out, ",\"tree_size\":{size},\"root\":")?;
+    hex(out, root);
+    out.extend_from_slice(b",\"inclusion_proof\":[");
+    for (j, h) in proof.iter().enumerate() {
+        if j > 0 {
+            out.push(b',');
+        }
+        hex(out, h);
+    }
+    out.extend_from_slice(b"],\"checkpoint\":");
+    out.extend_from_slice(checkpoint);
+    out.extend_from_slice(b",\"id\":");
+    serde_json::to_writer(&mut *out, &r.accepted.id)?;
+    out.extend_from_slice(b",\"kind\":");
+    serde_json::to_writer(&mut *out, r.accepted.kind.as_str())?;
+    write!(out, ",\"existing\":{},\"sequenced_at\":", r.existing)?;
+    serde_json::to_writer(
+        &mut *out,
+        &events::envelope::format_micros(r.accepted.sequenced_at),
+    )?;
+    out.push(b'}');
+    Ok(())
 }
 
 /// `POST /v1/recommendations`: post a signed promotion.requested envelope;
@@ -279,8 +313,7 @@ pub async fn post_recommendation(
             // A `RecommendationResponse`, its projection written as
             // `GET /v1/task-classes/{name}` writes it.
             let mut out = b"{\"recommendation\":".to_vec();
-            serde_json::to_writer(&mut out, &receipt(&st, &rec.receipt)?)
-                .map_err(|e| ApiError::Internal(e.to_string()))?;
+            receipt_into(&st, &mut out, &rec.receipt)?;
             out.extend_from_slice(b",\"projection\":");
             super::task_classes::write_checked_projection(&st, &mut out, &rec.view, &rec.evidence)?;
             out.push(b'}');
