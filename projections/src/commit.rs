@@ -590,17 +590,32 @@ pub fn view_with<C: CaseInput>(
 /// The first top-level field of `committed` that `other` (the fold's
 /// view, or a served committed view) does not have with the same value,
 /// compared as JSON so that numbers are compared bit for bit; `None` when
-/// they agree on every field of `committed`.
+/// they agree on every field of `committed`. Each field's JSON text is
+/// compared first and parsed into a value only when the texts differ:
+/// the same text is the same value, and a view of 1,000 held-out cases
+/// made into JSON values twice cost more than the rest of the check.
 pub fn first_difference(committed: &CommittedView, other: &impl Serialize) -> Option<String> {
-    let (Ok(a), Ok(b)) = (serde_json::to_value(committed), serde_json::to_value(other)) else {
-        return Some("the views could not be compared".to_owned());
+    type Fields<'a> = BTreeMap<&'a str, &'a serde_json::value::RawValue>;
+    let cannot = || Some("the views could not be compared".to_owned());
+    let (Ok(a), Ok(b)) = (serde_json::to_vec(committed), serde_json::to_vec(other)) else {
+        return cannot();
     };
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return Some("the views could not be compared".to_owned());
+    let (Ok(a), Ok(b)) = (
+        serde_json::from_slice::<Fields>(&a),
+        serde_json::from_slice::<Fields>(&b),
+    ) else {
+        return cannot();
+    };
+    let value = |raw: &serde_json::value::RawValue| {
+        serde_json::from_str::<serde_json::Value>(raw.get()).ok()
     };
     a.iter()
-        .find(|(k, v)| b.get(k.as_str()) != Some(v))
-        .map(|(k, _)| k.clone())
+        .find(|(k, va)| match b.get(*k) {
+            None => true,
+            Some(vb) if vb.get() == va.get() => false,
+            Some(vb) => value(va).is_none() || value(va) != value(vb),
+        })
+        .map(|(k, _)| (*k).to_owned())
 }
 
 #[cfg(test)]

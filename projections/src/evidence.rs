@@ -187,9 +187,9 @@ pub fn held_out_from_evidence(
         passed += usize::from(s.passed);
         scores.push(s.score);
     }
-    // The plain bootstrap: given again when this process drew it for these
-    // very bits before (a server checking the same view twice), never taken
-    // from how the view computed its own.
+    // The check's own bootstrap: given again when this process computed it
+    // for these very bits before (a server checking the same view twice),
+    // over draws of its own, never taken from how the view computed its own.
     Ok(crate::fold::score_stats(&scores, passed, settings, |xs| {
         bca_recent(
             xs,

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::commit::{self, CaseRecord, ClassRecord, ClassState, FailedScore, LatestScore};
 use crate::rules::{self, RuleInput};
 use crate::stats::{bca, bca_reusing, wilson, ExactSum, Interval, KeptDraws};
+use failing::FailingScores;
+
+mod failing;
 
 /// Projection settings. Part of every answer, so a reader knows what was
 /// computed.
@@ -126,7 +129,7 @@ struct ClassFold {
     /// By case number.
     newest: BTreeMap<u32, Newest>,
     /// By case number: the eligible scores that carried failure modes.
-    failing: BTreeMap<u32, Vec<FailedScore>>,
+    failing: BTreeMap<u32, FailingScores>,
     runs: Vec<(i64, String, Isolation)>,
 }
 
@@ -383,7 +386,7 @@ impl WindowSums {
 /// those scores in log order (so in order of sequencing time).
 struct FoldedCase<'a> {
     record: CaseRecord,
-    failing: &'a [FailedScore],
+    failing: Option<&'a FailingScores>,
 }
 
 impl commit::CaseInput for FoldedCase<'_> {
@@ -392,8 +395,8 @@ impl commit::CaseInput for FoldedCase<'_> {
     }
 
     fn failures_since(&self, start: i64) -> Failures {
-        let from = self.failing.partition_point(|f| f.sequenced_at < start);
-        commit::sum_failures(self.failing[from..].iter())
+        self.failing
+            .map_or_else(Failures::default, |f| f.since(start))
     }
 }
 
@@ -1028,13 +1031,15 @@ impl Projection {
     /// (each case's activity, newest eligible score and failing scores: the
     /// records the state commitments commit), never over the window sums
     /// the view was answered from. `Err` names the first field that comes
-    /// out differently. Its cost is in the class's cases and their failing
-    /// scores, whatever the number of scores in the window. A bootstrap
+    /// out differently. Its cost is in the class's cases, whatever the
+    /// number of scores in the window or of failing scores in the log (the
+    /// failures of a case since the window's start are read from running
+    /// totals, `fold::failing`). A bootstrap
     /// interval `cache` holds for exactly the same inputs is taken from it
     /// (the bootstrap is a function of its inputs' bits, the seed and the
     /// settings), so this does not check the intervals: the held-out
     /// interval a recommendation signs is recomputed from the evidence
-    /// leaves by `driver::check_evidence`, with the plain bootstrap
+    /// leaves by `driver::check_evidence`, with the check's own bootstrap
     /// ([`crate::stats::bca_recent`]), never the one the view used.
     pub fn recheck(&self, cache: &ViewCache, view: &TaskClassView) -> Result<(), String> {
         let tc = view.task_class.as_str();
@@ -1056,11 +1061,7 @@ impl Projection {
             .filter(|(_, c)| c.task_class == tc)
             .map(|(id, c)| FoldedCase {
                 record: self.case_record(id, c, class, false),
-                failing: self
-                    .case_numbers
-                    .get(id)
-                    .and_then(|n| class.failing.get(n))
-                    .map_or(&[], Vec::as_slice),
+                failing: self.case_numbers.get(id).and_then(|n| class.failing.get(n)),
             })
             .collect();
         // `commit::view` reads neither the cases' root nor their count.
@@ -1111,7 +1112,7 @@ impl Projection {
             failures: n
                 .filter(|_| failures)
                 .and_then(|n| class.failing.get(n))
-                .cloned()
+                .map(|f| f.as_slice().to_vec())
                 .unwrap_or_default(),
         }
     }

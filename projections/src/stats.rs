@@ -260,19 +260,31 @@ pub fn bca(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<In
 /// [`bca`], given again from the last [`Recent::KEPT`] intervals this
 /// function computed in this process when the inputs are the same bits:
 /// the interval is a function of the bits of `x`, `confidence`,
-/// `resamples` and `seed` alone. Only intervals drawn by [`bca`] itself
-/// are kept, never one computed another way ([`bca_reusing`]), so a check
-/// that recomputes an interval this way stays independent of how the
-/// value checked was computed.
+/// `resamples` and `seed` alone. Only intervals computed here are kept,
+/// never one computed for a view ([`bca_reusing`] with a fold's draws), so
+/// a check that recomputes an interval this way stays independent of how
+/// the value checked was computed. An interval not kept is computed over
+/// draws of its own ([`CHECK_DRAWS`], never a fold's), made by
+/// [`Draws::new`] and summed by [`Draws::means`]: bit for bit [`bca`]'s
+/// (the tests hold both to drawing one by one), without drawing again
+/// while the number of values stays the same.
 pub fn bca_recent(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<Interval> {
     let key = (confidence.to_bits(), resamples, seed);
     if let Some(ci) = RECENT.find(key, x) {
         return ci;
     }
-    let ci = bca(x, confidence, resamples, seed);
+    let ci = {
+        // Whole after any panic: a `Draws` is pushed or removed whole.
+        let mut draws = CHECK_DRAWS.lock().unwrap_or_else(|p| p.into_inner());
+        bca_reusing(x, confidence, resamples, seed, &mut draws)
+    };
     RECENT.keep(key, x, ci);
     ci
 }
+
+/// The draws [`bca_recent`] keeps, apart from any a view keeps: room for
+/// two bootstraps of 1,000 values and 2,000 resamples (8 MB).
+static CHECK_DRAWS: std::sync::Mutex<KeptDraws> = std::sync::Mutex::new(KeptDraws::new(4 << 20));
 
 /// The inputs of a bootstrap besides its values: the bits of the
 /// confidence, the resamples and the seed.
@@ -368,7 +380,7 @@ impl Default for KeptDraws {
 
 impl KeptDraws {
     /// Room for `budget` indices.
-    pub fn new(budget: usize) -> KeptDraws {
+    pub const fn new(budget: usize) -> KeptDraws {
         KeptDraws {
             held: Vec::new(),
             budget,
