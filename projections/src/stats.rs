@@ -262,9 +262,10 @@ pub fn bca(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Option<In
 /// the interval is a function of the bits of `x`, `confidence`,
 /// `resamples` and `seed` alone. Only intervals computed here are kept,
 /// never one computed for a view ([`bca_reusing`] with a fold's draws), so
-/// a check that recomputes an interval this way stays independent of how
-/// the value checked was computed. An interval not kept is computed over
-/// draws of its own ([`CHECK_DRAWS`], never a fold's), made by
+/// a check that recomputes an interval this way takes nothing from the
+/// view's answers or draws (the code that sums draws, [`Draws::means`],
+/// is shared with the view). An interval not kept is computed over
+/// draws of its own ([`check_draws`], never a fold's), made by
 /// [`Draws::new`] and summed by [`Draws::means`]: bit for bit [`bca`]'s
 /// (the tests hold both to drawing one by one), without drawing again
 /// while the number of values stays the same.
@@ -273,18 +274,54 @@ pub fn bca_recent(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Op
     if let Some(ci) = RECENT.find(key, x) {
         return ci;
     }
-    let ci = {
-        // Whole after any panic: a `Draws` is pushed or removed whole.
-        let mut draws = CHECK_DRAWS.lock().unwrap_or_else(|p| p.into_inner());
-        bca_reusing(x, confidence, resamples, seed, &mut draws)
-    };
+    let ci = bca_from(x, confidence, resamples, |x| {
+        match check_draws(x.len(), resamples, seed) {
+            Some(d) => d.means(x),
+            None => resample_means(x, resamples, seed),
+        }
+    });
     RECENT.keep(key, x, ci);
     ci
 }
 
-/// The draws [`bca_recent`] keeps, apart from any a view keeps: room for
-/// two bootstraps of 1,000 values and 2,000 resamples (8 MB).
-static CHECK_DRAWS: std::sync::Mutex<KeptDraws> = std::sync::Mutex::new(KeptDraws::new(4 << 20));
+/// The draws [`bca_recent`] keeps, apart from any a view keeps, most
+/// recently used last, within [`CHECK_DRAWS_BUDGET`] indices. Shared, so a
+/// check sums them without holding the lock: concurrent checks do not wait
+/// for each other.
+static CHECK_DRAWS: std::sync::Mutex<Vec<std::sync::Arc<Draws>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// 4 Mi indices (8 MB): two bootstraps of 1,000 values and 2,000 resamples.
+const CHECK_DRAWS_BUDGET: usize = 4 << 20;
+
+/// The check's draws for `n` values, `resamples` and `seed`: those kept,
+/// or new ones kept now; `None` when they would not fit the budget.
+fn check_draws(n: usize, resamples: usize, seed: u64) -> Option<std::sync::Arc<Draws>> {
+    // Whole after any panic: entries are pushed and removed whole.
+    let held = || CHECK_DRAWS.lock().unwrap_or_else(|p| p.into_inner());
+    {
+        let mut kept = held();
+        if let Some(at) = kept.iter().position(|d| d.fits(n, resamples, seed)) {
+            let d = kept.remove(at);
+            kept.push(std::sync::Arc::clone(&d));
+            return Some(d);
+        }
+    }
+    let size = Draws::size(n, resamples);
+    if size > CHECK_DRAWS_BUDGET {
+        return None;
+    }
+    // Drawn outside the lock; two checks that both missed each draw once.
+    let d = std::sync::Arc::new(Draws::new(n, resamples, seed)?);
+    let mut kept = held();
+    if !kept.iter().any(|k| k.fits(n, resamples, seed)) {
+        while kept.iter().map(|k| k.len()).sum::<usize>() + size > CHECK_DRAWS_BUDGET {
+            kept.remove(0);
+        }
+        kept.push(std::sync::Arc::clone(&d));
+    }
+    Some(d)
+}
 
 /// The inputs of a bootstrap besides its values: the bits of the
 /// confidence, the resamples and the seed.

@@ -105,9 +105,23 @@ impl Serialize for FailingScores {
     }
 }
 
+/// A list out of sequencing order is refused: the log never holds one
+/// (the sequencer refuses a time earlier than the entry before), so a
+/// saved one was not written by a fold, and its totals would disagree
+/// with a walk of the list.
 impl<'de> Deserialize<'de> for FailingScores {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Vec::<FailedScore>::deserialize(d).map(FailingScores::from)
+        let scores = Vec::<FailedScore>::deserialize(d)?;
+        if let Some(w) = scores
+            .windows(2)
+            .find(|w| w[1].sequenced_at < w[0].sequenced_at)
+        {
+            return Err(serde::de::Error::custom(format!(
+                "failing score at index {} is sequenced before the one at index {}",
+                w[1].index, w[0].index
+            )));
+        }
+        Ok(FailingScores::from(scores))
     }
 }
 
@@ -186,5 +200,14 @@ mod tests {
             postcard::from_bytes(&postcard::to_allocvec(&scores).expect("encodes"))
                 .expect("decodes");
         assert_eq!(back.since(2), failing.since(2));
+    }
+
+    #[test]
+    fn a_saved_list_out_of_sequencing_order_is_refused() {
+        let mut scores = list(&[1, 2, 3], &[(1, 0, 0)]);
+        scores.swap(0, 2);
+        let bytes = postcard::to_allocvec(&scores).expect("encodes");
+        let err = postcard::from_bytes::<FailingScores>(&bytes).expect_err("out of order");
+        assert!(matches!(err, postcard::Error::SerdeDeCustom), "{err:?}");
     }
 }
