@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};
+use std::sync::Arc;
 
 /// A two-sided interval.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -284,41 +285,31 @@ pub fn bca_recent(x: &[f64], confidence: f64, resamples: usize, seed: u64) -> Op
     ci
 }
 
-/// The draws [`bca_recent`] keeps, apart from any a view keeps, most
-/// recently used last, within [`CHECK_DRAWS_BUDGET`] indices. Shared, so a
-/// check sums them without holding the lock: concurrent checks do not wait
-/// for each other.
-static CHECK_DRAWS: std::sync::Mutex<Vec<std::sync::Arc<Draws>>> =
-    std::sync::Mutex::new(Vec::new());
+/// The draws [`bca_recent`] keeps, apart from any a view keeps, within
+/// [`CHECK_DRAWS_BUDGET`] indices. Shared, so a check sums them without
+/// holding the lock: concurrent checks do not wait for each other.
+static CHECK_DRAWS: std::sync::Mutex<KeptDraws> =
+    std::sync::Mutex::new(KeptDraws::new(CHECK_DRAWS_BUDGET));
 
 /// 4 Mi indices (8 MB): two bootstraps of 1,000 values and 2,000 resamples.
 const CHECK_DRAWS_BUDGET: usize = 4 << 20;
 
 /// The check's draws for `n` values, `resamples` and `seed`: those kept,
 /// or new ones kept now; `None` when they would not fit the budget.
-fn check_draws(n: usize, resamples: usize, seed: u64) -> Option<std::sync::Arc<Draws>> {
+fn check_draws(n: usize, resamples: usize, seed: u64) -> Option<Arc<Draws>> {
     // Whole after any panic: entries are pushed and removed whole.
     let held = || CHECK_DRAWS.lock().unwrap_or_else(|p| p.into_inner());
-    {
-        let mut kept = held();
-        if let Some(at) = kept.iter().position(|d| d.fits(n, resamples, seed)) {
-            let d = kept.remove(at);
-            kept.push(std::sync::Arc::clone(&d));
-            return Some(d);
-        }
+    if let Some(d) = held().find(n, resamples, seed) {
+        return Some(d);
     }
-    let size = Draws::size(n, resamples);
-    if size > CHECK_DRAWS_BUDGET {
+    if Draws::size(n, resamples) > CHECK_DRAWS_BUDGET {
         return None;
     }
     // Drawn outside the lock; two checks that both missed each draw once.
-    let d = std::sync::Arc::new(Draws::new(n, resamples, seed)?);
+    let d = Arc::new(Draws::new(n, resamples, seed)?);
     let mut kept = held();
-    if !kept.iter().any(|k| k.fits(n, resamples, seed)) {
-        while kept.iter().map(|k| k.len()).sum::<usize>() + size > CHECK_DRAWS_BUDGET {
-            kept.remove(0);
-        }
-        kept.push(std::sync::Arc::clone(&d));
+    if kept.find(n, resamples, seed).is_none() {
+        kept.keep(Arc::clone(&d));
     }
     Some(d)
 }
@@ -401,9 +392,10 @@ pub fn bca_reusing(
 /// The draws of recent bootstraps, most recently used last, within a budget
 /// of indices (2 bytes each). A bootstrap larger than the budget, or over
 /// more than [`Draws::MAX_VALUES`] values, is drawn afresh each time.
+/// Draws are never changed once made, so a clone shares them.
 #[derive(Debug, Clone)]
 pub struct KeptDraws {
-    held: Vec<Draws>,
+    held: Vec<Arc<Draws>>,
     budget: usize,
 }
 
@@ -426,28 +418,42 @@ impl KeptDraws {
 
     /// How many indices are held.
     pub fn held(&self) -> usize {
-        self.held.iter().map(Draws::len).sum()
+        self.held.iter().map(|d| d.len()).sum()
+    }
+
+    /// The kept draws for `n` values, `resamples`, `seed`, now the most
+    /// recently used.
+    fn find(&mut self, n: usize, resamples: usize, seed: u64) -> Option<Arc<Draws>> {
+        let at = self.held.iter().position(|d| d.fits(n, resamples, seed))?;
+        let d = self.held.remove(at);
+        self.held.push(Arc::clone(&d));
+        Some(d)
+    }
+
+    /// Keeps `d`, the least recently used making room; not kept when it
+    /// would not fit the budget.
+    fn keep(&mut self, d: Arc<Draws>) {
+        if d.len() > self.budget {
+            return;
+        }
+        while self.held() + d.len() > self.budget {
+            self.held.remove(0);
+        }
+        self.held.push(d);
     }
 
     /// The draws for `n` values, `resamples`, `seed`: those kept, or new
-    /// ones kept now (the least recently used make room); `None` when they
-    /// would not fit the budget.
-    fn get(&mut self, n: usize, resamples: usize, seed: u64) -> Option<&Draws> {
-        if let Some(at) = self.held.iter().position(|d| d.fits(n, resamples, seed)) {
-            let d = self.held.remove(at);
-            self.held.push(d);
-        } else {
-            let size = Draws::size(n, resamples);
-            if size > self.budget {
-                return None;
-            }
-            let d = Draws::new(n, resamples, seed)?;
-            while self.held() + size > self.budget {
-                self.held.remove(0);
-            }
-            self.held.push(d);
+    /// ones kept now; `None` when they would not fit the budget.
+    fn get(&mut self, n: usize, resamples: usize, seed: u64) -> Option<Arc<Draws>> {
+        if let Some(d) = self.find(n, resamples, seed) {
+            return Some(d);
         }
-        self.held.last()
+        if Draws::size(n, resamples) > self.budget {
+            return None;
+        }
+        let d = Arc::new(Draws::new(n, resamples, seed)?);
+        self.keep(Arc::clone(&d));
+        Some(d)
     }
 }
 
