@@ -3,7 +3,7 @@
 //! caller supplies, and only at the checkpoint the fold has reached; it reads
 //! old entries only through the caller's [`Entries`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use events::model::{CaseSource, Event, Isolation, RuleOutcome, ScoreRecorded, Tier, TierRule};
 use ledger::merkle::Frontier;
@@ -162,7 +162,15 @@ pub struct Projection {
     case_names: Vec<String>,
     /// `case_names` inverted; not saved, rebuilt by [`Projection::from_bytes`].
     #[serde(skip)]
-    case_numbers: BTreeMap<String, u32>,
+    case_numbers: HashMap<String, u32>,
+    /// By case number: the task class of the case while it is active, and
+    /// whether it is held out; `None` while it is not active (or not
+    /// added). What `cases` says, kept in step by [`Projection::set_case`]
+    /// and [`Projection::case_number`] so that a view looks its cases up by
+    /// number rather than by name; not saved, rebuilt by
+    /// [`Projection::from_bytes`].
+    #[serde(skip)]
+    active_by_number: Vec<Option<(String, bool)>>,
 }
 
 /// Statistics over a set of latest-per-case scores.
@@ -285,7 +293,8 @@ pub fn score_stats(
 }
 
 /// An active case's name, its fold and its newest eligible score.
-type Latest<'a> = (&'a str, &'a CaseFold, &'a Newest);
+/// A case's id, whether it is held out, and its newest eligible score.
+type Latest<'a> = (&'a str, bool, &'a Newest);
 
 /// The curation class whose scores are promotion evidence.
 const HELD_OUT: &str = "held-out";
@@ -640,7 +649,16 @@ impl Projection {
         let n = self.case_names.len() as u32;
         self.case_names.push(id.to_owned());
         self.case_numbers.insert(id.to_owned(), n);
+        self.active_by_number.push(self.active_mark(id));
         n
+    }
+
+    /// What [`Projection::active_by_number`] holds for case `id`.
+    fn active_mark(&self, id: &str) -> Option<(String, bool)> {
+        self.cases
+            .get(id)
+            .filter(|c| c.active)
+            .map(|c| (c.task_class.clone(), c.curation_class == HELD_OUT))
     }
 
     /// The id of case number `n`.
@@ -673,7 +691,14 @@ impl Projection {
                 .entry(case.curation_class.clone())
                 .or_default() += 1;
         }
+        let n = self.case_numbers.get(&id).copied();
         self.cases.insert(id, case);
+        if let Some(n) = n {
+            let mark = self.active_mark(self.case_name(n));
+            if let Some(slot) = self.active_by_number.get_mut(n as usize) {
+                *slot = mark;
+            }
+        }
     }
 
     /// Registered task classes.
@@ -706,13 +731,6 @@ impl Projection {
             .ok_or_else(|| ProjectionError::UnknownTaskClass(task_class.to_owned()))?;
         let start = now.saturating_sub(settings.window_seconds.saturating_mul(1_000_000));
         Ok((class, start))
-    }
-
-    /// The active case `id`, if it belongs to `task_class`.
-    fn active_case(&self, id: &str, task_class: &str) -> Option<&CaseFold> {
-        self.cases
-            .get(id)
-            .filter(|c| c.active && c.task_class == task_class)
     }
 
     /// Calls `each` for every entry of `start..end` that is a score, with
@@ -948,16 +966,17 @@ impl Projection {
         };
         let mut latest = Vec::with_capacity(sums.cases.len());
         for (&n, c) in &sums.cases {
-            let name = self.case_name(n);
-            let Some(case) = self.active_case(name, task_class) else {
-                continue;
+            let held_out = match self.active_by_number.get(n as usize) {
+                Some(Some((class, held_out))) if class == task_class => *held_out,
+                _ => continue,
             };
+            let name = self.case_name(n);
             w.failures.block += c.failures.block;
             w.failures.warn += c.failures.warn;
             w.failures.info += c.failures.info;
             // Scored in the window, so its newest eligible score is in it.
             if let Some(newest) = class.newest.get(&n) {
-                latest.push((name, case, newest));
+                latest.push((name, held_out, newest));
             }
         }
         latest.sort_unstable_by(|a, b| a.0.cmp(b.0));
@@ -965,7 +984,7 @@ impl Projection {
         let active_held_out = by_class.get(HELD_OUT).copied().unwrap_or(0);
         let held: Vec<Latest> = latest
             .iter()
-            .filter(|(_, case, _)| case.curation_class == HELD_OUT)
+            .filter(|(_, held_out, _)| *held_out)
             .copied()
             .collect();
         let seed = bootstrap_seed(task_class);
@@ -1193,6 +1212,7 @@ impl Projection {
             .zip(&p.case_names)
             .map(|(n, id)| (id.clone(), n))
             .collect();
+        p.active_by_number = p.case_names.iter().map(|id| p.active_mark(id)).collect();
         Some(p)
     }
 }

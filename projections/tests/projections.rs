@@ -997,7 +997,11 @@ fn incremental_views_equal_the_full_scan_over_a_random_history() {
             let bytes = inc.to_bytes();
             // What a save seals is the same bytes, written in place.
             assert_eq!(inc.to_unsealed().body(), &bytes[..]);
-            inc = Projection::from_bytes(&bytes).expect("reload");
+            let reloaded = Projection::from_bytes(&bytes).expect("reload");
+            // What a fold keeps in step beside the saved fields (the
+            // lookups by case name and number) is what a reload rebuilds.
+            assert_eq!(reloaded, inc, "step {step}");
+            inc = reloaded;
         }
         let incremental = inc
             .view_cached(
