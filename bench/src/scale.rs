@@ -122,6 +122,12 @@ pub struct SizeReport {
     /// The recommendation alone, computed in process (no HTTP, no proofs).
     pub view_p50_us: u64,
     pub view_p99_us: u64,
+    /// Each timed request of the three loads above in the order it was
+    /// asked (µs): with a few dozen requests the p99 is the slowest one,
+    /// and these say where it fell.
+    pub projection_us: Vec<u64>,
+    pub numbers_us: Vec<u64>,
+    pub recommendation_us: Vec<u64>,
 }
 
 impl SizeReport {
@@ -182,7 +188,20 @@ impl SizeReport {
             self.view_p99_us,
             self.recommendation_p50_us,
             self.recommendation_p99_us,
+        ) + &format!(
+            "\n  the slowest request: projection {}, numbers {}, recommendations {}",
+            slowest(&self.projection_us),
+            slowest(&self.numbers_us),
+            slowest(&self.recommendation_us),
         )
+    }
+}
+
+/// "N µs, request K of M" for the slowest of `lat` (in the order asked).
+fn slowest(lat: &[u64]) -> String {
+    match lat.iter().enumerate().max_by_key(|(_, us)| **us) {
+        Some((k, us)) => format!("{us} µs, request {} of {}", k + 1, lat.len()),
+        None => "none timed".to_owned(),
     }
 }
 
@@ -943,15 +962,18 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
         let first = reserve(&cfg.dir, &mut side, 2 * n)?;
         let (scores, mut lat) = projection_load(&server.base, &vkey, &p, &mut side, first, n)?;
         rep.projection_scores = scores;
+        rep.projection_us = lat.clone();
         rep.projection_p50_us = pct(&mut lat, 0.5);
         rep.projection_p99_us = pct(&mut lat, 0.99);
         let mut lat = numbers_load(&server.base, &vkey, &p, &mut side, first + n as u64, n)?;
         write_sidecar(&cfg.dir, &side)?;
+        rep.numbers_us = lat.clone();
         rep.numbers_p50_us = pct(&mut lat, 0.5);
         rep.numbers_p99_us = pct(&mut lat, 0.99);
         let mut side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
         let first = reserve(&cfg.dir, &mut side, cfg.projection_requests + 1)?;
         let mut lat = recommendation_load(&server.base, &p, first, cfg.projection_requests)?;
+        rep.recommendation_us = lat.clone();
         rep.recommendation_p50_us = pct(&mut lat, 0.5);
         rep.recommendation_p99_us = pct(&mut lat, 0.99);
     }

@@ -613,7 +613,10 @@ pub fn first_difference(committed: &CommittedView, other: &impl Serialize) -> Op
         .find(|(k, va)| match b.get(*k) {
             None => true,
             Some(vb) if vb.get() == va.get() => false,
-            Some(vb) => value(va).is_none() || value(va) != value(vb),
+            Some(vb) => {
+                let a = value(va);
+                a.is_none() || a != value(vb)
+            }
         })
         .map(|(k, _)| (*k).to_owned())
 }

@@ -292,8 +292,7 @@ pub fn score_stats(
     }
 }
 
-/// An active case's name, its fold and its newest eligible score.
-/// A case's id, whether it is held out, and its newest eligible score.
+/// An active case's id, whether it is held out, and its newest eligible score.
 type Latest<'a> = (&'a str, bool, &'a Newest);
 
 /// The curation class whose scores are promotion evidence.
@@ -1205,14 +1204,35 @@ impl Projection {
             .unwrap_or_else(|_| ledger::sealed::Unsealed::with_capacity(0))
     }
 
-    /// Reads bytes written by [`Projection::to_bytes`].
+    /// Reads bytes written by [`Projection::to_bytes`]; `None` when they
+    /// do not decode, or name a case twice (a fold numbers each case once,
+    /// and a view finds a case by its one number).
     pub fn from_bytes(b: &[u8]) -> Option<Projection> {
         let mut p: Projection = postcard::from_bytes(b).ok()?;
         p.case_numbers = (0u32..)
             .zip(&p.case_names)
             .map(|(n, id)| (id.clone(), n))
             .collect();
+        if p.case_numbers.len() != p.case_names.len() {
+            return None;
+        }
         p.active_by_number = p.case_names.iter().map(|id| p.active_mark(id)).collect();
         Some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_projection_that_names_a_case_twice_is_refused() {
+        let mut p = Projection::default();
+        p.case_number("case-a");
+        p.case_number("case-b");
+        let reloaded = Projection::from_bytes(&p.to_bytes()).expect("reload");
+        assert_eq!(reloaded, p);
+        p.case_names.push("case-a".to_owned());
+        assert_eq!(Projection::from_bytes(&p.to_bytes()), None);
     }
 }
