@@ -141,6 +141,14 @@ struct CaseFold {
     source: CaseSource,
 }
 
+impl CaseFold {
+    /// Its task class while it is active, and whether it is held out.
+    fn active_mark(&self) -> Option<(String, bool)> {
+        self.active
+            .then(|| (self.task_class.clone(), self.curation_class == HELD_OUT))
+    }
+}
+
 /// The folded log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Projection {
@@ -654,10 +662,7 @@ impl Projection {
 
     /// What [`Projection::active_by_number`] holds for case `id`.
     fn active_mark(&self, id: &str) -> Option<(String, bool)> {
-        self.cases
-            .get(id)
-            .filter(|c| c.active)
-            .map(|c| (c.task_class.clone(), c.curation_class == HELD_OUT))
+        self.cases.get(id).and_then(CaseFold::active_mark)
     }
 
     /// The id of case number `n`.
@@ -690,14 +695,12 @@ impl Projection {
                 .entry(case.curation_class.clone())
                 .or_default() += 1;
         }
-        let n = self.case_numbers.get(&id).copied();
-        self.cases.insert(id, case);
-        if let Some(n) = n {
-            let mark = self.active_mark(self.case_name(n));
+        if let Some(&n) = self.case_numbers.get(&id) {
             if let Some(slot) = self.active_by_number.get_mut(n as usize) {
-                *slot = mark;
+                *slot = case.active_mark();
             }
         }
+        self.cases.insert(id, case);
     }
 
     /// Registered task classes.
