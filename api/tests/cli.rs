@@ -237,6 +237,13 @@ fn init_serve_and_the_auditor_commands_work_end_to_end() {
         2,
         "genesis has two entries"
     );
+    // A stop saves the projection only once the derived state has been
+    // checked against the log, which finishes after `/readyz`.
+    let client = verifier::client::Client::new(&base, None);
+    assert!(
+        common::within_30s(|| common::metric(&client, "ledger_derived_check_status") == 1.0),
+        "the derived state was never checked"
+    );
     let _ = Command::new("kill").arg(server.id().to_string()).status();
     let _ = server.wait();
     let out = run(&["verify", "--quiet", "--data-dir", d]);

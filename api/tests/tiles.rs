@@ -281,7 +281,11 @@ fn serve_keeps_a_tiles_directory_up_to_date() {
     assert!(within_30s(synced), "the directory never reached {size}");
     let f = files(&dir);
     assert!(f.contains(&format!("tile/entries/000.p/{size}")), "{f:?}");
-    assert_eq!(common::metric(&c, "ledger_tiles_synced_size"), size as f64);
+    // The checkpoint file is written before the gauge is set: wait for both.
+    assert!(
+        within_30s(|| common::metric(&c, "ledger_tiles_synced_size") == size as f64),
+        "ledger_tiles_synced_size never reached {size}"
+    );
 }
 
 #[test]
