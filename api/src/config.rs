@@ -45,6 +45,10 @@ pub struct ServeConfig {
     /// `projection_save_secs`), which bounds what a start after a crash
     /// replays before it takes writes. Env: LEDGER_STATE_SNAPSHOT_ENTRIES.
     pub state_snapshot_entries: u64,
+    /// Seal the data file into a segment once it holds this many entries
+    /// and continue the log in a new one, so that what each commit writes
+    /// does not grow with the log (0: never). Env: LEDGER_SEGMENT_ENTRIES.
+    pub segment_entries: u64,
     /// Anchors directory. Default: <data_dir>/anchors. Env: LEDGER_ANCHORS_DIR.
     pub anchors_dir: Option<PathBuf>,
     /// Publish an anchor every this many seconds; 0 disables. Env: LEDGER_ANCHOR_INTERVAL_SECS.
@@ -125,6 +129,7 @@ impl Default for ServeConfig {
             window_days: 30,
             projection_save_secs: 60,
             state_snapshot_entries: 50_000,
+            segment_entries: ledger::store::SEGMENT_ENTRIES,
             anchors_dir: None,
             anchor_interval_secs: 86_400,
             anchor_keys: Vec::new(),

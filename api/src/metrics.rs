@@ -258,7 +258,7 @@ impl Metrics {
         );
         registry.register(
             "data_file_bytes",
-            "Size of the data file (ledger.redb)",
+            "Size of the data file (ledger.redb) and its sealed segments",
             data_file_bytes.clone(),
         );
         let requests_in_flight = Gauge::default();

@@ -5,6 +5,10 @@
 //! - every acknowledged write is present with the same index and leaf hash;
 //! - it is consistent with every checkpoint it handed out before the crash.
 //!
+//! The server seals its data file into a segment every 64 entries
+//! (`--segment-entries`), so kills also land inside seals: before the new
+//! data file is renamed over the old one, and after.
+//!
 //! It prints the distribution of recovery times over the restarts (spawn
 //! to `/healthz`, to the event state caught up, to `/readyz`): figures for
 //! docs/TESTS.md, never asserted (performance is measured in bench/).
@@ -63,8 +67,14 @@ impl Recovery {
 fn start(data: &str, times: &mut Recovery) -> (std::process::Child, String) {
     let t0 = std::time::Instant::now();
     let ms = || t0.elapsed().as_secs_f64() * 1000.0;
-    let (child, base) =
-        common::spawn_ledger_live(&["--data-dir", data, "--anchor-interval-secs", "0"]);
+    let (child, base) = common::spawn_ledger_live(&[
+        "--data-dir",
+        data,
+        "--anchor-interval-secs",
+        "0",
+        "--segment-entries",
+        "64",
+    ]);
     times.healthz.push(ms());
     let c = Client::new(&base, None);
     while c
@@ -220,4 +230,9 @@ fn sigkill_under_load_50_times_loses_no_acknowledged_write() {
     );
     assert_eq!(lost, 0);
     assert!(all.len() > KILLS, "too little load to mean anything");
+    let sealed = std::fs::read_dir(data.join(ledger::store::SEGMENTS_DIR))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    eprintln!("segments sealed: {sealed}");
+    assert!(sealed > 1, "the kills never met a sealed data file");
 }

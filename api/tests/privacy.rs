@@ -50,24 +50,36 @@ fn verify_dir(dir: &std::path::Path) -> (Option<i32>, String) {
 /// one score and one revocation carrying secrets. Returns the auditor's
 /// token.
 fn server_with_secrets() -> (TestServer, String) {
-    secrets_on(TestServer::start)
+    secrets_on(TestServer::start, None)
 }
 
 /// [`server_with_secrets`] on a log kept in the redb data file, for the
 /// tests that read or change `private.keys` and the data file themselves.
 fn server_with_secrets_in_file() -> (TestServer, String) {
-    secrets_on(TestServer::start_file)
+    secrets_on(TestServer::start_file, None)
+}
+
+/// [`server_with_secrets_in_file`] whose data file is sealed into a segment
+/// every few entries: the secrets' rows end up in sealed segments, and the
+/// redactions are carried from one data file to the next.
+fn server_with_secrets_in_segments() -> (TestServer, String) {
+    secrets_on(TestServer::start_file, Some(5))
 }
 
 /// How a test server is started with settings changed.
 type Tweak = Box<dyn FnOnce(&mut api::config::ServeConfig)>;
 
-fn secrets_on(start: fn(Tweak) -> TestServer) -> (TestServer, String) {
+fn secrets_on(start: fn(Tweak) -> TestServer, seal_every: Option<u64>) -> (TestServer, String) {
     let readers = tempfile::NamedTempFile::new().expect("readers");
     let (token, line) = api::readers::new_token("auditor", "test-auditor").expect("token");
     std::fs::write(readers.path(), format!("{line}\n")).expect("write");
     let path = readers.into_temp_path().keep().expect("keep");
-    let s = start(Box::new(move |c| c.readers_file = Some(path)));
+    let s = start(Box::new(move |c| {
+        c.readers_file = Some(path);
+        if let Some(n) = seal_every {
+            c.segment_entries = n;
+        }
+    }));
     s.wait_ready();
     let c = s.client();
     seed(&s, &c);
@@ -393,6 +405,35 @@ fn verify_checks_every_kept_disclosure_and_finds_a_changed_key() {
 #[test]
 fn redaction_by_two_maintainers_keeps_every_proof_and_leaves_no_key_behind() {
     let (s, token) = server_with_secrets_in_file();
+    redaction_keeps_every_proof_and_leaves_no_key_behind(s, token);
+}
+
+/// The same with the data file sealed every few entries: the redacted
+/// entry's row is in a sealed segment, never written again, and its
+/// redaction is carried into each new data file.
+#[test]
+fn redaction_in_a_log_sealed_into_segments_keeps_every_proof_and_leaves_no_key_behind() {
+    let (s, token) = server_with_secrets_in_segments();
+    let sealed = || {
+        std::fs::read_dir(s.path().join(ledger::store::SEGMENTS_DIR))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    assert!(sealed() > 2, "the secrets were never sealed into a segment");
+    // Disclosures read from rows in sealed segments open their leaves.
+    let auditor = Client::new(&s.base, Some(token.clone()));
+    for e in all_entries(&auditor) {
+        let leaf = base64::engine::general_purpose::STANDARD
+            .decode(&e.leaf)
+            .expect("leaf");
+        let disclosures = e.disclosures.expect("disclosures for an auditor");
+        verifier::entries::check_disclosures(e.index, &leaf, &disclosures)
+            .unwrap_or_else(|err| panic!("{err}"));
+    }
+    redaction_keeps_every_proof_and_leaves_no_key_behind(s, token);
+}
+
+fn redaction_keeps_every_proof_and_leaves_no_key_behind(s: TestServer, token: String) {
     let c = s.client();
     let auditor = Client::new(&s.base, Some(token.clone()));
     let work = tempfile::tempdir().expect("work");

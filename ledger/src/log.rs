@@ -50,6 +50,11 @@ pub struct Config {
     pub max_entry_bytes: usize,
     /// The storage backend (fault injection in tests); `None` is the file.
     pub backend: Option<crate::store::BackendFactory>,
+    /// Entries the redb data file takes before it is sealed into a segment
+    /// and a new one started, so that the file each commit writes (and the
+    /// allocator state redb saves with it) stays bounded as the log grows;
+    /// 0 never seals. A PostgreSQL log ignores it.
+    pub segment_entries: u64,
 }
 
 impl Default for Config {
@@ -60,6 +65,7 @@ impl Default for Config {
             queue_capacity: 16 * 1024,
             max_entry_bytes: crate::tiles::MAX_ENTRY_BYTES,
             backend: None,
+            segment_entries: crate::store::SEGMENT_ENTRIES,
         }
     }
 }
@@ -321,6 +327,7 @@ struct Shared {
     dir: std::path::PathBuf,
     file: std::path::PathBuf,
     backend: Option<crate::store::BackendFactory>,
+    segment_entries: u64,
     head: RwLock<Head>,
     stats: Stats,
     watch: tokio::sync::watch::Sender<Head>,
@@ -553,6 +560,7 @@ impl<S: Sequencer> Ledger<S> {
         make: impl FnOnce(&Snapshot, Head) -> Result<S, Error>,
     ) -> Result<Ledger<S>, Error> {
         let store = Arc::new(Store::open_with(dir, config.backend.as_ref())?);
+        store.set_segment_entries(config.segment_entries);
         let (head, frontier, sequencer) = crate::store::guarded("checking the log", || {
             let snap = store.snapshot()?;
             let head = snap.head()?;
@@ -568,6 +576,7 @@ impl<S: Sequencer> Ledger<S> {
             dir: dir.to_path_buf(),
             file: dir.join(crate::store::DB_FILE),
             backend: config.backend.clone(),
+            segment_entries: config.segment_entries,
             head: RwLock::new(head),
             stats: Stats::default(),
             watch,

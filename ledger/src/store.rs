@@ -36,9 +36,9 @@ pub mod pg;
 
 pub(crate) use file::FORMAT_KEY;
 pub use file::{
-    file_backend, BackendFactory, MakeBackend, AUX, DB_FILE, ENTRIES, ENTRY_BUNDLES,
-    FORMAT_VERSION, HASHES, META, OLDEST_FORMAT, PRIVATE_PARTS, REDACTED_PARTS, V2_ENTRY_KEYS,
-    V2_LEAF_INDEX,
+    disk_bytes, file_backend, BackendFactory, MakeBackend, AUX, DB_FILE, ENTRIES, ENTRY_BUNDLES,
+    FORMAT_VERSION, HASHES, META, OLDEST_FORMAT, PRIVATE_PARTS, REDACTED_PARTS, SEGMENTS_DIR,
+    SEGMENT_ENTRIES, V2_ENTRY_KEYS, V2_LEAF_INDEX,
 };
 pub use pg::{Location, STORAGE_ENV, STORAGE_FILE};
 
@@ -434,6 +434,15 @@ impl Store {
         match self {
             Store::File(s) => s.is_fallback(),
             Store::Postgres(_) => false,
+        }
+    }
+
+    /// How many entries a redb data file takes before it is sealed into a
+    /// segment ([`crate::Config::segment_entries`]); a PostgreSQL log has
+    /// no data file to seal.
+    pub fn set_segment_entries(&self, n: u64) {
+        if let Store::File(s) = self {
+            s.set_segment_entries(n);
         }
     }
 

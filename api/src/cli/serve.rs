@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// entries (0: only every --projection-save-secs).
     #[arg(long, env = "LEDGER_STATE_SNAPSHOT_ENTRIES")]
     state_snapshot_entries: Option<u64>,
+    /// Seal the data file into a segment once it holds this many entries
+    /// and continue in a new one (0: never).
+    #[arg(long, env = "LEDGER_SEGMENT_ENTRIES")]
+    segment_entries: Option<u64>,
     #[arg(long, env = "LEDGER_ANCHORS_DIR")]
     anchors_dir: Option<PathBuf>,
     #[arg(long, env = "LEDGER_ANCHOR_INTERVAL_SECS")]
@@ -123,6 +127,7 @@ fn serve_config(a: ServeArgs) -> anyhow::Result<ServeConfig> {
         state_snapshot_entries: a
             .state_snapshot_entries
             .unwrap_or(file.state_snapshot_entries),
+        segment_entries: a.segment_entries.unwrap_or(file.segment_entries),
         anchors_dir: a.anchors_dir.or(file.anchors_dir),
         anchor_interval_secs: a.anchor_interval_secs.unwrap_or(file.anchor_interval_secs),
         anchor_keys: if a.anchor_keys.is_empty() {

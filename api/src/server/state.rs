@@ -151,7 +151,7 @@ impl AppState {
             last_batch: stats.last_batch_size.load(Ordering::Relaxed),
             read_only: stats.read_only.load(Ordering::Relaxed),
             requests_in_flight: self.requests_in_flight(),
-            data_file_bytes: std::fs::metadata(log.path()).ok().map(|m| m.len()),
+            data_file_bytes: ledger::store::disk_bytes(log.path()),
             appends: stats.appends.load(Ordering::Relaxed),
             batches: stats.batches.load(Ordering::Relaxed),
             commit_failures: stats.commit_failures.load(Ordering::Relaxed),
@@ -188,13 +188,17 @@ impl AppState {
     }
 
     /// [`AppState::open`] with the log's own settings (a storage backend
-    /// that injects faults, in tests).
+    /// that injects faults, in tests); `segment_entries` is `config`'s.
     pub fn open_with_storage(
         config: ServeConfig,
         log_key: LogKey,
         clock: Arc<dyn Clock>,
         storage: ledger::Config,
     ) -> anyhow::Result<AppState> {
+        let storage = ledger::Config {
+            segment_entries: config.segment_entries,
+            ..storage
+        };
         // O(log n): the event state is caught up in the background
         // (`checks::load_event_state`), so the server listens at once and
         // serves checked reads, proofs and checkpoints meanwhile; writes

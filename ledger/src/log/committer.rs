@@ -830,6 +830,7 @@ fn reopen(shared: &Shared) -> Result<(Head, Frontier), Error> {
     for _ in 0..20 {
         match open_checked(&shared.dir, shared.backend.as_ref(), Store::open_with) {
             Ok((store, head, frontier)) => {
+                store.set_segment_entries(shared.segment_entries);
                 *shared.store.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(store));
                 shared.stats.read_only.store(false, Ordering::Relaxed);
                 return Ok((head, frontier));

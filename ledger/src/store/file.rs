@@ -82,8 +82,21 @@ pub(crate) const PRIVATE_NEXT_SLOT_KEY: &str = "private_next_slot";
 
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
+/// The directory beside the data file that holds sealed segments.
+pub const SEGMENTS_DIR: &str = "segments";
+/// The next data file while a seal builds it; renamed over [`DB_FILE`].
+const NEXT_FILE: &str = "ledger.redb.next";
+/// Entries the data file takes before it is sealed into a segment and a new
+/// one started ([`crate::Config::segment_entries`]).
+pub const SEGMENT_ENTRIES: u64 = 1 << 20;
+/// `meta` key: the log sizes at which segments were sealed (u64 BE each,
+/// increasing); absent when none was.
+const SEGMENTS_KEY: &str = "segments";
+/// The page cache of each sealed segment: reads there are of old entries
+/// and proofs' lower levels; the OS page cache serves the rest.
+const SEGMENT_CACHE: usize = 4 << 20;
 /// The on-disk format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest on-disk format this build reads (and migrates).
 pub const OLDEST_FORMAT: u32 = 1;
 
@@ -159,10 +172,21 @@ impl redb::StorageBackend for BoxedBackend {
     }
 }
 
-/// The log's storage: one redb database in the data directory.
+/// The log's storage: one redb database in the data directory, and the
+/// sealed segments it continues.
 pub struct FileStore {
-    db: ClosingDb,
+    files: std::sync::RwLock<Arc<Files>>,
     path: PathBuf,
+    /// The storage backend the data file is opened on (fault injection).
+    backend: Option<BackendFactory>,
+    /// Entries the data file takes before it is sealed; 0 never seals.
+    seal_every: std::sync::atomic::AtomicU64,
+    /// After a seal failed: the size of the log at which to try again.
+    seal_retry_at: std::sync::atomic::AtomicU64,
+    /// Held by every write to the data file (a commit, a save of derived
+    /// state, a seal), so that a seal copies what it carries over with no
+    /// write in between.
+    writing: Mutex<()>,
     /// Opened read-only over [`crate::overlay::Overlay`] while storage fails.
     fallback: bool,
     /// Held by every [`FileSnapshot`]: how the log knows when the last reader of
@@ -203,7 +227,7 @@ impl FileStore {
                         .map_err(storage)?
                 }
             };
-            let mut store = FileStore::new(db, path.clone(), false);
+            let mut store = FileStore::new(db, path.clone(), false, backend.cloned());
             store.init()?;
             if store.format()? < 2 {
                 store.migrate_v1()?;
@@ -211,6 +235,7 @@ impl FileStore {
             if store.format()? < 3 {
                 store.migrate_v2()?;
             }
+            store.load_segments(true)?;
             Ok(store)
         })?;
         if created {
@@ -236,16 +261,30 @@ impl FileStore {
         let overlay = crate::overlay::Overlay::new(base).map_err(io)?;
         guarded("opening a read-only view", || {
             let db = builder().create_with_backend(overlay).map_err(storage)?;
-            let store = FileStore::new(db, path.clone(), true);
+            let mut store = FileStore::new(db, path.clone(), true, None);
             store.init()?;
+            store.load_segments(false)?;
             Ok(store)
         })
     }
 
-    fn new(db: Database, path: PathBuf, fallback: bool) -> FileStore {
+    fn new(
+        db: Database,
+        path: PathBuf,
+        fallback: bool,
+        backend: Option<BackendFactory>,
+    ) -> FileStore {
         FileStore {
-            db: ClosingDb(Some(db)),
+            files: std::sync::RwLock::new(Arc::new(Files {
+                live: Arc::new(ClosingDb(Some(db))),
+                sealed: Vec::new(),
+                live_from: Bounds::default(),
+            })),
             path,
+            backend,
+            seal_every: std::sync::atomic::AtomicU64::new(SEGMENT_ENTRIES),
+            seal_retry_at: std::sync::atomic::AtomicU64::new(0),
+            writing: Mutex::new(()),
             fallback,
             lease: std::sync::Arc::new(()),
             upper: Arc::new(UpperHashes::new()),
@@ -283,8 +322,9 @@ impl FileStore {
         }
         guarded("opening", || {
             let db = builder().open(&path).map_err(storage)?;
-            let store = FileStore::new(db, path.clone(), false);
+            let mut store = FileStore::new(db, path.clone(), false, None);
             store.check_format()?;
+            store.load_segments(false)?;
             Ok(store)
         })
     }
@@ -327,7 +367,7 @@ impl FileStore {
 
     /// The format version recorded in the data file.
     pub fn format(&self) -> Result<u32, Error> {
-        let txn = self.db.begin_read().map_err(storage)?;
+        let txn = self.live().begin_read().map_err(storage)?;
         let meta = txn.open_table(META).map_err(storage)?;
         read_format(&meta)
     }
@@ -343,7 +383,7 @@ impl FileStore {
     /// reported at the same index after migration.
     fn migrate_v1(&mut self) -> Result<(), Error> {
         let total = {
-            let txn = self.db.begin_read().map_err(storage)?;
+            let txn = self.live().begin_read().map_err(storage)?;
             let t = txn.open_table(ENTRIES).map_err(storage)?;
             t.len().map_err(storage)?
         };
@@ -402,8 +442,14 @@ impl FileStore {
                 break;
             }
         }
-        // Give the old rows' pages back to the file system.
-        let compacted = self.db.compact().map_err(storage)?;
+        // Give the old rows' pages back to the file system (the file is
+        // not shared yet: nothing else holds it while the store opens).
+        let compacted = match Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner()))
+            .and_then(|f| Arc::get_mut(&mut f.live))
+        {
+            Some(db) => db.compact().map_err(storage)?,
+            None => false,
+        };
         tracing::info!(
             seconds = started.elapsed().as_secs_f64(),
             compacted,
@@ -414,7 +460,7 @@ impl FileStore {
 
     /// Whether the file has its format record and every table.
     fn is_complete(&self) -> Result<bool, Error> {
-        let txn = self.db.begin_read().map_err(storage)?;
+        let txn = self.live().begin_read().map_err(storage)?;
         let has_format = match txn.open_table(META) {
             Ok(meta) => meta.get(FORMAT_KEY).map_err(storage)?.is_some(),
             Err(_) => false,
@@ -447,7 +493,7 @@ impl FileStore {
     }
 
     fn needs_aux(&self) -> Result<bool, Error> {
-        let txn = self.db.begin_read().map_err(storage)?;
+        let txn = self.live().begin_read().map_err(storage)?;
         Ok(txn.open_table(AUX).is_err())
     }
 
@@ -459,15 +505,13 @@ impl FileStore {
     /// the last commit before the unclean end had it, so every write path
     /// takes its transaction here.
     fn begin_durable(&self) -> Result<redb::WriteTransaction, Error> {
-        let mut txn = self.db.begin_write().map_err(storage)?;
-        txn.set_durability(Durability::Immediate).map_err(storage)?;
-        txn.set_quick_repair(true);
-        Ok(txn)
+        begin_durable(&self.live())
     }
 
     /// Saves derived state under `name`, durably, in its own transaction.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
         self.refuse_if_fallback()?;
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         let txn = self.begin_durable()?;
         {
             let mut t = txn.open_table(AUX).map_err(storage)?;
@@ -478,7 +522,7 @@ impl FileStore {
 
     /// Derived state saved under `name`, if any.
     pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        let txn = self.db.begin_read().map_err(storage)?;
+        let txn = self.live().begin_read().map_err(storage)?;
         let t = match txn.open_table(AUX) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
@@ -508,11 +552,13 @@ impl FileStore {
 
     /// A consistent read snapshot.
     pub fn snapshot(&self) -> Result<FileSnapshot, Error> {
-        let txn = self.db.begin_read().map_err(storage)?;
+        let files = self.files();
+        let txn = files.live.begin_read().map_err(storage)?;
         FileSnapshot::new(
             txn,
             std::sync::Arc::clone(&self.lease),
             Arc::clone(&self.upper),
+            files,
         )
     }
 
@@ -527,6 +573,7 @@ impl FileStore {
         new_head: &Head,
     ) -> Result<(), Error> {
         self.refuse_if_fallback()?;
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         let txn = self.begin_durable()?;
         if !private.rows.is_empty() {
             let mut t = txn.open_table(PRIVATE_PARTS).map_err(storage)?;
@@ -578,8 +625,412 @@ impl FileStore {
             meta.insert(HEAD_KEY, new_head.encode().as_slice())
                 .map_err(storage)?;
         }
-        txn.commit().map_err(storage)
+        txn.commit().map_err(storage)?;
+        self.seal_if_due(new_head)
     }
+}
+
+/// A write transaction on `db` that commits durably
+/// ([`Durability::Immediate`]) and with quick repair (see
+/// [`FileStore::begin_durable`]).
+fn begin_durable(db: &Database) -> Result<redb::WriteTransaction, Error> {
+    let mut txn = db.begin_write().map_err(storage)?;
+    txn.set_durability(Durability::Immediate).map_err(storage)?;
+    txn.set_quick_repair(true);
+    Ok(txn)
+}
+
+/// Where each kind of row of a log of `size` entries ends: a segment sealed
+/// at that size holds the rows below these bounds, the files after it the
+/// rows from them on.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Bounds {
+    /// Entries, to the last whole bundle: the bundle the head is in
+    /// continues in the next file.
+    entries: u64,
+    /// Stored hashes: every one the first `size` leaves wrote.
+    hashes: u64,
+    /// Private parts (rows keyed by entry index).
+    private: u64,
+}
+
+impl Bounds {
+    fn at(size: u64) -> Bounds {
+        Bounds {
+            entries: size / BUNDLE_SIZE * BUNDLE_SIZE,
+            hashes: crate::merkle::stored_hash_count(size),
+            private: size,
+        }
+    }
+}
+
+/// A sealed segment: a former data file, never written again, holding the
+/// rows between two bounds.
+struct Segment {
+    /// The log's size when it was sealed.
+    sealed_at: u64,
+    from: Bounds,
+    to: Bounds,
+    path: PathBuf,
+    /// Opened on first read.
+    db: OnceLock<Arc<ClosingDb>>,
+}
+
+impl Segment {
+    /// The segment's database, opened read-only on first use: over
+    /// [`crate::overlay::Overlay`], so that nothing (not even redb's repair
+    /// of a file the process that sealed it never closed) writes the file.
+    fn db(&self) -> Result<&Arc<ClosingDb>, Error> {
+        opened(&self.db, || {
+            let io = |e| storage(redb::StorageError::Io(e));
+            let base = crate::overlay::Base::open_file(&self.path).map_err(io)?;
+            let overlay = crate::overlay::Overlay::new(base).map_err(io)?;
+            guarded("opening a sealed segment", || {
+                let mut b = Database::builder();
+                b.set_cache_size(SEGMENT_CACHE);
+                let db = b.create_with_backend(overlay).map_err(storage)?;
+                Ok(Arc::new(ClosingDb(Some(db))))
+            })
+        })
+    }
+}
+
+/// The data file and the segments it continues, as one snapshot sees them.
+struct Files {
+    live: Arc<ClosingDb>,
+    /// In order; each one's `from` is the previous one's `to`.
+    sealed: Vec<Arc<Segment>>,
+    /// Where the data file's rows start: the last segment's `to`.
+    live_from: Bounds,
+}
+
+impl Files {
+    /// The sealed segment that holds the row `index` of the kind `of`
+    /// picks, or `None` for the data file.
+    fn segment(&self, index: u64, of: fn(&Bounds) -> u64) -> Option<usize> {
+        if index >= of(&self.live_from) {
+            return None;
+        }
+        Some(self.sealed.partition_point(|s| of(&s.to) <= index))
+    }
+}
+
+/// The bytes of the data file at `data_file` and of the sealed segments
+/// beside it; `None` when there is no data file.
+pub fn disk_bytes(data_file: &Path) -> Option<u64> {
+    let live = std::fs::metadata(data_file).ok()?.len();
+    let dir = data_file
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(SEGMENTS_DIR);
+    let sealed: u64 = std::fs::read_dir(dir)
+        .map(|list| {
+            list.filter_map(|f| f.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0);
+    Some(live + sealed)
+}
+
+fn segment_name(sealed_at: u64) -> String {
+    format!("{sealed_at:020}.redb")
+}
+
+fn encode_segments(sizes: &[u64]) -> Vec<u8> {
+    sizes.iter().flat_map(|s| s.to_be_bytes()).collect()
+}
+
+fn decode_segments(bytes: &[u8], head: u64) -> Result<Vec<u64>, Error> {
+    let bad = || -> Error {
+        Corruption::new(0, CorruptionKind::Malformed, "the list of sealed segments").into()
+    };
+    if bytes.len() % 8 != 0 {
+        return Err(bad());
+    }
+    let sizes: Vec<u64> = bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_be_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    let increasing = sizes.windows(2).all(|w| w[0] < w[1]);
+    if !increasing || sizes.first() == Some(&0) || sizes.last().is_some_and(|&l| l > head) {
+        return Err(bad());
+    }
+    Ok(sizes)
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    storage(redb::StorageError::Io(e))
+}
+
+impl FileStore {
+    fn files(&self) -> Arc<Files> {
+        Arc::clone(&self.files.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn live(&self) -> Arc<ClosingDb> {
+        Arc::clone(&self.files().live)
+    }
+
+    /// How many entries the data file takes before it is sealed into a
+    /// segment and a new one started; 0 never seals.
+    pub fn set_segment_entries(&self, n: u64) {
+        self.seal_every
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Reads the list of sealed segments from the data file and checks that
+    /// each is there. `tidy` (the writer's open) also removes what a seal
+    /// that did not finish left: a next data file never renamed, a
+    /// segment the data file does not list.
+    fn load_segments(&mut self, tidy: bool) -> Result<(), Error> {
+        let dir = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let sizes = {
+            let txn = self.live().begin_read().map_err(storage)?;
+            let meta = txn.open_table(META).map_err(storage)?;
+            let head = meta
+                .get(HEAD_KEY)
+                .map_err(storage)?
+                .and_then(|v| Head::decode(v.value()))
+                .ok_or_else(|| Corruption::new(0, CorruptionKind::Malformed, "head record"))?;
+            match meta.get(SEGMENTS_KEY).map_err(storage)? {
+                Some(v) => decode_segments(v.value(), head.size)?,
+                None => Vec::new(),
+            }
+        };
+        let segdir = dir.join(SEGMENTS_DIR);
+        if tidy {
+            match std::fs::remove_file(dir.join(NEXT_FILE)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(e)),
+                _ => {}
+            }
+            if let Ok(list) = std::fs::read_dir(&segdir) {
+                let listed: std::collections::HashSet<String> =
+                    sizes.iter().map(|&s| segment_name(s)).collect();
+                for f in list {
+                    let f = f.map_err(io_error)?;
+                    let name = f.file_name().to_string_lossy().into_owned();
+                    if !listed.contains(&name) {
+                        tracing::warn!(file = %f.path().display(), "removing a segment that no data file lists (a seal that did not finish)");
+                        std::fs::remove_file(f.path()).map_err(io_error)?;
+                    }
+                }
+            }
+        }
+        let mut sealed = Vec::with_capacity(sizes.len());
+        let mut from = Bounds::default();
+        for size in sizes {
+            let to = Bounds::at(size);
+            let path = segdir.join(segment_name(size));
+            if !path.is_file() {
+                return Err(Corruption::new(
+                    from.entries,
+                    CorruptionKind::MissingEntry,
+                    format!("the sealed segment {} is missing", path.display()),
+                )
+                .into());
+            }
+            sealed.push(Arc::new(Segment {
+                sealed_at: size,
+                from,
+                to,
+                path,
+                db: OnceLock::new(),
+            }));
+            from = to;
+        }
+        let files = Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner()))
+            .ok_or_else(|| {
+                Corruption::new(
+                    0,
+                    CorruptionKind::Malformed,
+                    "the data file is already shared",
+                )
+            })?;
+        files.sealed = sealed;
+        files.live_from = from;
+        Ok(())
+    }
+
+    /// Seals the data file into a segment once it holds the configured
+    /// number of entries (after `head`'s commit). A seal that fails before
+    /// the new data file takes the old one's name changes nothing and is
+    /// tried again later; one that fails after it is a storage failure.
+    fn seal_if_due(&self, head: &Head) -> Result<(), Error> {
+        use std::sync::atomic::Ordering;
+        let every = self.seal_every.load(Ordering::Relaxed);
+        if every == 0 || self.fallback {
+            return Ok(());
+        }
+        let files = self.files();
+        if head.size - files.live_from.private < every
+            || head.size < self.seal_retry_at.load(Ordering::Relaxed)
+        {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        match self.seal(&files, head) {
+            Ok(()) => {
+                tracing::info!(
+                    size = head.size,
+                    segments = files.sealed.len() + 1,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "sealed the data file into a segment; a new data file continues the log"
+                );
+                Ok(())
+            }
+            Err(SealError::Before(e)) => {
+                self.seal_retry_at
+                    .store(head.size + every / 16 + 1, Ordering::Relaxed);
+                tracing::error!(error = %e, size = head.size, "could not seal the data file; it keeps taking entries and the seal is tried again");
+                Ok(())
+            }
+            Err(SealError::After(e)) => Err(e),
+        }
+    }
+
+    /// Seals the data file at `head`: a new data file gets what the log
+    /// carries on with (the head and the rest of `meta`, the bundle the
+    /// head is in, derived state, the list of redactions, and the list of
+    /// segments with this one added); the old file is linked into
+    /// [`SEGMENTS_DIR`]; the new one is renamed over it. Until that rename
+    /// the old file is the log (a crash leaves it, and the writer's open
+    /// removes the rest); from it on, the new one is.
+    fn seal(&self, files: &Arc<Files>, head: &Head) -> Result<(), SealError> {
+        let before = SealError::Before;
+        let dir = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let next = dir.join(NEXT_FILE);
+        match std::fs::remove_file(&next) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(before(io_error(e))),
+            _ => {}
+        }
+        let db = match &self.backend {
+            None => builder().create(&next).map_err(storage),
+            Some(f) => (f.0)(&next).map_err(io_error).and_then(|b| {
+                builder()
+                    .create_with_backend(BoxedBackend(b))
+                    .map_err(storage)
+            }),
+        }
+        .map_err(before)?;
+        self.carry_over(&files.live, &db, files, head)
+            .map_err(before)?;
+        let segdir = dir.join(SEGMENTS_DIR);
+        let linked = segdir.join(segment_name(head.size));
+        (|| {
+            if !segdir.is_dir() {
+                std::fs::create_dir_all(&segdir).map_err(io_error)?;
+                sync_dir(&dir)?;
+            }
+            match std::fs::remove_file(&linked) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(e)),
+                _ => {}
+            }
+            std::fs::hard_link(&self.path, &linked).map_err(io_error)?;
+            sync_dir(&segdir)?;
+            std::fs::rename(&next, &self.path).map_err(io_error)
+        })()
+        .map_err(before)?;
+        // From here on the new file is the log: nothing may be written to
+        // the old one, whatever happens next.
+        let mut sealed = files.sealed.clone();
+        sealed.push(Arc::new(Segment {
+            sealed_at: head.size,
+            from: files.live_from,
+            to: Bounds::at(head.size),
+            path: linked,
+            db: OnceLock::new(),
+        }));
+        *self.files.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Files {
+            live: Arc::new(ClosingDb(Some(db))),
+            sealed,
+            live_from: Bounds::at(head.size),
+        });
+        sync_dir(&dir).map_err(SealError::After)
+    }
+
+    /// Writes into `next`, in one durable transaction, what the log carries
+    /// on with from `live` at `head` (see [`FileStore::seal`]).
+    fn carry_over(
+        &self,
+        live: &Database,
+        next: &Database,
+        files: &Files,
+        head: &Head,
+    ) -> Result<(), Error> {
+        let read = live.begin_read().map_err(storage)?;
+        let write = begin_durable(next)?;
+        {
+            let from = read.open_table(META).map_err(storage)?;
+            let mut to = write.open_table(META).map_err(storage)?;
+            for kv in from.iter().map_err(storage)? {
+                let (k, v) = kv.map_err(storage)?;
+                to.insert(k.value(), v.value()).map_err(storage)?;
+            }
+            let mut sizes: Vec<u64> = files.sealed.iter().map(|s| s.sealed_at).collect();
+            sizes.push(head.size);
+            to.insert(SEGMENTS_KEY, encode_segments(&sizes).as_slice())
+                .map_err(storage)?;
+            to.insert(FORMAT_KEY, FORMAT_VERSION.to_be_bytes().as_slice())
+                .map_err(storage)?;
+            let stored = to
+                .get(HEAD_KEY)
+                .map_err(storage)?
+                .and_then(|v| Head::decode(v.value()));
+            if stored.as_ref() != Some(head) {
+                return Err(Corruption::new(
+                    head.size,
+                    CorruptionKind::Malformed,
+                    "the head changed while the data file was sealed",
+                )
+                .into());
+            }
+        }
+        {
+            let mut to = write.open_table(ENTRY_BUNDLES).map_err(storage)?;
+            if head.size % BUNDLE_SIZE != 0 {
+                let key = bundle_of(head.size);
+                let from = read.open_table(ENTRY_BUNDLES).map_err(storage)?;
+                let v = from.get(key).map_err(storage)?.ok_or_else(|| {
+                    Corruption::new(
+                        key * BUNDLE_SIZE,
+                        CorruptionKind::MissingEntry,
+                        "the bundle the head is in is absent",
+                    )
+                })?;
+                to.insert(key, v.value()).map_err(storage)?;
+            }
+        }
+        write.open_table(HASHES).map_err(storage)?;
+        {
+            let mut to = write.open_table(AUX).map_err(storage)?;
+            if let Ok(from) = read.open_table(AUX) {
+                for kv in from.iter().map_err(storage)? {
+                    let (k, v) = kv.map_err(storage)?;
+                    to.insert(k.value(), v.value()).map_err(storage)?;
+                }
+            }
+        }
+        match read.open_table(REDACTED_PARTS) {
+            Ok(from) => {
+                let mut to = write.open_table(REDACTED_PARTS).map_err(storage)?;
+                for kv in from.iter().map_err(storage)? {
+                    let (k, v) = kv.map_err(storage)?;
+                    to.insert(k.value(), v.value()).map_err(storage)?;
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(storage(e)),
+        }
+        write.commit().map_err(storage)
+    }
+}
+
+/// Where a seal failed: before the new data file took the old one's name
+/// (nothing changed), or after (the new file is the log).
+enum SealError {
+    Before(Error),
+    After(Error),
 }
 
 type BundleTable<'t> = redb::Table<'t, u64, &'static [u8]>;
@@ -695,7 +1146,19 @@ pub struct FileSnapshot {
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
     aux: OnceLock<ReadOnlyTable<&'static str, &'static [u8]>>,
     upper: Arc<UpperHashes>,
+    /// The data file and the sealed segments as of this snapshot.
+    files: Arc<Files>,
+    /// Each sealed segment's tables, opened on first read.
+    segments: Vec<OnceLock<SegmentTables>>,
     _lease: std::sync::Arc<()>,
+}
+
+/// A read transaction on a sealed segment and the tables it holds.
+struct SegmentTables {
+    bundles: ReadOnlyTable<u64, &'static [u8]>,
+    hashes: ReadOnlyTable<u64, [u8; 32]>,
+    private: Option<ReadOnlyTable<u64, &'static [u8]>>,
+    _txn: ReadTransaction,
 }
 
 /// The value in `cell`, opening it with `open` the first time.
@@ -712,10 +1175,13 @@ impl FileSnapshot {
         txn: ReadTransaction,
         lease: std::sync::Arc<()>,
         upper: Arc<UpperHashes>,
+        files: Arc<Files>,
     ) -> Result<FileSnapshot, Error> {
         let meta = txn.open_table(META).map_err(storage)?;
         let bundled = read_format(&meta)? >= 2;
         Ok(FileSnapshot {
+            segments: files.sealed.iter().map(|_| OnceLock::new()).collect(),
+            files,
             _lease: lease,
             entries: OnceLock::new(),
             bundled,
@@ -726,6 +1192,40 @@ impl FileSnapshot {
             upper,
             txn,
         })
+    }
+
+    /// The tables of sealed segment `i`.
+    fn segment(&self, i: usize) -> Result<&SegmentTables, Error> {
+        opened(&self.segments[i], || {
+            let txn = self.files.sealed[i].db()?.begin_read().map_err(storage)?;
+            let private = match txn.open_table(PRIVATE_PARTS) {
+                Ok(t) => Some(t),
+                Err(redb::TableError::TableDoesNotExist(_)) => None,
+                Err(e) => return Err(storage(e)),
+            };
+            Ok(SegmentTables {
+                bundles: txn.open_table(ENTRY_BUNDLES).map_err(storage)?,
+                hashes: txn.open_table(HASHES).map_err(storage)?,
+                private,
+                _txn: txn,
+            })
+        })
+    }
+
+    /// The table that holds entry `index`'s bundle.
+    fn bundles_for(&self, index: u64) -> Result<&ReadOnlyTable<u64, &'static [u8]>, Error> {
+        match self.files.segment(index, |b| b.entries) {
+            None => self.entries(),
+            Some(i) => Ok(&self.segment(i)?.bundles),
+        }
+    }
+
+    /// The table that holds the stored hash `index`.
+    fn hashes_for(&self, index: u64) -> Result<&ReadOnlyTable<u64, [u8; 32]>, Error> {
+        match self.files.segment(index, |b| b.hashes) {
+            None => Ok(&self.hashes),
+            Some(i) => Ok(&self.segment(i)?.hashes),
+        }
     }
 
     fn entries(&self) -> Result<&ReadOnlyTable<u64, &'static [u8]>, Error> {
@@ -775,7 +1275,11 @@ impl FileSnapshot {
         if let Some(b) = recent.as_ref().filter(|b| b.key() == key) {
             return Ok(Some(Arc::clone(b)));
         }
-        let Some(v) = self.entries()?.get(key).map_err(storage)? else {
+        let Some(v) = self
+            .bundles_for(key * BUNDLE_SIZE)?
+            .get(key)
+            .map_err(storage)?
+        else {
             return Ok(None);
         };
         let b = Arc::new(EntryBundle::decode(key, v.value())?);
@@ -787,13 +1291,23 @@ impl FileSnapshot {
     /// chain hash ‖ leaf bytes). Each bundle is decoded once. A read error
     /// or a bundle that does not decode ends the iteration with its error.
     pub fn records_from(&self, start: u64) -> Result<FileRecords, Error> {
-        let from = if self.bundled {
-            bundle_of(start)
+        let mut ranges = std::collections::VecDeque::new();
+        if !self.bundled {
+            ranges.push_back(self.entries()?.range(start..).map_err(storage)?);
         } else {
-            start
-        };
+            let first = bundle_of(start);
+            for (i, seg) in self.files.sealed.iter().enumerate() {
+                let (lo, hi) = (seg.from.entries / BUNDLE_SIZE, seg.to.entries / BUNDLE_SIZE);
+                if hi > first && hi > lo {
+                    let t = &self.segment(i)?.bundles;
+                    ranges.push_back(t.range(first.max(lo)..hi).map_err(storage)?);
+                }
+            }
+            let lo = self.files.live_from.entries / BUNDLE_SIZE;
+            ranges.push_back(self.entries()?.range(first.max(lo)..).map_err(storage)?);
+        }
         Ok(FileRecords {
-            range: self.entries()?.range(from..).map_err(storage)?,
+            ranges,
             bundled: self.bundled,
             start,
             pending: Vec::new().into_iter(),
@@ -803,7 +1317,17 @@ impl FileSnapshot {
 
     /// Every stored hash from stored hash index `start` on, in index order.
     pub fn hashes_from(&self, start: u64) -> Result<FileHashes, Error> {
-        Ok(FileHashes(self.hashes.range(start..).map_err(storage)?))
+        let mut ranges = std::collections::VecDeque::new();
+        for (i, seg) in self.files.sealed.iter().enumerate() {
+            let (lo, hi) = (seg.from.hashes, seg.to.hashes);
+            if hi > start && hi > lo {
+                let t = &self.segment(i)?.hashes;
+                ranges.push_back(t.range(start.max(lo)..hi).map_err(storage)?);
+            }
+        }
+        let lo = self.files.live_from.hashes;
+        ranges.push_back(self.hashes.range(start.max(lo)..).map_err(storage)?);
+        Ok(FileHashes(ranges))
     }
 
     /// The stored hash at a stored hash index, if any.
@@ -814,7 +1338,7 @@ impl FileSnapshot {
             Err(keep) => keep,
         };
         let found = self
-            .hashes
+            .hashes_for(stored_index)?
             .get(stored_index)
             .map_err(storage)?
             .map(|v| v.value());
@@ -826,18 +1350,41 @@ impl FileSnapshot {
 
     /// The largest entry index present, if any.
     pub fn last_entry_index(&self) -> Result<Option<u64>, Error> {
-        let Some((k, v)) = self.entries()?.last().map_err(storage)? else {
-            return Ok(None);
-        };
-        if !self.bundled {
-            return Ok(Some(k.value()));
+        if let Some((k, v)) = self.entries()?.last().map_err(storage)? {
+            if !self.bundled {
+                return Ok(Some(k.value()));
+            }
+            return Ok(EntryBundle::decode(k.value(), v.value())?.last_index());
         }
-        Ok(EntryBundle::decode(k.value(), v.value())?.last_index())
+        for i in (0..self.files.sealed.len()).rev() {
+            let seg = &self.files.sealed[i];
+            let t = &self.segment(i)?.bundles;
+            let range = seg.from.entries / BUNDLE_SIZE..seg.to.entries / BUNDLE_SIZE;
+            if let Some(kv) = t.range(range).map_err(storage)?.next_back() {
+                let (k, v) = kv.map_err(storage)?;
+                return Ok(EntryBundle::decode(k.value(), v.value())?.last_index());
+            }
+        }
+        Ok(None)
     }
 
     /// The largest stored hash index present, if any.
     pub fn last_hash_index(&self) -> Result<Option<u64>, Error> {
-        Ok(self.hashes.last().map_err(storage)?.map(|(k, _)| k.value()))
+        if let Some((k, _)) = self.hashes.last().map_err(storage)? {
+            return Ok(Some(k.value()));
+        }
+        for i in (0..self.files.sealed.len()).rev() {
+            let seg = &self.files.sealed[i];
+            let t = &self.segment(i)?.hashes;
+            if let Some(kv) = t
+                .range(seg.from.hashes..seg.to.hashes)
+                .map_err(storage)?
+                .next_back()
+            {
+                return Ok(Some(kv.map_err(storage)?.0.value()));
+            }
+        }
+        Ok(None)
     }
 
     /// How many key slots the rows of `private_parts` refer to.
@@ -879,6 +1426,12 @@ impl FileSnapshot {
     /// The row of entry `index` in `private_parts`, if it has one
     /// ([`crate::private`]).
     pub fn private_row(&self, index: u64) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(i) = self.files.segment(index, |b| b.private) {
+            return match &self.segment(i)?.private {
+                Some(t) => Ok(t.get(index).map_err(storage)?.map(|v| v.value().to_vec())),
+                None => Ok(None),
+            };
+        }
         match self.txn.open_table(PRIVATE_PARTS) {
             Ok(t) => Ok(t.get(index).map_err(storage)?.map(|v| v.value().to_vec())),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
@@ -925,7 +1478,7 @@ impl FileSnapshot {
                     Err(k) => k,
                 };
                 let h = self
-                    .hashes
+                    .hashes_for(i)?
                     .get(i)
                     .map_err(storage)?
                     .map(|v| v.value())
@@ -960,8 +1513,12 @@ impl FileSnapshot {
         if span > 4 * indexes.len() as u64 {
             return Ok(None);
         }
+        let of = |b: &Bounds| b.hashes;
+        if self.files.segment(lo, of) != self.files.segment(hi, of) {
+            return Ok(None);
+        }
         let mut window: Vec<Option<[u8; 32]>> = vec![None; span as usize];
-        for kv in self.hashes.range(lo..=hi).map_err(storage)? {
+        for kv in self.hashes_for(lo)?.range(lo..=hi).map_err(storage)? {
             let (k, v) = kv.map_err(storage)?;
             window[(k.value() - lo) as usize] = Some(v.value());
         }
@@ -977,25 +1534,35 @@ impl FileSnapshot {
     }
 }
 
-/// Stored hashes in index order ([`FileSnapshot::hashes_from`]).
-pub struct FileHashes(redb::Range<'static, u64, [u8; 32]>);
+/// Stored hashes in index order ([`FileSnapshot::hashes_from`]): the
+/// sealed segments' ranges, then the data file's.
+pub struct FileHashes(std::collections::VecDeque<redb::Range<'static, u64, [u8; 32]>>);
 
 impl Iterator for FileHashes {
     type Item = Result<(u64, Hash), Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        Some(
-            self.0
-                .next()?
-                .map(|(k, v)| (k.value(), Hash(v.value())))
-                .map_err(storage),
-        )
+        loop {
+            let range = self.0.front_mut()?;
+            match range.next() {
+                Some(r) => {
+                    return Some(
+                        r.map(|(k, v)| (k.value(), Hash(v.value())))
+                            .map_err(storage),
+                    )
+                }
+                None => {
+                    self.0.pop_front();
+                }
+            }
+        }
     }
 }
 
 /// Stored records in index order ([`FileSnapshot::records_from`]).
 pub struct FileRecords {
-    range: redb::Range<'static, u64, &'static [u8]>,
+    /// The sealed segments' ranges, then the data file's.
+    ranges: std::collections::VecDeque<redb::Range<'static, u64, &'static [u8]>>,
     bundled: bool,
     start: u64,
     pending: std::vec::IntoIter<(u64, Vec<u8>)>,
@@ -1013,7 +1580,16 @@ impl Iterator for FileRecords {
             if self.failed {
                 return None;
             }
-            let (k, v) = match self.range.next()? {
+            let next = loop {
+                let range = self.ranges.front_mut()?;
+                match range.next() {
+                    Some(r) => break r,
+                    None => {
+                        self.ranges.pop_front();
+                    }
+                }
+            };
+            let (k, v) = match next {
                 Ok(kv) => kv,
                 Err(e) => {
                     self.failed = true;
