@@ -235,6 +235,9 @@ impl FileStore {
             if store.format()? < 3 {
                 store.migrate_v2()?;
             }
+            if store.format()? < 4 {
+                store.migrate_v3()?;
+            }
             store.load_segments(true)?;
             Ok(store)
         })?;
@@ -489,6 +492,22 @@ impl FileStore {
             seconds = started.elapsed().as_secs_f64(),
             "upgraded the data file to format 3 (lookups kept beside it)"
         );
+        Ok(())
+    }
+
+    /// Records format 4: nothing in the file changes, but from now on the
+    /// log may continue past it in sealed segments (see
+    /// [`FileStore::seal`]), which a build that reads format 3 would not
+    /// see: it must refuse the file rather than read a shorter log.
+    fn migrate_v3(&mut self) -> Result<(), Error> {
+        let txn = self.begin_durable()?;
+        {
+            let mut meta = txn.open_table(META).map_err(storage)?;
+            meta.insert(FORMAT_KEY, 4u32.to_be_bytes().as_slice())
+                .map_err(storage)?;
+        }
+        txn.commit().map_err(storage)?;
+        tracing::info!("upgraded the data file to format 4 (it may continue in sealed segments)");
         Ok(())
     }
 
@@ -1615,5 +1634,72 @@ impl Iterator for FileRecords {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_of_segments_round_trips_and_a_malformed_one_is_refused() {
+        let sizes = [40, 81, 1 << 40];
+        assert_eq!(
+            decode_segments(&encode_segments(&sizes), 1 << 41).expect("decodes"),
+            sizes
+        );
+        assert_eq!(decode_segments(&[], 0).expect("none"), Vec::<u64>::new());
+        for (bytes, head) in [
+            (vec![0u8; 7], 100),                // not whole sizes
+            (encode_segments(&[40, 40]), 100),  // not increasing
+            (encode_segments(&[81, 40]), 100),  // decreasing
+            (encode_segments(&[0, 40]), 100),   // a segment of nothing
+            (encode_segments(&[40, 101]), 100), // beyond the head
+        ] {
+            let err = decode_segments(&bytes, head).expect_err("refused");
+            assert!(
+                matches!(&err, Error::Corrupt(c) if c.kind == CorruptionKind::Malformed),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_row_is_found_in_the_segment_whose_bounds_hold_it() {
+        let seg = |from: u64, to: u64| {
+            Arc::new(Segment {
+                sealed_at: to,
+                from: Bounds::at(from),
+                to: Bounds::at(to),
+                path: PathBuf::new(),
+                db: OnceLock::new(),
+            })
+        };
+        // Two seals inside one bundle (at 20 and 25) leave a segment with no
+        // whole bundle of its own.
+        let files = Files {
+            live: Arc::new(ClosingDb(None)),
+            sealed: vec![seg(0, 20), seg(20, 25), seg(25, 70)],
+            live_from: Bounds::at(70),
+        };
+        let entries = |b: &Bounds| b.entries;
+        assert_eq!(files.segment(0, entries), Some(0));
+        assert_eq!(files.segment(15, entries), Some(0));
+        // Entries 16..31 are the bundle the head was in at 20 and at 25:
+        // the segment sealed at 70 holds it whole.
+        assert_eq!(files.segment(16, entries), Some(2));
+        assert_eq!(files.segment(63, entries), Some(2));
+        assert_eq!(files.segment(64, entries), None);
+        let private = |b: &Bounds| b.private;
+        assert_eq!(files.segment(19, private), Some(0));
+        assert_eq!(files.segment(20, private), Some(1));
+        assert_eq!(files.segment(24, private), Some(1));
+        assert_eq!(files.segment(69, private), Some(2));
+        assert_eq!(files.segment(70, private), None);
+        let hashes = |b: &Bounds| b.hashes;
+        let last_sealed = crate::merkle::stored_hash_count(70);
+        assert_eq!(files.segment(last_sealed - 1, hashes), Some(2));
+        assert_eq!(files.segment(last_sealed, hashes), None);
+        assert_eq!(files.segment(0, hashes), Some(0));
     }
 }
