@@ -6,6 +6,7 @@
 use ledger::merkle::{verify_consistency, verify_inclusion};
 use ledger::store::{DB_FILE, SEGMENTS_DIR};
 use ledger::{verify_dir, Config, CorruptionKind, Error, Ledger};
+use testkit::RawDisk;
 
 const EVERY: u64 = 40;
 
@@ -189,4 +190,24 @@ fn a_missing_segment_is_a_missing_entry_not_a_shorter_log() {
         matches!(&err, Error::Corrupt(c) if c.kind == CorruptionKind::MissingEntry),
         "{err}"
     );
+}
+
+#[test]
+fn attack_an_entry_rewritten_in_a_sealed_segment_is_named_by_verify_and_refused_on_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), EVERY);
+    grow(&log, 0, 200);
+    drop(log);
+    let first = segments(dir.path()).remove(0);
+    RawDisk::open_file(&dir.path().join(SEGMENTS_DIR).join(first)).set_leaf(5, b"forged");
+    let err = verify_dir(dir.path(), &mut |_, _| {}).expect_err("caught");
+    assert!(
+        matches!(&err, Error::Corrupt(c) if (c.index, c.kind) == (5, CorruptionKind::Leaf)),
+        "{err}"
+    );
+    let log = open(dir.path(), EVERY);
+    match log.entry(5) {
+        Err(Error::Corrupt(c)) => assert_eq!((c.index, c.kind), (5, CorruptionKind::Leaf)),
+        other => panic!("tampered entry served: {other:?}"),
+    }
 }

@@ -85,6 +85,12 @@ impl RawDisk {
         }
     }
 
+    /// The tables of one redb file of a data directory: a sealed segment
+    /// (`segments/<size>.redb`) or the data file itself.
+    pub fn open_file(path: &Path) -> RawDisk {
+        RawDisk(Raw::File(Database::open(path).expect("raw open")))
+    }
+
     fn db(&self) -> &Database {
         match &self.0 {
             Raw::File(db) => db,

@@ -1,5 +1,6 @@
-//! The log in one redb file (`ledger.redb`): its tables, and the only code
-//! in the workspace that touches them.
+//! The log in a redb data file (`ledger.redb`) and the sealed segments it
+//! continues (`segments/`): their tables, and the only code in the
+//! workspace that touches them.
 //!
 //! ## Contract
 //! - **Durable when:** [`FileStore::commit`] returns `Ok` only after redb has
@@ -16,14 +17,22 @@
 //!   [`FileStore::open_existing`] refuses a directory without a log.
 //! - **Reads** are MVCC snapshots ([`FileSnapshot`]). They never block the writer
 //!   and never see a half-written batch.
+//! - **Sealed segments:** once the data file holds
+//!   [`crate::Config::segment_entries`] entries, the commit that reaches
+//!   that count also seals it ([`FileStore::seal`]): a new data file carries
+//!   on with the head, `meta`, `aux`, the redactions and the bundle the head
+//!   is in; the old file is linked into `segments/` and never written again.
+//!   A snapshot reads each row from the file whose bounds hold it
+//!   ([`Files::segment`]); docs/FORMAT.md §4 gives the layout.
 //!
-//! ## Tables (format version 3)
+//! ## Tables (format version 4)
 //! | table | key | value |
 //! |---|---|---|
 //! | `entry_bundles` | entry index / 16 (u64) | [`EntryBundle`]: up to 16 records of index ‖ length ‖ chain hash ‖ leaf bytes; zstd-compressed once full |
 //! | `hashes` | stored hash index (u64) | SHA-256 tree hash (32 bytes) |
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
+//! | `meta` | `"segments"` | the sizes the segments were sealed at (u64 BE each) |
 //! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
@@ -37,7 +46,8 @@
 //! writer's open ([`FileStore::open_with`]) migrates it to bundles, resumably,
 //! before it appends. Format version 2 also held the two lookups, as the
 //! tables `leaf_index` and `entry_keys` (with `meta/keys_through`), written
-//! in every commit; the writer's open drops them (docs/UPGRADES.md).
+//! in every commit; the writer's open drops them (docs/UPGRADES.md). Format
+//! version 3 had no segments; the writer's open records format 4.
 
 use std::path::{Path, PathBuf};
 
@@ -764,7 +774,7 @@ fn decode_segments(bytes: &[u8], head: u64) -> Result<Vec<u64>, Error> {
     let bad = || -> Error {
         Corruption::new(0, CorruptionKind::Malformed, "the list of sealed segments").into()
     };
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(bad());
     }
     let sizes: Vec<u64> = bytes
@@ -1007,7 +1017,7 @@ impl FileStore {
         }
         {
             let mut to = write.open_table(ENTRY_BUNDLES).map_err(storage)?;
-            if head.size % BUNDLE_SIZE != 0 {
+            if !head.size.is_multiple_of(BUNDLE_SIZE) {
                 let key = bundle_of(head.size);
                 let from = read.open_table(ENTRY_BUNDLES).map_err(storage)?;
                 let v = from.get(key).map_err(storage)?.ok_or_else(|| {
