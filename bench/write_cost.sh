@@ -13,6 +13,8 @@
 # 10M entries is followed by minutes of background checks; the server is
 # idle again between runs once the load generator has stopped). CLIENTS
 # (64) and BATCH (64; 1 posts one envelope per request) shape the load.
+# SERVER_LOG=FILE keeps the server's log (at LEDGER_LOG, `warn` by
+# default; `info` shows each seal of the data file and how long it took).
 # Where `perf` is installed, the instructions the server retired per event
 # are printed too (`perf stat`): a figure a noisy machine does not move.
 #
@@ -28,8 +30,8 @@ loadgen=${LOADGEN_BIN:-target/release/loadgen}
 [[ -e $dir ]] || "$bin" init --data-dir "$dir" > /dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base="http://127.0.0.1:$port"
-LEDGER_LOG=warn "$bin" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
-    --anchor-interval-secs 0 > /dev/null 2>&1 &
+LEDGER_LOG=${LEDGER_LOG:-warn} "$bin" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
+    --anchor-interval-secs 0 > "${SERVER_LOG:-/dev/null}" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
 until curl -fs "$base/readyz" > /dev/null 2>&1; do sleep 0.05; done

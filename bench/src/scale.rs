@@ -983,7 +983,8 @@ pub fn measure(cfg: &ScaleConfig) -> anyhow::Result<SizeReport> {
     rep.view_p99_us = pct(&mut lat, 0.99);
 
     let side = read_sidecar(&cfg.dir)?.ok_or_else(|| anyhow!("no {SIDECAR}"))?;
-    rep.disk_bytes = std::fs::metadata(cfg.dir.join(ledger::store::DB_FILE))?.len();
+    rep.disk_bytes = ledger::store::disk_bytes(&cfg.dir.join(ledger::store::DB_FILE))
+        .ok_or_else(|| anyhow!("no data file in {}", cfg.dir.display()))?;
     rep.raw_event_bytes = side.raw_event_bytes;
     rep.disk_allowance_bytes =
         (side.raw_event_bytes as f64 * 1.3) as u64 + 100 * side.appended.max(1);

@@ -18,7 +18,8 @@
 //! the target, so no server of this directory can open it meanwhile; a
 //! source in PostgreSQL that grew meanwhile (another frontend) is not
 //! moved. The source is kept: the redb file renamed to `ledger.redb.moved`
-//! (and `private.keys` to `private.keys.moved`), the PostgreSQL schema
+//! (its sealed segments to `segments.moved`, and `private.keys` to
+//! `private.keys.moved`), the PostgreSQL schema
 //! left as it is. Those copies hold every private part's key, including
 //! the keys of parts redacted after the move: destroy them once the move
 //! is trusted (docs/PRIVACY.md).
@@ -98,11 +99,13 @@ pub fn migrate_owned(
         _ => {}
     }
     let created_file = matches!(to, Target::File);
-    if created_file && dir.join(crate::store::DB_FILE).exists() {
-        return Err(refuse(format!(
-            "{} exists beside the storage file; move it away first",
-            dir.join(crate::store::DB_FILE).display()
-        )));
+    for name in [crate::store::DB_FILE, crate::store::SEGMENTS_DIR] {
+        if created_file && dir.join(name).exists() {
+            return Err(refuse(format!(
+                "{} exists beside the storage file; move it away first",
+                dir.join(name).display()
+            )));
+        }
     }
     let keys_existed = dir.join(crate::private::KEYS_FILE).exists();
     // The source stays open until the directory points at the target, so
@@ -119,7 +122,13 @@ pub fn migrate_owned(
                 }
                 Store::Postgres(crate::store::pg::off_runtime(|| PgStore::open(at))?)
             }
-            Target::File => Store::File(crate::store::file::FileStore::open_with(dir, None)?),
+            // One data file, never sealed while it is copied: the server
+            // that opens it seals it in place.
+            Target::File => {
+                let store = crate::store::file::FileStore::open_with(dir, None)?;
+                store.set_segment_entries(0);
+                Store::File(store)
+            }
         };
         let moved = copy(dir, &source, &target, progress)?;
         let snap = target.snapshot()?;
@@ -160,7 +169,11 @@ pub fn migrate_owned(
     match to {
         Target::Postgres(at) => {
             crate::store::pg::point_at(dir, &at)?;
-            for name in [crate::store::DB_FILE, crate::private::KEYS_FILE] {
+            for name in [
+                crate::store::DB_FILE,
+                crate::private::KEYS_FILE,
+                crate::store::SEGMENTS_DIR,
+            ] {
                 let p = dir.join(name);
                 if p.exists() {
                     std::fs::rename(&p, dir.join(format!("{name}{MOVED_SUFFIX}")))

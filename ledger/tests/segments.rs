@@ -171,6 +171,50 @@ fn a_seal_cut_short_before_the_new_data_file_takes_the_name_leaves_the_old_one()
 }
 
 #[test]
+fn an_unlisted_segment_that_is_not_the_data_file_is_refused_and_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), EVERY);
+    grow(&log, 0, 100);
+    drop(log);
+    // A file the data file does not list, but not a link a seal left: a
+    // data file restored from an older copy would see its later segments
+    // this way. It may hold entries: never removed.
+    let stranger = dir
+        .path()
+        .join(SEGMENTS_DIR)
+        .join("00000000000000000999.redb");
+    std::fs::write(&stranger, b"entries of some other copy").expect("write");
+    let Err(err) = Ledger::open(dir.path(), Config::default()) else {
+        panic!("opened beside an unlisted segment");
+    };
+    assert!(
+        matches!(&err, Error::Corrupt(c) if c.kind == CorruptionKind::Malformed)
+            && err
+                .to_string()
+                .contains("not a segment the data file lists"),
+        "{err}"
+    );
+    assert!(stranger.exists());
+}
+
+#[test]
+fn attack_a_segment_swapped_for_another_is_refused_when_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), EVERY);
+    grow(&log, 0, 200);
+    drop(log);
+    let names = segments(dir.path());
+    let seg = |n: &str| dir.path().join(SEGMENTS_DIR).join(n);
+    std::fs::copy(seg(&names[2]), seg(&names[1])).expect("copy");
+    let err = verify_dir(dir.path(), &mut |_, _| {}).expect_err("refused");
+    assert!(
+        matches!(&err, Error::Corrupt(c) if c.kind == CorruptionKind::Malformed)
+            && err.to_string().contains("it was sealed at"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_missing_segment_is_a_missing_entry_not_a_shorter_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     let log = open(dir.path(), EVERY);

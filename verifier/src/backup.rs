@@ -257,7 +257,11 @@ pub fn restore(
     allow_behind: bool,
     progress: &mut dyn FnMut(u64, u64),
 ) -> anyhow::Result<Restored> {
-    for name in [ledger::store::DB_FILE, ledger::private::KEYS_FILE] {
+    for name in [
+        ledger::store::DB_FILE,
+        ledger::private::KEYS_FILE,
+        ledger::store::SEGMENTS_DIR,
+    ] {
         if data_dir.join(name).exists() {
             bail!(
                 "{} already holds {name}; restore into an empty directory",
@@ -482,10 +486,13 @@ fn rebuild(
 /// A restore writes a redb data file and moves it into place, whatever
 /// `LEDGER_STORAGE` says: a log kept in PostgreSQL is backed up and
 /// restored with PostgreSQL's own tools (ops/postgres.md), and can be moved
-/// there afterwards with `ledger migrate`.
+/// there afterwards with `ledger migrate`. The restored log is one data
+/// file, never sealed while it is rebuilt (only that file is moved into
+/// place): the server that opens it seals it in place.
 fn restore_config() -> ledger::Config {
     ledger::Config {
         backend: Some(ledger::store::BackendFactory::file()),
+        segment_entries: 0,
         ..ledger::Config::default()
     }
 }

@@ -21,7 +21,8 @@
 //!   [`crate::Config::segment_entries`] entries, the commit that reaches
 //!   that count also seals it ([`FileStore::seal`]): a new data file carries
 //!   on with the head, `meta`, `aux`, the redactions and the bundle the head
-//!   is in; the old file is linked into `segments/` and never written again.
+//!   is in; the old file is linked into `segments/` and no commit writes it
+//!   again.
 //!   A snapshot reads each row from the file whose bounds hold it
 //!   ([`Files::segment`]); docs/FORMAT.md §4 gives the layout.
 //!
@@ -226,7 +227,6 @@ impl FileStore {
     pub fn open_with(dir: &Path, backend: Option<&BackendFactory>) -> Result<FileStore, Error> {
         std::fs::create_dir_all(dir).map_err(|e| storage(redb::StorageError::Io(e)))?;
         let path = dir.join(DB_FILE);
-        let created = !path.exists();
         let store = guarded("opening", || {
             let db = match backend {
                 None => builder().create(&path).map_err(storage)?,
@@ -251,12 +251,12 @@ impl FileStore {
             store.load_segments(true)?;
             Ok(store)
         })?;
-        if created {
-            // The new file's name must be as durable as its first commit:
-            // fsync the directory that holds it (POSIX makes no promise for
-            // a new name otherwise).
-            sync_dir(dir)?;
-        }
+        // The file's name must be as durable as the commits made to it:
+        // fsync the directory that holds it (POSIX makes no promise for a
+        // new name otherwise), at every open, not only the one that
+        // created it: a seal's rename whose fsync failed is made durable
+        // here before anything is committed to the file it named.
+        sync_dir(dir)?;
         Ok(store)
     }
 
@@ -289,7 +289,7 @@ impl FileStore {
     ) -> FileStore {
         FileStore {
             files: std::sync::RwLock::new(Arc::new(Files {
-                live: Arc::new(ClosingDb(Some(db))),
+                live: Arc::new(ClosingDb::new(db)),
                 sealed: Vec::new(),
                 live_from: Bounds::default(),
             })),
@@ -693,7 +693,7 @@ impl Bounds {
     }
 }
 
-/// A sealed segment: a former data file, never written again, holding the
+/// A sealed segment: a former data file no commit writes again, holding the
 /// rows between two bounds.
 struct Segment {
     /// The log's size when it was sealed.
@@ -703,24 +703,78 @@ struct Segment {
     path: PathBuf,
     /// Opened on first read.
     db: OnceLock<Arc<ClosingDb>>,
+    /// In the process that sealed it: the data file's own handle, read
+    /// through while it is open (snapshots from before the seal hold it),
+    /// and the signal that it has closed.
+    handover: Mutex<Option<(std::sync::Weak<ClosingDb>, Arc<CloseSignal>)>>,
 }
 
 impl Segment {
-    /// The segment's database, opened read-only on first use: over
-    /// [`crate::overlay::Overlay`], so that nothing (not even redb's repair
-    /// of a file the process that sealed it never closed) writes the file.
-    fn db(&self) -> Result<&Arc<ClosingDb>, Error> {
+    fn new(sealed_at: u64, from: Bounds, path: PathBuf) -> Segment {
+        Segment {
+            sealed_at,
+            from,
+            to: Bounds::at(sealed_at),
+            path,
+            db: OnceLock::new(),
+            handover: Mutex::new(None),
+        }
+    }
+
+    /// The segment's database. In the process that sealed it, the data
+    /// file's handle while that is still open; otherwise (and once it has
+    /// closed) the file opened read-only, over [`crate::overlay::Overlay`],
+    /// so that nothing (not even redb's repair of a file whose process was
+    /// killed) writes it, and checked to hold the log up to the size the
+    /// data file says it was sealed at.
+    fn db(&self) -> Result<Arc<ClosingDb>, Error> {
+        if let Some(db) = self.db.get() {
+            return Ok(Arc::clone(db));
+        }
+        {
+            let mut handover = self.handover.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((handle, closed)) = handover.as_ref() {
+                if let Some(db) = handle.upgrade() {
+                    return Ok(db);
+                }
+                closed.wait();
+                *handover = None;
+            }
+        }
         opened(&self.db, || {
             let io = |e| storage(redb::StorageError::Io(e));
             let base = crate::overlay::Base::open_file(&self.path).map_err(io)?;
             let overlay = crate::overlay::Overlay::new(base).map_err(io)?;
-            guarded("opening a sealed segment", || {
+            let db = guarded("opening a sealed segment", || {
                 let mut b = Database::builder();
                 b.set_cache_size(SEGMENT_CACHE);
                 let db = b.create_with_backend(overlay).map_err(storage)?;
-                Ok(Arc::new(ClosingDb(Some(db))))
-            })
+                Ok(Arc::new(ClosingDb::new(db)))
+            })?;
+            let txn = db.begin_read().map_err(storage)?;
+            let meta = txn.open_table(META).map_err(storage)?;
+            let size = meta
+                .get(HEAD_KEY)
+                .map_err(storage)?
+                .and_then(|v| Head::decode(v.value()))
+                .map(|h| h.size);
+            if size != Some(self.sealed_at) {
+                return Err(Corruption::new(
+                    self.from.entries,
+                    CorruptionKind::Malformed,
+                    format!(
+                        "the sealed segment {} holds a log of size {size:?}, not the {} it was sealed at",
+                        self.path.display(),
+                        self.sealed_at
+                    ),
+                )
+                .into());
+            }
+            drop(meta);
+            drop(txn);
+            Ok(db)
         })
+        .map(Arc::clone)
     }
 }
 
@@ -788,6 +842,16 @@ fn decode_segments(bytes: &[u8], head: u64) -> Result<Vec<u64>, Error> {
     Ok(sizes)
 }
 
+/// Whether `a` and `b` name one file (a hard link of it): the only kind of
+/// file a seal leaves in `segments/` unlisted.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
 fn io_error(e: std::io::Error) -> Error {
     storage(redb::StorageError::Io(e))
 }
@@ -839,10 +903,26 @@ impl FileStore {
                 for f in list {
                     let f = f.map_err(io_error)?;
                     let name = f.file_name().to_string_lossy().into_owned();
-                    if !listed.contains(&name) {
-                        tracing::warn!(file = %f.path().display(), "removing a segment that no data file lists (a seal that did not finish)");
-                        std::fs::remove_file(f.path()).map_err(io_error)?;
+                    if listed.contains(&name) {
+                        continue;
                     }
+                    // A seal cut short before its rename leaves the data
+                    // file linked here; anything else unlisted may hold
+                    // entries (a data file restored from an older copy, a
+                    // list changed by hand) and is never removed.
+                    if !same_file(&f.path(), &self.path) {
+                        return Err(Corruption::new(
+                            0,
+                            CorruptionKind::Malformed,
+                            format!(
+                                "{} is not a segment the data file lists: move it away only if it does not belong to this log",
+                                f.path().display()
+                            ),
+                        )
+                        .into());
+                    }
+                    tracing::warn!(file = %f.path().display(), "removing the link a seal cut short left");
+                    std::fs::remove_file(f.path()).map_err(io_error)?;
                 }
             }
         }
@@ -859,13 +939,7 @@ impl FileStore {
                 )
                 .into());
             }
-            sealed.push(Arc::new(Segment {
-                sealed_at: size,
-                from,
-                to,
-                path,
-                db: OnceLock::new(),
-            }));
+            sealed.push(Arc::new(Segment::new(size, from, path)));
             from = to;
         }
         let files = Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner()))
@@ -926,52 +1000,62 @@ impl FileStore {
     /// the old file is the log (a crash leaves it, and the writer's open
     /// removes the rest); from it on, the new one is.
     fn seal(&self, files: &Arc<Files>, head: &Head) -> Result<(), SealError> {
-        let before = SealError::Before;
         let dir = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
         let next = dir.join(NEXT_FILE);
-        match std::fs::remove_file(&next) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(before(io_error(e))),
-            _ => {}
-        }
-        let db = match &self.backend {
-            None => builder().create(&next).map_err(storage),
-            Some(f) => (f.0)(&next).map_err(io_error).and_then(|b| {
-                builder()
-                    .create_with_backend(BoxedBackend(b))
-                    .map_err(storage)
-            }),
-        }
-        .map_err(before)?;
-        self.carry_over(&files.live, &db, files, head)
-            .map_err(before)?;
         let segdir = dir.join(SEGMENTS_DIR);
         let linked = segdir.join(segment_name(head.size));
-        (|| {
+        // Until the rename, a failure changes nothing the log reads: what
+        // was made for the seal is removed (it would hold tens of MB, or
+        // count the data file twice) and the seal is tried again later.
+        let undo = |e: Error| {
+            let _ = std::fs::remove_file(&next);
+            if same_file(&linked, &self.path) {
+                let _ = std::fs::remove_file(&linked);
+            }
+            SealError::Before(e)
+        };
+        let db = (|| {
+            match std::fs::remove_file(&next) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(e)),
+                _ => {}
+            }
+            let db = match &self.backend {
+                None => builder().create(&next).map_err(storage)?,
+                Some(f) => builder()
+                    .create_with_backend(BoxedBackend((f.0)(&next).map_err(io_error)?))
+                    .map_err(storage)?,
+            };
+            self.carry_over(&files.live, &db, files, head)?;
             if !segdir.is_dir() {
                 std::fs::create_dir_all(&segdir).map_err(io_error)?;
                 sync_dir(&dir)?;
             }
-            match std::fs::remove_file(&linked) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(e)),
-                _ => {}
+            if same_file(&linked, &self.path) {
+                std::fs::remove_file(&linked).map_err(io_error)?;
             }
             std::fs::hard_link(&self.path, &linked).map_err(io_error)?;
             sync_dir(&segdir)?;
-            std::fs::rename(&next, &self.path).map_err(io_error)
+            Ok(db)
         })()
-        .map_err(before)?;
+        .map_err(undo)?;
+        let renamed = std::fs::rename(&next, &self.path).map_err(io_error);
+        // A rename that reports an error may still have happened (a network
+        // file system that lost the reply): the new file is the log if it
+        // is no longer under its old name.
+        if let Err(e) = renamed {
+            if next.exists() {
+                return Err(undo(e));
+            }
+        }
         // From here on the new file is the log: nothing may be written to
         // the old one, whatever happens next.
         let mut sealed = files.sealed.clone();
-        sealed.push(Arc::new(Segment {
-            sealed_at: head.size,
-            from: files.live_from,
-            to: Bounds::at(head.size),
-            path: linked,
-            db: OnceLock::new(),
-        }));
+        let segment = Segment::new(head.size, files.live_from, linked);
+        *segment.handover.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((Arc::downgrade(&files.live), Arc::clone(&files.live.1)));
+        sealed.push(Arc::new(segment));
         *self.files.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Files {
-            live: Arc::new(ClosingDb(Some(db))),
+            live: Arc::new(ClosingDb::new(db)),
             sealed,
             live_from: Bounds::at(head.size),
         });
@@ -1120,7 +1204,36 @@ fn read_format(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result
 /// of bounds" in the page bitmap, found by `api/tests/tamper_trials.rs`).
 /// A tampered data file must never crash the process, so the close is
 /// caught and logged.
-struct ClosingDb(Option<Database>);
+struct ClosingDb(Option<Database>, Arc<CloseSignal>);
+
+impl ClosingDb {
+    fn new(db: Database) -> ClosingDb {
+        ClosingDb(Some(db), Arc::default())
+    }
+}
+
+/// Set once a [`ClosingDb`] has closed its file: redb's close writes the
+/// file (its allocator state, a trim of free pages at the end, the header),
+/// so a sealed file is opened again only after it.
+#[derive(Default)]
+struct CloseSignal {
+    closed: Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl CloseSignal {
+    fn set(&self) {
+        *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.wake.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut closed = self.closed.lock().unwrap_or_else(|p| p.into_inner());
+        while !*closed {
+            closed = self.wake.wait(closed).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
 
 impl std::ops::Deref for ClosingDb {
     type Target = Database;
@@ -1148,6 +1261,7 @@ impl Drop for ClosingDb {
         if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(db))).is_err() {
             tracing::error!("the storage engine panicked while closing the data file; it is likely damaged (run `ledger verify`)");
         }
+        self.1.set();
     }
 }
 
@@ -1188,6 +1302,8 @@ struct SegmentTables {
     hashes: ReadOnlyTable<u64, [u8; 32]>,
     private: Option<ReadOnlyTable<u64, &'static [u8]>>,
     _txn: ReadTransaction,
+    /// Dropped last.
+    _db: Arc<ClosingDb>,
 }
 
 /// The value in `cell`, opening it with `open` the first time.
@@ -1226,7 +1342,8 @@ impl FileSnapshot {
     /// The tables of sealed segment `i`.
     fn segment(&self, i: usize) -> Result<&SegmentTables, Error> {
         opened(&self.segments[i], || {
-            let txn = self.files.sealed[i].db()?.begin_read().map_err(storage)?;
+            let db = self.files.sealed[i].db()?;
+            let txn = db.begin_read().map_err(storage)?;
             let private = match txn.open_table(PRIVATE_PARTS) {
                 Ok(t) => Some(t),
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
@@ -1237,6 +1354,7 @@ impl FileSnapshot {
                 hashes: txn.open_table(HASHES).map_err(storage)?,
                 private,
                 _txn: txn,
+                _db: db,
             })
         })
     }
@@ -1676,19 +1794,11 @@ mod tests {
 
     #[test]
     fn each_row_is_found_in_the_segment_whose_bounds_hold_it() {
-        let seg = |from: u64, to: u64| {
-            Arc::new(Segment {
-                sealed_at: to,
-                from: Bounds::at(from),
-                to: Bounds::at(to),
-                path: PathBuf::new(),
-                db: OnceLock::new(),
-            })
-        };
+        let seg = |from: u64, to: u64| Arc::new(Segment::new(to, Bounds::at(from), PathBuf::new()));
         // Two seals inside one bundle (at 20 and 25) leave a segment with no
         // whole bundle of its own.
         let files = Files {
-            live: Arc::new(ClosingDb(None)),
+            live: Arc::new(ClosingDb(None, Arc::default())),
             sealed: vec![seg(0, 20), seg(20, 25), seg(25, 70)],
             live_from: Bounds::at(70),
         };
