@@ -10,12 +10,14 @@ use testkit::RawDisk;
 
 const EVERY: u64 = 40;
 
+/// A log kept in the redb data file whatever `LEDGER_STORAGE` says (a
+/// log in PostgreSQL has no data file to seal).
 fn open(dir: &std::path::Path, segment_entries: u64) -> Ledger {
     Ledger::open(
         dir,
         Config {
             segment_entries,
-            ..Config::default()
+            ..testkit::file_config()
         },
     )
     .expect("open")
@@ -184,7 +186,7 @@ fn an_unlisted_segment_that_is_not_the_data_file_is_refused_and_kept() {
         .join(SEGMENTS_DIR)
         .join("00000000000000000999.redb");
     std::fs::write(&stranger, b"entries of some other copy").expect("write");
-    let Err(err) = Ledger::open(dir.path(), Config::default()) else {
+    let Err(err) = Ledger::open(dir.path(), testkit::file_config()) else {
         panic!("opened beside an unlisted segment");
     };
     assert!(
@@ -222,7 +224,7 @@ fn a_missing_segment_is_a_missing_entry_not_a_shorter_log() {
     drop(log);
     let first = segments(dir.path()).remove(0);
     std::fs::remove_file(dir.path().join(SEGMENTS_DIR).join(&first)).expect("remove");
-    let Err(err) = Ledger::open(dir.path(), Config::default()) else {
+    let Err(err) = Ledger::open(dir.path(), testkit::file_config()) else {
         panic!("a log missing a segment opened");
     };
     assert!(
