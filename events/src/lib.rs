@@ -31,4 +31,4 @@ pub use sequencer::{
     genesis_envelopes, Accepted, Clock, EventLog, EventSequencer, HeldDoor, ManualClock,
     SystemClock,
 };
-pub use state::{sigstore_principal_id, sigstore_statement, State};
+pub use state::{sigstore_principal_id, sigstore_statement, State, StateDelta};

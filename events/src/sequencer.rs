@@ -333,6 +333,36 @@ pub struct Accepted {
 /// The `aux` name of the saved state snapshot ([`EventLog::save_state`]).
 pub const STATE_AUX: &str = "event_state/v2";
 const SNAPSHOT_MAGIC: &[u8; 8] = b"ELSTATE2";
+const DELTA_MAGIC: &[u8; 8] = b"ELSTDLT1";
+
+/// The `aux` name of the `n`-th delta after the state snapshot
+/// ([`EventLog::save_state`]): the changes to the state since the snapshot
+/// (`n` = 0) or the delta before.
+pub fn state_delta_aux(n: usize) -> String {
+    format!("{STATE_AUX}/delta/{n:06}")
+}
+
+/// What the saved snapshot and its deltas hold, as far as this process
+/// knows: where the next delta goes, and whether a whole snapshot is due.
+#[derive(Debug, Clone, Copy)]
+struct Saved {
+    /// The size the last record (snapshot or delta) was taken at.
+    end: u64,
+    /// The number of the next delta.
+    next: usize,
+    /// The bytes of the snapshot, and of its deltas so far: once the
+    /// deltas reach half the snapshot, the next save is a whole snapshot
+    /// (so a start reads at most half as much again, and the bytes saved
+    /// per entry stay proportional to what the entries change).
+    snapshot_len: usize,
+    deltas_len: usize,
+}
+
+impl Saved {
+    fn whole_due(&self) -> bool {
+        self.deltas_len >= self.snapshot_len / 2
+    }
+}
 
 /// The key of the state snapshot's seal, derived from the ledger's key.
 pub fn snapshot_seal_key(ledger_key: &SigningKey) -> [u8; 32] {
@@ -366,47 +396,133 @@ fn open_snapshot(
 /// compare with a replay of the log, [`EventLog::check_snapshot`]).
 type Resumed = (u64, blake3::Hash);
 
-/// The state at the log's head: the saved snapshot (when it checks out) and
-/// the entries after it, each re-checked; otherwise the whole log.
-/// Returns the state, the snapshot size it started from (if any), and why
-/// a saved snapshot was refused (if one was).
+/// Folds the deltas saved after a snapshot into `state` (the snapshot's),
+/// in order, while each one was taken where the one before ended. Stops at
+/// the first that is absent or empty (the end of the chain), taken
+/// elsewhere (left by an earlier chain), or refused (a seal that does not
+/// verify: then why). Returns what was saved and the refusal, if any.
+fn fold_deltas(
+    key: &[u8; 32],
+    state: &mut State,
+    snapshot_len: usize,
+    log: &LogView<'_>,
+) -> Result<(Saved, Option<String>), Error> {
+    let mut saved = Saved {
+        end: state.size,
+        next: 0,
+        snapshot_len,
+        deltas_len: 0,
+    };
+    loop {
+        let Some(rec) = log.aux(&state_delta_aux(saved.next))? else {
+            return Ok((saved, None));
+        };
+        if rec.is_empty() {
+            return Ok((saved, None));
+        }
+        let opened = ledger::sealed::open(key, DELTA_MAGIC, &rec, log.head().size, |size| {
+            log.root_at(size)
+        })?;
+        let delta = match opened {
+            Ok(o) => match crate::state::StateDelta::decode(o.body).filter(|d| d.size == o.size) {
+                Some(d) => d,
+                None => {
+                    return Ok((
+                        saved,
+                        Some(format!(
+                            "the event-state delta {} does not decode to changes at its size",
+                            saved.next
+                        )),
+                    ))
+                }
+            },
+            Err(ledger::sealed::SealError::OtherKey) => return Ok((saved, None)),
+            Err(e) => {
+                return Ok((
+                    saved,
+                    Some(format!(
+                        "the event-state delta {} was refused: {e}",
+                        saved.next
+                    )),
+                ))
+            }
+        };
+        if !state.apply_delta(delta) {
+            // Left by an earlier chain: not this one's.
+            return Ok((saved, None));
+        }
+        saved.end = state.size;
+        saved.next += 1;
+        saved.deltas_len += rec.len();
+    }
+}
+
+/// The state at the log's head, and how it got there.
+struct Rebuilt {
+    state: State,
+    /// The size of the saved state it started from, and its digest.
+    resumed: Option<Resumed>,
+    /// Why saved state was refused, if any was.
+    refused: Option<String>,
+    /// What is saved (the snapshot and its deltas), when it was used.
+    saved: Option<Saved>,
+}
+
+/// The state at the log's head: the saved snapshot and its deltas (when
+/// they check out) and the entries after them, each re-checked; otherwise
+/// the whole log. The state comes back noting its changes from the end of
+/// the saved deltas ([`State::track_changes`]), so the next save can be
+/// one more delta.
 fn rebuild_state(
     log: &LogView<'_>,
     key: &[u8; 32],
     verify_signatures: bool,
-) -> Result<(State, Option<Resumed>, Option<String>), crate::state::ReplayError> {
+) -> Result<Rebuilt, crate::state::ReplayError> {
     let refused = match log.aux(STATE_AUX).and_then(|rec| match rec {
-        Some(rec) => open_snapshot(key, &rec, log).map(Some),
+        Some(rec) => open_snapshot(key, &rec, log).map(|s| Some((s, rec.len()))),
         None => Ok(None),
     }) {
-        Ok(Some(Ok(state))) => {
+        Ok(Some((Ok(mut state), snapshot_len))) => {
+            let snapshot = state.size;
+            let (saved, refused) = fold_deltas(key, &mut state, snapshot_len, log)?;
+            if let Some(why) = &refused {
+                tracing::error!(reason = %why, "derived state does not match the log; resuming from the saved state before it");
+            }
             let from = state.size;
             tracing::info!(
-                snapshot = from,
+                snapshot,
+                deltas = saved.next,
                 tail = log.head().size - from,
-                "state from its snapshot and the entries after it"
+                "state from its snapshot, its deltas and the entries after them"
             );
             let resumed = (from, blake3::hash(&state.encode_snapshot()));
-            return Ok((
-                state.replay_from(log, verify_signatures)?,
-                Some(resumed),
-                None,
-            ));
+            state.track_changes();
+            return Ok(Rebuilt {
+                state: state.replay_from(log, verify_signatures)?,
+                resumed: Some(resumed),
+                refused,
+                saved: Some(saved),
+            });
         }
         Ok(None) => None,
-        Ok(Some(Err(why))) if why == ledger::sealed::SealError::OtherKey.to_string() => {
+        Ok(Some((Err(why), _))) if why == ledger::sealed::SealError::OtherKey.to_string() => {
             tracing::info!(
                 "the event-state snapshot was sealed under another key; replaying the whole log"
             );
             None
         }
-        Ok(Some(Err(why))) => Some(format!("the event-state snapshot was refused: {why}")),
+        Ok(Some((Err(why), _))) => Some(format!("the event-state snapshot was refused: {why}")),
         Err(e) => Some(format!("the event-state snapshot cannot be read: {e}")),
     };
     if let Some(why) = &refused {
         tracing::error!(reason = %why, "derived state does not match the log; replaying the whole log");
     }
-    Ok((State::replay(log, verify_signatures)?, None, refused))
+    Ok(Rebuilt {
+        state: State::replay(log, verify_signatures)?,
+        resumed: None,
+        refused,
+        saved: None,
+    })
 }
 
 /// The [`Sequencer`] for signed domain events.
@@ -760,7 +876,10 @@ impl Sequencer for EventSequencer {
             return;
         }
         match rebuild_state(log, &snapshot_seal_key(&self.ledger_key), false) {
-            Ok((s, _, _)) => {
+            // What is saved stays as the saver knows it: this state notes
+            // its changes from the end of the saved deltas, which is at or
+            // before where the saver's next delta starts.
+            Ok(Rebuilt { state: s, .. }) => {
                 self.handles.failed(s.size);
                 self.keys.reset(&s);
                 self.state = s;
@@ -818,10 +937,12 @@ pub struct EventLog {
     unsigned_tail: std::sync::Mutex<(u64, u64)>,
     /// Held by [`EventLog::load_state`]: one load at a time.
     loading: std::sync::Mutex<()>,
-    /// Held while the event-state snapshot is written (a periodic save, or
-    /// [`EventLog::check_snapshot`] replacing a bad one), so that a save
-    /// cannot overwrite a repair it did not see.
-    snapshot_write: std::sync::Mutex<()>,
+    /// Held while the event-state snapshot or a delta is written (a
+    /// periodic save, or [`EventLog::check_snapshot`] replacing a bad one),
+    /// so that a save cannot overwrite a repair it did not see: what is
+    /// saved, as far as this process knows (`None`: the next save is a
+    /// whole snapshot).
+    snapshot_write: std::sync::Mutex<Option<Saved>>,
     /// The length of the last snapshot saved: the next one's buffer size.
     snapshot_len: std::sync::atomic::AtomicUsize,
     /// The size and digest of the state the snapshot held, kept until
@@ -939,7 +1060,7 @@ impl EventLog {
             door: std::sync::RwLock::new(()),
             unsigned_tail: std::sync::Mutex::new((0, 0)),
             loading: std::sync::Mutex::new(()),
-            snapshot_write: std::sync::Mutex::new(()),
+            snapshot_write: std::sync::Mutex::new(None),
             snapshot_len: std::sync::atomic::AtomicUsize::new(0),
             resumed: std::sync::Mutex::new(None),
             distrusted: std::sync::atomic::AtomicBool::new(false),
@@ -986,15 +1107,27 @@ impl EventLog {
         // The door's index of the values behind handles, from the kept
         // disclosures: a part that cannot be read stops the load, rather
         // than let the door forget a value.
-        let replayed = replayed.and_then(|(state, resumed, refused)| {
-            let handles = crate::handles::HandleValues::load(&state, |origin| {
+        let replayed = replayed.and_then(|rebuilt| {
+            let handles = crate::handles::HandleValues::load(&rebuilt.state, |origin| {
                 self.companion_disclosed(origin)
             })?;
-            Ok((state, resumed, refused, handles))
+            Ok((rebuilt, handles))
         });
         match replayed {
-            Ok((state, resumed, refused, handles)) => {
+            Ok((
+                Rebuilt {
+                    state,
+                    resumed,
+                    refused,
+                    saved,
+                },
+                handles,
+            )) => {
                 let size = state.size;
+                *self
+                    .snapshot_write
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = saved;
                 self.keys.reset(&state);
                 self.ledger.inspect_mut(|s| {
                     s.state = state;
@@ -1205,23 +1338,30 @@ impl EventLog {
         if blake3::hash(&replayed.encode_snapshot()) == resumed {
             return Ok(Some(size));
         }
-        let _writing = self
+        let mut saved = self
             .snapshot_write
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         self.distrusted
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        *saved = None;
         let root = self.ledger.root_at(size).map_err(|e| e.to_string())?;
-        if let Err(e) = self.ledger.put_aux(
-            STATE_AUX,
-            &ledger::sealed::seal(
-                &self.snapshot_key,
-                SNAPSHOT_MAGIC,
-                size,
-                &root,
-                &replayed.encode_snapshot(),
+        // The deltas saved after it were taken from the same state: the
+        // first is emptied with the snapshot's replacement, which ends
+        // the chain.
+        if let Err(e) = self.ledger.put_aux_all(&[
+            (
+                STATE_AUX,
+                &ledger::sealed::seal(
+                    &self.snapshot_key,
+                    SNAPSHOT_MAGIC,
+                    size,
+                    &root,
+                    &replayed.encode_snapshot(),
+                ),
             ),
-        ) {
+            (&state_delta_aux(0), &[]),
+        ]) {
             tracing::error!(error = %e, "could not replace the disagreeing event-state snapshot");
         }
         Err(format!(
@@ -1242,30 +1382,22 @@ impl EventLog {
             .clone()
     }
 
-    /// Saves the committed state as a snapshot, so the next open replays
-    /// only the entries after it. The snapshot is derived data in `aux`,
-    /// never hashed into the log; it is sealed with a MAC keyed from the
-    /// ledger's key and bound to the tree size and root it was taken at, and
-    /// an open that finds it altered, or at a root the log does not have,
-    /// ignores it and replays the whole log. Returns the size it was taken
-    /// at, or `None` when the state is not trustworthy (a failed rebuild).
-    /// It briefly holds up the committer while it encodes the state.
+    /// Saves the committed state, so the next open replays only the
+    /// entries after it: as the changes since the last save (a delta, the
+    /// keys the entries since then changed) while the deltas since the
+    /// last whole snapshot are under half its size, otherwise whole (the
+    /// snapshot, which ends the chain of deltas). Both are derived data in
+    /// `aux`, never hashed into the log; each is sealed with a MAC keyed
+    /// from the ledger's key and bound to the tree size and root it was
+    /// taken at, a delta also to the size it continues from. An open that
+    /// finds the snapshot altered, or at a root the log does not have,
+    /// ignores it and replays the whole log; one that finds a delta
+    /// altered resumes from the saved state before it. Returns the size it
+    /// was taken at, or `None` when the state is not trustworthy (a failed
+    /// rebuild). It briefly holds up the committer while it takes the
+    /// changes (or encodes the whole state).
     pub fn save_state(&self) -> Result<Option<u64>, Error> {
-        // Written where the sealed record will be, sized by the last save
-        // (the state grows slowly), so that the state lock is not held
-        // while the buffer grows by copying.
-        let hint = self.snapshot_len.load(std::sync::atomic::Ordering::Relaxed);
-        let taken = self.ledger.inspect(|s| {
-            (!s.broken && !s.loading).then(|| {
-                let mut body = ledger::sealed::Unsealed::with_capacity(hint + hint / 16);
-                s.state.encode_snapshot_into(&mut body);
-                (s.state.size, body)
-            })
-        });
-        let Some((size, body)) = taken else {
-            return Ok(None);
-        };
-        let _writing = self
+        let mut saved = self
             .snapshot_write
             .lock()
             .unwrap_or_else(|p| p.into_inner());
@@ -1274,14 +1406,79 @@ impl EventLog {
         {
             return Ok(None);
         }
-        self.snapshot_len
-            .store(body.body().len(), std::sync::atomic::Ordering::Relaxed);
-        let root = self.ledger.root_at(size)?;
-        self.ledger.put_aux(
-            STATE_AUX,
-            &body.seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root),
-        )?;
-        Ok(Some(size))
+        let continues = saved.filter(|s| !s.whole_due());
+        // Written where the sealed record will be, sized by the last save
+        // (the state grows slowly), so that the state lock is not held
+        // while the buffer grows by copying.
+        let hint = self.snapshot_len.load(std::sync::atomic::Ordering::Relaxed);
+        let taken = self.ledger.inspect_mut(|s| {
+            if s.broken || s.loading {
+                return None;
+            }
+            // A delta continues the chain where it ended, when the state
+            // has noted every change since (from there or earlier: a key
+            // noted twice is written with its value now).
+            if let Some(c) = continues {
+                if s.state.tracked_from().is_some_and(|from| from <= c.end) {
+                    if let Some(mut d) = s.state.take_delta() {
+                        d.from = c.end;
+                        return Some(Err(d));
+                    }
+                }
+            }
+            let mut body = ledger::sealed::Unsealed::with_capacity(hint + hint / 16);
+            s.state.encode_snapshot_into(&mut body);
+            s.state.track_changes();
+            Some(Ok((s.state.size, body)))
+        });
+        match taken {
+            None => Ok(None),
+            Some(Err(delta)) => {
+                let Some(c) = continues else {
+                    return Ok(None);
+                };
+                let size = delta.size;
+                if size == c.end {
+                    return Ok(Some(size));
+                }
+                // Until this delta is saved, the next save is whole: the
+                // changes it holds have been taken.
+                *saved = None;
+                let root = self.ledger.root_at(size)?;
+                let rec = ledger::sealed::seal(
+                    &self.snapshot_key,
+                    DELTA_MAGIC,
+                    size,
+                    &root,
+                    &delta.encode(),
+                );
+                self.ledger.put_aux(&state_delta_aux(c.next), &rec)?;
+                *saved = Some(Saved {
+                    end: size,
+                    next: c.next + 1,
+                    deltas_len: c.deltas_len + rec.len(),
+                    ..c
+                });
+                Ok(Some(size))
+            }
+            Some(Ok((size, body))) => {
+                *saved = None;
+                self.snapshot_len
+                    .store(body.body().len(), std::sync::atomic::Ordering::Relaxed);
+                let root = self.ledger.root_at(size)?;
+                let rec = body.seal(&self.snapshot_key, SNAPSHOT_MAGIC, size, &root);
+                // The first delta emptied with it: the chain starts again.
+                self.ledger
+                    .put_aux_all(&[(STATE_AUX, &rec), (&state_delta_aux(0), &[])])?;
+                *saved = Some(Saved {
+                    end: size,
+                    next: 0,
+                    snapshot_len: rec.len(),
+                    deltas_len: 0,
+                });
+                Ok(Some(size))
+            }
+        }
     }
 
     /// Why the log did not replay, when opened with [`EventLog::open_deferred`]

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use events::model::*;
-use events::sequencer::STATE_AUX;
+use events::sequencer::{state_delta_aux, STATE_AUX};
 use events::{EventLog, ManualClock};
 use testkit::world::*;
 
@@ -25,6 +25,170 @@ fn saved_snapshot(w: &World) -> Vec<u8> {
         .get_aux(STATE_AUX)
         .expect("read")
         .expect("saved")
+}
+
+/// The sealed record saved under `name`, if any.
+fn aux(w: &World, name: &str) -> Option<Vec<u8>> {
+    w.log.ledger().get_aux(name).expect("read")
+}
+
+/// The size the saved whole snapshot was taken at.
+fn snapshot_size(w: &World) -> u64 {
+    ledger::sealed::split(&saved_snapshot(w))
+        .expect("a sealed record")
+        .size
+}
+
+/// A world saved whole at `a`, then as two deltas at `b` and `c`, with
+/// events after the last save: the deltas carry a new case, a retired
+/// case (a changed key), a new run and scores.
+fn world_with_deltas() -> (World, [u64; 3]) {
+    let (mut w, a) = world_with_snapshot();
+    let b = w.log.save_state().expect("save").expect("taken");
+    assert_eq!(b, w.size());
+    w.post(
+        "harness",
+        Event::RunStarted(run("run-2", Isolation::Microvm)),
+    )
+    .expect("run");
+    let r = w.retire("case-2");
+    w.post("curator-a", Event::CaseRetired(r)).expect("retire");
+    let b_case = w.case_added("case-10", "held-out");
+    w.post("curator-a", Event::CaseAdded(b_case)).expect("case");
+    let c = w.log.save_state().expect("save").expect("taken");
+    assert_eq!(c, w.size());
+    w.post("harness", Event::ScoreRecorded(score("case-10", 0.7)))
+        .expect("score");
+    assert_eq!(
+        snapshot_size(&w),
+        a,
+        "a delta was saved as a whole snapshot"
+    );
+    (w, [a, b, c])
+}
+
+#[test]
+fn deltas_after_a_snapshot_rebuild_the_same_state_as_a_full_replay() {
+    let (w, [_, _, c]) = world_with_deltas();
+    assert!(aux(&w, &state_delta_aux(0)).is_some_and(|d| !d.is_empty()));
+    assert!(aux(&w, &state_delta_aux(1)).is_some_and(|d| !d.is_empty()));
+    assert_eq!(aux(&w, &state_delta_aux(2)), None);
+    let live = w.log.state();
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    assert_eq!(log.restored_from(), Some(c), "resumed after the last delta");
+    assert_eq!(log.snapshot_refused(), None);
+    assert_eq!(log.check_snapshot(), Ok(Some(c)));
+    assert_eq!(log.state(), live);
+    assert_eq!(log.replay_state().expect("replay"), live);
+    // The reopened state goes on saving deltas where the chain ended.
+    assert!(log.save_state().expect("save").is_some());
+    assert!(log
+        .ledger()
+        .get_aux(&state_delta_aux(2))
+        .expect("read")
+        .is_some_and(|d| !d.is_empty()));
+    drop(log);
+    let log = reopen(&dir, "ledger");
+    assert_eq!(log.state(), live);
+}
+
+#[test]
+fn attack_altered_state_delta_is_refused_and_the_start_resumes_before_it() {
+    let (w, [_, b, _]) = world_with_deltas();
+    let live = w.log.state();
+    let mut rec = aux(&w, &state_delta_aux(1)).expect("saved");
+    let last = rec.len() - 1;
+    rec[last] ^= 1;
+    w.log
+        .ledger()
+        .put_aux(&state_delta_aux(1), &rec)
+        .expect("write");
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    let why = log
+        .snapshot_refused()
+        .expect("an altered delta is reported");
+    assert!(why.contains("delta 1") && why.contains("seal"), "{why}");
+    assert_eq!(log.restored_from(), Some(b), "the altered delta was used");
+    assert_eq!(log.check_snapshot(), Ok(Some(b)));
+    assert_eq!(log.state(), live);
+}
+
+#[test]
+fn attack_state_delta_resealed_with_the_key_is_caught_by_a_replay() {
+    let (w, [_, b, c]) = world_with_deltas();
+    // Someone who holds the ledger's key forges the second delta: a
+    // maintainer drops out of the record, and the delta is sealed again.
+    let rec = aux(&w, &state_delta_aux(1)).expect("saved");
+    let parts = ledger::sealed::split(&rec).expect("a sealed record");
+    let mut forged = events::StateDelta::decode(parts.body).expect("decode");
+    assert_eq!((forged.from, forged.size), (b, c));
+    let maintainer = events::key_id(&key("maintainer-b").verifying_key());
+    forged.principals.insert(maintainer.clone(), None);
+    let resealed = ledger::sealed::seal(
+        &events::sequencer::snapshot_seal_key(&key("ledger")),
+        &parts.magic,
+        c,
+        &parts.root,
+        &forged.encode(),
+    );
+    w.log
+        .ledger()
+        .put_aux(&state_delta_aux(1), &resealed)
+        .expect("write");
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    assert_eq!(
+        log.restored_from(),
+        Some(c),
+        "the seal verifies: it has the key"
+    );
+    assert!(!log.state().principals.contains_key(&maintainer));
+    let err = log.check_snapshot().expect_err("the replay must disagree");
+    assert!(err.contains("disagrees"), "{err}");
+    assert_eq!(log.save_state().expect("save"), None);
+    drop(log);
+    // The replayed state was saved whole in its place and the chain of
+    // deltas ended: the next start is right.
+    let log = reopen(&dir, "ledger");
+    assert_eq!(log.restored_from(), Some(c));
+    assert_eq!(log.check_snapshot(), Ok(Some(c)));
+    assert!(log.state().principals.contains_key(&maintainer));
+}
+
+#[test]
+fn state_is_saved_whole_again_once_its_deltas_reach_half_of_it() {
+    let (mut w, a) = world_with_snapshot();
+    let mut deltas = 0;
+    for i in 0..200 {
+        let c = w.case_added(&format!("case-many-{i}"), "held-out");
+        w.post("curator-a", Event::CaseAdded(c)).expect("case");
+        let at = w.log.save_state().expect("save").expect("taken");
+        if snapshot_size(&w) == a {
+            deltas += 1;
+            assert!(aux(&w, &state_delta_aux(deltas - 1)).is_some_and(|d| !d.is_empty()));
+            continue;
+        }
+        assert_eq!(snapshot_size(&w), at);
+        assert!(deltas > 1, "saved whole after {deltas} deltas");
+        assert_eq!(
+            aux(&w, &state_delta_aux(0)),
+            Some(Vec::new()),
+            "a whole snapshot ends the chain"
+        );
+        let live = w.log.state();
+        let dir = w.dir.path().to_owned();
+        drop(w.log);
+        let log = reopen(&dir, "ledger");
+        assert_eq!(log.restored_from(), Some(at));
+        assert_eq!(log.state(), live);
+        return;
+    }
+    panic!("never saved whole again after {deltas} deltas");
 }
 
 /// A world with a snapshot taken partway, and more events after it.

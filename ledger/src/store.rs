@@ -465,9 +465,14 @@ impl Store {
 
     /// Saves derived state under `name`, durably.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.put_aux_all(&[(name, bytes)])
+    }
+
+    /// Saves several records of derived state, durably and atomically.
+    pub fn put_aux_all(&self, records: &[(&str, &[u8])]) -> Result<(), Error> {
         match self {
-            Store::File(s) => s.put_aux(name, bytes),
-            Store::Postgres(s) => pg::off_runtime(|| s.put_aux(name, bytes)),
+            Store::File(s) => s.put_aux_all(records),
+            Store::Postgres(s) => pg::off_runtime(|| s.put_aux_all(records)),
         }
     }
 

@@ -29,12 +29,14 @@ mod principals;
 mod promotion;
 mod redactions;
 mod runs;
+mod tracked;
 
 pub use capabilities::CapabilityState;
 pub use catalogue::{CaseState, CaseStatus, ProposalState, ProposalStatus, TaskClassState};
 pub use principals::{sigstore_principal_id, sigstore_statement, Principal, SigstoreTrust};
 pub use promotion::RecommendationState;
 pub use runs::{InvocationState, RunState};
+pub use tracked::Tracked;
 
 /// Breakdown keys may not contain these (case-insensitive): they smuggle a
 /// model's opinion of itself into a score.
@@ -69,14 +71,14 @@ impl Checkpoints for ledger::LogView<'_> {
 /// Everything the log has established, as of `size` entries.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct State {
-    pub principals: BTreeMap<String, Principal>,
-    pub task_classes: BTreeMap<String, TaskClassState>,
-    pub cases: BTreeMap<String, CaseState>,
-    pub proposals: BTreeMap<String, ProposalState>,
-    pub runs: BTreeMap<String, RunState>,
-    pub invocations: BTreeMap<String, InvocationState>,
-    pub capabilities: BTreeMap<String, CapabilityState>,
-    pub recommendations: BTreeMap<u64, RecommendationState>,
+    pub principals: Tracked<String, Principal>,
+    pub task_classes: Tracked<String, TaskClassState>,
+    pub cases: Tracked<String, CaseState>,
+    pub proposals: Tracked<String, ProposalState>,
+    pub runs: Tracked<String, RunState>,
+    pub invocations: Tracked<String, InvocationState>,
+    pub capabilities: Tracked<String, CapabilityState>,
+    pub recommendations: Tracked<u64, RecommendationState>,
     pub size: u64,
     /// The latest sequencing time (µs, UTC); sequencing never goes back.
     pub last_sequenced_at: i64,
@@ -93,8 +95,8 @@ pub struct State {
     /// Every handle a schema-3 event gave, by class and handle
     /// (`case/…`, `identity/…`, `workflow/…`): the entry that gave it,
     /// whose kept disclosure holds its value.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub handles: BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "tracked::is_empty")]
+    pub handles: Tracked<String, u64>,
     /// Every redacted field: (entry index, field path).
     #[serde(default)]
     pub redactions: std::collections::BTreeSet<(u64, String)>,
@@ -102,6 +104,138 @@ pub struct State {
     /// `sigstore.root_trusted` entry recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigstore: Option<SigstoreTrust>,
+    /// The size from which the tracked maps note their changes
+    /// ([`State::track_changes`]): bookkeeping for saving the state as the
+    /// changes since the last save, not state.
+    #[serde(skip)]
+    tracked_from: tracked::Mark,
+}
+
+/// The changes to a [`State`] between two sizes of the log: every key of a
+/// tracked map that changed, with its value at `size` (`None`: removed),
+/// and the rest of the state (small) whole. Applied to the state at `from`,
+/// it gives the state at `size`; the state at a size is a function of the
+/// log's first entries, so it does so whichever save made that state.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StateDelta {
+    pub from: u64,
+    pub size: u64,
+    pub last_sequenced_at: i64,
+    pub commitments_from: Option<u64>,
+    pub handles_from: Option<u64>,
+    pub redactions: std::collections::BTreeSet<(u64, String)>,
+    pub sigstore: Option<SigstoreTrust>,
+    pub principals: BTreeMap<String, Option<Principal>>,
+    pub task_classes: BTreeMap<String, Option<TaskClassState>>,
+    pub cases: BTreeMap<String, Option<CaseState>>,
+    pub proposals: BTreeMap<String, Option<ProposalState>>,
+    pub runs: BTreeMap<String, Option<RunState>>,
+    pub invocations: BTreeMap<String, Option<InvocationState>>,
+    pub capabilities: BTreeMap<String, Option<CapabilityState>>,
+    pub recommendations: BTreeMap<u64, Option<RecommendationState>>,
+    pub handles: BTreeMap<String, Option<u64>>,
+}
+
+impl StateDelta {
+    /// The delta as bytes (JSON): derived data, never hashed into the log.
+    pub fn encode(&self) -> Vec<u8> {
+        // Writes to memory: serializing these types does not fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses [`StateDelta::encode`]'s bytes; `None` when malformed or
+    /// when it does not move forward.
+    pub fn decode(b: &[u8]) -> Option<StateDelta> {
+        serde_json::from_slice::<StateDelta>(b)
+            .ok()
+            .filter(|d| d.from <= d.size)
+    }
+}
+
+impl State {
+    /// Starts noting the keys that change from here on, so that
+    /// [`State::take_delta`] can hand over the changes since this size.
+    pub fn track_changes(&mut self) {
+        self.principals.track();
+        self.task_classes.track();
+        self.cases.track();
+        self.proposals.track();
+        self.runs.track();
+        self.invocations.track();
+        self.capabilities.track();
+        self.recommendations.track();
+        self.handles.track();
+        self.tracked_from = tracked::Mark(Some(self.size));
+    }
+
+    /// The size from which changes are noted, when they are.
+    pub fn tracked_from(&self) -> Option<u64> {
+        self.tracked_from.0
+    }
+
+    /// The changes since tracking began or the last delta was taken (at
+    /// [`State::tracked_from`]); tracking goes on from this size. `None`
+    /// when changes are not being noted (then only a whole snapshot saves
+    /// this state).
+    pub fn take_delta(&mut self) -> Option<StateDelta> {
+        let from = self.tracked_from.0?;
+        let tracking = self.principals.tracking()
+            && self.task_classes.tracking()
+            && self.cases.tracking()
+            && self.proposals.tracking()
+            && self.runs.tracking()
+            && self.invocations.tracking()
+            && self.capabilities.tracking()
+            && self.recommendations.tracking()
+            && self.handles.tracking();
+        if !tracking {
+            return None;
+        }
+        let delta = StateDelta {
+            from,
+            size: self.size,
+            last_sequenced_at: self.last_sequenced_at,
+            commitments_from: self.commitments_from,
+            handles_from: self.handles_from,
+            redactions: self.redactions.clone(),
+            sigstore: self.sigstore.clone(),
+            principals: self.principals.take_changes()?,
+            task_classes: self.task_classes.take_changes()?,
+            cases: self.cases.take_changes()?,
+            proposals: self.proposals.take_changes()?,
+            runs: self.runs.take_changes()?,
+            invocations: self.invocations.take_changes()?,
+            capabilities: self.capabilities.take_changes()?,
+            recommendations: self.recommendations.take_changes()?,
+            handles: self.handles.take_changes()?,
+        };
+        self.tracked_from = tracked::Mark(Some(self.size));
+        Some(delta)
+    }
+
+    /// Applies a delta taken at this state's size; false (and nothing
+    /// changed) when it was taken at another.
+    pub fn apply_delta(&mut self, d: StateDelta) -> bool {
+        if d.from != self.size || d.size < d.from {
+            return false;
+        }
+        self.size = d.size;
+        self.last_sequenced_at = d.last_sequenced_at;
+        self.commitments_from = d.commitments_from;
+        self.handles_from = d.handles_from;
+        self.redactions = d.redactions;
+        self.sigstore = d.sigstore;
+        self.principals.apply_changes(d.principals);
+        self.task_classes.apply_changes(d.task_classes);
+        self.cases.apply_changes(d.cases);
+        self.proposals.apply_changes(d.proposals);
+        self.runs.apply_changes(d.runs);
+        self.invocations.apply_changes(d.invocations);
+        self.capabilities.apply_changes(d.capabilities);
+        self.recommendations.apply_changes(d.recommendations);
+        self.handles.apply_changes(d.handles);
+        true
+    }
 }
 
 /// The key of a handle in [`State::handles`].
@@ -360,9 +494,10 @@ impl State {
                 self.handles_from = Some(index);
             }
             if let Some(h) = crate::disclose::handle_field(&p.event).filter(|h| h.derived()) {
-                self.handles
-                    .entry(handle_key(h.class, h.handle))
-                    .or_insert(index);
+                let key = handle_key(h.class, h.handle);
+                if !self.handles.contains_key(&key) {
+                    self.handles.insert(key, index);
+                }
             }
         }
         self.last_sequenced_at = self.last_sequenced_at.max(at);

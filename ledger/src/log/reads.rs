@@ -108,6 +108,14 @@ impl<S: Sequencer> Ledger<S> {
         })
     }
 
+    /// Saves several records of derived state at once: all of them or none
+    /// (a record and the records that must not outlive it).
+    pub fn put_aux_all(&self, records: &[(&str, &[u8])]) -> Result<(), Error> {
+        crate::store::guarded("saving derived state", || {
+            self.shared.store()?.put_aux_all(records)
+        })
+    }
+
     /// Derived state saved under `name`.
     pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         crate::store::guarded("reading derived state", || {

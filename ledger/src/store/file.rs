@@ -539,12 +539,20 @@ impl FileStore {
 
     /// Saves derived state under `name`, durably, in its own transaction.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.put_aux_all(&[(name, bytes)])
+    }
+
+    /// Saves several records of derived state, durably, in one transaction:
+    /// all of them or none.
+    pub fn put_aux_all(&self, records: &[(&str, &[u8])]) -> Result<(), Error> {
         self.refuse_if_fallback()?;
         let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
         let txn = self.begin_durable()?;
         {
             let mut t = txn.open_table(AUX).map_err(storage)?;
-            t.insert(name, bytes).map_err(storage)?;
+            for (name, bytes) in records {
+                t.insert(*name, *bytes).map_err(storage)?;
+            }
         }
         txn.commit().map_err(storage)
     }

@@ -790,15 +790,23 @@ impl PgStore {
 
     /// Saves derived state under `name`, durably.
     pub fn put_aux(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        self.put_aux_all(&[(name, bytes)])
+    }
+
+    /// Saves several records of derived state, durably, in one
+    /// transaction: all of them or none.
+    pub fn put_aux_all(&self, records: &[(&str, &[u8])]) -> Result<(), Error> {
         let mut c = self.writer_conn()?;
         let s = self.at.schema.clone();
         let st = c.stmt("put_aux", || {
             format!("INSERT INTO {s}.aux (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value")
         })?;
-        c.client
-            .execute(&st, &[&name, &bytes])
-            .map_err(|e| db("saving derived state", e))?;
-        Ok(())
+        let w = |e| db("saving derived state", e);
+        let mut tx = c.client.transaction().map_err(w)?;
+        for (name, bytes) in records {
+            tx.execute(&st, &[name, bytes]).map_err(w)?;
+        }
+        tx.commit().map_err(w)
     }
 
     /// Derived state saved under `name`, if any.
