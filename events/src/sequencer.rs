@@ -351,16 +351,22 @@ struct Saved {
     /// The number of the next delta.
     next: usize,
     /// The bytes of the snapshot, and of its deltas so far: once the
-    /// deltas reach half the snapshot, the next save is a whole snapshot
-    /// (so a start reads at most half as much again, and the bytes saved
-    /// per entry stay proportional to what the entries change).
+    /// deltas reach half the snapshot (or number [`MAX_DELTAS`]), the next
+    /// save is a whole snapshot (so a start reads about half as much
+    /// again, and the bytes saved per entry stay proportional to what the
+    /// entries change).
     snapshot_len: usize,
     deltas_len: usize,
 }
 
+/// At most this many deltas follow a whole snapshot: a start reads them
+/// all, and on a log that changes little per save the bytes alone would
+/// allow thousands.
+const MAX_DELTAS: usize = 64;
+
 impl Saved {
     fn whole_due(&self) -> bool {
-        self.deltas_len >= self.snapshot_len / 2
+        self.deltas_len >= self.snapshot_len / 2 || self.next >= MAX_DELTAS
     }
 }
 
@@ -398,15 +404,18 @@ type Resumed = (u64, blake3::Hash);
 
 /// Folds the deltas saved after a snapshot into `state` (the snapshot's),
 /// in order, while each one was taken where the one before ended. Stops at
-/// the first that is absent or empty (the end of the chain), taken
-/// elsewhere (left by an earlier chain), or refused (a seal that does not
-/// verify: then why). Returns what was saved and the refusal, if any.
+/// the first that is absent or empty (the end of the chain) or taken
+/// elsewhere (left by an earlier chain, possibly under an earlier key), and
+/// at one that is refused (a seal that does not verify, a body that does not
+/// decode, a record that cannot be read: then why). The first delta is never
+/// under another key than the snapshot's: every whole save empties it.
+/// Returns what was saved and the refusal, if any.
 fn fold_deltas(
     key: &[u8; 32],
     state: &mut State,
     snapshot_len: usize,
     log: &LogView<'_>,
-) -> Result<(Saved, Option<String>), Error> {
+) -> (Saved, Option<String>) {
     let mut saved = Saved {
         end: state.size,
         next: 0,
@@ -414,46 +423,50 @@ fn fold_deltas(
         deltas_len: 0,
     };
     loop {
-        let Some(rec) = log.aux(&state_delta_aux(saved.next))? else {
-            return Ok((saved, None));
-        };
-        if rec.is_empty() {
-            return Ok((saved, None));
-        }
-        let opened = ledger::sealed::open(key, DELTA_MAGIC, &rec, log.head().size, |size| {
-            log.root_at(size)
-        })?;
-        let delta = match opened {
-            Ok(o) => match crate::state::StateDelta::decode(o.body).filter(|d| d.size == o.size) {
-                Some(d) => d,
-                None => {
-                    return Ok((
-                        saved,
-                        Some(format!(
-                            "the event-state delta {} does not decode to changes at its size",
-                            saved.next
-                        )),
-                    ))
-                }
-            },
-            Err(ledger::sealed::SealError::OtherKey) => return Ok((saved, None)),
-            Err(e) => {
-                return Ok((
+        let n = saved.next;
+        let read = log.aux(&state_delta_aux(n)).and_then(|rec| {
+            let Some(rec) = rec.filter(|r| !r.is_empty()) else {
+                return Ok(None);
+            };
+            let opened = ledger::sealed::open(key, DELTA_MAGIC, &rec, log.head().size, |size| {
+                log.root_at(size)
+            })?;
+            Ok(Some(opened.map(|o| {
+                (
+                    crate::state::StateDelta::decode(o.body).filter(|d| d.size == o.size),
+                    rec.len(),
+                )
+            })))
+        });
+        let (delta, len) = match read {
+            Ok(None) => return (saved, None),
+            Ok(Some(Ok((Some(delta), len)))) => (delta, len),
+            Ok(Some(Ok((None, _)))) => {
+                let why =
+                    format!("the event-state delta {n} does not decode to changes at its size");
+                return (saved, Some(why));
+            }
+            Ok(Some(Err(ledger::sealed::SealError::OtherKey))) if n > 0 => return (saved, None),
+            Ok(Some(Err(e))) => {
+                return (
                     saved,
-                    Some(format!(
-                        "the event-state delta {} was refused: {e}",
-                        saved.next
-                    )),
-                ))
+                    Some(format!("the event-state delta {n} was refused: {e}")),
+                )
+            }
+            Err(e) => {
+                return (
+                    saved,
+                    Some(format!("the event-state delta {n} cannot be read: {e}")),
+                )
             }
         };
         if !state.apply_delta(delta) {
             // Left by an earlier chain: not this one's.
-            return Ok((saved, None));
+            return (saved, None);
         }
         saved.end = state.size;
         saved.next += 1;
-        saved.deltas_len += rec.len();
+        saved.deltas_len += len;
     }
 }
 
@@ -484,7 +497,7 @@ fn rebuild_state(
     }) {
         Ok(Some((Ok(mut state), snapshot_len))) => {
             let snapshot = state.size;
-            let (saved, refused) = fold_deltas(key, &mut state, snapshot_len, log)?;
+            let (saved, refused) = fold_deltas(key, &mut state, snapshot_len, log);
             if let Some(why) = &refused {
                 tracing::error!(reason = %why, "derived state does not match the log; resuming from the saved state before it");
             }
@@ -840,11 +853,7 @@ impl Sequencer for EventSequencer {
         }
         let from = self.state.size;
         let redactions = self.state.redactions.len();
-        let disclosed = |origin: u64| -> Result<Option<String>, ledger::Error> {
-            companion_in(&log.entry(origin)?.leaf, |part| {
-                Ok(log.private_part(origin, part)?.into_iter().collect())
-            })
-        };
+        let disclosed = |origin: u64| disclosed_in(log, origin);
         let state = match std::mem::take(&mut self.state).replay_from(log, true) {
             Ok(s) => s,
             Err(e) => {
@@ -890,6 +899,16 @@ impl Sequencer for EventSequencer {
             }
         }
     }
+}
+
+/// The value the schema-3 companion of entry `origin` of `log` discloses,
+/// from the disclosures kept beside it ([`companion_in`]): `None` when
+/// redacted or not kept here (a restore from a backup taken without a
+/// role); an error when it cannot be read.
+fn disclosed_in(log: &LogView<'_>, origin: u64) -> Result<Option<String>, Error> {
+    companion_in(&log.entry(origin)?.leaf, |part| {
+        Ok(log.private_part(origin, part)?.into_iter().collect())
+    })
 }
 
 /// The value the schema-3 companion of the logged `leaf` discloses, from
@@ -1069,6 +1088,29 @@ impl EventLog {
         })
     }
 
+    /// The state rebuilt from `view` ([`rebuild_state`]) and the door's
+    /// index of the values behind handles, from the kept disclosures read
+    /// through the same view, in log order: a part that cannot be read
+    /// stops the load, rather than let the door forget a value.
+    fn catch_up(
+        &self,
+        view: &LogView<'_>,
+    ) -> Result<(Rebuilt, crate::handles::HandleValues), Error> {
+        let rebuilt = rebuild_state(view, &self.snapshot_key, false).map_err(|e| match e {
+            crate::state::ReplayError::Log(e) => e,
+            crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
+                index,
+                ledger::CorruptionKind::Malformed,
+                format!("logged event does not replay: {rejection}"),
+            )
+            .into(),
+        })?;
+        let handles = crate::handles::HandleValues::load(&rebuilt.state, |origin| {
+            disclosed_in(view, origin)
+        })?;
+        Ok((rebuilt, handles))
+    }
+
     /// Catches the state up to the head: the saved snapshot (when its seal
     /// and root check out) and the rules replayed over every entry after it,
     /// without a second signature check (each was checked when it was
@@ -1086,33 +1128,9 @@ impl EventLog {
         }
         let started = std::time::Instant::now();
         let replayed = ledger::store::guarded("catching up the event state", || {
-            let snap = self.ledger.snapshot()?;
-            let head = self.ledger.head();
-            Ok(rebuild_state(
-                &LogView::without_lookups(&snap, head),
-                &self.snapshot_key,
-                false,
-            )
-            .map_err(|e| match e {
-                crate::state::ReplayError::Log(e) => e,
-                crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
-                    index,
-                    ledger::CorruptionKind::Malformed,
-                    format!("logged event does not replay: {rejection}"),
-                )
-                .into(),
-            }))
+            self.ledger.with_replay_view(|view| self.catch_up(view))
         })
         .and_then(|r| r);
-        // The door's index of the values behind handles, from the kept
-        // disclosures: a part that cannot be read stops the load, rather
-        // than let the door forget a value.
-        let replayed = replayed.and_then(|rebuilt| {
-            let handles = crate::handles::HandleValues::load(&rebuilt.state, |origin| {
-                self.companion_disclosed(origin)
-            })?;
-            Ok((rebuilt, handles))
-        });
         match replayed {
             Ok((
                 Rebuilt {
@@ -1161,20 +1179,6 @@ impl EventLog {
         }
         self.catching_up.store(false, SeqCst);
         Ok(())
-    }
-
-    /// The value entry `origin`'s schema-3 companion discloses, from the
-    /// disclosures kept beside it: `None` when redacted or not kept here (a
-    /// restore from a backup taken without a role); an error when it cannot
-    /// be read.
-    fn companion_disclosed(&self, origin: u64) -> Result<Option<String>, Error> {
-        companion_in(&self.ledger.entry(origin)?.leaf, |part| {
-            Ok(self
-                .ledger
-                .private_part(origin, part)?
-                .into_iter()
-                .collect())
-        })
     }
 
     /// Checks the signature of every entry [`EventLog::load_state`] replayed
@@ -1397,6 +1401,16 @@ impl EventLog {
     /// rebuild). It briefly holds up the committer while it takes the
     /// changes (or encodes the whole state).
     pub fn save_state(&self) -> Result<Option<u64>, Error> {
+        let started = std::time::Instant::now();
+        let logged = |size: u64, whole: bool, bytes: usize| {
+            tracing::info!(
+                size,
+                whole,
+                bytes,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "event state saved"
+            );
+        };
         let mut saved = self
             .snapshot_write
             .lock()
@@ -1453,6 +1467,7 @@ impl EventLog {
                     &delta.encode(),
                 );
                 self.ledger.put_aux(&state_delta_aux(c.next), &rec)?;
+                logged(size, false, rec.len());
                 *saved = Some(Saved {
                     end: size,
                     next: c.next + 1,
@@ -1470,6 +1485,7 @@ impl EventLog {
                 // The first delta emptied with it: the chain starts again.
                 self.ledger
                     .put_aux_all(&[(STATE_AUX, &rec), (&state_delta_aux(0), &[])])?;
+                logged(size, true, rec.len());
                 *saved = Some(Saved {
                     end: size,
                     next: 0,

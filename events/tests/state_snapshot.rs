@@ -191,6 +191,54 @@ fn state_is_saved_whole_again_once_its_deltas_reach_half_of_it() {
     panic!("never saved whole again after {deltas} deltas");
 }
 
+/// A commit that fails rebuilds the state from the saved snapshot and
+/// deltas (the deltas' end, at or before where the next delta starts): the
+/// next delta still holds every change, and a start from the chain gets the
+/// state a full replay gets.
+#[test]
+fn deltas_saved_around_a_failed_commit_rebuild_the_same_state() {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    let armed = Arc::new(AtomicU8::new(testkit::faults::CALM));
+    let mut w = World::new_with(ledger::Config {
+        backend: Some(testkit::faults::panicky(&armed)),
+        ..ledger::Config::default()
+    });
+    let a = w.log.save_state().expect("save").expect("taken");
+    w.post("harness", Event::ScoreRecorded(score("case-1", 0.8)))
+        .expect("score");
+    let b = w.log.save_state().expect("save").expect("taken");
+    let c = w.case_added("case-11", "held-out");
+    w.post("curator-a", Event::CaseAdded(c)).expect("case");
+    armed.store(testkit::faults::PANIC_WRITE, Ordering::SeqCst);
+    let c = w.case_added("case-12", "held-out");
+    assert!(w.post("curator-a", Event::CaseAdded(c)).is_err());
+    armed.store(testkit::faults::CALM, Ordering::SeqCst);
+    let mut posted = false;
+    for _ in 0..100 {
+        let c = w.case_added("case-12", "held-out");
+        if w.post("curator-a", Event::CaseAdded(c)).is_ok() {
+            posted = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(posted, "writes never resumed");
+    let r = w.retire("case-11");
+    w.post("curator-a", Event::CaseRetired(r)).expect("retire");
+    let d = w.log.save_state().expect("save").expect("taken");
+    assert!(a < b && b < d);
+    assert_eq!(snapshot_size(&w), a, "saved whole after the failed commit");
+    assert!(aux(&w, &state_delta_aux(1)).is_some_and(|d| !d.is_empty()));
+    let live = w.log.state();
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    assert_eq!(log.restored_from(), Some(d));
+    assert_eq!(log.check_snapshot(), Ok(Some(d)));
+    assert_eq!(log.state(), live);
+    assert_eq!(log.replay_state().expect("replay"), live);
+}
+
 /// A world with a snapshot taken partway, and more events after it.
 fn world_with_snapshot() -> (World, u64) {
     let mut w = World::new();

@@ -84,10 +84,14 @@ pub const ACTORS: &[(&str, Role)] = &[
 impl World {
     /// An empty log with genesis only (operator and ledger key).
     pub fn genesis() -> World {
+        World::genesis_with(Config::default())
+    }
+
+    /// [`World::genesis`], the log opened with `config`.
+    pub fn genesis_with(config: Config) -> World {
         let dir = tempfile::tempdir().expect("tempdir");
         let clock = Arc::new(ManualClock::new(T0));
-        let log = EventLog::open(dir.path(), Config::default(), key("ledger"), clock.clone())
-            .expect("open");
+        let log = EventLog::open(dir.path(), config, key("ledger"), clock.clone()).expect("open");
         for env in genesis_envelopes(
             &key("operator"),
             "operator@example.org",
@@ -108,7 +112,12 @@ impl World {
 
     /// Genesis and every actor enrolled; nothing else.
     pub fn with_actors() -> World {
-        let mut w = World::genesis();
+        World::with_actors_with(Config::default())
+    }
+
+    /// [`World::with_actors`], the log opened with `config`.
+    pub fn with_actors_with(config: Config) -> World {
+        let mut w = World::genesis_with(config);
         for (name, role) in ACTORS {
             w.enrol(name, &[*role]).expect("enrol");
         }
@@ -117,7 +126,13 @@ impl World {
 
     /// Genesis, every actor, one task class, cases `case-1..=3`, run `run-1`.
     pub fn new() -> World {
-        let mut w = World::with_actors();
+        World::new_with(Config::default())
+    }
+
+    /// [`World::new`], the log opened with `config` (a fault-injecting
+    /// storage engine, say).
+    pub fn new_with(config: Config) -> World {
+        let mut w = World::with_actors_with(config);
         w.post(
             "operator",
             Event::TaskClassRegistered(task_class(TASK_CLASS)),

@@ -418,15 +418,9 @@ impl AppState {
         {
             return false;
         }
-        let started = std::time::Instant::now();
         match self.events.save_state() {
             Ok(Some(at)) => {
                 self.state_saved_at.store(at, Ordering::SeqCst);
-                tracing::info!(
-                    size = at,
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "event-state snapshot saved"
-                );
                 true
             }
             Ok(None) => false,

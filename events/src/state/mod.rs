@@ -36,7 +36,7 @@ pub use catalogue::{CaseState, CaseStatus, ProposalState, ProposalStatus, TaskCl
 pub use principals::{sigstore_principal_id, sigstore_statement, Principal, SigstoreTrust};
 pub use promotion::RecommendationState;
 pub use runs::{InvocationState, RunState};
-pub use tracked::Tracked;
+pub use tracked::{Tracked, TrackedSet};
 
 /// Breakdown keys may not contain these (case-insensitive): they smuggle a
 /// model's opinion of itself into a score.
@@ -99,7 +99,7 @@ pub struct State {
     pub handles: Tracked<String, u64>,
     /// Every redacted field: (entry index, field path).
     #[serde(default)]
-    pub redactions: std::collections::BTreeSet<(u64, String)>,
+    pub redactions: TrackedSet<(u64, String)>,
     /// The Sigstore trusted root in force and the log's origin, once a
     /// `sigstore.root_trusted` entry recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -113,7 +113,8 @@ pub struct State {
 
 /// The changes to a [`State`] between two sizes of the log: every key of a
 /// tracked map that changed, with its value at `size` (`None`: removed),
-/// and the rest of the state (small) whole. Applied to the state at `from`,
+/// what the set of redactions gained, and the rest of the state (a few
+/// numbers and the Sigstore root in force) whole. Applied to the state at `from`,
 /// it gives the state at `size`; the state at a size is a function of the
 /// log's first entries, so it does so whichever save made that state.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -123,7 +124,8 @@ pub struct StateDelta {
     pub last_sequenced_at: i64,
     pub commitments_from: Option<u64>,
     pub handles_from: Option<u64>,
-    pub redactions: std::collections::BTreeSet<(u64, String)>,
+    /// The redactions recorded since `from` (the set only grows).
+    pub redactions_added: Vec<(u64, String)>,
     pub sigstore: Option<SigstoreTrust>,
     pub principals: BTreeMap<String, Option<Principal>>,
     pub task_classes: BTreeMap<String, Option<TaskClassState>>,
@@ -165,6 +167,7 @@ impl State {
         self.capabilities.track();
         self.recommendations.track();
         self.handles.track();
+        self.redactions.track();
         self.tracked_from = tracked::Mark(Some(self.size));
     }
 
@@ -187,7 +190,8 @@ impl State {
             && self.invocations.tracking()
             && self.capabilities.tracking()
             && self.recommendations.tracking()
-            && self.handles.tracking();
+            && self.handles.tracking()
+            && self.redactions.tracking();
         if !tracking {
             return None;
         }
@@ -197,7 +201,7 @@ impl State {
             last_sequenced_at: self.last_sequenced_at,
             commitments_from: self.commitments_from,
             handles_from: self.handles_from,
-            redactions: self.redactions.clone(),
+            redactions_added: self.redactions.take_added()?,
             sigstore: self.sigstore.clone(),
             principals: self.principals.take_changes()?,
             task_classes: self.task_classes.take_changes()?,
@@ -223,7 +227,7 @@ impl State {
         self.last_sequenced_at = d.last_sequenced_at;
         self.commitments_from = d.commitments_from;
         self.handles_from = d.handles_from;
-        self.redactions = d.redactions;
+        self.redactions.apply_added(d.redactions_added);
         self.sigstore = d.sigstore;
         self.principals.apply_changes(d.principals);
         self.task_classes.apply_changes(d.task_classes);

@@ -193,6 +193,95 @@ impl<'a, K, V> IntoIterator for &'a Tracked<K, V> {
     }
 }
 
+/// A `BTreeSet` that only grows, and notes what it gains while tracking.
+#[derive(Clone)]
+pub struct TrackedSet<T> {
+    set: BTreeSet<T>,
+    added: Option<Vec<T>>,
+}
+
+impl<T> Default for TrackedSet<T> {
+    fn default() -> Self {
+        TrackedSet {
+            set: BTreeSet::new(),
+            added: None,
+        }
+    }
+}
+
+impl<T: Ord + Clone> TrackedSet<T> {
+    /// As `BTreeSet::insert`.
+    pub fn insert(&mut self, value: T) -> bool {
+        if self.set.contains(&value) {
+            return false;
+        }
+        if let Some(added) = &mut self.added {
+            added.push(value.clone());
+        }
+        self.set.insert(value)
+    }
+
+    pub(crate) fn track(&mut self) {
+        self.added = Some(Vec::new());
+    }
+
+    pub(crate) fn tracking(&self) -> bool {
+        self.added.is_some()
+    }
+
+    /// What the set gained since tracking began or this was last taken.
+    pub(crate) fn take_added(&mut self) -> Option<Vec<T>> {
+        self.added.replace(Vec::new())
+    }
+
+    pub(crate) fn apply_added(&mut self, added: Vec<T>) {
+        for v in added {
+            self.insert(v);
+        }
+    }
+}
+
+impl<T> std::ops::Deref for TrackedSet<T> {
+    type Target = BTreeSet<T>;
+
+    fn deref(&self) -> &BTreeSet<T> {
+        &self.set
+    }
+}
+
+impl<T: Ord> FromIterator<T> for TrackedSet<T> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        TrackedSet {
+            set: BTreeSet::from_iter(iter),
+            added: None,
+        }
+    }
+}
+
+impl<T: PartialEq> PartialEq for TrackedSet<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.set == other.set
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for TrackedSet<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.set.fmt(f)
+    }
+}
+
+impl<T: serde::Serialize> serde::Serialize for TrackedSet<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.set.serialize(s)
+    }
+}
+
+impl<'de, T: serde::Deserialize<'de> + Ord> serde::Deserialize<'de> for TrackedSet<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        BTreeSet::deserialize(d).map(|set| TrackedSet { set, added: None })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +309,19 @@ mod tests {
         let mut gone = m.clone();
         gone.apply_changes(BTreeMap::from([("a".to_owned(), None)]));
         assert_eq!(gone.len(), 1);
+    }
+
+    #[test]
+    fn a_tracked_set_hands_over_only_what_it_gained() {
+        let mut s: TrackedSet<u32> = [1, 2].into_iter().collect();
+        assert_eq!(s.take_added(), None);
+        s.track();
+        assert!(!s.insert(1));
+        assert!(s.insert(3));
+        let added = s.take_added().expect("tracking");
+        assert_eq!(added, vec![3]);
+        let mut copy: TrackedSet<u32> = [1, 2].into_iter().collect();
+        copy.apply_added(added);
+        assert_eq!(copy, s);
     }
 }
