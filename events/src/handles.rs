@@ -134,19 +134,35 @@ impl HandleValues {
         from: u64,
         mut disclosed: impl FnMut(u64) -> Result<Option<String>, E>,
     ) -> Result<(), E> {
-        for (key, &origin) in &state.handles {
-            if origin < from {
-                continue;
+        let class_of = |key: &str| match key.split_once('/') {
+            Some(("case", _)) => Some(HandleClass::Case),
+            Some(("identity", _)) => Some(HandleClass::Identity),
+            Some(("workflow", _)) => Some(HandleClass::Workflow),
+            _ => None,
+        };
+        // The entries are read in log order (neighbours share a stored
+        // bundle, decoded once), and bound in the order of the handles.
+        let mut origins: Vec<u64> = state
+            .handles
+            .iter()
+            .filter(|(key, &origin)| origin >= from && class_of(key).is_some())
+            .map(|(_, &origin)| origin)
+            .collect();
+        origins.sort_unstable();
+        origins.dedup();
+        let mut values = std::collections::HashMap::with_capacity(origins.len());
+        for origin in origins {
+            if let Some(value) = disclosed(origin)? {
+                values.insert(origin, value);
             }
-            let class = match key.split_once('/') {
-                Some(("case", _)) => HandleClass::Case,
-                Some(("identity", _)) => HandleClass::Identity,
-                Some(("workflow", _)) => HandleClass::Workflow,
-                _ => continue,
+        }
+        for (key, &origin) in &state.handles {
+            let Some(class) = class_of(key).filter(|_| origin >= from) else {
+                continue;
             };
             let handle = &key[class.as_str().len() + 1..];
-            if let Some(value) = disclosed(origin)? {
-                self.bind(class, handle, Some(origin), value_hash(class, &value));
+            if let Some(value) = values.get(&origin) {
+                self.bind(class, handle, Some(origin), value_hash(class, value));
             }
         }
         Ok(())

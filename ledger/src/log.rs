@@ -702,6 +702,18 @@ impl<S: Sequencer> Ledger<S> {
             .next())
     }
 
+    /// Runs `f` on a view of one snapshot of the log at its head, for a
+    /// replay that also reads private parts (the values behind handles):
+    /// entries in order, no lookups by key (a start need not wait for
+    /// them, [`LogView::without_lookups`]).
+    pub fn with_replay_view<R>(&self, f: impl FnOnce(&LogView<'_>) -> R) -> Result<R, Error> {
+        let snap = self.snapshot()?;
+        let head = self.head();
+        let read =
+            |index: u64, only: Option<usize>| read_private_parts(&self.shared, &snap, index, only);
+        Ok(f(&LogView::without_lookups(&snap, head).with_private(&read)))
+    }
+
     /// Whether the key of part `part` of entry `index` is gone from the key
     /// file (its slot zeros), whatever `redacted_parts` says: `None` when
     /// the entry has no such part. What `ledger verify` holds a recorded
