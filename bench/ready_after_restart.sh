@@ -7,9 +7,11 @@
 # checked), then stops it with SIGTERM (a clean stop) and starts it again,
 # STARTS times. The first start of a build without a verified head in DIR
 # walks the whole log before it is ready; the ones after it do not.
+# SERVER_LOG=FILE keeps the servers' logs (appended, at LEDGER_LOG: `warn`
+# by default; `info` shows how long the event state took to catch up).
 #
 #   cargo build --release -p api --bin ledger
-#   bash bench/ready_after_restart.sh DIR [STARTS]
+#   [SERVER_LOG=FILE LEDGER_LOG=info] bash bench/ready_after_restart.sh DIR [STARTS]
 set -euo pipefail
 dir=$1
 starts=${2:-4}
@@ -24,8 +26,8 @@ checked() { curl -fs "$base/metrics" 2>/dev/null | grep -q '^ledger_derived_chec
 
 for i in $(seq 1 "$starts"); do
     t0=$(date +%s%N)
-    LEDGER_LOG=warn "$bin" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
-        --anchor-interval-secs 0 > /dev/null 2>&1 &
+    LEDGER_LOG=${LEDGER_LOG:-warn} "$bin" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
+        --anchor-interval-secs 0 >> "${SERVER_LOG:-/dev/null}" 2>&1 &
     pid=$!
     until healthy; do sleep 0.002; done
     h=$(ms_since "$t0")

@@ -432,16 +432,22 @@ fn fold_deltas(
                 log.root_at(size)
             })?;
             Ok(Some(opened.map(|o| {
-                (
+                // One left by an earlier chain is not decoded (it may
+                // even be of an earlier build's layout).
+                if crate::state::StateDelta::from_of(o.body).is_some_and(|from| from != state.size)
+                {
+                    return None;
+                }
+                Some((
                     crate::state::StateDelta::decode(o.body).filter(|d| d.size == o.size),
                     rec.len(),
-                )
+                ))
             })))
         });
         let (delta, len) = match read {
-            Ok(None) => return (saved, None),
-            Ok(Some(Ok((Some(delta), len)))) => (delta, len),
-            Ok(Some(Ok((None, _)))) => {
+            Ok(None) | Ok(Some(Ok(None))) => return (saved, None),
+            Ok(Some(Ok(Some((Some(delta), len))))) => (delta, len),
+            Ok(Some(Ok(Some((None, _))))) => {
                 let why =
                     format!("the event-state delta {n} does not decode to changes at its size");
                 return (saved, Some(why));

@@ -95,6 +95,36 @@ fn deltas_after_a_snapshot_rebuild_the_same_state_as_a_full_replay() {
 }
 
 #[test]
+fn delta_left_by_an_earlier_chain_ends_the_chain_unread() {
+    let (w, [_, _, c]) = world_with_deltas();
+    let live = w.log.state();
+    // Sealed with the key at a size the log has, but continuing from
+    // another size (an earlier chain's), in a layout this build does not
+    // read: not this chain's, so neither used nor reported.
+    let rec = aux(&w, &state_delta_aux(1)).expect("saved");
+    let parts = ledger::sealed::split(&rec).expect("a sealed record");
+    let mut body = 3u64.to_be_bytes().to_vec();
+    body.extend_from_slice(br#"{"an":"older layout"}"#);
+    let stale = ledger::sealed::seal(
+        &events::sequencer::snapshot_seal_key(&key("ledger")),
+        &parts.magic,
+        parts.size,
+        &parts.root,
+        &body,
+    );
+    w.log
+        .ledger()
+        .put_aux(&state_delta_aux(2), &stale)
+        .expect("write");
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    assert_eq!(log.snapshot_refused(), None);
+    assert_eq!(log.restored_from(), Some(c));
+    assert_eq!(log.state(), live);
+}
+
+#[test]
 fn attack_altered_state_delta_is_refused_and_the_start_resumes_before_it() {
     let (w, [_, b, _]) = world_with_deltas();
     let live = w.log.state();

@@ -119,6 +119,9 @@ pub struct State {
 /// log's first entries, so it does so whichever save made that state.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct StateDelta {
+    /// Written before the JSON ([`StateDelta::encode`]), so that a delta
+    /// left by an earlier chain is told apart without decoding it.
+    #[serde(skip)]
     pub from: u64,
     pub size: u64,
     pub last_sequenced_at: i64,
@@ -139,18 +142,29 @@ pub struct StateDelta {
 }
 
 impl StateDelta {
-    /// The delta as bytes (JSON): derived data, never hashed into the log.
+    /// The delta as bytes: `from` (u64 BE) ‖ JSON of the rest. Derived
+    /// data, never hashed into the log.
     pub fn encode(&self) -> Vec<u8> {
-        // Writes to memory: serializing these types does not fail.
-        serde_json::to_vec(self).unwrap_or_default()
+        let mut out = self.from.to_be_bytes().to_vec();
+        // Writes to memory: serializing these types does not fail (if it
+        // did, the JSON would be cut short, and no start decodes it).
+        let _ = serde_json::to_writer(&mut out, self);
+        out
+    }
+
+    /// The size the encoded delta `b` continues from, read without
+    /// decoding the rest; `None` when too short.
+    pub fn from_of(b: &[u8]) -> Option<u64> {
+        Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
     }
 
     /// Parses [`StateDelta::encode`]'s bytes; `None` when malformed or
     /// when it does not move forward.
     pub fn decode(b: &[u8]) -> Option<StateDelta> {
-        serde_json::from_slice::<StateDelta>(b)
-            .ok()
-            .filter(|d| d.from <= d.size)
+        let from = StateDelta::from_of(b)?;
+        let mut d = serde_json::from_slice::<StateDelta>(&b[8..]).ok()?;
+        d.from = from;
+        (d.from <= d.size).then_some(d)
     }
 }
 
