@@ -1761,3 +1761,22 @@ pub fn genesis_envelopes(
         ),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_save_is_due_at_half_the_snapshot_or_at_the_cap() {
+        let saved = |next, deltas_len| Saved {
+            end: 10,
+            next,
+            snapshot_len: 1000,
+            deltas_len,
+        };
+        assert!(!saved(0, 0).whole_due());
+        assert!(!saved(MAX_DELTAS - 1, 499).whole_due());
+        assert!(saved(3, 500).whole_due(), "deltas at half the snapshot");
+        assert!(saved(MAX_DELTAS, 10).whole_due(), "the cap");
+    }
+}

@@ -54,7 +54,27 @@ fn world_with_deltas() -> (World, [u64; 3]) {
     let r = w.retire("case-2");
     w.post("curator-a", Event::CaseRetired(r)).expect("retire");
     let b_case = w.case_added("case-10", "held-out");
-    w.post("curator-a", Event::CaseAdded(b_case)).expect("case");
+    let added = w
+        .post("curator-a", Event::CaseAdded(b_case))
+        .expect("case")
+        .appended
+        .index;
+    // A redaction: the set of redactions only grows, and a delta holds
+    // what it gained.
+    let field = "provenance.source_ref";
+    let leaf_hash = ledger::hash::to_hex(&w.log.ledger().entry(added).expect("entry").leaf_hash);
+    let st = events::envelope::field_redact_statement(added, &leaf_hash, field);
+    let r = FieldRedacted {
+        entry: added,
+        leaf_hash,
+        field: field.into(),
+        reason: "a secret was pasted into it".into(),
+        requested_by: events::cosign(&key("maintainer-a"), &st),
+        confirmed_by: events::cosign(&key("maintainer-b"), &st),
+    };
+    w.post("maintainer-a", Event::FieldRedacted(r))
+        .expect("redacted");
+    assert_eq!(w.log.state().redactions.len(), 1);
     let c = w.log.save_state().expect("save").expect("taken");
     assert_eq!(c, w.size());
     w.post("harness", Event::ScoreRecorded(score("case-10", 0.7)))
@@ -79,6 +99,7 @@ fn deltas_after_a_snapshot_rebuild_the_same_state_as_a_full_replay() {
     let log = reopen(&dir, "ledger");
     assert_eq!(log.restored_from(), Some(c), "resumed after the last delta");
     assert_eq!(log.snapshot_refused(), None);
+    assert_eq!(log.state().redactions.len(), 1, "the redaction was lost");
     assert_eq!(log.check_snapshot(), Ok(Some(c)));
     assert_eq!(log.state(), live);
     assert_eq!(log.replay_state().expect("replay"), live);
@@ -101,21 +122,14 @@ fn delta_left_by_an_earlier_chain_ends_the_chain_unread() {
     // Sealed with the key at a size the log has, but continuing from
     // another size (an earlier chain's), in a layout this build does not
     // read: not this chain's, so neither used nor reported.
-    let rec = aux(&w, &state_delta_aux(1)).expect("saved");
-    let parts = ledger::sealed::split(&rec).expect("a sealed record");
     let mut body = 3u64.to_be_bytes().to_vec();
     body.extend_from_slice(br#"{"an":"older layout"}"#);
-    let stale = ledger::sealed::seal(
+    reseal_delta(
+        &w,
+        2,
         &events::sequencer::snapshot_seal_key(&key("ledger")),
-        &parts.magic,
-        parts.size,
-        &parts.root,
         &body,
     );
-    w.log
-        .ledger()
-        .put_aux(&state_delta_aux(2), &stale)
-        .expect("write");
     let dir = w.dir.path().to_owned();
     drop(w.log);
     let log = reopen(&dir, "ledger");
@@ -144,6 +158,67 @@ fn attack_altered_state_delta_is_refused_and_the_start_resumes_before_it() {
     assert!(why.contains("delta 1") && why.contains("seal"), "{why}");
     assert_eq!(log.restored_from(), Some(b), "the altered delta was used");
     assert_eq!(log.check_snapshot(), Ok(Some(b)));
+    assert_eq!(log.state(), live);
+}
+
+/// Seals `body` as delta `n` of `w`'s chain under `seal_key`, at the size
+/// and root delta 1 was sealed at.
+fn reseal_delta(w: &World, n: usize, seal_key: &[u8; 32], body: &[u8]) {
+    let rec = aux(w, &state_delta_aux(1)).expect("saved");
+    let parts = ledger::sealed::split(&rec).expect("a sealed record");
+    let sealed = ledger::sealed::seal(seal_key, &parts.magic, parts.size, &parts.root, body);
+    w.log
+        .ledger()
+        .put_aux(&state_delta_aux(n), &sealed)
+        .expect("write");
+}
+
+#[test]
+fn attack_state_delta_that_does_not_decode_is_refused() {
+    let (w, [_, b, _]) = world_with_deltas();
+    let live = w.log.state();
+    // Sealed with the key, continuing where delta 0 ends, but not changes.
+    let mut body = b.to_be_bytes().to_vec();
+    body.extend_from_slice(b"{\"size\":");
+    reseal_delta(
+        &w,
+        1,
+        &events::sequencer::snapshot_seal_key(&key("ledger")),
+        &body,
+    );
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    let why = log.snapshot_refused().expect("reported");
+    assert!(why.contains("delta 1 does not decode"), "{why}");
+    assert_eq!(log.restored_from(), Some(b));
+    assert_eq!(log.state(), live);
+}
+
+#[test]
+fn attack_first_state_delta_under_another_key_is_refused() {
+    let (w, [a, _, _]) = world_with_deltas();
+    let live = w.log.state();
+    // Every whole save empties delta 0 in its own transaction: a delta 0
+    // under another key than the snapshot's was put there.
+    let rec = aux(&w, &state_delta_aux(0)).expect("saved");
+    let body = ledger::sealed::split(&rec).expect("sealed").body.to_vec();
+    let other = events::sequencer::snapshot_seal_key(&key("another-ledger-key"));
+    let parts = ledger::sealed::split(&rec).expect("sealed");
+    let forged = ledger::sealed::seal(&other, &parts.magic, parts.size, &parts.root, &body);
+    w.log
+        .ledger()
+        .put_aux(&state_delta_aux(0), &forged)
+        .expect("write");
+    let dir = w.dir.path().to_owned();
+    drop(w.log);
+    let log = reopen(&dir, "ledger");
+    let why = log.snapshot_refused().expect("reported");
+    assert!(
+        why.contains("delta 0") && why.contains("another key"),
+        "{why}"
+    );
+    assert_eq!(log.restored_from(), Some(a));
     assert_eq!(log.state(), live);
 }
 
@@ -253,7 +328,9 @@ fn deltas_saved_around_a_failed_commit_rebuild_the_same_state() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert!(posted, "writes never resumed");
-    let r = w.retire("case-11");
+    // Not case-11: its addition before the failed commit must reach the
+    // next delta through the rebuilt state's notes alone.
+    let r = w.retire("case-3");
     w.post("curator-a", Event::CaseRetired(r)).expect("retire");
     let d = w.log.save_state().expect("save").expect("taken");
     assert!(a < b && b < d);

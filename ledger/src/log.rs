@@ -707,8 +707,9 @@ impl<S: Sequencer> Ledger<S> {
     /// entries in order, no lookups by key (a start need not wait for
     /// them, [`LogView::without_lookups`]).
     pub fn with_replay_view<R>(&self, f: impl FnOnce(&LogView<'_>) -> R) -> Result<R, Error> {
-        let snap = self.snapshot()?;
+        // The head first: a snapshot taken after it holds at least as much.
         let head = self.head();
+        let snap = self.snapshot()?;
         let read =
             |index: u64, only: Option<usize>| read_private_parts(&self.shared, &snap, index, only);
         Ok(f(&LogView::without_lookups(&snap, head).with_private(&read)))
