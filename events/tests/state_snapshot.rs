@@ -253,16 +253,9 @@ fn attack_state_delta_resealed_with_the_key_is_caught_by_a_replay() {
         "the seal verifies: it has the key"
     );
     assert!(!log.state().principals.contains_key(&maintainer));
-    let err = log.check_snapshot().expect_err("the replay must disagree");
-    assert!(err.contains("disagrees"), "{err}");
-    assert_eq!(log.save_state().expect("save"), None);
-    drop(log);
-    // The replayed state was saved whole in its place and the chain of
-    // deltas ended: the next start is right.
-    let log = reopen(&dir, "ledger");
-    assert_eq!(log.restored_from(), Some(c));
-    assert_eq!(log.check_snapshot(), Ok(Some(c)));
-    assert!(log.state().principals.contains_key(&maintainer));
+    // The replayed state is saved whole in its place and the chain of
+    // deltas ended.
+    caught_by_the_replay_and_repaired(log, &dir, c, &maintainer);
 }
 
 #[test]
@@ -460,6 +453,19 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
         Some(at),
         "the seal verifies: it has the key"
     );
+    caught_by_the_replay_and_repaired(log, &dir, at, &curator);
+}
+
+/// `log` resumed from saved state forged with the key at `at`, which
+/// dropped `principal`: the replay disagrees, the distrusted state is not
+/// saved, and the replayed state saved in its place makes the next start
+/// right.
+fn caught_by_the_replay_and_repaired(
+    log: EventLog,
+    dir: &std::path::Path,
+    at: u64,
+    principal: &str,
+) {
     let err = log.check_snapshot().expect_err("the replay must disagree");
     assert!(err.contains("disagrees"), "{err}");
     assert_eq!(
@@ -468,11 +474,10 @@ fn attack_state_snapshot_resealed_with_the_key_is_caught_by_a_replay() {
         "the distrusted state was saved"
     );
     drop(log);
-    // The replayed state was saved in its place: the next start is right.
-    let log = reopen(&dir, "ledger");
+    let log = reopen(dir, "ledger");
     assert_eq!(log.restored_from(), Some(at));
     assert_eq!(log.check_snapshot(), Ok(Some(at)));
-    assert!(log.state().principals.contains_key(&curator));
+    assert!(log.state().principals.contains_key(principal));
 }
 
 /// Someone with write access to the data file but no key appends an entry
