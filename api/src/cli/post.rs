@@ -90,8 +90,9 @@ pub struct EnrolArgs {
     identity: String,
     /// The handle this identity already has, when enrolling another key of
     /// the same person (as a refusal with `handle_value_bound` names it);
-    /// without it, the identity is given a new handle.
-    #[arg(long)]
+    /// without it, the identity is given a new handle. A handle is
+    /// base64url and may begin with `-`; it is taken as this value.
+    #[arg(long, allow_hyphen_values = true)]
     identity_handle: Option<String>,
     /// A role (repeatable): harness, curator, gate, rag-writer, reconciler, promotion-gate,
     /// maintainer, operator, ledger.
@@ -421,4 +422,40 @@ pub fn run(a: PostArgs) -> anyhow::Result<()> {
         return Err(fail(format!("{} envelope(s) refused", posted.refused)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use clap::Parser;
+
+    /// A handle is base64url, whose alphabet has `-`: one that begins with
+    /// it is the option's value, not another option.
+    #[test]
+    fn an_identity_handle_that_begins_with_a_hyphen_is_its_value() {
+        let handle = "-cQ2Xx0v1bW3rR7Jm9kP4sT6uY8aE2gI5oL0nH3dF1z";
+        let cli = Cli::try_parse_from([
+            "ledger",
+            "enrol",
+            "--server",
+            "http://127.0.0.1:1",
+            "--key",
+            "log.pub",
+            "--operator-key",
+            "operator.key",
+            "--public-key",
+            "AAAA",
+            "--identity",
+            "alice@example.org",
+            "--role",
+            "curator",
+            "--identity-handle",
+            handle,
+        ])
+        .expect("parses");
+        let Command::Enrol(args) = cli.command else {
+            panic!("enrol")
+        };
+        assert_eq!(args.identity_handle.as_deref(), Some(handle));
+    }
 }
