@@ -15,11 +15,18 @@
 //! - an earlier handle named beside another value, or beside a value it can
 //!   no longer read ([`RejectCode::HandleValueMismatch`]).
 //!
-//! The index holds BLAKE3 hashes of the values, never the values, and only
-//! in memory: it is rebuilt from the kept disclosures when the state is
-//! loaded ([`HandleValues::load`]). A value whose disclosure was redacted
-//! drops out of it: a later event may give that value a new handle, and
-//! no event that names a value first can name the old handle again.
+//! The index holds keyed BLAKE3 hashes of the values, never the values,
+//! under a key derived from the ledger's key: it is saved with the event
+//! state ([`HandleValues::encode_into`], the changes since the last save
+//! with each delta), where whoever reads the data file can read it, and a
+//! hash of a guessable value (a case name, an e-mail address) cannot be
+//! tried against a dictionary without the key. A start resumes it from
+//! there and learns the handles given after it; without a saved index
+//! (a log saved by an earlier build, a repaired snapshot) it is rebuilt
+//! from the kept disclosures ([`HandleValues::load`]). A value whose
+//! disclosure was redacted drops out of it: a later event may give that
+//! value a new handle, and no event that names a value first can name the
+//! old handle again.
 
 use std::collections::HashMap;
 
@@ -30,12 +37,30 @@ use crate::state::State;
 
 type ValueHash = [u8; 32];
 
+/// The hash a reader's audit walk keeps of a value (in its own memory).
 fn value_hash(class: HandleClass, value: &str) -> ValueHash {
-    let mut h = blake3::Hasher::new();
+    hash_with(blake3::Hasher::new(), class, value)
+}
+
+fn hash_with(mut h: blake3::Hasher, class: HandleClass, value: &str) -> ValueHash {
     h.update(class.as_str().as_bytes());
     h.update(&[0]);
     h.update(value.as_bytes());
     *h.finalize().as_bytes()
+}
+
+/// The tag before a saved index ([`HandleValues::encode_into`]).
+const INDEX_TAG: &[u8; 8] = b"ELHVIDX1";
+/// The tag before saved changes ([`HandleValues::take_changes`]).
+const CHANGES_TAG: &[u8; 8] = b"ELHVCHG1";
+/// A handle given by no entry (an identifier in clear), as saved.
+const NO_ORIGIN: u64 = u64::MAX;
+
+/// A change to the committed index, noted for the next save.
+#[derive(Debug, Clone, PartialEq)]
+enum Change {
+    Bound(HandleClass, String, Option<u64>, ValueHash),
+    Forgot(u64),
 }
 
 /// A handle the door accepted: recorded when its batch commits.
@@ -52,10 +77,20 @@ struct Binding {
 }
 
 /// Which handle each value has, and which value each handle, by class.
-#[derive(Debug, Default)]
+/// The handle of a value is, of the handles bound to it, the one given
+/// first (an identifier in clear before any entry's; then by the entry
+/// that gave it), so the index is a function of its handles, whatever
+/// order they were learnt in.
+#[derive(Debug)]
 pub struct HandleValues {
+    /// The key of the value hashes.
+    key: [u8; 32],
     by_handle: HashMap<(HandleClass, String), (Option<u64>, ValueHash)>,
     by_value: HashMap<(HandleClass, ValueHash), String>,
+    /// The bindings made and the origins forgotten since the changes were
+    /// last taken; `None` when they are not noted (a whole index was
+    /// loaded), so that only a whole save holds this index.
+    changes: Option<Vec<Change>>,
     /// Accepted in the batch being sequenced, not yet committed.
     pending: Vec<Binding>,
     /// Redactions of companions in that batch: (the entry that gave the
@@ -85,15 +120,33 @@ pub fn companion_disclosed(event: &Event, disclosure: &str) -> Option<String> {
 }
 
 impl HandleValues {
+    /// An empty index whose value hashes are keyed with `key`.
+    pub fn new(key: [u8; 32]) -> HandleValues {
+        HandleValues {
+            key,
+            by_handle: HashMap::new(),
+            by_value: HashMap::new(),
+            changes: None,
+            pending: Vec::new(),
+            pending_redactions: Vec::new(),
+        }
+    }
+
+    fn hash(&self, class: HandleClass, value: &str) -> ValueHash {
+        hash_with(blake3::Hasher::new_keyed(&self.key), class, value)
+    }
+
     /// The index for `state`: every identifier in clear from before the
     /// log's switch to schema 3 (its own handle), and every handle a
     /// schema-3 event gave, with the value `disclosed` reads from the
-    /// entry that gave it (`None` when redacted or not kept here).
+    /// entry that gave it (`None` when redacted or not kept here). Its
+    /// changes are not noted: the next save holds it whole.
     pub fn load<E>(
+        key: [u8; 32],
         state: &State,
         mut disclosed: impl FnMut(u64) -> Result<Option<String>, E>,
     ) -> Result<HandleValues, E> {
-        let mut v = HandleValues::default();
+        let mut v = HandleValues::new(key);
         v.learn(state, 0, &mut disclosed)?;
         let clear = |class, id: &String| state.handle_origin(class, id).is_none();
         let mut in_clear: Vec<(HandleClass, &String)> = Vec::new();
@@ -118,9 +171,11 @@ impl HandleValues {
         );
         for (class, id) in in_clear {
             if clear(class, id) {
-                v.bind(class, id, None, value_hash(class, id));
+                let vh = v.hash(class, id);
+                v.bind(class, id, None, vh);
             }
         }
+        v.changes = None;
         Ok(v)
     }
 
@@ -162,19 +217,40 @@ impl HandleValues {
             };
             let handle = &key[class.as_str().len() + 1..];
             if let Some(value) = values.get(&origin) {
-                self.bind(class, handle, Some(origin), value_hash(class, value));
+                let vh = self.hash(class, value);
+                self.bind(class, handle, Some(origin), vh);
             }
         }
         Ok(())
     }
 
+    /// Binds `handle` to the value hashed `vh`, unless the handle is bound
+    /// already; the value's handle is then the one given first.
     fn bind(&mut self, class: HandleClass, handle: &str, origin: Option<u64>, vh: ValueHash) {
-        self.by_value
-            .entry((class, vh))
-            .or_insert_with(|| handle.to_owned());
-        self.by_handle
-            .entry((class, handle.to_owned()))
-            .or_insert((origin, vh));
+        use std::collections::hash_map::Entry;
+        match self.by_handle.entry((class, handle.to_owned())) {
+            Entry::Occupied(_) => return,
+            Entry::Vacant(e) => {
+                e.insert((origin, vh));
+            }
+        }
+        if let Some(c) = &mut self.changes {
+            c.push(Change::Bound(class, handle.to_owned(), origin, vh));
+        }
+        match self.by_value.entry((class, vh)) {
+            Entry::Vacant(e) => {
+                e.insert(handle.to_owned());
+            }
+            Entry::Occupied(mut e) => {
+                let held = self
+                    .by_handle
+                    .get(&(class, e.get().clone()))
+                    .map(|(o, _)| *o);
+                if held.is_none_or(|o| (origin, handle) < (o, e.get().as_str())) {
+                    e.insert(handle.to_owned());
+                }
+            }
+        }
     }
 
     fn handle_of(&self, class: HandleClass, vh: &ValueHash) -> Option<&str> {
@@ -215,7 +291,7 @@ impl HandleValues {
         if schema < SCHEMA_HANDLES {
             // A value named in clear, before the log's switch: its own
             // handle from then on.
-            let vh = value_hash(h.class, h.handle);
+            let vh = self.hash(h.class, h.handle);
             if self.handle_of(h.class, &vh).is_none() {
                 self.pending.push(Binding {
                     at: index,
@@ -237,7 +313,7 @@ impl HandleValues {
                 "no disclosure opens this field",
             ));
         };
-        let vh = value_hash(h.class, &value);
+        let vh = self.hash(h.class, &value);
         if h.derived() {
             match self.handle_of(h.class, &vh) {
                 Some(existing) if existing == h.handle => Ok(()),
@@ -337,10 +413,198 @@ impl HandleValues {
             .filter(|(_, (o, _))| *o == Some(origin))
             .map(|((c, h), (_, vh))| (*c, h.clone(), *vh))
             .collect();
-        for (c, h, vh) in gone {
-            self.by_handle.remove(&(c, h));
-            self.by_value.remove(&(c, vh));
+        if gone.is_empty() {
+            return;
         }
+        if let Some(c) = &mut self.changes {
+            c.push(Change::Forgot(origin));
+        }
+        for (c, h, vh) in gone {
+            self.by_handle.remove(&(c, h.clone()));
+            if self.by_value.get(&(c, vh)) != Some(&h) {
+                continue;
+            }
+            // Another handle bound to the value (two writers of a shared
+            // log can each give one) stands for it now.
+            let next = self
+                .by_handle
+                .iter()
+                .filter(|((c2, _), (_, v2))| *c2 == c && *v2 == vh)
+                .map(|((_, h2), (o2, _))| (*o2, h2))
+                .min()
+                .map(|(_, h2)| h2.clone());
+            match next {
+                Some(h2) => self.by_value.insert((c, vh), h2),
+                None => self.by_value.remove(&(c, vh)),
+            };
+        }
+    }
+
+    /// Whether changes are noted ([`HandleValues::track_changes`]).
+    pub fn noting_changes(&self) -> bool {
+        self.changes.is_some()
+    }
+
+    /// Notes the changes from here on, for [`HandleValues::take_changes`].
+    pub fn track_changes(&mut self) {
+        self.changes = Some(Vec::new());
+    }
+
+    /// The changes since they were last taken or noting began, encoded
+    /// (to be saved beside the event state's delta, and folded in by
+    /// [`HandleValues::apply_changes`]); noting goes on. `None` when
+    /// changes are not noted: only a whole save holds this index.
+    pub fn take_changes(&mut self) -> Option<Vec<u8>> {
+        let changes = std::mem::take(self.changes.as_mut()?);
+        let mut out = CHANGES_TAG.to_vec();
+        out.extend_from_slice(&(changes.len() as u64).to_be_bytes());
+        for c in &changes {
+            match c {
+                Change::Bound(class, handle, origin, vh) => {
+                    out.push(0);
+                    put_binding(&mut out, *class, handle, *origin, vh);
+                }
+                Change::Forgot(origin) => {
+                    out.push(1);
+                    out.extend_from_slice(&origin.to_be_bytes());
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Folds in changes [`HandleValues::take_changes`] encoded; `None`
+    /// (and the index as it may be, half changed) when they do not decode.
+    pub fn apply_changes(&mut self, b: &[u8]) -> Option<()> {
+        let mut r = Reader(b.strip_prefix(CHANGES_TAG)?);
+        for _ in 0..r.u64()? {
+            match r.take(1)?[0] {
+                0 => {
+                    let (class, handle, origin, vh) = r.binding()?;
+                    self.bind(class, &handle, origin, vh);
+                }
+                1 => self.forget(r.u64()?),
+                _ => return None,
+            }
+        }
+        r.0.is_empty().then_some(())
+    }
+
+    /// Appends the committed index (every handle, the entry that gave it,
+    /// and the keyed hash of its value) to `out`, behind a tag.
+    pub fn encode_into(&self, out: &mut impl std::io::Write) {
+        let mut b = INDEX_TAG.to_vec();
+        b.extend_from_slice(&(self.by_handle.len() as u64).to_be_bytes());
+        for ((class, handle), (origin, vh)) in &self.by_handle {
+            put_binding(&mut b, *class, handle, *origin, vh);
+        }
+        // Writes to memory: they do not fail.
+        let _ = out.write_all(&b);
+    }
+
+    /// The index [`HandleValues::encode_into`] wrote at the start of `b`,
+    /// its value hashes keyed with `key`, noting its changes from here on;
+    /// `None` when `b` holds none or it does not decode.
+    pub fn decode(key: [u8; 32], b: &[u8]) -> Option<HandleValues> {
+        let mut r = Reader(b.strip_prefix(INDEX_TAG)?);
+        let mut v = HandleValues::new(key);
+        let n = r.u64()?;
+        v.by_handle
+            .reserve(usize::try_from(n).ok()?.min(b.len() / 44));
+        for _ in 0..n {
+            let (class, handle, origin, vh) = r.binding()?;
+            v.bind(class, &handle, origin, vh);
+        }
+        if !r.0.is_empty() {
+            return None;
+        }
+        v.track_changes();
+        Some(v)
+    }
+
+    /// A digest of the handles schema-3 entries gave in the committed
+    /// index (each with the entry that gave it and its value's hash), to
+    /// compare the index a start resumed with one loaded from the kept
+    /// disclosures. The identifiers in clear from before the switch to
+    /// schema 3 are left out: the door binds those it admits, a load those
+    /// the state still holds, and the two differ where the state dropped
+    /// one (a proposal decided, say).
+    pub fn given_digest(&self) -> blake3::Hash {
+        let mut all: Vec<_> = self
+            .by_handle
+            .iter()
+            .filter(|(_, (origin, _))| origin.is_some())
+            .collect();
+        all.sort_unstable();
+        let mut h = blake3::Hasher::new();
+        let mut b = Vec::new();
+        for ((class, handle), (origin, vh)) in all {
+            b.clear();
+            put_binding(&mut b, *class, handle, *origin, vh);
+            h.update(&b);
+        }
+        h.finalize()
+    }
+
+    /// How many handles the committed index binds.
+    pub fn len(&self) -> usize {
+        self.by_handle.len()
+    }
+
+    /// Whether it binds none.
+    pub fn is_empty(&self) -> bool {
+        self.by_handle.is_empty()
+    }
+}
+
+fn put_binding(
+    out: &mut Vec<u8>,
+    class: HandleClass,
+    handle: &str,
+    origin: Option<u64>,
+    vh: &ValueHash,
+) {
+    out.push(class_code(class));
+    out.extend_from_slice(&origin.unwrap_or(NO_ORIGIN).to_be_bytes());
+    out.extend_from_slice(vh);
+    out.extend_from_slice(&(handle.len() as u32).to_be_bytes());
+    out.extend_from_slice(handle.as_bytes());
+}
+
+fn class_code(class: HandleClass) -> u8 {
+    match class {
+        HandleClass::Case => 0,
+        HandleClass::Identity => 1,
+        HandleClass::Workflow => 2,
+    }
+}
+
+/// Reads what [`put_binding`] and the counts wrote.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let (head, rest) = self.0.split_at_checked(n)?;
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_be_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    fn binding(&mut self) -> Option<(HandleClass, String, Option<u64>, ValueHash)> {
+        let class = match self.take(1)?[0] {
+            0 => HandleClass::Case,
+            1 => HandleClass::Identity,
+            2 => HandleClass::Workflow,
+            _ => return None,
+        };
+        let origin = Some(self.u64()?).filter(|&o| o != NO_ORIGIN);
+        let vh: ValueHash = self.take(32)?.try_into().ok()?;
+        let len = u32::from_be_bytes(self.take(4)?.try_into().ok()?) as usize;
+        let handle = String::from_utf8(self.take(len)?.to_vec()).ok()?;
+        Some((class, handle, origin, vh))
     }
 }
 
@@ -479,6 +743,64 @@ mod tests {
             path: "identity_name",
             value: Some(Value::Str(value.into())),
         }]
+    }
+
+    fn maps(v: &HandleValues) -> (Vec<String>, Vec<String>) {
+        let mut h: Vec<String> = v.by_handle.iter().map(|e| format!("{e:?}")).collect();
+        let mut b: Vec<String> = v.by_value.iter().map(|e| format!("{e:?}")).collect();
+        h.sort();
+        b.sort();
+        (h, b)
+    }
+
+    #[test]
+    fn a_saved_index_and_its_changes_give_the_same_index_back() {
+        let key = [7; 32];
+        let mut live = HandleValues::new(key);
+        let case = live.hash(HandleClass::Case, "GHSA-1");
+        live.bind(HandleClass::Identity, "bob@example.org", None, [1; 32]);
+        live.bind(HandleClass::Case, "h-1", Some(3), case);
+        let mut whole = Vec::new();
+        live.encode_into(&mut whole);
+        let mut saved = HandleValues::decode(key, &whole).expect("decodes");
+        assert_eq!(maps(&saved), maps(&live));
+        live.track_changes();
+        live.bind(HandleClass::Workflow, "h-2", Some(5), [2; 32]);
+        live.bind(HandleClass::Case, "h-3", Some(9), [3; 32]);
+        live.forget(9);
+        let changes = live.take_changes().expect("noted");
+        saved.apply_changes(&changes).expect("applies");
+        assert_eq!(maps(&saved), maps(&live));
+        assert_eq!(saved.given_digest(), live.given_digest());
+        assert_eq!(live.take_changes().expect("noted")[8..], 0u64.to_be_bytes());
+        // Cut short or under another tag, nothing decodes.
+        assert!(HandleValues::decode(key, &whole[..whole.len() - 1]).is_none());
+        assert!(HandleValues::decode(key, &changes).is_none());
+        assert!(saved.apply_changes(&changes[..changes.len() - 1]).is_none());
+        assert!(
+            HandleValues::new(key).take_changes().is_none(),
+            "a new index notes no changes: its first save is whole"
+        );
+    }
+
+    #[test]
+    fn a_value_has_the_handle_given_first_whatever_the_order_learnt() {
+        let mut v = HandleValues::new([0; 32]);
+        v.bind(HandleClass::Case, "later", Some(8), [5; 32]);
+        v.bind(HandleClass::Case, "earlier", Some(4), [5; 32]);
+        assert_eq!(v.handle_of(HandleClass::Case, &[5; 32]), Some("earlier"));
+        v.forget(4);
+        assert_eq!(v.handle_of(HandleClass::Case, &[5; 32]), Some("later"));
+        v.forget(8);
+        assert_eq!(v.handle_of(HandleClass::Case, &[5; 32]), None);
+    }
+
+    #[test]
+    fn the_value_hashes_are_keyed() {
+        let a = HandleValues::new([1; 32]).hash(HandleClass::Case, "GHSA-1");
+        let b = HandleValues::new([2; 32]).hash(HandleClass::Case, "GHSA-1");
+        assert_ne!(a, b);
+        assert_ne!(a, value_hash(HandleClass::Case, "GHSA-1"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use crate::envelope::{
     decode_envelope, format_micros, key_id, public_key_b64, sign_envelope, Decoded,
 };
+use crate::handles::HandleValues;
 use crate::model::*;
 use crate::reject::{RejectCode, Rejection};
 use crate::state::{parse_public_key, State};
@@ -378,29 +379,55 @@ pub fn snapshot_seal_key(ledger_key: &SigningKey) -> [u8; 32] {
     )
 }
 
+/// The key of the door's value hashes ([`crate::handles`]), derived from
+/// the ledger's key.
+pub fn handle_index_key(ledger_key: &SigningKey) -> [u8; 32] {
+    ledger::sealed::derive_key(
+        "evidence-ledger/v1 handle value index",
+        ledger_key.as_bytes(),
+    )
+}
+
 /// The snapshot's state if its seal ([`ledger::sealed`]) verifies under
 /// `key`, it was taken at a size the log has, the log's root at that size
-/// is the one sealed with it, and its body decodes to a state of that size.
-/// Otherwise why not.
+/// is the one sealed with it, and its body decodes to a state of that size;
+/// with the door's index of the values behind handles saved after it, when
+/// `index_key` asks for it and there is one. Otherwise why not.
 fn open_snapshot(
     key: &[u8; 32],
+    index_key: Option<&[u8; 32]>,
     rec: &[u8],
     log: &LogView<'_>,
-) -> Result<Result<State, String>, Error> {
+) -> Result<Result<(State, Option<HandleValues>), String>, Error> {
     let opened = ledger::sealed::open(key, SNAPSHOT_MAGIC, rec, log.head().size, |size| {
         log.root_at(size)
     })?;
     Ok(match opened {
         Ok(o) => State::decode_snapshot(o.body)
             .filter(|s| s.size == o.size)
+            .map(|s| {
+                let index = index_key
+                    .and_then(|k| HandleValues::decode(*k, State::snapshot_trailer(o.body)));
+                (s, index)
+            })
             .ok_or_else(|| "its body does not decode to a state of its size".to_owned()),
         Err(e) => Err(e.to_string()),
     })
 }
 
-/// The size a snapshot was taken at and the digest of its state (kept to
-/// compare with a replay of the log, [`EventLog::check_snapshot`]).
-type Resumed = (u64, blake3::Hash);
+/// What a start resumed from, kept to compare with a replay of the log
+/// ([`EventLog::check_snapshot`]).
+#[derive(Debug, Clone, Copy)]
+struct Resumed {
+    /// The size the saved state (the snapshot and its deltas) ends at.
+    size: u64,
+    /// The digest of that state.
+    state: blake3::Hash,
+    /// The digest of the handles schema-3 entries gave in the door's saved
+    /// index at that size ([`HandleValues::given_digest`]), when the start
+    /// resumed the index too.
+    index: Option<blake3::Hash>,
+}
 
 /// Folds the deltas saved after a snapshot into `state` (the snapshot's),
 /// in order, while each one was taken where the one before ended. Stops at
@@ -409,10 +436,14 @@ type Resumed = (u64, blake3::Hash);
 /// at one that is refused (a seal that does not verify, a body that does not
 /// decode, a record that cannot be read: then why). The first delta is never
 /// under another key than the snapshot's: every whole save empties it.
+/// Each delta's changes to the door's index are folded into `index`; one
+/// without them (saved by an earlier build) or whose changes do not decode
+/// drops it (the start then loads it from the kept disclosures).
 /// Returns what was saved and the refusal, if any.
 fn fold_deltas(
     key: &[u8; 32],
     state: &mut State,
+    index: &mut Option<HandleValues>,
     snapshot_len: usize,
     log: &LogView<'_>,
 ) -> (Saved, Option<String>) {
@@ -444,7 +475,7 @@ fn fold_deltas(
                 ))
             })))
         });
-        let (delta, len) = match read {
+        let (mut delta, len) = match read {
             Ok(None) | Ok(Some(Ok(None))) => return (saved, None),
             Ok(Some(Ok(Some((Some(delta), len))))) => (delta, len),
             Ok(Some(Ok(Some((None, _))))) => {
@@ -466,9 +497,20 @@ fn fold_deltas(
                 )
             }
         };
+        let changes = delta.handle_index.take();
         if !state.apply_delta(delta) {
             // Left by an earlier chain: not this one's.
             return (saved, None);
+        }
+        if let Some(ix) = index {
+            let folded = changes.and_then(|c| {
+                use base64::Engine as _;
+                let b = base64::engine::general_purpose::STANDARD.decode(c).ok()?;
+                ix.apply_changes(&b)
+            });
+            if folded.is_none() {
+                *index = None;
+            }
         }
         saved.end = state.size;
         saved.next += 1;
@@ -485,6 +527,19 @@ struct Rebuilt {
     refused: Option<String>,
     /// What is saved (the snapshot and its deltas), when it was used.
     saved: Option<Saved>,
+    /// The door's saved index of the values behind handles, at the end of
+    /// the saved state (before the entries after it), when asked for and
+    /// saved whole with it.
+    index: Option<SavedIndex>,
+}
+
+/// The door's index as saved, at the end of the saved state.
+struct SavedIndex {
+    index: HandleValues,
+    /// The size of the saved state it goes with.
+    size: u64,
+    /// How many redactions that state held.
+    redactions: usize,
 }
 
 /// The state at the log's head: the saved snapshot and its deltas (when
@@ -495,15 +550,16 @@ struct Rebuilt {
 fn rebuild_state(
     log: &LogView<'_>,
     key: &[u8; 32],
+    index_key: Option<&[u8; 32]>,
     verify_signatures: bool,
 ) -> Result<Rebuilt, crate::state::ReplayError> {
     let refused = match log.aux(STATE_AUX).and_then(|rec| match rec {
-        Some(rec) => open_snapshot(key, &rec, log).map(|s| Some((s, rec.len()))),
+        Some(rec) => open_snapshot(key, index_key, &rec, log).map(|s| Some((s, rec.len()))),
         None => Ok(None),
     }) {
-        Ok(Some((Ok(mut state), snapshot_len))) => {
+        Ok(Some((Ok((mut state, mut index)), snapshot_len))) => {
             let snapshot = state.size;
-            let (saved, refused) = fold_deltas(key, &mut state, snapshot_len, log);
+            let (saved, refused) = fold_deltas(key, &mut state, &mut index, snapshot_len, log);
             if let Some(why) = &refused {
                 tracing::error!(reason = %why, "derived state does not match the log; resuming from the saved state before it");
             }
@@ -514,13 +570,27 @@ fn rebuild_state(
                 tail = log.head().size - from,
                 "state from its snapshot, its deltas and the entries after them"
             );
-            let resumed = (from, blake3::hash(&state.encode_snapshot()));
+            let index = index.map(|mut index| {
+                // What folding the deltas noted is saved already.
+                index.track_changes();
+                SavedIndex {
+                    index,
+                    size: from,
+                    redactions: state.redactions.len(),
+                }
+            });
+            let resumed = Resumed {
+                size: from,
+                state: blake3::hash(&state.encode_snapshot()),
+                index: index.as_ref().map(|i| i.index.given_digest()),
+            };
             state.track_changes();
             return Ok(Rebuilt {
                 state: state.replay_from(log, verify_signatures)?,
                 resumed: Some(resumed),
                 refused,
                 saved: Some(saved),
+                index,
             });
         }
         Ok(None) => None,
@@ -541,6 +611,7 @@ fn rebuild_state(
         resumed: None,
         refused,
         saved: None,
+        index: None,
     })
 }
 
@@ -871,7 +942,8 @@ impl Sequencer for EventSequencer {
         let reload =
             state.redactions.len() != redactions || state.handles_from.is_none_or(|h| h >= from);
         let learned = if reload {
-            crate::handles::HandleValues::load(&state, disclosed).map(|h| self.handles = h)
+            HandleValues::load(handle_index_key(&self.ledger_key), &state, disclosed)
+                .map(|h| self.handles = h)
         } else {
             self.handles.learn(&state, from, disclosed)
         };
@@ -890,7 +962,7 @@ impl Sequencer for EventSequencer {
             self.handles.failed(0);
             return;
         }
-        match rebuild_state(log, &snapshot_seal_key(&self.ledger_key), false) {
+        match rebuild_state(log, &snapshot_seal_key(&self.ledger_key), None, false) {
             // What is saved stays as the saver knows it: this state notes
             // its changes from the end of the saved deltas, which is at or
             // before where the saver's next delta starts.
@@ -947,7 +1019,12 @@ pub struct EventLog {
     keys: Arc<KeyCache>,
     replay_error: std::sync::Mutex<Option<String>>,
     snapshot_key: [u8; 32],
+    /// The key of the door's value hashes ([`handle_index_key`]).
+    index_key: [u8; 32],
     restored_from: std::sync::Mutex<Option<u64>>,
+    /// The size of the saved state the door's index of the values behind
+    /// handles was resumed from at the last load, if it was.
+    index_resumed: std::sync::Mutex<Option<u64>>,
     /// True until [`EventLog::load_state`] has installed the state.
     catching_up: std::sync::atomic::AtomicBool,
     /// Whether a log whose events do not replay still opens (writes
@@ -1060,6 +1137,7 @@ impl EventLog {
         let keys = Arc::new(KeyCache::default());
         let k2 = Arc::clone(&keys);
         let snapshot_key = snapshot_seal_key(&ledger_key);
+        let index_key = handle_index_key(&ledger_key);
         let ledger = Ledger::open_with(dir, config, move |_, _| {
             Ok(EventSequencer {
                 state: State::default(),
@@ -1070,7 +1148,7 @@ impl EventLog {
                 broken: false,
                 loading: true,
                 pending: HashMap::new(),
-                handles: Default::default(),
+                handles: HandleValues::new(index_key),
                 enrolled_in_batch: Default::default(),
             })
         })?;
@@ -1079,7 +1157,9 @@ impl EventLog {
             keys,
             replay_error: std::sync::Mutex::new(None),
             snapshot_key,
+            index_key,
             restored_from: std::sync::Mutex::new(None),
+            index_resumed: std::sync::Mutex::new(None),
             catching_up: std::sync::atomic::AtomicBool::new(true),
             degraded,
             door: std::sync::RwLock::new(()),
@@ -1095,25 +1175,56 @@ impl EventLog {
     }
 
     /// The state rebuilt from `view` ([`rebuild_state`]) and the door's
-    /// index of the values behind handles, from the kept disclosures read
-    /// through the same view, in log order: a part that cannot be read
-    /// stops the load, rather than let the door forget a value.
-    fn catch_up(
-        &self,
-        view: &LogView<'_>,
-    ) -> Result<(Rebuilt, crate::handles::HandleValues), Error> {
-        let rebuilt = rebuild_state(view, &self.snapshot_key, false).map_err(|e| match e {
-            crate::state::ReplayError::Log(e) => e,
-            crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
-                index,
-                ledger::CorruptionKind::Malformed,
-                format!("logged event does not replay: {rejection}"),
-            )
-            .into(),
-        })?;
-        let handles = crate::handles::HandleValues::load(&rebuilt.state, |origin| {
-            disclosed_in(view, origin)
-        })?;
+    /// index of the values behind handles: the saved one, with the handles
+    /// the entries after it gave, read from their kept disclosures; or,
+    /// when none was saved with the state or the entries after it redact a
+    /// value (or switch the log to handles), loaded from the kept
+    /// disclosures of every handle, read through the same view in log
+    /// order. A part that cannot be read stops the load, rather than let
+    /// the door forget a value.
+    fn catch_up(&self, view: &LogView<'_>) -> Result<(Rebuilt, HandleValues), Error> {
+        let mut rebuilt = rebuild_state(view, &self.snapshot_key, Some(&self.index_key), false)
+            .map_err(|e| match e {
+                crate::state::ReplayError::Log(e) => e,
+                crate::state::ReplayError::Invalid { index, rejection } => ledger::Corruption::new(
+                    index,
+                    ledger::CorruptionKind::Malformed,
+                    format!("logged event does not replay: {rejection}"),
+                )
+                .into(),
+            })?;
+        let state = &rebuilt.state;
+        let disclosed = |origin| disclosed_in(view, origin);
+        let started = std::time::Instant::now();
+        let handles = match rebuilt.index.take() {
+            Some(SavedIndex {
+                mut index,
+                size,
+                redactions,
+            }) if state.redactions.len() == redactions
+                && state.handles_from.is_some_and(|h| h < size) =>
+            {
+                index.learn(state, size, disclosed)?;
+                tracing::info!(
+                    handles = index.len(),
+                    from = size,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "the index of the values behind handles resumed from the saved state"
+                );
+                *self.index_resumed.lock().unwrap_or_else(|p| p.into_inner()) = Some(size);
+                index
+            }
+            _ => {
+                let index = HandleValues::load(self.index_key, state, disclosed)?;
+                tracing::info!(
+                    handles = index.len(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "the index of the values behind handles loaded from the kept disclosures"
+                );
+                *self.index_resumed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                index
+            }
+        };
         Ok((rebuilt, handles))
     }
 
@@ -1144,6 +1255,7 @@ impl EventLog {
                     resumed,
                     refused,
                     saved,
+                    index: _,
                 },
                 handles,
             )) => {
@@ -1158,7 +1270,7 @@ impl EventLog {
                     s.handles = handles;
                     s.loading = false;
                 });
-                let from = resumed.map(|(size, _)| size);
+                let from = resumed.map(|r| r.size);
                 *self.restored_from.lock().unwrap_or_else(|p| p.into_inner()) = from;
                 *self.unsigned_tail.lock().unwrap_or_else(|p| p.into_inner()) =
                     (from.unwrap_or(0), size);
@@ -1311,7 +1423,7 @@ impl EventLog {
     /// which was folded from the bad snapshot, must not be trusted, and a
     /// server refuses writes and numbers until it is restarted.
     pub fn check_snapshot(&self) -> Result<Option<u64>, String> {
-        let Some((size, resumed)) = self
+        let Some(resumed) = self
             .resumed
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -1319,35 +1431,50 @@ impl EventLog {
         else {
             return Ok(None);
         };
+        let size = resumed.size;
         let replayed = ledger::store::guarded("checking the event-state snapshot", || {
-            Ok((|| -> Result<State, String> {
-                let snap = self.ledger.snapshot().map_err(|e| e.to_string())?;
-                let chain = if size == 0 {
-                    ledger::GENESIS_CHAIN
-                } else {
-                    self.ledger
-                        .entry(size - 1)
-                        .map_err(|e| e.to_string())?
-                        .chain_hash
-                };
-                let head = ledger::Head {
-                    size,
-                    root: self.ledger.root_at(size).map_err(|e| e.to_string())?,
-                    chain,
-                };
+            self.ledger.with_replay_view_at(size, |view| {
                 // The rules, not the signatures: every signature was
                 // checked when its entry was appended, and the entries' bytes
                 // are proven by the full verify that runs beside this.
-                State::replay(&LogView::without_lookups(&snap, head), false)
-                    .map_err(|e| e.to_string())
-            })())
+                let state = State::replay(view, false).map_err(|e| e.to_string())?;
+                // The saved index, against one loaded from the kept
+                // disclosures at the same size.
+                let index = match resumed.index {
+                    Some(_) => Some(
+                        HandleValues::load(self.index_key, &state, |origin| {
+                            disclosed_in(view, origin)
+                        })
+                        .map_err(|e| e.to_string())?
+                        .given_digest(),
+                    ),
+                    None => None,
+                };
+                Ok::<_, String>((state, index))
+            })
         })
         .map_err(|e| e.to_string())
         .and_then(|r| r)
         .map_err(|e| format!("the event-state snapshot cannot be checked: {e}"))?;
-        if blake3::hash(&replayed.encode_snapshot()) == resumed {
+        let (replayed, index) = replayed;
+        let state_agrees = blake3::hash(&replayed.encode_snapshot()) == resumed.state;
+        if state_agrees && index == resumed.index {
             return Ok(Some(size));
         }
+        if state_agrees && self.redacted_since(replayed.redactions.len()) {
+            // A value redacted since reads as gone: the load cannot tell
+            // the saved index's value for it, so this check says nothing.
+            tracing::warn!(
+                size,
+                "the saved index of the values behind handles was not checked: a redaction landed since the start"
+            );
+            return Ok(Some(size));
+        }
+        let what = if state_agrees {
+            "the index of the values behind handles saved with the event-state snapshot"
+        } else {
+            "the event-state snapshot"
+        };
         let mut saved = self
             .snapshot_write
             .lock()
@@ -1374,10 +1501,24 @@ impl EventLog {
         ]) {
             tracing::error!(error = %e, "could not replace the disagreeing event-state snapshot");
         }
+        // The replayed state is saved without an index: the next start
+        // loads the index from the kept disclosures.
         Err(format!(
-            "the event-state snapshot at size {size} disagrees with a replay of the log; \
+            "{what} at size {size} disagrees with a replay of the log; \
              writes are refused until the server restarts (the replayed state was saved)"
         ))
+    }
+
+    /// The size of the saved state the door's index of the values behind
+    /// handles was resumed from at the last load (`None`: it was loaded
+    /// from the kept disclosures of every handle).
+    pub fn handle_index_resumed(&self) -> Option<u64> {
+        *self.index_resumed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the committed state holds more redactions than `than`.
+    fn redacted_since(&self, than: usize) -> bool {
+        self.ledger.inspect_mut(|s| s.state.redactions.len() > than)
     }
 
     /// Why a saved event-state snapshot was refused on open (its seal did
@@ -1436,19 +1577,32 @@ impl EventLog {
                 return None;
             }
             // A delta continues the chain where it ended, when the state
-            // has noted every change since (from there or earlier: a key
-            // noted twice is written with its value now).
+            // and the door's index have noted every change since (from
+            // there or earlier: a key noted twice is written with its
+            // value now).
             if let Some(c) = continues {
-                if s.state.tracked_from().is_some_and(|from| from <= c.end) {
+                if s.state.tracked_from().is_some_and(|from| from <= c.end)
+                    && s.handles.noting_changes()
+                {
                     if let Some(mut d) = s.state.take_delta() {
+                        use base64::Engine as _;
                         d.from = c.end;
+                        d.handle_index = s
+                            .handles
+                            .take_changes()
+                            .map(|b| base64::engine::general_purpose::STANDARD.encode(b));
                         return Some(Err(d));
                     }
                 }
             }
+            // The state, then the door's index of the values behind
+            // handles (after the state's JSON, where a start that does not
+            // read it ignores it).
             let mut body = ledger::sealed::Unsealed::with_capacity(hint + hint / 16);
             s.state.encode_snapshot_into(&mut body);
+            s.handles.encode_into(&mut body);
             s.state.track_changes();
+            s.handles.track_changes();
             Some(Ok((s.state.size, body)))
         });
         match taken {

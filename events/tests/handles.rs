@@ -447,3 +447,144 @@ fn attack_a_handle_committed_as_a_value_is_refused() {
     let r = refused(&mut w, &body, C::HandleValueBound);
     assert_eq!(r.field, "event.body.identity_name");
 }
+
+/// A second handle for the case named `name`, written by curator a: what
+/// the door must refuse once `name` has a handle.
+fn second_case(name: &str, id: &str) -> Vec<u8> {
+    let second = disclose::bind("case_name", name).expect("salt");
+    let p = Payload {
+        schema: SCHEMA_VERSION,
+        id: id.into(),
+        signer: events::key_id(&key("curator-a").verifying_key()),
+        issued_at: format_micros(T0),
+        event: case_under(&second, name),
+    };
+    sign_write_bound(&key("curator-a"), p, &[second])
+}
+
+/// Case `name` added under a handle of its own.
+fn add_case(w: &mut World, name: &str) {
+    let b = disclose::bind("case_name", name).expect("salt");
+    let body = write(w, "curator-a", case_under(&b, name), &[b]);
+    w.log.append(&body).expect("a case");
+}
+
+/// A start resumes the door's index from the state it saved (whole, then
+/// as a delta) and learns the handles given after it: every value keeps
+/// its one handle, and the replay check agrees with the saved index.
+#[test]
+fn the_door_resumes_its_index_saved_with_the_state() {
+    let mut w = World::new();
+    add_case(&mut w, "GHSA-2026-whole");
+    enrol_alice(&mut w);
+    let whole = w.log.save_state().expect("save").expect("taken");
+    add_case(&mut w, "GHSA-2026-tail");
+    let dir = w.dir.path().to_owned();
+    let World { dir: tmp, log, .. } = w;
+    drop(log);
+    let log = open_log(&dir);
+    assert_eq!(
+        log.handle_index_resumed(),
+        Some(whole),
+        "loaded, not resumed"
+    );
+    assert_eq!(log.check_snapshot(), Ok(Some(whole)));
+    expect_code(
+        log.append(&second_case("GHSA-2026-whole", "again-whole")),
+        C::HandleValueBound,
+    );
+    expect_code(
+        log.append(&second_case("GHSA-2026-tail", "again-tail")),
+        C::HandleValueBound,
+    );
+    // A delta carries the handles given since the whole save.
+    let b = disclose::bind("case_name", "GHSA-2026-delta").expect("salt");
+    let p = Payload {
+        schema: SCHEMA_VERSION,
+        id: "handles-delta".into(),
+        signer: events::key_id(&key("curator-a").verifying_key()),
+        issued_at: format_micros(T0),
+        event: case_under(&b, "GHSA-2026-delta"),
+    };
+    log.append(&sign_write_bound(&key("curator-a"), p, &[b]))
+        .expect("a case after the restart");
+    let delta = log.save_state().expect("save").expect("taken");
+    assert!(log
+        .ledger()
+        .get_aux(&events::sequencer::state_delta_aux(0))
+        .expect("read")
+        .is_some_and(|d| !d.is_empty()));
+    drop(log);
+    let log = open_log(&dir);
+    assert_eq!(log.handle_index_resumed(), Some(delta));
+    assert_eq!(log.check_snapshot(), Ok(Some(delta)));
+    for (name, id) in [
+        ("GHSA-2026-whole", "again-whole-2"),
+        ("GHSA-2026-tail", "again-tail-2"),
+        ("GHSA-2026-delta", "again-delta"),
+    ] {
+        expect_code(log.append(&second_case(name, id)), C::HandleValueBound);
+    }
+    drop(log);
+    drop(tmp);
+}
+
+/// Someone who holds the ledger's key drops a case's binding from the
+/// index saved with the state and seals it again, so that a second handle
+/// for the case would pass the door: the replay check loads the index
+/// from the kept disclosures, disagrees, and the state saved in its place
+/// has no index, so the next start loads it and refuses the second handle.
+#[test]
+fn attack_handle_index_resealed_with_the_key_is_caught_by_a_replay() {
+    let mut w = World::new();
+    add_case(&mut w, "GHSA-2026-forged");
+    let at = w.log.save_state().expect("save").expect("taken");
+    let rec = w
+        .log
+        .ledger()
+        .get_aux(events::sequencer::STATE_AUX)
+        .expect("read")
+        .expect("saved");
+    let parts = ledger::sealed::split(&rec).expect("a sealed record");
+    let state = events::State::decode_snapshot(parts.body).expect("decode");
+    let mut body = state.encode_snapshot();
+    events::handles::HandleValues::new(events::sequencer::handle_index_key(&key("ledger")))
+        .encode_into(&mut body);
+    let forged = ledger::sealed::seal(
+        &events::sequencer::snapshot_seal_key(&key("ledger")),
+        &parts.magic,
+        at,
+        &parts.root,
+        &body,
+    );
+    w.log
+        .ledger()
+        .put_aux(events::sequencer::STATE_AUX, &forged)
+        .expect("write");
+    let dir = w.dir.path().to_owned();
+    let World { dir: tmp, log, .. } = w;
+    drop(log);
+    let log = open_log(&dir);
+    assert_eq!(log.handle_index_resumed(), Some(at), "the seal verifies");
+    let err = log.check_snapshot().expect_err("the replay must disagree");
+    assert!(err.contains("index of the values behind handles"), "{err}");
+    assert_eq!(
+        log.save_state().expect("save"),
+        None,
+        "distrusted, not saved"
+    );
+    drop(log);
+    let log = open_log(&dir);
+    assert_eq!(
+        log.handle_index_resumed(),
+        None,
+        "loaded from the disclosures"
+    );
+    assert_eq!(log.check_snapshot(), Ok(Some(at)));
+    expect_code(
+        log.append(&second_case("GHSA-2026-forged", "again-forged")),
+        C::HandleValueBound,
+    );
+    drop(log);
+    drop(tmp);
+}

@@ -715,6 +715,30 @@ impl<S: Sequencer> Ledger<S> {
         Ok(f(&LogView::without_lookups(&snap, head).with_private(&read)))
     }
 
+    /// [`Ledger::with_replay_view`] as of the log's first `size` entries
+    /// (at most its head's): the private parts are read as they are now
+    /// (a part redacted since reads as gone).
+    pub fn with_replay_view_at<R>(
+        &self,
+        size: u64,
+        f: impl FnOnce(&LogView<'_>) -> R,
+    ) -> Result<R, Error> {
+        let snap = self.snapshot()?;
+        let chain = if size == 0 {
+            crate::GENESIS_CHAIN
+        } else {
+            self.entry(size - 1)?.chain_hash
+        };
+        let head = Head {
+            size,
+            root: self.root_at(size)?,
+            chain,
+        };
+        let read =
+            |index: u64, only: Option<usize>| read_private_parts(&self.shared, &snap, index, only);
+        Ok(f(&LogView::without_lookups(&snap, head).with_private(&read)))
+    }
+
     /// Whether the key of part `part` of entry `index` is gone from the key
     /// file (its slot zeros), whatever `redacted_parts` says: `None` when
     /// the entry has no such part. What `ledger verify` holds a recorded

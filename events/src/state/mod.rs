@@ -139,6 +139,13 @@ pub struct StateDelta {
     pub capabilities: BTreeMap<String, Option<CapabilityState>>,
     pub recommendations: BTreeMap<u64, Option<RecommendationState>>,
     pub handles: BTreeMap<String, Option<u64>>,
+    /// The changes to the door's index of the values behind handles over
+    /// the same entries ([`crate::handles::HandleValues::take_changes`],
+    /// base64), when the saver noted them. The ledger's, not the state's:
+    /// a state is a function of the log, the index also of the kept
+    /// disclosures. A start folds them into the saved index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle_index: Option<String>,
 }
 
 impl StateDelta {
@@ -226,6 +233,7 @@ impl State {
             capabilities: self.capabilities.take_changes()?,
             recommendations: self.recommendations.take_changes()?,
             handles: self.handles.take_changes()?,
+            handle_index: None,
         };
         self.tracked_from = tracked::Mark(Some(self.size));
         Some(delta)
@@ -677,6 +685,18 @@ impl State {
     pub fn decode_snapshot(b: &[u8]) -> Option<State> {
         let len = u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize;
         serde_json::from_slice(b.get(4..4usize.checked_add(len)?)?).ok()
+    }
+
+    /// The bytes after the state in [`State::encode_snapshot`]'s (where
+    /// the sequencer saves its index of the values behind handles); empty
+    /// when there are none or the bytes are too short.
+    pub fn snapshot_trailer(b: &[u8]) -> &[u8] {
+        let len = b
+            .get(..4)
+            .and_then(|l| l.try_into().ok())
+            .map(|l| u32::from_be_bytes(l) as usize);
+        len.and_then(|len| b.get(4usize.checked_add(len)?..))
+            .unwrap_or_default()
     }
 
     /// Folds one logged leaf, re-checking it.
