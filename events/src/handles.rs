@@ -334,6 +334,18 @@ impl HandleValues {
                         )
                     },
                 )),
+                None if state.handle_origin(h.class, h.handle).is_some() => {
+                    // Given before (the same disclosure), for a value the
+                    // door no longer knows: redacted, or not kept here.
+                    Err(Rejection::new(
+                        RejectCode::HandleValueMismatch,
+                        handle_field,
+                        format!(
+                            "the {class} this handle was given for at entry {} is redacted or not kept here, so it cannot be named again",
+                            state.handle_origin(h.class, h.handle).unwrap_or_default()
+                        ),
+                    ))
+                }
                 None if self.value_of(h.class, &value).is_some() => Err(Rejection::new(
                     RejectCode::HandleValueBound,
                     name_field,
@@ -400,6 +412,40 @@ impl HandleValues {
         }
     }
 
+    /// The batch failed, and `state` is the log's state after it, which
+    /// other writers of a shared log may have appended to meanwhile: what
+    /// the batch accepted is the log's where `state` records it (the handle
+    /// given at that entry; a redaction of the companion that gave one),
+    /// every redaction `state` records is applied, and the handles given
+    /// from `known` (the size this index was complete at) are learnt from
+    /// their kept disclosures.
+    pub fn failed_against<E>(
+        &mut self,
+        state: &State,
+        known: u64,
+        disclosed: impl FnMut(u64) -> Result<Option<String>, E>,
+    ) -> Result<(), E> {
+        for b in std::mem::take(&mut self.pending) {
+            let logged = b.at < state.size
+                && b.origin
+                    .is_none_or(|o| state.handle_origin(b.class, &b.handle) == Some(o));
+            if logged {
+                self.bind(b.class, &b.handle, b.origin, b.value);
+            }
+        }
+        self.pending_redactions.clear();
+        let redacted: Vec<u64> = state
+            .redactions
+            .iter()
+            .filter(|(_, field)| crate::disclose::handle_field_path(field))
+            .map(|(entry, _)| *entry)
+            .collect();
+        for origin in redacted {
+            self.forget(origin);
+        }
+        self.learn(state, known, disclosed)
+    }
+
     /// Entry `at` redacts the companion of entry `origin`: once it commits,
     /// the value of the handle `origin` gave is forgotten.
     pub fn redacted(&mut self, origin: u64, at: u64) {
@@ -438,6 +484,11 @@ impl HandleValues {
                 None => self.by_value.remove(&(c, vh)),
             };
         }
+    }
+
+    /// Whether changes were noted since they were last taken.
+    pub fn has_changes(&self) -> bool {
+        self.changes.as_ref().is_some_and(|c| !c.is_empty())
     }
 
     /// Whether changes are noted ([`HandleValues::track_changes`]).
@@ -481,6 +532,7 @@ impl HandleValues {
             match r.take(1)?[0] {
                 0 => {
                     let (class, handle, origin, vh) = r.binding()?;
+                    self.check_clear(class, &handle, origin, &vh)?;
                     self.bind(class, &handle, origin, vh);
                 }
                 1 => self.forget(r.u64()?),
@@ -513,6 +565,7 @@ impl HandleValues {
             .reserve(usize::try_from(n).ok()?.min(b.len() / 44));
         for _ in 0..n {
             let (class, handle, origin, vh) = r.binding()?;
+            v.check_clear(class, &handle, origin, &vh)?;
             v.bind(class, &handle, origin, vh);
         }
         if !r.0.is_empty() {
@@ -522,28 +575,36 @@ impl HandleValues {
         Some(v)
     }
 
-    /// A digest of the handles schema-3 entries gave in the committed
-    /// index (each with the entry that gave it and its value's hash), to
-    /// compare the index a start resumed with one loaded from the kept
-    /// disclosures. The identifiers in clear from before the switch to
-    /// schema 3 are left out: the door binds those it admits, a load those
-    /// the state still holds, and the two differ where the state dropped
-    /// one (a proposal decided, say).
-    pub fn given_digest(&self) -> blake3::Hash {
-        let mut all: Vec<_> = self
+    /// An identifier in clear is its own handle: a saved binding of one
+    /// to another value is refused (`None`), so that even a record sealed
+    /// with the key cannot bind a value in clear to another.
+    fn check_clear(
+        &self,
+        class: HandleClass,
+        handle: &str,
+        origin: Option<u64>,
+        vh: &ValueHash,
+    ) -> Option<()> {
+        (origin.is_some() || self.hash(class, handle) == *vh).then_some(())
+    }
+
+    /// The committed index, one digest per binding (its class, handle, the
+    /// entry that gave it and its value's hash) beside that entry, sorted:
+    /// to compare the index a start resumed with one loaded from the kept
+    /// disclosures, leaving out the handles of values redacted since.
+    pub fn bindings(&self) -> Vec<(Option<u64>, [u8; 32])> {
+        let mut b = Vec::new();
+        let mut all: Vec<(Option<u64>, [u8; 32])> = self
             .by_handle
             .iter()
-            .filter(|(_, (origin, _))| origin.is_some())
+            .map(|((class, handle), (origin, vh))| {
+                b.clear();
+                put_binding(&mut b, *class, handle, *origin, vh);
+                (*origin, *blake3::hash(&b).as_bytes())
+            })
             .collect();
         all.sort_unstable();
-        let mut h = blake3::Hasher::new();
-        let mut b = Vec::new();
-        for ((class, handle), (origin, vh)) in all {
-            b.clear();
-            put_binding(&mut b, *class, handle, *origin, vh);
-            h.update(&b);
-        }
-        h.finalize()
+        all
     }
 
     /// How many handles the committed index binds.
@@ -758,7 +819,8 @@ mod tests {
         let key = [7; 32];
         let mut live = HandleValues::new(key);
         let case = live.hash(HandleClass::Case, "GHSA-1");
-        live.bind(HandleClass::Identity, "bob@example.org", None, [1; 32]);
+        let bob = live.hash(HandleClass::Identity, "bob@example.org");
+        live.bind(HandleClass::Identity, "bob@example.org", None, bob);
         live.bind(HandleClass::Case, "h-1", Some(3), case);
         let mut whole = Vec::new();
         live.encode_into(&mut whole);
@@ -771,12 +833,18 @@ mod tests {
         let changes = live.take_changes().expect("noted");
         saved.apply_changes(&changes).expect("applies");
         assert_eq!(maps(&saved), maps(&live));
-        assert_eq!(saved.given_digest(), live.given_digest());
+        assert_eq!(saved.bindings(), live.bindings());
         assert_eq!(live.take_changes().expect("noted")[8..], 0u64.to_be_bytes());
         // Cut short or under another tag, nothing decodes.
         assert!(HandleValues::decode(key, &whole[..whole.len() - 1]).is_none());
         assert!(HandleValues::decode(key, &changes).is_none());
         assert!(saved.apply_changes(&changes[..changes.len() - 1]).is_none());
+        // An identifier in clear bound to another value is refused.
+        let mut forged = HandleValues::new(key);
+        forged.bind(HandleClass::Identity, "bob@example.org", None, [1; 32]);
+        let mut b = Vec::new();
+        forged.encode_into(&mut b);
+        assert!(HandleValues::decode(key, &b).is_none());
         assert!(
             HandleValues::new(key).take_changes().is_none(),
             "a new index notes no changes: its first save is whole"

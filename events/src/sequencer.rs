@@ -417,16 +417,15 @@ fn open_snapshot(
 
 /// What a start resumed from, kept to compare with a replay of the log
 /// ([`EventLog::check_snapshot`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Resumed {
     /// The size the saved state (the snapshot and its deltas) ends at.
     size: u64,
     /// The digest of that state.
     state: blake3::Hash,
-    /// The digest of the handles schema-3 entries gave in the door's saved
-    /// index at that size ([`HandleValues::given_digest`]), when the start
-    /// resumed the index too.
-    index: Option<blake3::Hash>,
+    /// The door's saved index at that size, a digest per binding
+    /// ([`HandleValues::bindings`]), when the start resumed the index too.
+    index: Option<Vec<(Option<u64>, [u8; 32])>>,
 }
 
 /// Folds the deltas saved after a snapshot into `state` (the snapshot's),
@@ -582,7 +581,7 @@ fn rebuild_state(
             let resumed = Resumed {
                 size: from,
                 state: blake3::hash(&state.encode_snapshot()),
-                index: index.as_ref().map(|i| i.index.given_digest()),
+                index: index.as_ref().map(|i| i.index.bindings()),
             };
             state.track_changes();
             return Ok(Rebuilt {
@@ -631,6 +630,9 @@ pub struct EventSequencer {
     pending: HashMap<String, Found>,
     /// Which value each schema-3 handle stands for ([`crate::handles`]).
     handles: crate::handles::HandleValues,
+    /// The size the index in `handles` is complete at: every handle given
+    /// below it is known (or was redacted).
+    handles_known: u64,
     /// Key ids enrolled by this batch, not committed yet: a write the door
     /// passed unverified may not be signed by one (as at the door, a key
     /// signs only once its enrolment is in the log).
@@ -903,6 +905,7 @@ impl Sequencer for EventSequencer {
         self.pending.clear();
         self.enrolled_in_batch.clear();
         self.handles.committed();
+        self.handles_known = self.state.size;
     }
 
     const KEYED: bool = true;
@@ -947,9 +950,12 @@ impl Sequencer for EventSequencer {
         } else {
             self.handles.learn(&state, from, disclosed)
         };
-        if let Err(e) = learned {
-            tracing::error!(error = %e, "the values behind handles others gave cannot be read; refusing writes");
-            self.broken = true;
+        match learned {
+            Ok(()) => self.handles_known = state.size,
+            Err(e) => {
+                tracing::error!(error = %e, "the values behind handles others gave cannot be read; refusing writes");
+                self.broken = true;
+            }
         }
         self.keys.reset(&state);
         self.state = state;
@@ -967,7 +973,20 @@ impl Sequencer for EventSequencer {
             // its changes from the end of the saved deltas, which is at or
             // before where the saver's next delta starts.
             Ok(Rebuilt { state: s, .. }) => {
-                self.handles.failed(s.size);
+                // Other writers of a shared log may have appended since
+                // the index was complete: what the batch accepted is held
+                // to what the log records, and their handles are learnt.
+                let known = self.handles_known;
+                match self
+                    .handles
+                    .failed_against(&s, known, |origin| disclosed_in(log, origin))
+                {
+                    Ok(()) => self.handles_known = s.size,
+                    Err(e) => {
+                        tracing::error!(error = %e, "the values behind handles cannot be read after a failed commit; refusing writes");
+                        self.broken = true;
+                    }
+                }
                 self.keys.reset(&s);
                 self.state = s;
             }
@@ -1149,6 +1168,7 @@ impl EventLog {
                 loading: true,
                 pending: HashMap::new(),
                 handles: HandleValues::new(index_key),
+                handles_known: 0,
                 enrolled_in_batch: Default::default(),
             })
         })?;
@@ -1268,9 +1288,10 @@ impl EventLog {
                 self.ledger.inspect_mut(|s| {
                     s.state = state;
                     s.handles = handles;
+                    s.handles_known = size;
                     s.loading = false;
                 });
-                let from = resumed.map(|r| r.size);
+                let from = resumed.as_ref().map(|r| r.size);
                 *self.restored_from.lock().unwrap_or_else(|p| p.into_inner()) = from;
                 *self.unsigned_tail.lock().unwrap_or_else(|p| p.into_inner()) =
                     (from.unwrap_or(0), size);
@@ -1446,7 +1467,7 @@ impl EventLog {
                             disclosed_in(view, origin)
                         })
                         .map_err(|e| e.to_string())?
-                        .given_digest(),
+                        .bindings(),
                     ),
                     None => None,
                 };
@@ -1458,16 +1479,23 @@ impl EventLog {
         .map_err(|e| format!("the event-state snapshot cannot be checked: {e}"))?;
         let (replayed, index) = replayed;
         let state_agrees = blake3::hash(&replayed.encode_snapshot()) == resumed.state;
-        if state_agrees && index == resumed.index {
-            return Ok(Some(size));
-        }
-        if state_agrees && self.redacted_since(replayed.redactions.len()) {
-            // A value redacted since reads as gone: the load cannot tell
-            // the saved index's value for it, so this check says nothing.
-            tracing::warn!(
-                size,
-                "the saved index of the values behind handles was not checked: a redaction landed since the start"
-            );
+        let index_agrees = match (&resumed.index, &index) {
+            (Some(saved), Some(loaded)) => {
+                // A value redacted since the start reads as gone to the
+                // load: the handles of every redacted companion are left
+                // out of both (those redacted before it are in neither).
+                let gone = self.redacted_origins();
+                let kept = |b: &[(Option<u64>, [u8; 32])]| {
+                    b.iter()
+                        .filter(|(origin, _)| origin.is_none_or(|o| !gone.contains(&o)))
+                        .copied()
+                        .collect::<Vec<_>>()
+                };
+                kept(saved) == kept(loaded)
+            }
+            _ => true,
+        };
+        if state_agrees && index_agrees {
             return Ok(Some(size));
         }
         let what = if state_agrees {
@@ -1516,9 +1544,17 @@ impl EventLog {
         *self.index_resumed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether the committed state holds more redactions than `than`.
-    fn redacted_since(&self, than: usize) -> bool {
-        self.ledger.inspect_mut(|s| s.state.redactions.len() > than)
+    /// The entries whose handle-giving companion the committed state
+    /// records as redacted.
+    fn redacted_origins(&self) -> std::collections::HashSet<u64> {
+        self.ledger.inspect_mut(|s| {
+            s.state
+                .redactions
+                .iter()
+                .filter(|(_, field)| crate::disclose::handle_field_path(field))
+                .map(|(entry, _)| *entry)
+                .collect()
+        })
     }
 
     /// Why a saved event-state snapshot was refused on open (its seal did
@@ -1587,11 +1623,12 @@ impl EventLog {
                     if let Some(mut d) = s.state.take_delta() {
                         use base64::Engine as _;
                         d.from = c.end;
+                        let index_moved = s.handles.has_changes();
                         d.handle_index = s
                             .handles
                             .take_changes()
                             .map(|b| base64::engine::general_purpose::STANDARD.encode(b));
-                        return Some(Err(d));
+                        return Some(Err((d, index_moved)));
                     }
                 }
             }
@@ -1607,12 +1644,17 @@ impl EventLog {
         });
         match taken {
             None => Ok(None),
-            Some(Err(delta)) => {
+            Some(Err((delta, index_moved))) => {
                 let Some(c) = continues else {
                     return Ok(None);
                 };
                 let size = delta.size;
                 if size == c.end {
+                    if index_moved {
+                        // Changes to the index without a new entry (never
+                        // expected): taken, so the next save is whole.
+                        *saved = None;
+                    }
                     return Ok(Some(size));
                 }
                 // Until this delta is saved, the next save is whole: the

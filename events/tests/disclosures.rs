@@ -445,16 +445,7 @@ fn added_case(w: &mut World, id: &str) -> u64 {
 }
 
 fn redaction(w: &World, entry: u64, field: &str, by: (&str, &str)) -> FieldRedacted {
-    let leaf_hash = ledger::hash::to_hex(&w.log.ledger().entry(entry).expect("entry").leaf_hash);
-    let st = events::envelope::field_redact_statement(entry, &leaf_hash, field);
-    FieldRedacted {
-        entry,
-        leaf_hash,
-        field: field.into(),
-        reason: "a secret was pasted into it".into(),
-        requested_by: events::cosign(&key(by.0), &st),
-        confirmed_by: events::cosign(&key(by.1), &st),
-    }
+    w.redaction(entry, field, by)
 }
 
 fn parts(w: &World, entry: u64) -> Vec<ledger::private::Part> {

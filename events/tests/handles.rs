@@ -588,3 +588,58 @@ fn attack_handle_index_resealed_with_the_key_is_caught_by_a_replay() {
     drop(log);
     drop(tmp);
 }
+
+/// A person's identity redacted where their handle was given: the same
+/// disclosure posted again (another key of theirs) names that handle for a
+/// value the door no longer knows, and is refused; a new handle for the
+/// value is taken. The redaction and the new handle travel in a delta, and
+/// the index a start resumes from it agrees with the replay check.
+#[test]
+fn attack_a_handle_given_again_after_its_value_was_redacted_is_refused() {
+    let mut w = World::new();
+    let alice = enrol_alice(&mut w);
+    let at = w.size() - 1;
+    w.log.save_state().expect("save").expect("taken");
+    let r = w.redaction(at, "identity_name", ("maintainer-a", "maintainer-b"));
+    w.post("maintainer-a", Event::FieldRedacted(r))
+        .expect("redacted");
+    let again = write(
+        &mut w,
+        "operator",
+        enrolment("alice-2", &alice.handle, "alice@example.org"),
+        &[alice],
+    );
+    let r = refused(&mut w, &again, C::HandleValueMismatch);
+    assert!(r.message.contains("redacted"), "{r}");
+    let fresh = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let body = write(
+        &mut w,
+        "operator",
+        enrolment("alice-3", &fresh.handle, "alice@example.org"),
+        &[fresh],
+    );
+    w.log.append(&body).expect("a new handle for her");
+    let delta = w.log.save_state().expect("save").expect("taken");
+    let dir = w.dir.path().to_owned();
+    let World {
+        dir: tmp, mut log, ..
+    } = w;
+    drop(log);
+    log = open_log(&dir);
+    assert_eq!(log.handle_index_resumed(), Some(delta));
+    assert_eq!(log.check_snapshot(), Ok(Some(delta)));
+    let another = disclose::bind("identity_name", "alice@example.org").expect("salt");
+    let p = Payload {
+        schema: SCHEMA_VERSION,
+        id: "handles-alice-4".into(),
+        signer: events::key_id(&key("operator").verifying_key()),
+        issued_at: format_micros(T0),
+        event: enrolment("alice-4", &another.handle, "alice@example.org"),
+    };
+    expect_code(
+        log.append(&sign_write_bound(&key("operator"), p, &[another])),
+        C::HandleValueBound,
+    );
+    drop(log);
+    drop(tmp);
+}

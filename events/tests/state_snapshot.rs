@@ -61,17 +61,11 @@ fn world_with_deltas() -> (World, [u64; 3]) {
         .index;
     // A redaction: the set of redactions only grows, and a delta holds
     // what it gained.
-    let field = "provenance.source_ref";
-    let leaf_hash = ledger::hash::to_hex(&w.log.ledger().entry(added).expect("entry").leaf_hash);
-    let st = events::envelope::field_redact_statement(added, &leaf_hash, field);
-    let r = FieldRedacted {
-        entry: added,
-        leaf_hash,
-        field: field.into(),
-        reason: "a secret was pasted into it".into(),
-        requested_by: events::cosign(&key("maintainer-a"), &st),
-        confirmed_by: events::cosign(&key("maintainer-b"), &st),
-    };
+    let r = w.redaction(
+        added,
+        "provenance.source_ref",
+        ("maintainer-a", "maintainer-b"),
+    );
     w.post("maintainer-a", Event::FieldRedacted(r))
         .expect("redacted");
     assert_eq!(w.log.state().redactions.len(), 1);

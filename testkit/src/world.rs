@@ -283,6 +283,22 @@ impl World {
         c
     }
 
+    /// A redaction of `field` of entry `entry`, requested and confirmed by
+    /// the maintainers `by` names (the reason: a pasted secret).
+    pub fn redaction(&self, entry: u64, field: &str, by: (&str, &str)) -> FieldRedacted {
+        let leaf_hash =
+            ledger::hash::to_hex(&self.log.ledger().entry(entry).expect("entry").leaf_hash);
+        let st = events::envelope::field_redact_statement(entry, &leaf_hash, field);
+        FieldRedacted {
+            entry,
+            leaf_hash,
+            field: field.into(),
+            reason: "a secret was pasted into it".into(),
+            requested_by: events::cosign(&key(by.0), &st),
+            confirmed_by: events::cosign(&key(by.1), &st),
+        }
+    }
+
     /// Case `id` (its name) retired, co-signed by curators a and b.
     pub fn retire(&self, id: &str) -> CaseRetired {
         let handle = events::sample::case_handle(id);
