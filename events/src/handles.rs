@@ -197,10 +197,18 @@ impl HandleValues {
         };
         // The entries are read in log order (neighbours share a stored
         // bundle, decoded once), and bound in the order of the handles.
+        // A handle bound already (this writer's own, settled) is not read
+        // again.
+        let unbound = |key: &String| {
+            class_of(key).is_some_and(|class| {
+                let handle = &key[class.as_str().len() + 1..];
+                !self.by_handle.contains_key(&(class, handle.to_owned()))
+            })
+        };
         let mut origins: Vec<u64> = state
             .handles
             .iter()
-            .filter(|(key, &origin)| origin >= from && class_of(key).is_some())
+            .filter(|(key, &origin)| origin >= from && unbound(key))
             .map(|(_, &origin)| origin)
             .collect();
         origins.sort_unstable();
@@ -346,6 +354,11 @@ impl HandleValues {
                         ),
                     ))
                 }
+                None if self.value_of(h.class, h.handle).is_some() => Err(Rejection::new(
+                    RejectCode::HandleValueMismatch,
+                    handle_field.clone(),
+                    format!("this is the handle of another {class} than the value committed in `{}`", h.name_path),
+                )),
                 None if self.value_of(h.class, &value).is_some() => Err(Rejection::new(
                     RejectCode::HandleValueBound,
                     name_field,
@@ -413,12 +426,12 @@ impl HandleValues {
     }
 
     /// The batch failed, and `state` is the log's state after it, which
-    /// other writers of a shared log may have appended to meanwhile: what
-    /// the batch accepted is the log's where `state` records it (the handle
-    /// given at that entry; a redaction of the companion that gave one),
-    /// every redaction `state` records is applied, and the handles given
-    /// from `known` (the size this index was complete at) are learnt from
-    /// their kept disclosures.
+    /// other writers of a shared log may have appended to meanwhile, on a
+    /// log that had switched to handles before `known` (the size this index
+    /// was complete at) and with no redaction since (otherwise the caller
+    /// loads the index whole): a handle the batch gave is the log's where
+    /// `state` records it as given at that entry, and the handles given
+    /// from `known` are learnt from their kept disclosures.
     pub fn failed_against<E>(
         &mut self,
         state: &State,
@@ -427,22 +440,13 @@ impl HandleValues {
     ) -> Result<(), E> {
         for b in std::mem::take(&mut self.pending) {
             let logged = b.at < state.size
-                && b.origin
-                    .is_none_or(|o| state.handle_origin(b.class, &b.handle) == Some(o));
+                && b.origin.is_some()
+                && state.handle_origin(b.class, &b.handle) == b.origin;
             if logged {
                 self.bind(b.class, &b.handle, b.origin, b.value);
             }
         }
         self.pending_redactions.clear();
-        let redacted: Vec<u64> = state
-            .redactions
-            .iter()
-            .filter(|(_, field)| crate::disclose::handle_field_path(field))
-            .map(|(entry, _)| *entry)
-            .collect();
-        for origin in redacted {
-            self.forget(origin);
-        }
         self.learn(state, known, disclosed)
     }
 

@@ -633,6 +633,8 @@ pub struct EventSequencer {
     /// The size the index in `handles` is complete at: every handle given
     /// below it is known (or was redacted).
     handles_known: u64,
+    /// The number of redactions the state held at that size.
+    redactions_known: usize,
     /// Key ids enrolled by this batch, not committed yet: a write the door
     /// passed unverified may not be signed by one (as at the door, a key
     /// signs only once its enrolment is in the log).
@@ -906,6 +908,7 @@ impl Sequencer for EventSequencer {
         self.enrolled_in_batch.clear();
         self.handles.committed();
         self.handles_known = self.state.size;
+        self.redactions_known = self.state.redactions.len();
     }
 
     const KEYED: bool = true;
@@ -951,7 +954,10 @@ impl Sequencer for EventSequencer {
             self.handles.learn(&state, from, disclosed)
         };
         match learned {
-            Ok(()) => self.handles_known = state.size,
+            Ok(()) => {
+                self.handles_known = state.size;
+                self.redactions_known = state.redactions.len();
+            }
             Err(e) => {
                 tracing::error!(error = %e, "the values behind handles others gave cannot be read; refusing writes");
                 self.broken = true;
@@ -975,13 +981,25 @@ impl Sequencer for EventSequencer {
             Ok(Rebuilt { state: s, .. }) => {
                 // Other writers of a shared log may have appended since
                 // the index was complete: what the batch accepted is held
-                // to what the log records, and their handles are learnt.
+                // to what the log records, and their handles are learnt;
+                // after a redaction (the batch's or another's), or on a
+                // log that switched to handles since, the index is loaded
+                // whole, as when catching up.
                 let known = self.handles_known;
-                match self
-                    .handles
-                    .failed_against(&s, known, |origin| disclosed_in(log, origin))
-                {
-                    Ok(()) => self.handles_known = s.size,
+                let disclosed = |origin| disclosed_in(log, origin);
+                let reload = s.redactions.len() != self.redactions_known
+                    || s.handles_from.is_none_or(|h| h >= known);
+                let settled = if reload {
+                    HandleValues::load(handle_index_key(&self.ledger_key), &s, disclosed)
+                        .map(|h| self.handles = h)
+                } else {
+                    self.handles.failed_against(&s, known, disclosed)
+                };
+                match settled {
+                    Ok(()) => {
+                        self.handles_known = s.size;
+                        self.redactions_known = s.redactions.len();
+                    }
                     Err(e) => {
                         tracing::error!(error = %e, "the values behind handles cannot be read after a failed commit; refusing writes");
                         self.broken = true;
@@ -1169,6 +1187,7 @@ impl EventLog {
                 pending: HashMap::new(),
                 handles: HandleValues::new(index_key),
                 handles_known: 0,
+                redactions_known: 0,
                 enrolled_in_batch: Default::default(),
             })
         })?;
@@ -1289,6 +1308,7 @@ impl EventLog {
                     s.state = state;
                     s.handles = handles;
                     s.handles_known = size;
+                    s.redactions_known = s.state.redactions.len();
                     s.loading = false;
                 });
                 let from = resumed.as_ref().map(|r| r.size);

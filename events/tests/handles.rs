@@ -18,14 +18,29 @@ use testkit::world::*;
 fn write(w: &mut World, signer: &str, event: Event, bound: &[Bound]) -> Vec<u8> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    signed(signer, &format!("handles-{}-{n}", w.size()), event, bound)
+}
+
+/// The body `signer` posts under the envelope id `id` for `event`,
+/// committed with `bound`.
+fn signed(signer: &str, id: &str, event: Event, bound: &[Bound]) -> Vec<u8> {
     let p = Payload {
         schema: SCHEMA_VERSION,
-        id: format!("handles-{}-{n}", w.size()),
+        id: id.into(),
         signer: events::key_id(&key(signer).verifying_key()),
         issued_at: format_micros(T0),
         event,
     };
     sign_write_bound(&key(signer), p, bound)
+}
+
+/// The world's log closed and opened again: its directory (kept while the
+/// test runs) and the reopened log.
+fn restart(w: World) -> (tempfile::TempDir, events::EventLog) {
+    let dir = w.dir.path().to_owned();
+    let World { dir: tmp, log, .. } = w;
+    drop(log);
+    (tmp, open_log(&dir))
 }
 
 /// Case `name` added under `b`'s handle, co-signed by curators a and b.
@@ -293,20 +308,11 @@ fn the_door_knows_every_handle_again_after_a_restart() {
         &[first],
     );
     w.log.append(&body).expect("first");
-    let dir = w.dir.path().to_owned();
-    let World { dir: tmp, log, .. } = w;
-    drop(log);
-    let log = open_log(&dir);
-    let second = disclose::bind("case_name", "GHSA-2026-restart").expect("salt");
-    let p = Payload {
-        schema: SCHEMA_VERSION,
-        id: "handles-after-restart".into(),
-        signer: events::key_id(&key("curator-a").verifying_key()),
-        issued_at: format_micros(T0),
-        event: case_under(&second, "GHSA-2026-restart"),
-    };
-    let body = sign_write_bound(&key("curator-a"), p, &[second]);
-    expect_code(log.append(&body), C::HandleValueBound);
+    let (tmp, log) = restart(w);
+    expect_code(
+        log.append(&second_case("GHSA-2026-restart", "handles-after-restart")),
+        C::HandleValueBound,
+    );
     drop(log);
     drop(tmp);
 }
@@ -360,7 +366,8 @@ fn a_client_that_writes_the_value_in_the_identifier_gets_a_handle() {
 
 /// A log that switches to schema 3 while it runs: an identity enrolled in
 /// clear before the switch is its own handle, at once, not only after a
-/// restart.
+/// restart; one that is the digest a later disclosure gives stays its own,
+/// and that disclosure is refused beside it.
 #[test]
 fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
     let dir = tempfile::tempdir().expect("dir");
@@ -398,6 +405,12 @@ fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
         enrol("alice-1", "alice@example.org", None),
     ))
     .expect("alice in clear");
+    let bob = disclose::bind("identity_name", "bob@example.org").expect("salt");
+    log.append(&clear(
+        "enrol-mallory-1",
+        enrol("mallory-1", &bob.handle, None),
+    ))
+    .expect("an identifier in clear that a later disclosure's digest is");
     // After the switch, a new handle for alice is refused: her id is hers.
     let body = sign_write_bound(
         &key("operator"),
@@ -429,6 +442,23 @@ fn a_value_written_in_clear_before_the_switch_keeps_its_one_handle() {
         &[b],
     );
     log.append(&body).expect("alice's second key");
+    let body = sign_write_bound(
+        &key("operator"),
+        payload(
+            "enrol-bob-1",
+            SCHEMA_VERSION,
+            enrol(
+                "bob-1",
+                &bob.handle,
+                Some(Sensitive::Committed(Commitment {
+                    sd: bob.handle.clone(),
+                })),
+            ),
+        ),
+        &[bob],
+    );
+    let r = expect_code(log.append(&body), C::HandleValueMismatch);
+    assert!(r.message.contains("another identity"), "{r}");
 }
 
 /// A client that puts a person's handle in the identifier and leaves the
@@ -452,14 +482,7 @@ fn attack_a_handle_committed_as_a_value_is_refused() {
 /// the door must refuse once `name` has a handle.
 fn second_case(name: &str, id: &str) -> Vec<u8> {
     let second = disclose::bind("case_name", name).expect("salt");
-    let p = Payload {
-        schema: SCHEMA_VERSION,
-        id: id.into(),
-        signer: events::key_id(&key("curator-a").verifying_key()),
-        issued_at: format_micros(T0),
-        event: case_under(&second, name),
-    };
-    sign_write_bound(&key("curator-a"), p, &[second])
+    signed("curator-a", id, case_under(&second, name), &[second])
 }
 
 /// Case `name` added under a handle of its own.
@@ -480,9 +503,7 @@ fn the_door_resumes_its_index_saved_with_the_state() {
     let whole = w.log.save_state().expect("save").expect("taken");
     add_case(&mut w, "GHSA-2026-tail");
     let dir = w.dir.path().to_owned();
-    let World { dir: tmp, log, .. } = w;
-    drop(log);
-    let log = open_log(&dir);
+    let (tmp, log) = restart(w);
     assert_eq!(
         log.handle_index_resumed(),
         Some(whole),
@@ -499,15 +520,13 @@ fn the_door_resumes_its_index_saved_with_the_state() {
     );
     // A delta carries the handles given since the whole save.
     let b = disclose::bind("case_name", "GHSA-2026-delta").expect("salt");
-    let p = Payload {
-        schema: SCHEMA_VERSION,
-        id: "handles-delta".into(),
-        signer: events::key_id(&key("curator-a").verifying_key()),
-        issued_at: format_micros(T0),
-        event: case_under(&b, "GHSA-2026-delta"),
-    };
-    log.append(&sign_write_bound(&key("curator-a"), p, &[b]))
-        .expect("a case after the restart");
+    let body = signed(
+        "curator-a",
+        "handles-delta",
+        case_under(&b, "GHSA-2026-delta"),
+        &[b],
+    );
+    log.append(&body).expect("a case after the restart");
     let delta = log.save_state().expect("save").expect("taken");
     assert!(log
         .ledger()
@@ -562,9 +581,7 @@ fn attack_handle_index_resealed_with_the_key_is_caught_by_a_replay() {
         .put_aux(events::sequencer::STATE_AUX, &forged)
         .expect("write");
     let dir = w.dir.path().to_owned();
-    let World { dir: tmp, log, .. } = w;
-    drop(log);
-    let log = open_log(&dir);
+    let (tmp, log) = restart(w);
     assert_eq!(log.handle_index_resumed(), Some(at), "the seal verifies");
     let err = log.check_snapshot().expect_err("the replay must disagree");
     assert!(err.contains("index of the values behind handles"), "{err}");
@@ -620,26 +637,17 @@ fn attack_a_handle_given_again_after_its_value_was_redacted_is_refused() {
     );
     w.log.append(&body).expect("a new handle for her");
     let delta = w.log.save_state().expect("save").expect("taken");
-    let dir = w.dir.path().to_owned();
-    let World {
-        dir: tmp, mut log, ..
-    } = w;
-    drop(log);
-    log = open_log(&dir);
+    let (tmp, log) = restart(w);
     assert_eq!(log.handle_index_resumed(), Some(delta));
     assert_eq!(log.check_snapshot(), Ok(Some(delta)));
     let another = disclose::bind("identity_name", "alice@example.org").expect("salt");
-    let p = Payload {
-        schema: SCHEMA_VERSION,
-        id: "handles-alice-4".into(),
-        signer: events::key_id(&key("operator").verifying_key()),
-        issued_at: format_micros(T0),
-        event: enrolment("alice-4", &another.handle, "alice@example.org"),
-    };
-    expect_code(
-        log.append(&sign_write_bound(&key("operator"), p, &[another])),
-        C::HandleValueBound,
+    let body = signed(
+        "operator",
+        "handles-alice-4",
+        enrolment("alice-4", &another.handle, "alice@example.org"),
+        &[another],
     );
+    expect_code(log.append(&body), C::HandleValueBound);
     drop(log);
     drop(tmp);
 }

@@ -768,7 +768,14 @@ fn recover<S: Sequencer>(
             *shared.head.write().unwrap_or_else(|p| p.into_inner()) = h;
             shared.watch.send_replace(h);
             match shared.store().and_then(|s| s.snapshot()) {
-                Ok(snap) => sequencer.failed(&LogView::new(&snap, h, lookups)),
+                Ok(snap) => {
+                    // With the private parts: the sequencer learns the
+                    // values behind handles the log now holds.
+                    let read = |index: u64, only: Option<usize>| {
+                        super::read_private_parts(shared, &snap, index, only)
+                    };
+                    sequencer.failed(&LogView::new(&snap, h, lookups).with_private(&read))
+                }
                 Err(e) => tracing::error!(error = %e, "cannot read the reopened log"),
             }
             tracing::info!(size = h.size, "storage reopened after a failed commit");
