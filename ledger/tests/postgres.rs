@@ -415,3 +415,67 @@ fn a_log_moved_to_postgres_and_back_keeps_its_head_and_entries() {
     let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
     assert_eq!((v.size, v.root), (head.size, head.root));
 }
+
+/// A log sealed into segments moves to PostgreSQL whole (the segments'
+/// entries, then the live data file's) and back into a data file, with its
+/// head, entries and a full verify unchanged; the segments are kept aside
+/// with the data file they belonged to.
+#[test]
+fn a_log_sealed_into_segments_moves_to_postgres_and_back() {
+    let url = testkit::pg::url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let log = Ledger::open(
+            dir.path(),
+            Config {
+                segment_entries: 400,
+                ..testkit::file_config()
+            },
+        )
+        .expect("open");
+        for chunk in (0..1500u64).collect::<Vec<_>>().chunks(50) {
+            let pending: Vec<_> = chunk
+                .iter()
+                .map(|&i| log.submit(sample_leaf(i)).expect("submit"))
+                .collect();
+            for p in pending {
+                p.wait().expect("append");
+            }
+        }
+    }
+    let segments = dir.path().join(ledger::store::SEGMENTS_DIR);
+    let sealed = std::fs::read_dir(&segments).expect("segments").count();
+    assert!(sealed >= 3, "{sealed} segments");
+    let head = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
+    assert_eq!(head.size, 1500);
+    let to = ledger::migrate::Target::Postgres(PgAt {
+        url,
+        schema: ledger::store::pg::new_schema_name().expect("name"),
+    });
+    let moved = ledger::migrate::migrate(dir.path(), to, &mut |_, _| {}).expect("to pg");
+    assert_eq!((moved.size, moved.root), (head.size, head.root));
+    assert!(!segments.exists(), "the segments were left in place");
+    assert!(dir
+        .path()
+        .join(format!(
+            "{}{}",
+            ledger::store::SEGMENTS_DIR,
+            ledger::migrate::MOVED_SUFFIX
+        ))
+        .exists());
+    let log = Ledger::open(dir.path(), Config::default()).expect("open on pg");
+    assert_eq!(log.head().root, head.root);
+    for i in [0, 399, 400, 401, 1234, 1499] {
+        assert_eq!(
+            log.entry(i).expect("entry").leaf,
+            sample_leaf(i),
+            "entry {i}"
+        );
+    }
+    drop(log);
+    let back = ledger::migrate::migrate(dir.path(), ledger::migrate::Target::File, &mut |_, _| {})
+        .expect("back to the file");
+    assert_eq!((back.size, back.root), (head.size, head.root));
+    let v = ledger::verify_dir(dir.path(), &mut |_, _| {}).expect("verify");
+    assert_eq!((v.size, v.root), (head.size, head.root));
+}

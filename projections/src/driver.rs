@@ -458,13 +458,17 @@ impl Projector {
     }
 
     /// Saves the projection, sealed with `key` and bound to the size and
-    /// root it reflects.
-    pub fn save<S: Sequencer>(&self, log: &Ledger<S>, key: &[u8; 32]) -> Result<(), DriverError> {
+    /// root it reflects. Returns the bytes written.
+    pub fn save<S: Sequencer>(
+        &self,
+        log: &Ledger<S>,
+        key: &[u8; 32],
+    ) -> Result<usize, DriverError> {
         let size = self.projection.size();
         let root = self.projection.root();
         let sealed = self.projection.to_unsealed().seal(key, MAGIC, size, &root);
         log.put_aux(AUX_KEY, &sealed)?;
-        Ok(())
+        Ok(sealed.len())
     }
 
     pub fn projection(&self) -> &Projection {

@@ -478,9 +478,18 @@ impl AppState {
                     tracing::warn!(error = %e, "could not commit the state; the projection checkpoint is saved without a commitment")
                 }
             }
-            if let Err(e) = p.save(self.events.ledger(), &self.projection_key) {
-                tracing::warn!(error = %e, "could not save the projection checkpoint");
-                complete = false;
+            let started = std::time::Instant::now();
+            match p.save(self.events.ledger(), &self.projection_key) {
+                Ok(bytes) => tracing::info!(
+                    size = p.projection().size(),
+                    bytes,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "projection checkpoint saved"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not save the projection checkpoint");
+                    complete = false;
+                }
             }
         }
         match self.events.save_state() {
