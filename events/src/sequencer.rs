@@ -454,50 +454,13 @@ fn fold_deltas(
     };
     loop {
         let n = saved.next;
-        let read = log.aux(&state_delta_aux(n)).and_then(|rec| {
-            let Some(rec) = rec.filter(|r| !r.is_empty()) else {
-                return Ok(None);
-            };
-            let opened = ledger::sealed::open(key, DELTA_MAGIC, &rec, log.head().size, |size| {
-                log.root_at(size)
-            })?;
-            Ok(Some(opened.map(|o| {
-                // One left by an earlier chain is not decoded (it may
-                // even be of an earlier build's layout).
-                if crate::state::StateDelta::from_of(o.body).is_some_and(|from| from != state.size)
-                {
-                    return None;
-                }
-                Some((
-                    crate::state::StateDelta::decode(o.body).filter(|d| d.size == o.size),
-                    rec.len(),
-                ))
-            })))
-        });
-        let (mut delta, len) = match read {
-            Ok(None) | Ok(Some(Ok(None))) => return (saved, None),
-            Ok(Some(Ok(Some((Some(delta), len))))) => (delta, len),
-            Ok(Some(Ok(Some((None, _))))) => {
-                let why =
-                    format!("the event-state delta {n} does not decode to changes at its size");
-                return (saved, Some(why));
-            }
-            Ok(Some(Err(ledger::sealed::SealError::OtherKey))) if n > 0 => return (saved, None),
-            Ok(Some(Err(e))) => {
-                return (
-                    saved,
-                    Some(format!("the event-state delta {n} was refused: {e}")),
-                )
-            }
-            Err(e) => {
-                return (
-                    saved,
-                    Some(format!("the event-state delta {n} cannot be read: {e}")),
-                )
-            }
+        let (mut delta, len) = match read_delta(key, n, state.size, log) {
+            DeltaRead::Delta(delta, len) => (delta, len),
+            DeltaRead::End => return (saved, None),
+            DeltaRead::Refused(why) => return (saved, Some(why)),
         };
         let changes = delta.handle_index.take();
-        if !state.apply_delta(delta) {
+        if !state.apply_delta(*delta) {
             // Left by an earlier chain: not this one's.
             return (saved, None);
         }
@@ -514,6 +477,52 @@ fn fold_deltas(
         saved.end = state.size;
         saved.next += 1;
         saved.deltas_len += len;
+    }
+}
+
+/// What the `n`-th saved delta holds for a state of size `at`.
+enum DeltaRead {
+    /// The next delta of the chain, and the bytes of its record.
+    Delta(Box<crate::state::StateDelta>, usize),
+    /// The chain ends here: absent or empty, left by an earlier chain
+    /// (another `from`: not decoded, it may even be of an earlier build's
+    /// layout), or after the first, sealed under another key (left from
+    /// before a key rotation).
+    End,
+    /// Refused, and why: a seal that does not verify (the first delta also
+    /// under another key: every whole save empties it), a body that does
+    /// not decode to changes at its size, a record that cannot be read.
+    Refused(String),
+}
+
+fn read_delta(key: &[u8; 32], n: usize, at: u64, log: &LogView<'_>) -> DeltaRead {
+    let rec = match log.aux(&state_delta_aux(n)) {
+        Ok(Some(rec)) if !rec.is_empty() => rec,
+        Ok(_) => return DeltaRead::End,
+        Err(e) => {
+            return DeltaRead::Refused(format!("the event-state delta {n} cannot be read: {e}"))
+        }
+    };
+    let opened = match ledger::sealed::open(key, DELTA_MAGIC, &rec, log.head().size, |size| {
+        log.root_at(size)
+    }) {
+        Ok(Ok(o)) => o,
+        Ok(Err(ledger::sealed::SealError::OtherKey)) if n > 0 => return DeltaRead::End,
+        Ok(Err(e)) => {
+            return DeltaRead::Refused(format!("the event-state delta {n} was refused: {e}"))
+        }
+        Err(e) => {
+            return DeltaRead::Refused(format!("the event-state delta {n} cannot be read: {e}"))
+        }
+    };
+    if crate::state::StateDelta::from_of(opened.body).is_some_and(|from| from != at) {
+        return DeltaRead::End;
+    }
+    match crate::state::StateDelta::decode(opened.body).filter(|d| d.size == opened.size) {
+        Some(delta) => DeltaRead::Delta(Box::new(delta), rec.len()),
+        None => DeltaRead::Refused(format!(
+            "the event-state delta {n} does not decode to changes at its size"
+        )),
     }
 }
 
