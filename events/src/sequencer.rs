@@ -945,7 +945,6 @@ impl Sequencer for EventSequencer {
         }
         let from = self.state.size;
         let redactions = self.state.redactions.len();
-        let disclosed = |origin: u64| disclosed_in(log, origin);
         let state = match std::mem::take(&mut self.state).replay_from(log, true) {
             Ok(s) => s,
             Err(e) => {
@@ -954,24 +953,7 @@ impl Sequencer for EventSequencer {
             }
         };
         self.handles.failed(from);
-        let reload =
-            state.redactions.len() != redactions || state.handles_from.is_none_or(|h| h >= from);
-        let learned = if reload {
-            HandleValues::load(handle_index_key(&self.ledger_key), &state, disclosed)
-                .map(|h| self.handles = h)
-        } else {
-            self.handles.learn(&state, from, disclosed)
-        };
-        match learned {
-            Ok(()) => {
-                self.handles_known = state.size;
-                self.redactions_known = state.redactions.len();
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "the values behind handles others gave cannot be read; refusing writes");
-                self.broken = true;
-            }
-        }
+        self.index_to(&state, log, from, redactions, false);
         self.keys.reset(&state);
         self.state = state;
     }
@@ -989,36 +971,54 @@ impl Sequencer for EventSequencer {
             // before where the saver's next delta starts.
             Ok(Rebuilt { state: s, .. }) => {
                 // Other writers of a shared log may have appended since
-                // the index was complete: what the batch accepted is held
-                // to what the log records, and their handles are learnt;
-                // after a redaction (the batch's or another's), or on a
-                // log that switched to handles since, the index is loaded
-                // whole, as when catching up.
-                let known = self.handles_known;
-                let disclosed = |origin| disclosed_in(log, origin);
-                let reload = s.redactions.len() != self.redactions_known
-                    || s.handles_from.is_none_or(|h| h >= known);
-                let settled = if reload {
-                    HandleValues::load(handle_index_key(&self.ledger_key), &s, disclosed)
-                        .map(|h| self.handles = h)
-                } else {
-                    self.handles.failed_against(&s, known, disclosed)
-                };
-                match settled {
-                    Ok(()) => {
-                        self.handles_known = s.size;
-                        self.redactions_known = s.redactions.len();
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "the values behind handles cannot be read after a failed commit; refusing writes");
-                        self.broken = true;
-                    }
-                }
+                // the index was complete.
+                let (known, redactions) = (self.handles_known, self.redactions_known);
+                self.index_to(&s, log, known, redactions, true);
                 self.keys.reset(&s);
                 self.state = s;
             }
             Err(e) => {
                 tracing::error!(error = %e, "state rebuild after a failed commit failed; refusing writes");
+                self.broken = true;
+            }
+        }
+    }
+}
+
+impl EventSequencer {
+    /// Brings the door's index to `state`, the log's as `log` reads it,
+    /// from `known` (the size it was complete at, when the state held
+    /// `redactions` redactions): loaded whole after a redaction since, or
+    /// on a log that switched to handles since; otherwise it learns the
+    /// handles given since, holding first what a failed batch accepted to
+    /// what the log records (`after_failure`). A value that cannot be read
+    /// refuses writes.
+    fn index_to(
+        &mut self,
+        state: &State,
+        log: &LogView<'_>,
+        known: u64,
+        redactions: usize,
+        after_failure: bool,
+    ) {
+        let disclosed = |origin| disclosed_in(log, origin);
+        let reload =
+            state.redactions.len() != redactions || state.handles_from.is_none_or(|h| h >= known);
+        let settled = if reload {
+            HandleValues::load(handle_index_key(&self.ledger_key), state, disclosed)
+                .map(|h| self.handles = h)
+        } else if after_failure {
+            self.handles.failed_against(state, known, disclosed)
+        } else {
+            self.handles.learn(state, known, disclosed)
+        };
+        match settled {
+            Ok(()) => {
+                self.handles_known = state.size;
+                self.redactions_known = state.redactions.len();
+            }
+            Err(e) => {
+                tracing::error!(error = %e, after_failure, "the values behind handles cannot be read; refusing writes");
                 self.broken = true;
             }
         }
