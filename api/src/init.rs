@@ -68,6 +68,13 @@ pub fn init_with(
     if log_key_path.exists() || ledger::store::Location::of(dir)?.is_some() {
         bail!("{} is already initialised", dir.display());
     }
+    let derived = dir.join(ledger::store::DERIVED_FILE);
+    if derived.exists() {
+        bail!(
+            "{} is derived state left by another log; move it away first",
+            derived.display()
+        );
+    }
     if let Some((at, owner)) = storage {
         match owner {
             Some(owner) => ledger::store::pg::PgStore::create_owned(at, owner),

@@ -258,7 +258,7 @@ impl Metrics {
         );
         registry.register(
             "data_file_bytes",
-            "Size of the data file (ledger.redb) and its sealed segments",
+            "Size of the data file (ledger.redb), its sealed segments and the derived state (derived.redb)",
             data_file_bytes.clone(),
         );
         let requests_in_flight = Gauge::default();

@@ -18,8 +18,9 @@
 //! the target, so no server of this directory can open it meanwhile; a
 //! source in PostgreSQL that grew meanwhile (another frontend) is not
 //! moved. The source is kept: the redb file renamed to `ledger.redb.moved`
-//! (its sealed segments to `segments.moved`, and `private.keys` to
-//! `private.keys.moved`), the PostgreSQL schema
+//! (its sealed segments to `segments.moved`, its derived state to
+//! `derived.redb.moved`, and `private.keys` to `private.keys.moved`), the
+//! PostgreSQL schema
 //! left as it is. Those copies hold every private part's key, including
 //! the keys of parts redacted after the move: destroy them once the move
 //! is trusted (docs/PRIVACY.md).
@@ -99,7 +100,11 @@ pub fn migrate_owned(
         _ => {}
     }
     let created_file = matches!(to, Target::File);
-    for name in [crate::store::DB_FILE, crate::store::SEGMENTS_DIR] {
+    for name in [
+        crate::store::DB_FILE,
+        crate::store::SEGMENTS_DIR,
+        crate::store::DERIVED_FILE,
+    ] {
         if created_file && dir.join(name).exists() {
             return Err(refuse(format!(
                 "{} exists beside the storage file; move it away first",
@@ -156,6 +161,7 @@ pub fn migrate_owned(
             // A half-written file must not be found by the next attempt.
             if created_file {
                 let _ = std::fs::remove_file(dir.join(crate::store::DB_FILE));
+                let _ = std::fs::remove_file(dir.join(crate::store::DERIVED_FILE));
                 if !keys_existed {
                     let _ = std::fs::remove_file(dir.join(crate::private::KEYS_FILE));
                 }
@@ -173,6 +179,7 @@ pub fn migrate_owned(
                 crate::store::DB_FILE,
                 crate::private::KEYS_FILE,
                 crate::store::SEGMENTS_DIR,
+                crate::store::DERIVED_FILE,
             ] {
                 let p = dir.join(name);
                 if p.exists() {

@@ -1,11 +1,13 @@
 //! Sealed segments: a log whose data file is sealed into a segment every
 //! few entries reads, proves and verifies exactly as one that never seals,
 //! across reopens; a seal cut short leaves the log whole; a missing
-//! segment is a typed failure, never a shorter log.
+//! segment is a typed failure, never a shorter log. Derived state is kept
+//! in a file of its own that no seal copies.
 
 use ledger::merkle::{verify_consistency, verify_inclusion};
-use ledger::store::{DB_FILE, SEGMENTS_DIR};
+use ledger::store::{AUX, DB_FILE, DERIVED_FILE, SEGMENTS_DIR};
 use ledger::{verify_dir, Config, CorruptionKind, Error, Ledger};
+use redb::{ReadableDatabase, ReadableTableMetadata};
 use testkit::RawDisk;
 
 const EVERY: u64 = 40;
@@ -116,8 +118,8 @@ fn a_log_sealed_into_segments_reads_proves_and_verifies_as_one_data_file() {
     let made = segments(sealed.path());
     assert!(made.len() >= 7, "{made:?}");
     assert!(segments(whole.path()).is_empty());
-    // Derived state saved before a seal is carried over; one saved after
-    // replaces it.
+    // Derived state saved before a seal is still read after it; one saved
+    // after replaces it.
     assert_eq!(a.get_aux("derived").expect("aux"), Some(b"before".to_vec()));
     same_log(&a, &b);
     a.put_aux("derived", b"after").expect("aux");
@@ -140,6 +142,121 @@ fn a_log_sealed_into_segments_reads_proves_and_verifies_as_one_data_file() {
     // A build that never seals reads the sealed log as it is.
     let a = open(sealed.path(), 0);
     same_log(&a, &b);
+}
+
+/// How many records of derived state the redb file at `path` holds in its
+/// own `aux` table (0 when it has none).
+fn aux_records(path: &std::path::Path) -> u64 {
+    let db = redb::Database::builder()
+        .open_read_only(path)
+        .expect("open");
+    let txn = db.begin_read().expect("read");
+    match txn.open_table(AUX) {
+        Ok(t) => t.len().expect("len"),
+        Err(redb::TableError::TableDoesNotExist(_)) => 0,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn derived_state_is_kept_in_its_own_file_which_a_seal_never_copies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), EVERY);
+    let big = vec![7u8; 1 << 20];
+    log.put_aux("derived", &big).expect("aux");
+    // What a restore records is not derived: it stays with the log.
+    let not_kept = 12u64.to_be_bytes();
+    log.put_aux(ledger::private::NOT_KEPT_AUX, &not_kept)
+        .expect("aux");
+    grow(&log, 0, 4 * EVERY + 5);
+    assert_eq!(log.get_aux("derived").expect("aux"), Some(big.clone()));
+    drop(log);
+    let made = segments(dir.path());
+    assert!(made.len() >= 3, "{made:?}");
+    // Neither the data file nor any segment holds the derived record: no
+    // seal copied it. Each holds the restore's record, carried over.
+    assert_eq!(aux_records(&dir.path().join(DB_FILE)), 1);
+    for s in &made {
+        assert_eq!(
+            aux_records(&dir.path().join(SEGMENTS_DIR).join(s)),
+            1,
+            "{s}"
+        );
+    }
+    assert_eq!(aux_records(&dir.path().join(DERIVED_FILE)), 1);
+    let len = |p: &std::path::Path| std::fs::metadata(p).expect("file").len();
+    assert!(len(&dir.path().join(DB_FILE)) < big.len() as u64);
+    let log = open(dir.path(), EVERY);
+    assert_eq!(log.get_aux("derived").expect("aux"), Some(big));
+    assert_eq!(
+        log.get_aux(ledger::private::NOT_KEPT_AUX).expect("aux"),
+        Some(not_kept.to_vec())
+    );
+}
+
+#[test]
+fn a_damaged_derived_state_file_is_moved_aside_and_the_log_opens_without_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), 0);
+    grow(&log, 0, 10);
+    log.put_aux("derived", b"saved").expect("aux");
+    drop(log);
+    std::fs::write(dir.path().join(DERIVED_FILE), vec![0xA5; 8192]).expect("damage");
+    let log = open(dir.path(), 0);
+    assert_eq!(log.head().size, 10);
+    assert_eq!(log.get_aux("derived").expect("aux"), None);
+    assert!(dir.path().join(format!("{DERIVED_FILE}.damaged")).is_file());
+    log.put_aux("derived", b"again").expect("aux");
+    grow(&log, 10, 12);
+    drop(log);
+    let log = open(dir.path(), 0);
+    assert_eq!(
+        log.get_aux("derived").expect("aux"),
+        Some(b"again".to_vec())
+    );
+}
+
+#[test]
+fn derived_state_an_earlier_build_kept_in_the_data_file_is_read_there_then_moved_to_its_own_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = open(dir.path(), 0);
+    grow(&log, 0, 20);
+    log.put_aux("a", b"older").expect("aux");
+    log.put_aux("c", b"older").expect("aux");
+    drop(log);
+    // What a build before the derived file leaves (run after this one, so
+    // a derived file is there too, with older records): the records in
+    // the data file's own table.
+    {
+        let db = redb::Database::open(dir.path().join(DB_FILE)).expect("open");
+        let txn = db.begin_write().expect("write");
+        {
+            let mut t = txn.open_table(AUX).expect("table");
+            t.insert("a", b"first".as_slice()).expect("insert");
+            t.insert("b", b"second".as_slice()).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    // A read-only open reads them where they are, and moves nothing.
+    let store = ledger::store::Store::open_existing(dir.path()).expect("open");
+    assert_eq!(
+        store.snapshot().expect("snapshot").aux("a").expect("aux"),
+        Some(b"first".to_vec())
+    );
+    drop(store);
+    assert_eq!(aux_records(&dir.path().join(DB_FILE)), 2);
+    // The writer's open moves them in place of the derived file's older
+    // records: read from the derived file, gone from the data file, and
+    // still there after another open.
+    let log = open(dir.path(), 0);
+    assert_eq!(log.get_aux("b").expect("aux"), Some(b"second".to_vec()));
+    assert_eq!(log.get_aux("c").expect("aux"), None);
+    drop(log);
+    assert_eq!(aux_records(&dir.path().join(DB_FILE)), 0);
+    assert_eq!(aux_records(&dir.path().join(DERIVED_FILE)), 2);
+    let log = open(dir.path(), 0);
+    assert_eq!(log.get_aux("a").expect("aux"), Some(b"first".to_vec()));
+    assert_eq!(log.head().size, 20);
 }
 
 #[test]

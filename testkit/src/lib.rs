@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use ledger::entry_bundle::{bundle_of, EntryBundle, BUNDLE_SIZE};
 use ledger::lookup;
-use ledger::store::{Head, AUX, DB_FILE, ENTRY_BUNDLES, HASHES, META};
+use ledger::store::{Head, DB_FILE, ENTRY_BUNDLES, HASHES, META};
 use ledger::{Config, Hash, Ledger};
 use redb::{Database, ReadableDatabase};
 
@@ -306,43 +306,6 @@ impl RawDisk {
             t.retain(|k, _| k * BUNDLE_SIZE < from).expect("retain");
             let mut h = txn.open_table(HASHES).expect("table");
             h.retain(|k, _| k < first_hash).expect("retain");
-        });
-    }
-
-    /// The derived state saved under `name` in the `aux` table.
-    pub fn aux(&self, name: &str) -> Option<Vec<u8>> {
-        if let Some(v) = self.pg(|c, s| {
-            c.query_opt(
-                &format!("SELECT value FROM {s}.aux WHERE name = $1"),
-                &[&name],
-            )
-            .expect("select")
-            .map(|r| r.get::<_, Vec<u8>>(0))
-        }) {
-            return v;
-        }
-        let txn = self.db().begin_read().expect("read");
-        let t = txn.open_table(AUX).ok()?;
-        t.get(name).expect("get").map(|v| v.value().to_vec())
-    }
-
-    /// Replaces the derived state saved under `name`.
-    pub fn put_aux(&self, name: &str, bytes: &[u8]) {
-        if self
-            .pg(|c, s| {
-                c.execute(
-                    &format!("INSERT INTO {s}.aux (name, value) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value"),
-                    &[&name, &bytes],
-                )
-                .expect("upsert");
-            })
-            .is_some()
-        {
-            return;
-        }
-        self.write(|txn| {
-            let mut t = txn.open_table(AUX).expect("table");
-            t.insert(name, bytes).expect("insert");
         });
     }
 

@@ -261,6 +261,7 @@ pub fn restore(
         ledger::store::DB_FILE,
         ledger::private::KEYS_FILE,
         ledger::store::SEGMENTS_DIR,
+        ledger::store::DERIVED_FILE,
     ] {
         if data_dir.join(name).exists() {
             bail!(

@@ -20,8 +20,9 @@ use ledger::Head;
 
 use crate::server::state::{AppState, VERIFY_OK};
 
-/// The name the newest witnessed checkpoint is saved under in the data
-/// file's derived records.
+/// The name the newest witnessed checkpoint is saved under among the
+/// derived records (checked against the witness policy when read, not
+/// sealed).
 pub const WITNESSED: &str = "witnessed_checkpoint";
 
 /// The witnessed checkpoint saved by an earlier run, if it still passes
@@ -116,8 +117,8 @@ pub fn witness_tick(st: &AppState) -> anyhow::Result<Option<u64>> {
     policy
         .open_checkpoint(cosigned.as_bytes(), st.log_key.verifier_key())
         .context("the cosigned checkpoint does not pass the policy")?;
-    // Kept in the data file too, so that a restart serves it at once
-    // instead of waiting for a new quorum.
+    // Kept with the derived state too, so that a restart serves it at
+    // once instead of waiting for a new quorum.
     if let Err(e) = st.events.ledger().put_aux(WITNESSED, cosigned.as_bytes()) {
         tracing::warn!(error = %e, "could not save the witnessed checkpoint");
     }

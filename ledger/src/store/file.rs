@@ -20,9 +20,12 @@
 //! - **Sealed segments:** once the data file holds
 //!   [`crate::Config::segment_entries`] entries, the commit that reaches
 //!   that count also seals it ([`FileStore::seal`]): a new data file carries
-//!   on with the head, `meta`, `aux`, the redactions and the bundle the head
-//!   is in; the old file is linked into `segments/` and no commit writes it
+//!   on with the head, `meta`, the redactions and the bundle the head is
+//!   in; the old file is linked into `segments/` and no commit writes it
 //!   again.
+//! - **Derived state** (the `aux` table) is kept in a redb file of its own,
+//!   [`DERIVED_FILE`], with its own transactions: a save never holds a
+//!   commit up, and a seal never copies it.
 //!   A snapshot reads each row from the file whose bounds hold it
 //!   ([`Files::segment`]); docs/FORMAT.md §4 gives the layout.
 //!
@@ -34,7 +37,7 @@
 //! | `meta` | `"format_version"` | u32, big-endian |
 //! | `meta` | `"head"` | size (u64 BE) ‖ root (32) ‖ chain (32) |
 //! | `meta` | `"segments"` | the sizes the segments were sealed at (u64 BE each) |
-//! | `aux` | a name | derived state (projection checkpoints); rebuildable, never hashed |
+//! | `aux` | a name | empty but for records that stay in the data file ([`stays_in_data_file`]); derived state is in [`DERIVED_FILE`]'s `aux` |
 //!
 //! The stored hash index is Go `sumdb/tlog`'s dense layout
 //! ([`crate::merkle::stored_hash_index`]).
@@ -80,8 +83,11 @@ pub const V2_LEAF_INDEX: TableDefinition<[u8; 32], u64> = TableDefinition::new("
 /// the upgrade to 3 ([`crate::lookup`] holds it now).
 pub const V2_ENTRY_KEYS: TableDefinition<&str, (u64, [u8; 32])> =
     TableDefinition::new("entry_keys");
-/// Derived state saved by layers above the log (projection checkpoints).
-/// Never hashed, never part of the log; always rebuildable from it.
+/// Derived state saved by layers above the log (projection checkpoints,
+/// the event state). Never hashed, never part of the log; always
+/// rebuildable from it. Kept in [`DERIVED_FILE`]; the data file keeps the
+/// table, empty (builds before the derived file kept the records there, and
+/// a writer's open moves them).
 pub const AUX: TableDefinition<&str, &[u8]> = TableDefinition::new("aux");
 /// Private parts of entries, sealed ([`crate::private`]): index → row.
 pub const PRIVATE_PARTS: TableDefinition<u64, &[u8]> = TableDefinition::new("private_parts");
@@ -93,6 +99,10 @@ pub(crate) const PRIVATE_NEXT_SLOT_KEY: &str = "private_next_slot";
 
 /// The data file inside the data directory.
 pub const DB_FILE: &str = "ledger.redb";
+/// The redb database beside the data file that holds derived state
+/// ([`AUX`]): written in its own transactions, so saving it never holds up
+/// a commit of the log, and never copied by a seal.
+pub const DERIVED_FILE: &str = "derived.redb";
 /// The directory beside the data file that holds sealed segments.
 pub const SEGMENTS_DIR: &str = "segments";
 /// The next data file while a seal builds it; renamed over [`DB_FILE`].
@@ -194,10 +204,15 @@ pub struct FileStore {
     seal_every: std::sync::atomic::AtomicU64,
     /// After a seal failed: the size of the log at which to try again.
     seal_retry_at: std::sync::atomic::AtomicU64,
-    /// Held by every write to the data file (a commit, a save of derived
-    /// state, a seal), so that a seal copies what it carries over with no
-    /// write in between.
+    /// Held by every write to the data file (a commit and the seal it may
+    /// make, a record that stays in the data file, derived state where
+    /// [`DERIVED_FILE`] is not open), so that a seal copies what it carries
+    /// over with no write in between. Saves to [`DERIVED_FILE`] do not take
+    /// it.
     writing: Mutex<()>,
+    /// Set when a save to [`DERIVED_FILE`] failed: the next one opens it
+    /// again first ([`FileStore::reopen_derived`]).
+    derived_failed: std::sync::atomic::AtomicBool,
     /// Opened read-only over [`crate::overlay::Overlay`] while storage fails.
     fallback: bool,
     /// Held by every [`FileSnapshot`]: how the log knows when the last reader of
@@ -249,6 +264,7 @@ impl FileStore {
                 store.migrate_v3()?;
             }
             store.load_segments(true)?;
+            store.open_derived(true)?;
             Ok(store)
         })?;
         // The file's name must be as durable as the commits made to it:
@@ -290,6 +306,7 @@ impl FileStore {
         FileStore {
             files: std::sync::RwLock::new(Arc::new(Files {
                 live: Arc::new(ClosingDb::new(db)),
+                derived: None,
                 sealed: Vec::new(),
                 live_from: Bounds::default(),
             })),
@@ -298,6 +315,7 @@ impl FileStore {
             seal_every: std::sync::atomic::AtomicU64::new(SEGMENT_ENTRIES),
             seal_retry_at: std::sync::atomic::AtomicU64::new(0),
             writing: Mutex::new(()),
+            derived_failed: std::sync::atomic::AtomicBool::new(false),
             fallback,
             lease: std::sync::Arc::new(()),
             upper: Arc::new(UpperHashes::new()),
@@ -338,6 +356,7 @@ impl FileStore {
             let mut store = FileStore::new(db, path.clone(), false, None);
             store.check_format()?;
             store.load_segments(false)?;
+            store.open_derived(false)?;
             Ok(store)
         })
     }
@@ -543,29 +562,191 @@ impl FileStore {
     }
 
     /// Saves several records of derived state, durably, in one transaction:
-    /// all of them or none.
+    /// all of them or none. They go to [`DERIVED_FILE`], whose transactions
+    /// are its own: a commit of the log never waits for a save. (A record
+    /// that stays in the data file, [`stays_in_data_file`], goes there in
+    /// a transaction of its own.)
     pub fn put_aux_all(&self, records: &[(&str, &[u8])]) -> Result<(), Error> {
         self.refuse_if_fallback()?;
-        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
-        let txn = self.begin_durable()?;
-        {
-            let mut t = txn.open_table(AUX).map_err(storage)?;
-            for (name, bytes) in records {
-                t.insert(*name, *bytes).map_err(storage)?;
-            }
+        let (kept, derived): (Vec<_>, Vec<_>) = records
+            .iter()
+            .partition(|(name, _)| stays_in_data_file(name));
+        if !kept.is_empty() {
+            let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+            put_all(&self.live(), &kept)?;
         }
-        txn.commit().map_err(storage)
+        if derived.is_empty() {
+            return Ok(());
+        }
+        if self
+            .derived_failed
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.reopen_derived();
+        }
+        // Only the derived file is held through the save: a commit that
+        // fails meanwhile can reopen the data file.
+        let Some(db) = self.files().derived.clone() else {
+            let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+            return put_all(&self.live(), &derived);
+        };
+        let saved = put_all(&db, &derived);
+        if saved.is_err() {
+            // redb refuses every later write to a file after a failed one:
+            // the next save opens it again.
+            self.derived_failed
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        saved
+    }
+
+    /// After a failed save: opens [`DERIVED_FILE`] again, once every
+    /// reader of the failed handle is done (until then saves go on failing
+    /// and the next one tries again).
+    fn reopen_derived(&self) {
+        let mut files = self.files.write().unwrap_or_else(|p| p.into_inner());
+        let Some(old) = files.derived.clone() else {
+            return;
+        };
+        let (live, sealed, live_from) = (
+            Arc::clone(&files.live),
+            files.sealed.clone(),
+            files.live_from,
+        );
+        let with = |derived| {
+            Arc::new(Files {
+                live: Arc::clone(&live),
+                derived,
+                sealed: sealed.clone(),
+                live_from,
+            })
+        };
+        *files = with(None);
+        let weak = Arc::downgrade(&old);
+        drop(old);
+        let derived = match open_derived_file(&self.path.with_file_name(DERIVED_FILE)) {
+            Ok(db) => {
+                self.derived_failed
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(file = DERIVED_FILE, "reopened after a failed save");
+                Some(Arc::new(ClosingDb::new(db)))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, file = DERIVED_FILE, "cannot reopen after a failed save yet; the next save tries again");
+                weak.upgrade()
+            }
+        };
+        *files = with(derived);
     }
 
     /// Derived state saved under `name`, if any.
     pub fn get_aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        let txn = self.live().begin_read().map_err(storage)?;
+        let files = self.files();
+        let txn = if stays_in_data_file(name) {
+            files.live.begin_read().map_err(storage)?
+        } else {
+            files.derived_read()?
+        };
         let t = match txn.open_table(AUX) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(storage(e)),
         };
         Ok(t.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Opens [`DERIVED_FILE`]. The writer's open (`create`) creates it and
+    /// moves into it the records an earlier build kept in the data file's
+    /// own [`AUX`] table ([`FileStore::move_derived`]); a read-only open
+    /// uses it only where that table holds none (a writer of this build has
+    /// moved them), and reads the data file's table otherwise, or when the
+    /// file cannot be opened.
+    fn open_derived(&mut self, create: bool) -> Result<(), Error> {
+        let path = self.path.with_file_name(DERIVED_FILE);
+        let in_data_file = {
+            let txn = self.live().begin_read().map_err(storage)?;
+            match txn.open_table(AUX) {
+                Ok(t) => t
+                    .iter()
+                    .map_err(storage)?
+                    .any(|kv| kv.is_ok_and(|(k, _)| !stays_in_data_file(k.value()))),
+                Err(redb::TableError::TableDoesNotExist(_)) => false,
+                Err(e) => return Err(storage(e)),
+            }
+        };
+        let db = if create {
+            let db = open_derived_file(&path)?;
+            // Its name is durable before anything is moved into it.
+            sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+            db
+        } else if !in_data_file && path.is_file() {
+            match guarded("opening derived state", || {
+                derived_builder().open(&path).map_err(storage)
+            }) {
+                Ok(db) => db,
+                Err(e) => {
+                    tracing::warn!(error = %e, file = %path.display(), "cannot open the saved derived state; reading none");
+                    return Ok(());
+                }
+            }
+        } else {
+            return Ok(());
+        };
+        let db = ClosingDb::new(db);
+        if in_data_file {
+            self.move_derived(&db)?;
+        }
+        let files = Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner()))
+            .ok_or_else(|| {
+                Corruption::new(
+                    0,
+                    CorruptionKind::Malformed,
+                    "the data file is already shared",
+                )
+            })?;
+        files.derived = Some(Arc::new(db));
+        Ok(())
+    }
+
+    /// Moves the derived state an earlier build kept in the data file into
+    /// `derived`, in place of what `derived` holds (only an earlier build
+    /// writes the data file's table, so its records are the newer ones):
+    /// copied, then removed from the data file, each step durable. A move
+    /// cut short between the two is made again at the next open. Records
+    /// that stay in the data file ([`stays_in_data_file`]) are left there.
+    fn move_derived(&self, derived: &Database) -> Result<(), Error> {
+        let live = self.live();
+        let read = live.begin_read().map_err(storage)?;
+        let from = read.open_table(AUX).map_err(storage)?;
+        let write = begin_durable(derived)?;
+        let mut moved = 0usize;
+        write.delete_table(AUX).map_err(storage)?;
+        {
+            let mut to = write.open_table(AUX).map_err(storage)?;
+            for kv in from.iter().map_err(storage)? {
+                let (k, v) = kv.map_err(storage)?;
+                if !stays_in_data_file(k.value()) {
+                    to.insert(k.value(), v.value()).map_err(storage)?;
+                    moved += 1;
+                }
+            }
+        }
+        write.commit().map_err(storage)?;
+        drop(from);
+        drop(read);
+        let _writing = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        let txn = begin_durable(&live)?;
+        txn.open_table(AUX)
+            .map_err(storage)?
+            .retain(|k, _| stays_in_data_file(k))
+            .map_err(storage)?;
+        txn.commit().map_err(storage)?;
+        tracing::info!(
+            records = moved,
+            file = DERIVED_FILE,
+            "moved the saved derived state out of the data file"
+        );
+        Ok(())
     }
 
     fn check_format(&self) -> Result<(), Error> {
@@ -789,6 +970,11 @@ impl Segment {
 /// The data file and the segments it continues, as one snapshot sees them.
 struct Files {
     live: Arc<ClosingDb>,
+    /// [`DERIVED_FILE`]; `None` where it is not opened (a read-only open of
+    /// a directory a writer of this build has not opened yet, or a view
+    /// while storage fails): derived state is then read from the data
+    /// file's own [`AUX`] table.
+    derived: Option<Arc<ClosingDb>>,
     /// In order; each one's `from` is the previous one's `to`.
     sealed: Vec<Arc<Segment>>,
     /// Where the data file's rows start: the last segment's `to`.
@@ -796,6 +982,16 @@ struct Files {
 }
 
 impl Files {
+    /// A read transaction on where derived state is kept: [`DERIVED_FILE`],
+    /// or the data file where that is not open.
+    fn derived_read(&self) -> Result<ReadTransaction, Error> {
+        match &self.derived {
+            Some(db) => db.begin_read(),
+            None => self.live.begin_read(),
+        }
+        .map_err(storage)
+    }
+
     /// The sealed segment that holds the row `index` of the kind `of`
     /// picks, or `None` for the data file.
     fn segment(&self, index: u64, of: fn(&Bounds) -> u64) -> Option<usize> {
@@ -806,10 +1002,11 @@ impl Files {
     }
 }
 
-/// The bytes of the data file at `data_file` and of the sealed segments
-/// beside it; `None` when there is no data file.
+/// The bytes of the data file at `data_file`, of the sealed segments
+/// beside it and of [`DERIVED_FILE`]; `None` when there is no data file.
 pub fn disk_bytes(data_file: &Path) -> Option<u64> {
-    let live = std::fs::metadata(data_file).ok()?.len();
+    let live = std::fs::metadata(data_file).ok()?.len()
+        + std::fs::metadata(data_file.with_file_name(DERIVED_FILE)).map_or(0, |m| m.len());
     let dir = data_file
         .parent()
         .unwrap_or(Path::new("."))
@@ -1002,7 +1199,7 @@ impl FileStore {
 
     /// Seals the data file at `head`: a new data file gets what the log
     /// carries on with (the head and the rest of `meta`, the bundle the
-    /// head is in, derived state, the list of redactions, and the list of
+    /// head is in, the list of redactions, and the list of
     /// segments with this one added); the old file is linked into
     /// [`SEGMENTS_DIR`]; the new one is renamed over it. Until that rename
     /// the old file is the log (a crash leaves it, and the writer's open
@@ -1064,6 +1261,7 @@ impl FileStore {
         sealed.push(Arc::new(segment));
         *self.files.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(Files {
             live: Arc::new(ClosingDb::new(db)),
+            derived: files.derived.clone(),
             sealed,
             live_from: Bounds::at(head.size),
         });
@@ -1123,6 +1321,8 @@ impl FileStore {
             }
         }
         write.open_table(HASHES).map_err(storage)?;
+        // Derived state is in its own file, which a seal leaves alone; the
+        // data file's table holds only what stays in it.
         {
             let mut to = write.open_table(AUX).map_err(storage)?;
             if let Ok(from) = read.open_table(AUX) {
@@ -1281,6 +1481,68 @@ fn builder() -> redb::Builder {
     b
 }
 
+/// [`DERIVED_FILE`]'s settings: its records are read once per start and
+/// written whole, so a small page cache is enough.
+fn derived_builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_cache_size(4 << 20);
+    b
+}
+
+type AuxTable = ReadOnlyTable<&'static str, &'static [u8]>;
+
+/// Whether the record `name` of the [`AUX`] table stays in the data file
+/// rather than in [`DERIVED_FILE`]: a fact about the directory that no
+/// replay of the log gives back, which a seal carries over and a restore
+/// moves with the data file ([`crate::private::NOT_KEPT_AUX`]).
+pub(crate) fn stays_in_data_file(name: &str) -> bool {
+    name == crate::private::NOT_KEPT_AUX
+}
+
+/// Writes `records` into the [`AUX`] table of `db` in one durable
+/// transaction.
+fn put_all(db: &Database, records: &[&(&str, &[u8])]) -> Result<(), Error> {
+    let txn = begin_durable(db)?;
+    {
+        let mut t = txn.open_table(AUX).map_err(storage)?;
+        for (name, bytes) in records {
+            t.insert(*name, *bytes).map_err(storage)?;
+        }
+    }
+    txn.commit().map_err(storage)
+}
+
+/// Opens (or creates) [`DERIVED_FILE`] at `path` for writing. One that
+/// redb finds damaged is moved aside (to `derived.redb.damaged`) and a new
+/// one created: derived state is rebuilt from the log and never needed to
+/// open it. Any other failure (its lock held, an I/O error) is returned.
+fn open_derived_file(path: &Path) -> Result<Database, Error> {
+    let damaged = match guarded("opening derived state", || {
+        Ok(derived_builder().create(path))
+    }) {
+        Ok(Ok(db)) => return Ok(db),
+        Ok(Err(
+            e @ (redb::DatabaseError::Storage(redb::StorageError::Corrupted(_))
+            | redb::DatabaseError::UpgradeRequired(_)
+            | redb::DatabaseError::RepairAborted),
+        )) => storage(e),
+        // Not a redb file at all (its header overwritten).
+        Ok(Err(redb::DatabaseError::Storage(redb::StorageError::Io(e))))
+            if e.kind() == std::io::ErrorKind::InvalidData =>
+        {
+            storage(redb::StorageError::Io(e))
+        }
+        Ok(Err(e)) => return Err(storage(e)),
+        Err(panicked) => panicked,
+    };
+    let aside = path.with_file_name(format!("{DERIVED_FILE}.damaged"));
+    tracing::error!(error = %damaged, moved_to = %aside.display(), "the saved derived state is damaged; moved aside, and rebuilt from the log");
+    std::fs::rename(path, &aside).map_err(io_error)?;
+    guarded("opening derived state", || {
+        derived_builder().create(path).map_err(storage)
+    })
+}
+
 /// A consistent, read-only view of the log.
 pub struct FileSnapshot {
     txn: ReadTransaction,
@@ -1295,7 +1557,10 @@ pub struct FileSnapshot {
     recent: Mutex<Option<Arc<EntryBundle>>>,
     hashes: ReadOnlyTable<u64, [u8; 32]>,
     meta: ReadOnlyTable<&'static str, &'static [u8]>,
-    aux: OnceLock<ReadOnlyTable<&'static str, &'static [u8]>>,
+    /// Derived state's table, in a read transaction of its own (see
+    /// [`Files::derived_read`]) opened on first use; `None` when there is no
+    /// such table.
+    aux: OnceLock<Option<(AuxTable, ReadTransaction)>>,
     upper: Arc<UpperHashes>,
     /// The data file and the sealed segments as of this snapshot.
     files: Arc<Files>,
@@ -1594,27 +1859,56 @@ impl FileSnapshot {
         }
     }
 
-    /// Derived state saved under `name` (see [`FileStore::put_aux`]), as of this
-    /// snapshot.
-    /// Every record of derived state, by name.
-    pub fn aux_all(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
-        opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?
-            .iter()
-            .map_err(storage)?
-            .map(|r| {
-                r.map(|(k, v)| (k.value().to_owned(), v.value().to_vec()))
-                    .map_err(storage)
-            })
-            .collect()
+    /// Derived state's table as of this snapshot's first read of it.
+    fn aux_table(&self) -> Result<Option<&AuxTable>, Error> {
+        Ok(opened(&self.aux, || {
+            let txn = self.files.derived_read()?;
+            match txn.open_table(AUX) {
+                Ok(t) => Ok(Some((t, txn))),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+                Err(e) => Err(storage(e)),
+            }
+        })?
+        .as_ref()
+        .map(|(t, _)| t))
     }
 
+    /// Every record of derived state, by name (with those that stay in the
+    /// data file).
+    pub fn aux_all(&self) -> Result<Vec<(String, Vec<u8>)>, Error> {
+        let mut all = Vec::new();
+        let kept = match self.txn.open_table(AUX) {
+            Ok(t) => Some(t),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(storage(e)),
+        };
+        for t in kept.as_ref().into_iter().chain(self.aux_table()?) {
+            for r in t.iter().map_err(storage)? {
+                let (k, v) = r.map_err(storage)?;
+                if !all.iter().any(|(n, _): &(String, Vec<u8>)| n == k.value()) {
+                    all.push((k.value().to_owned(), v.value().to_vec()));
+                }
+            }
+        }
+        all.sort();
+        Ok(all)
+    }
+
+    /// Derived state saved under `name` (see [`FileStore::put_aux`]), as of
+    /// this snapshot's first read of derived state (a record that stays in
+    /// the data file: as of this snapshot).
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
-        Ok(
-            opened(&self.aux, || self.txn.open_table(AUX).map_err(storage))?
-                .get(name)
-                .map_err(storage)?
-                .map(|v| v.value().to_vec()),
-        )
+        if stays_in_data_file(name) {
+            return match self.txn.open_table(AUX) {
+                Ok(t) => Ok(t.get(name).map_err(storage)?.map(|v| v.value().to_vec())),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+                Err(e) => Err(storage(e)),
+            };
+        }
+        let Some(t) = self.aux_table()? else {
+            return Ok(None);
+        };
+        Ok(t.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
     }
 
     /// Reads the stored hashes at `indexes`; a missing one is
@@ -1807,6 +2101,7 @@ mod tests {
         // whole bundle of its own.
         let files = Files {
             live: Arc::new(ClosingDb(None, Arc::default())),
+            derived: None,
             sealed: vec![seg(0, 20), seg(20, 25), seg(25, 70)],
             live_from: Bounds::at(70),
         };
