@@ -696,15 +696,7 @@ impl FileStore {
         if in_data_file {
             self.move_derived(&db)?;
         }
-        let files = Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner()))
-            .ok_or_else(|| {
-                Corruption::new(
-                    0,
-                    CorruptionKind::Malformed,
-                    "the data file is already shared",
-                )
-            })?;
-        files.derived = Some(Arc::new(db));
+        self.files_mut()?.derived = Some(Arc::new(db));
         Ok(())
     }
 
@@ -1066,6 +1058,18 @@ impl FileStore {
         Arc::clone(&self.files.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The files, while opening: no snapshot shares them yet.
+    fn files_mut(&mut self) -> Result<&mut Files, Error> {
+        Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner())).ok_or_else(|| {
+            Corruption::new(
+                0,
+                CorruptionKind::Malformed,
+                "the data file is already shared",
+            )
+            .into()
+        })
+    }
+
     fn live(&self) -> Arc<ClosingDb> {
         Arc::clone(&self.files().live)
     }
@@ -1147,14 +1151,7 @@ impl FileStore {
             sealed.push(Arc::new(Segment::new(size, from, path)));
             from = to;
         }
-        let files = Arc::get_mut(self.files.get_mut().unwrap_or_else(|p| p.into_inner()))
-            .ok_or_else(|| {
-                Corruption::new(
-                    0,
-                    CorruptionKind::Malformed,
-                    "the data file is already shared",
-                )
-            })?;
+        let files = self.files_mut()?;
         files.sealed = sealed;
         files.live_from = from;
         Ok(())
