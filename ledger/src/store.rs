@@ -673,8 +673,11 @@ impl Snapshot {
         each!(self, s => s.private_row(index))
     }
 
-    /// Derived state saved under `name` (see [`Store::put_aux`]), as of this
-    /// snapshot.
+    /// Derived state saved under `name` (see [`Store::put_aux`]): in a
+    /// redb log, as of this snapshot's first read of derived state (it is
+    /// kept in a file of its own, `derived.redb`); in PostgreSQL, as of
+    /// this snapshot. Each record is checked against the log by whoever
+    /// reads it, never trusted for being here.
     pub fn aux(&self, name: &str) -> Result<Option<Vec<u8>>, Error> {
         each!(self, s => s.aux(name))
     }
