@@ -272,7 +272,10 @@ fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64,
     }
     let head = events.ledger().head().size;
     if head >= target {
-        if save {
+        // Nothing new to save when nothing was appended: the last run's
+        // in-process loads, or its server's clean stop, saved it (a save
+        // here would fold the whole log again, minutes at 10M).
+        if save && appended > 0 {
             save_derived(&events, &key)?;
         }
         write_sidecar(dir, &side)?;
@@ -344,13 +347,32 @@ fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64,
 /// Saves the event-state snapshot and the projection checkpoint, as a
 /// running server does every `projection_save_secs` and on shutdown.
 fn save_derived(events: &EventLog, key: &anchors::LogKey) -> anyhow::Result<()> {
-    events.save_state()?;
     let settings = projections::fold::Settings::default();
-    let projector = projections::driver::Projector::rebuild(events.ledger(), settings)?;
+    let mut projector = projections::driver::Projector::rebuild(events.ledger(), settings)?;
+    commit_and_save(events, key, &mut projector)
+}
+
+/// What a server's save does: the projection's state committed in the log
+/// (a `state.committed` entry), then the projection checkpoint and the
+/// event-state snapshot saved. A checkpoint at a commitment is what lets
+/// the next start skip folding the log from its first entry to confirm it;
+/// one saved without would make every start after a scale run do that.
+fn commit_and_save(
+    events: &EventLog,
+    key: &anchors::LogKey,
+    projector: &mut projections::driver::Projector,
+) -> anyhow::Result<()> {
+    projections::driver::commit_state(
+        events,
+        projector,
+        &key.event_signing_key(),
+        events::Clock::now_micros(&SystemClock),
+    )?;
     projector.save(
         events.ledger(),
         &projections::driver::seal_key(&key.event_signing_key()),
     )?;
+    events.save_state()?;
     Ok(())
 }
 
@@ -899,11 +921,7 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
             );
         }
     }
-    events.save_state()?;
-    projector.save(
-        events.ledger(),
-        &projections::driver::seal_key(&key.event_signing_key()),
-    )?;
+    commit_and_save(&events, &key, &mut projector)?;
     drop(events);
     write_sidecar(&cfg.dir, &side)?;
     Ok(lat)
