@@ -228,13 +228,15 @@ fn prepared(dir: &Path, side: &Sidecar) -> anyhow::Result<Prepared> {
 /// Creates the directory (if new) and grows its log to `target` entries.
 /// Returns the seconds spent and the events appended.
 pub fn grow(cfg: &ScaleConfig, target: u64) -> anyhow::Result<(f64, u64)> {
-    grow_with(cfg, target, true)
+    grow_with(cfg, target, true).map(|(secs, n, _)| (secs, n))
 }
 
 /// [`grow`], saving the derived state at the end (as a server does on a
 /// clean stop) only when `save` is set: without it, the entries appended
-/// are a tail the next start must catch up, as after a crash.
-fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64, u64)> {
+/// are a tail the next start must catch up, as after a crash. Returns the
+/// seconds spent, the events appended and the log's size (a save appends
+/// its state commitment).
+fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64, u64, u64)> {
     let dir = &cfg.dir;
     let mut side = match read_sidecar(dir)? {
         Some(s) => s,
@@ -272,14 +274,12 @@ fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64,
     }
     let head = events.ledger().head().size;
     if head >= target {
-        // Nothing new to save when nothing was appended: the last run's
-        // in-process loads, or its server's clean stop, saved it (a save
-        // here would fold the whole log again, minutes at 10M).
-        if save && appended > 0 {
+        if save {
             save_derived(&events, &key)?;
         }
+        let size = events.ledger().head().size;
         write_sidecar(dir, &side)?;
-        return Ok((started.elapsed().as_secs_f64(), appended));
+        return Ok((started.elapsed().as_secs_f64(), appended, size));
     }
     let todo = target - head;
     let bar = progress(todo, "growing");
@@ -339,16 +339,34 @@ fn grow_with(cfg: &ScaleConfig, target: u64, save: bool) -> anyhow::Result<(f64,
     if save {
         save_derived(&events, &key)?;
     }
+    let size = events.ledger().head().size;
     drop(events);
     write_sidecar(dir, &side)?;
-    Ok((started.elapsed().as_secs_f64(), appended))
+    Ok((started.elapsed().as_secs_f64(), appended, size))
 }
 
 /// Saves the event-state snapshot and the projection checkpoint, as a
-/// running server does every `projection_save_secs` and on shutdown.
+/// running server does every `projection_save_secs` and on shutdown. The
+/// projection resumes from a checkpoint a state commitment vouches for
+/// (nothing to save when that commitment is the log's last entry); any
+/// other is folded again from the first entry, as a server's background
+/// check does before it commits.
 fn save_derived(events: &EventLog, key: &anchors::LogKey) -> anyhow::Result<()> {
+    use projections::driver::{Projector, Resumed};
     let settings = projections::fold::Settings::default();
-    let mut projector = projections::driver::Projector::rebuild(events.ledger(), settings)?;
+    let log = events.ledger();
+    let seal = projections::driver::seal_key(&key.event_signing_key());
+    let (mut projector, resumed) = Projector::resume(log, settings.clone(), &seal)?;
+    match resumed {
+        Resumed::Committed { index, .. } if index + 1 == log.head().size => {
+            events.save_state()?;
+            return Ok(());
+        }
+        Resumed::Committed { .. } => {
+            projector.catch_up(log)?;
+        }
+        _ => projector = Projector::rebuild(log, settings)?,
+    }
     commit_and_save(events, key, &mut projector)
 }
 
@@ -462,10 +480,11 @@ pub fn recovery(cfg: &ScaleConfig, base: u64, tail: u64) -> anyhow::Result<Recov
             cfg.dir.display()
         );
     }
-    grow_with(cfg, base, true)?;
-    grow_with(cfg, base + tail, false)?;
+    // The save appends a state commitment: the tail starts after it.
+    let (_, _, saved_at) = grow_with(cfg, base, true)?;
+    grow_with(cfg, saved_at + tail, false)?;
     let mut rep = RecoveryReport {
-        snapshot_at: base,
+        snapshot_at: saved_at,
         tail,
         ..RecoveryReport::default()
     };
@@ -885,7 +904,7 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
         Arc::new(SystemClock),
     )?;
     let settings = projections::fold::Settings::default();
-    let (mut projector, _) = projections::driver::Projector::open(
+    let (mut projector, resumed) = projections::driver::Projector::open(
         events.ledger(),
         settings,
         &projections::driver::seal_key(&key.event_signing_key()),
@@ -921,7 +940,18 @@ fn view_load(cfg: &ScaleConfig, n: usize) -> anyhow::Result<Vec<u64>> {
             );
         }
     }
-    commit_and_save(&events, &key, &mut projector)?;
+    // A state is committed only on a checkpoint a commitment vouched for
+    // (a server commits only what its background check confirmed);
+    // otherwise it is saved as it stands, and the next start confirms it.
+    if matches!(resumed, projections::driver::Resumed::Committed { .. }) {
+        commit_and_save(&events, &key, &mut projector)?;
+    } else {
+        projector.save(
+            events.ledger(),
+            &projections::driver::seal_key(&key.event_signing_key()),
+        )?;
+        events.save_state()?;
+    }
     drop(events);
     write_sidecar(&cfg.dir, &side)?;
     Ok(lat)
